@@ -1,0 +1,39 @@
+"""Read the stack's config once and validate it into the estate model."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+from pubsub_rules import facts
+
+from infra.estate import Estate, EstateError, load_estate
+
+NAMESPACE = "pubsubguard"
+
+
+def read_estate() -> Estate:
+    """The stack's estate, or a pulumi.RunError (no traceback) naming the stack file and field."""
+    source = f"Pulumi.{pulumi.get_stack()}.yaml"
+    config = pulumi.Config(NAMESPACE)
+    try:
+        raw = config.get_object("estate")
+    except Exception as err:  # the config value is not JSON/YAML-shaped
+        raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: expected a mapping with 'topics' ({err})") from None
+    if raw is None:
+        raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: required config key is missing (see README, 'The estate')")
+    try:
+        return load_estate(raw, source, prefix=f"{NAMESPACE}:estate")
+    except EstateError as err:
+        raise pulumi.RunError(str(err)) from None
+
+
+def service_agent() -> pulumi.Input[str]:
+    """The Pub/Sub service agent: from `pubsubguard:projectNumber`, else the getProject invoke."""
+    number = pulumi.Config(NAMESPACE).get("projectNumber")
+    if number:
+        if not number.isdigit():
+            raise pulumi.RunError(
+                f"Pulumi.{pulumi.get_stack()}.yaml: {NAMESPACE}:projectNumber: expected digits, got {number!r}"
+            )
+        return facts.pubsub_service_agent(number)
+    return gcp.organizations.get_project_output().number.apply(facts.pubsub_service_agent)

@@ -1,0 +1,121 @@
+"""Pub/Sub limits, names and contracts: the one source of these facts for the project.
+
+Pure Python with no third-party imports, so that both the policy pack (in its own virtualenv) and
+the estate model (`infra.estate`) read the same numbers. Each fact names where it comes from
+(`shared/PUBSUB_FACTS.md` and the Google documents it cites).
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- Resource type tokens (pulumi-gcp 10.x) ---------------------------------------------------
+TOPIC = "gcp:pubsub/topic:Topic"
+SUBSCRIPTION = "gcp:pubsub/subscription:Subscription"
+TOPIC_IAM_MEMBER = "gcp:pubsub/topicIAMMember:TopicIAMMember"
+TOPIC_IAM_BINDING = "gcp:pubsub/topicIAMBinding:TopicIAMBinding"
+TOPIC_IAM_POLICY = "gcp:pubsub/topicIAMPolicy:TopicIAMPolicy"
+SUBSCRIPTION_IAM_MEMBER = "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember"
+SUBSCRIPTION_IAM_BINDING = "gcp:pubsub/subscriptionIAMBinding:SubscriptionIAMBinding"
+SUBSCRIPTION_IAM_POLICY = "gcp:pubsub/subscriptionIAMPolicy:SubscriptionIAMPolicy"
+TOPIC_IAM_TYPES = (TOPIC_IAM_MEMBER, TOPIC_IAM_BINDING, TOPIC_IAM_POLICY)
+SUBSCRIPTION_IAM_TYPES = (SUBSCRIPTION_IAM_MEMBER, SUBSCRIPTION_IAM_BINDING, SUBSCRIPTION_IAM_POLICY)
+IAM_TYPES = TOPIC_IAM_TYPES + SUBSCRIPTION_IAM_TYPES
+
+# --- Ranges (Pub/Sub API; provider docs) -------------------------------------------------------
+ACK_DEADLINE_MIN_S = 10
+ACK_DEADLINE_MAX_S = 600
+ACK_DEADLINE_DEFAULT_S = 10
+EXACTLY_ONCE_DEFAULT_ACK_DEADLINE_S = 60
+EXACTLY_ONCE_MIN_RECOMMENDED_ACK_DEADLINE_S = 60
+RETENTION_MIN_S = 10 * 60  # subscription message retention: 10 minutes ..
+RETENTION_MAX_S = 31 * 24 * 3600  # .. 31 days
+TOPIC_RETENTION_MIN_S = 10 * 60
+TOPIC_RETENTION_MAX_S = 31 * 24 * 3600
+EXPIRATION_MIN_S = 24 * 3600  # expiration_policy.ttl at least 1 day; "" means never
+RETRY_BACKOFF_MIN_S = 0
+RETRY_BACKOFF_MAX_S = 600
+MAX_DELIVERY_ATTEMPTS_MIN = 5
+MAX_DELIVERY_ATTEMPTS_MAX = 100
+MAX_DELIVERY_ATTEMPTS_DEFAULT = 5
+FILTER_MAX_BYTES = 256
+ORDERING_KEY_MAX_BYTES = 1024
+
+# --- Names ------------------------------------------------------------------------------------
+# Start with a letter; letters, digits and -_.~+%; 3..255 characters; not starting with "goog".
+NAME_RULE = "3 to 255 characters: a letter first, then letters, digits or -_.~+%, not starting with 'goog'"
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` is not a valid topic or subscription name, or None when it is."""
+    if not isinstance(name, str):
+        return f"a name must be a string, got {type(name).__name__}"
+    if not _NAME_RE.fullmatch(name):
+        return f"{name!r} is not a valid name ({NAME_RULE})"
+    if name.lower().startswith("goog"):
+        return f"{name!r} must not start with 'goog'"
+    return None
+
+
+REGION_RE = re.compile(r"[a-z]+(?:-[a-z]+)+[0-9]+")
+
+
+def locational_endpoint(region: str) -> str:
+    """The regional (locational) endpoint that pins clients to `region` (seed 002, exactly-once)."""
+    return f"{region}-pubsub.googleapis.com:443"
+
+
+GLOBAL_ENDPOINT = "pubsub.googleapis.com:443"
+
+# --- Durations ("600s" as the API and the provider write them) ---------------------------------
+_DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
+
+
+def parse_api_duration(value: object) -> float | None:
+    """Seconds of an API duration string like "600s" or "3.5s"; None when it is not one."""
+    if isinstance(value, str):
+        match = _DURATION_RE.fullmatch(value)
+        if match:
+            return float(match.group(1))
+    return None
+
+
+def api_duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole}s" if whole == seconds else f"{seconds}s"
+
+
+# --- Service agent (dead-lettering) -------------------------------------------------------------
+def pubsub_service_agent(project_number: str) -> str:
+    return f"serviceAccount:service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
+SERVICE_AGENT_RE = re.compile(r"serviceAccount:service-(\d+)@gcp-sa-pubsub\.iam\.gserviceaccount\.com")
+PUBLISHER_ROLE = "roles/pubsub.publisher"
+SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
+PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+
+# --- Region-pinning contract between the program and the pack ----------------------------------
+# Labels carry the region a topic's publishers and a subscription's consumers connect to, so any
+# Pulumi program that adopts them can be judged by the pack (stack outputs are not visible to it).
+PUBLISHER_REGION_LABEL = "pubsubguard-publisher-region"
+CONSUMER_REGION_LABEL = "pubsubguard-consumer-region"
+
+# --- Probe isolation contract (validation/) ----------------------------------------------------
+# Messages the verification probe publishes carry this attribute (value: the run id). Subscriptions
+# declared with probe isolation exclude them with PROBE_EXCLUSION_FILTER; the probe's own twin
+# subscriptions select exactly one run with probe_filter(run_id).
+PROBE_ATTRIBUTE = "pubsubguard_probe"
+PROBE_EXCLUSION_FILTER = f"NOT attributes:{PROBE_ATTRIBUTE}"
+
+
+def probe_filter(run_id: str) -> str:
+    return f'attributes.{PROBE_ATTRIBUTE} = "{run_id}"'
+
+
+def with_probe_exclusion(user_filter: str | None) -> str:
+    """The filter a probe-isolated subscription is declared with: the user's filter AND no probe."""
+    if user_filter:
+        return f"({user_filter}) AND {PROBE_EXCLUSION_FILTER}"
+    return PROBE_EXCLUSION_FILTER

@@ -1,0 +1,5 @@
+import sys
+
+from pubsubguard.cli import main
+
+sys.exit(main())

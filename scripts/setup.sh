@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Idempotent setup for a fresh machine: the project's virtualenv (.venv) and the policy pack's own
+# virtualenv (policies/venv, Pulumi's convention: pulumi-policy pins protobuf 5 while
+# google-cloud-pubsub needs protobuf 6, so the two never share an interpreter), plus a check that
+# Java and the Pub/Sub emulator are present. Re-running it is cheap: each venv is rebuilt only when
+# its requirements changed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+
+need_py() {
+  "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' || {
+    echo "setup: Python >= 3.10 is required (found $("$py" --version 2>&1)); set PYTHON=/path/to/python3" >&2
+    exit 2
+  }
+}
+
+# make_venv DIR STAMP_SOURCE... -- PIP_ARGS...
+make_venv() {
+  local dir="$1"; shift
+  local sources=()
+  while [ "$1" != "--" ]; do sources+=("$1"); shift; done
+  shift
+  local stamp
+  stamp="$(cat "${sources[@]}" | sha256sum | cut -c1-16)"
+  if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "setup: building $dir" >&2
+  rm -rf "$dir"
+  "$py" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+  echo "$stamp" > "$dir/.stamp"
+}
+
+need_py
+make_venv .venv pyproject.toml -- -e ".[test]"
+make_venv policies/venv policies/requirements.txt policies/requirements-dev.txt -- \
+  -r policies/requirements.txt -r policies/requirements-dev.txt
+
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Java 17 (Debian openjdk-17-jre-headless)" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "setup: Java 17 is required for Spark and the emulator: apt-get install openjdk-17-jre-headless" >&2
+    exit 2
+  fi
+fi
+if ! .venv/bin/python -m pubsubguard.emulator --locate >/dev/null; then
+  .venv/bin/python -m pubsubguard.emulator --locate || true
+  exit 2
+fi

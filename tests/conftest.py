@@ -1,0 +1,34 @@
+"""Shared fixtures: one Spark session and one Pub/Sub emulator per test session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from validation.session import spark_session
+
+    session = spark_session("local[2]", app_name="pubsubguard-tests", shuffle_partitions=4)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory):
+    """A real Pub/Sub emulator on a free loopback port; PUBSUB_EMULATOR_HOST points at it."""
+    from pubsubguard.emulator import Emulator
+
+    emu = Emulator.start(project="pubsubguard-dev", state_dir=tmp_path_factory.mktemp("emulator"))
+    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = emu.host
+    try:
+        yield emu
+    finally:
+        emu.stop()
+        if saved is None:
+            os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+        else:
+            os.environ["PUBSUB_EMULATOR_HOST"] = saved

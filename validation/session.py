@@ -1,0 +1,26 @@
+"""The one place a Spark session is made."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def spark_session(master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8):
+    from pyspark.sql import SparkSession
+
+    # Executors must run the same interpreter as the driver (the project's virtualenv).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", os.environ.get("PUBSUBGUARD_DRIVER_MEMORY", "2g"))
+    )
+    if master:
+        builder = builder.master(master)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
