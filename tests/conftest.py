@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
+
+# tests/policies run in the policy pack's own virtualenv (pulumi-policy pins protobuf 5):
+# `policies/venv/bin/python -m pytest tests/policies`. The project's venv does not collect them.
+collect_ignore = [] if importlib.util.find_spec("pulumi_policy") else ["policies"]
 
 
 @pytest.fixture(scope="session")
