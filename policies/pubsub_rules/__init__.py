@@ -1,0 +1,1 @@
+"""Pub/Sub rules of the pubsubguard policy pack; `facts` is importable without pulumi-policy."""

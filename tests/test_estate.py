@@ -1,0 +1,117 @@
+"""The estate model: the example loads; every invalid input names its field path and what was expected."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.estate import Estate, EstateError, PushDelivery, load_estate
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["pubsubguard:estate"]
+PREFIX = "pubsubguard:estate"
+
+
+def test_dev_example_loads_with_the_shapes_the_issue_asks_for():
+    estate = load_estate(DEV, "Pulumi.dev.yaml")
+    assert isinstance(estate, Estate)
+    subs = {sub.name: (topic.name, sub) for topic, sub in estate.subscriptions()}
+    assert subs["orders-ordered"][1].ordering and not subs["orders-ordered"][1].exactly_once
+    assert subs["orders-exactly-once"][1].exactly_once and not subs["orders-exactly-once"][1].ordering
+    both = subs["orders-ordered-exactly-once"][1]
+    assert both.ordering and both.exactly_once
+    assert isinstance(subs["orders-push"][1].delivery, PushDelivery)
+    assert sum(1 for _, s in subs.values() if s.dead_letter) >= 2
+    assert len({topic for topic, _ in subs.values()}) >= 2
+    assert subs["orders-exactly-once"][1].retry_policy.maximum_backoff == 10
+    assert subs["orders-ordered-exactly-once"][1].expiration == "never"
+
+
+def _with(path: tuple, value, *, delete: bool = False) -> dict:
+    data = copy.deepcopy(DEV)
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    if delete:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+SUB0 = ("topics", 0, "subscriptions", 0)
+
+INVALID = [
+    # (change, field path, message fragment)
+    (_with(SUB0 + ("ack_deadline_seconds",), 5), "topics[0].subscriptions[0].ack_deadline_seconds",
+     "must be from 10 to 600 seconds, got 5"),
+    (_with(SUB0 + ("ack_deadline_seconds",), 601), "topics[0].subscriptions[0].ack_deadline_seconds",
+     "must be from 10 to 600 seconds, got 601"),
+    (_with(SUB0 + ("ack_deadline_seconds",), "soon"), "topics[0].subscriptions[0].ack_deadline_seconds",
+     "Input should be a valid integer"),
+    (_with(SUB0 + ("dead_letter",), {"max_delivery_attempts": 4}),
+     "topics[0].subscriptions[0].dead_letter.max_delivery_attempts", "must be from 5 to 100, got 4"),
+    (_with(SUB0 + ("dead_letter",), {"max_delivery_attempts": 101}),
+     "topics[0].subscriptions[0].dead_letter.max_delivery_attempts", "must be from 5 to 100, got 101"),
+    (_with(SUB0 + ("retention",), "5m"), "topics[0].subscriptions[0].retention",
+     "retention must be from 600s to 2678400s, got 300s"),
+    (_with(SUB0 + ("retention",), "32d"), "topics[0].subscriptions[0].retention",
+     "retention must be from 600s to 2678400s, got 2764800s"),
+    (_with(SUB0 + ("retention",), "a week"), "topics[0].subscriptions[0].retention",
+     "expected a duration like '600s', '10m', '12h', '7d' or whole seconds, got 'a week'"),
+    (_with(SUB0 + ("expiration",), "12h"), "topics[0].subscriptions[0].expiration",
+     "must be 'never' or at least 86400s (1 day), got 43200s"),
+    (_with(SUB0 + ("retry_policy",), {"minimum_backoff": "11m"}), "topics[0].subscriptions[0].retry_policy.minimum_backoff",
+     "backoff must be from 0s to 600s, got 660s"),
+    (_with(SUB0 + ("filter",), "attributes.x = \"" + "y" * 300 + "\""), "topics[0].subscriptions[0].filter",
+     "must be at most 256 bytes"),
+    (_with(SUB0 + ("name",), "ab"), "topics[0].subscriptions[0].name", "is not a valid name"),
+    (_with(SUB0 + ("name",), "1orders"), "topics[0].subscriptions[0].name", "is not a valid name"),
+    (_with(SUB0 + ("name",), "googly-eyes"), "topics[0].subscriptions[0].name", "must not start with 'goog'"),
+    (_with(("topics", 0, "name"), "orders/x"), "topics[0].name", "is not a valid name"),
+    (_with(SUB0 + ("colour",), "blue"), "topics[0].subscriptions[0].colour", "unknown field"),
+    (_with(("topics", 0, "subscriptions", 3, "delivery", "type"), "carrier-pigeon"),
+     "topics[0].subscriptions[3].delivery", "delivery type must be one of 'pull', 'push', 'bigquery', 'cloud_storage'"),
+    (_with(("topics", 0, "subscriptions", 3, "delivery", "endpoint"), None, delete=True),
+     "topics[0].subscriptions[3].delivery.endpoint", "required field is missing"),
+    (_with(SUB0 + ("consumer_region",), "Mars"), "topics[0].subscriptions[0].consumer_region",
+     "expected a Google Cloud region like 'us-east1', got 'Mars'"),
+    (_with(("topics", 0, "persistence_regions"), []), "topics[0].persistence_regions",
+     "expected a non-empty list of regions"),
+    (_with(("topics", 1, "name"), "orders"), "topics[1].name", "duplicate topic name 'orders'"),
+    (_with(("topics", 1, "subscriptions", 0, "name"), "orders-ordered"), "topics[1].subscriptions[0].name",
+     "duplicate subscription name 'orders-ordered'"),
+    (_with(("topics", 1, "subscriptions", 0, "dead_letter", "topic"), "nowhere"),
+     "topics[1].subscriptions[0].dead_letter.topic", "names topic 'nowhere', which the estate does not declare"),
+    (_with(("topics",), None, delete=True), "topics", "required field is missing"),
+    (_with(("topics", 0, "subscriptions", 1, "name"), "orders-ordered-dead-letter-drain"),
+     "topics[0].subscriptions[0].dead_letter", "auto-created subscription 'orders-ordered-dead-letter-drain' collides"),
+]
+
+
+@pytest.mark.parametrize("data,path,fragment", INVALID, ids=[case[1] + ":" + case[2][:30] for case in INVALID])
+def test_invalid_input_names_the_stack_file_the_field_and_the_expectation(data, path, fragment):
+    with pytest.raises(EstateError) as caught:
+        load_estate(data, "Pulumi.test.yaml")
+    message = str(caught.value)
+    assert message.startswith("Pulumi.test.yaml: invalid estate")
+    assert f"{PREFIX}.{path}: " in message, message
+    line = next(line for line in message.splitlines() if f"{PREFIX}.{path}: " in line)
+    assert fragment in line, message
+    assert "Traceback" not in message
+
+
+def test_semantic_combinations_are_kept_as_written_for_the_policy_pack():
+    # push + exactly-once is the pack's to reject; the model must not "fix" it
+    data = _with(("topics", 0, "subscriptions", 3, "exactly_once"), True)
+    estate = load_estate(data, "Pulumi.test.yaml")
+    push = next(sub for _, sub in estate.subscriptions() if sub.name == "orders-push")
+    assert push.exactly_once and isinstance(push.delivery, PushDelivery)
+
+
+def test_a_string_instead_of_a_mapping_is_reported_at_the_estate_key():
+    with pytest.raises(EstateError, match=r"pubsubguard:estate: expected a mapping with 'topics'"):
+        load_estate("topics", "Pulumi.test.yaml")
