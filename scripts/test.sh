@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The test command (README): sets everything up, then runs the project's tests in the project's
+# virtualenv and the policy pack's unit tests in the pack's own virtualenv, and prints one total.
+# Extra arguments go to the main pytest run (e.g. `-k plan`, `-x`).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh || exit 2
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+.venv/bin/python -m pytest tests --junitxml="$out/main.xml" "$@"
+main_rc=$?
+policies/venv/bin/python -m pytest tests/policies -p no:cacheprovider --junitxml="$out/pack.xml"
+pack_rc=$?
+
+.venv/bin/python - "$out/main.xml" "$out/pack.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        total["errors"] += 1
+        print(f"no results from {path}")
+        continue
+    for suite in root.iter("testsuite"):
+        for key in total:
+            total[key] += int(suite.get(key, 0))
+failed = total["failures"] + total["errors"]
+passed = total["tests"] - failed - total["skipped"]
+print(f"total: {passed} passed, {failed} failed, {total['skipped']} skipped")
+PY
+if [ "$main_rc" -ne 0 ] || [ "$pack_rc" -ne 0 ]; then
+  exit 1
+fi
