@@ -1,0 +1,392 @@
+"""Apply a plan's topics, subscriptions and IAM members to a Pub/Sub target through the admin API.
+
+The target is whatever `PublisherClient` / `SubscriberClient` talk to: the emulator when
+PUBSUB_EMULATOR_HOST is set, Google Cloud otherwise; there is no other switch. Order: dead-letter
+topics, other topics, subscriptions on dead-letter topics (drains), other subscriptions, IAM members.
+
+Idempotent: a resource that exists is compared with the plan (`pubsubguard.readback`); matching
+settings are left alone, mutable differences are updated with a field mask, immutable ones
+(ordering, filter, topic) are reported, never silently replaced. Every plan resource ends with one
+`Outcome`: nothing is dropped, and when creation stops midway the outcomes say what exists and what
+does not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pubsub_rules import facts
+
+from pubsubguard import readback
+from pubsubguard.errors import UserError
+
+CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
+NOT_APPLIED = "not applied"  # the target does not support it, or it cannot change in place
+FAILED = "failed"  # the target refused to create it
+NOT_ATTEMPTED = "not attempted"  # skipped: a dependency failed or the target went away
+CHANGES = (CREATED, UPDATED)
+PROBLEMS = (FAILED, NOT_ATTEMPTED)
+
+# Provider inputs that name the resource rather than set it.
+_IDENTITY_KEYS = ("name", "project")
+# Proto fields holding durations; the plan writes them as "600s".
+_DURATION_FIELDS = {"message_retention_duration", "ttl", "minimum_backoff", "maximum_backoff", "max_duration"}
+# Normalised setting -> the proto field an update mask names (pubsubguard.readback vocabulary).
+_TOPIC_UPDATE_FIELDS = {
+    "labels": ("labels",),
+    "retention_seconds": ("message_retention_duration",),
+    "storage_regions": ("message_storage_policy",),
+    "enforce_in_transit": ("message_storage_policy",),
+    "kms_key": ("kms_key_name",),
+}
+_SUBSCRIPTION_UPDATE_FIELDS = {
+    "labels": ("labels",),
+    "ack_deadline_seconds": ("ack_deadline_seconds",),
+    "retention_seconds": ("message_retention_duration",),
+    "retain_acked_messages": ("retain_acked_messages",),
+    "exactly_once": ("enable_exactly_once_delivery",),
+    "dead_letter_topic": ("dead_letter_policy",),
+    "max_delivery_attempts": ("dead_letter_policy",),
+    "retry_min_backoff_s": ("retry_policy",),
+    "retry_max_backoff_s": ("retry_policy",),
+    "expiration_ttl": ("expiration_policy",),
+    "delivery": ("push_config", "bigquery_config", "cloud_storage_config"),
+    "push_endpoint": ("push_config",),
+    "push_oidc_service_account": ("push_config",),
+    "push_audience": ("push_config",),
+    "bigquery_table": ("bigquery_config",),
+    "cloud_storage_bucket": ("cloud_storage_config",),
+}
+_FIXED_AT_CREATION = {"topic", "ordering", "filter"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: str  # resource path; for IAM "path role member"
+    kind: str  # "topic" | "subscription" | "iam" | plan type token
+    action: str
+    detail: str = ""
+
+
+@dataclass
+class ApplyResult:
+    target: str
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for o in self.outcomes if o.action == action)
+
+    @property
+    def changed(self) -> bool:
+        return any(o.action in CHANGES for o in self.outcomes)
+
+    @property
+    def complete(self) -> bool:
+        """Every topic and subscription of the plan exists on the target."""
+        return not any(o.action in PROBLEMS for o in self.outcomes)
+
+
+class TargetUnavailable(UserError):
+    """The target stopped answering; the message lists what was and was not created."""
+
+
+# --- Plan inputs -> API requests -----------------------------------------------------------------
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _wire(value: Any, key: str = "") -> Any:
+    """Plan camelCase inputs as the proto-plus mapping the admin API takes (durations as Duration)."""
+    if isinstance(value, dict):
+        return {_snake(k): _wire(v, _snake(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    if key in _DURATION_FIELDS and isinstance(value, str):
+        seconds = facts.parse_api_duration(value)
+        if seconds is None:
+            raise UserError(f"plan input {key}: expected an API duration like '600s', got {value!r}")
+        return {"seconds": int(seconds), "nanos": int(round((seconds - int(seconds)) * 1e9))}
+    return value
+
+
+def _build(message_type, inputs: dict, overrides: dict) -> tuple[Any, list[str]]:
+    """(message, [unsupported input keys with the reason]): each input is tried on its own, so one
+    field the API does not know never drops the others unseen."""
+    fields: dict[str, Any] = {}
+    unsupported: list[str] = []
+    for key, value in inputs.items():
+        if key in _IDENTITY_KEYS:
+            continue
+        name = _snake(key)
+        wired = overrides[name] if name in overrides else _wire(value, name)
+        try:
+            message_type(**{name: wired})
+        except (ValueError, TypeError, KeyError) as err:
+            unsupported.append(f"{key} ({err})")
+            continue
+        fields[name] = wired
+    return message_type(**fields), unsupported
+
+
+def topic_request(inputs: dict, project: str):
+    from google.pubsub_v1 import types
+
+    path = readback.topic_path(inputs.get("project") or project, inputs["name"])
+    message, unsupported = _build(types.Topic, inputs, {})
+    message.name = path
+    return message, unsupported
+
+
+def subscription_request(inputs: dict, project: str):
+    from google.pubsub_v1 import types
+
+    project = inputs.get("project") or project
+    overrides: dict[str, Any] = {"topic": readback.topic_path(project, inputs["topic"])}
+    if "expirationPolicy" in inputs:
+        ttl = (inputs["expirationPolicy"] or {}).get("ttl") or ""
+        overrides["expiration_policy"] = {} if ttl == "" else {"ttl": _wire(ttl, "ttl")}  # "" = never expire
+    if (inputs.get("deadLetterPolicy") or {}).get("deadLetterTopic"):
+        policy = _wire(inputs["deadLetterPolicy"])
+        policy["dead_letter_topic"] = readback.topic_path(project, policy["dead_letter_topic"])
+        overrides["dead_letter_policy"] = policy
+    message, unsupported = _build(types.Subscription, inputs, overrides)
+    message.name = readback.subscription_path(project, inputs["name"])
+    return message, unsupported
+
+
+# --- Applying -------------------------------------------------------------------------------------
+def _unknowns(value: Any, where: str) -> list[str]:
+    from pubsubguard.plan import UNKNOWN
+
+    if value == UNKNOWN:
+        return [where]
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in _unknowns(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [w for i, v in enumerate(value) for w in _unknowns(v, f"{where}[{i}]")]
+    return []
+
+
+def _ordered(plan: dict) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    from pubsubguard.plan import resources_of
+
+    project = plan["gcp_project"]
+    topics = resources_of(plan, facts.TOPIC)
+    subscriptions = resources_of(plan, facts.SUBSCRIPTION)
+    dead_letter_topics = {
+        readback.topic_path(project, s["inputs"]["deadLetterPolicy"]["deadLetterTopic"])
+        for s in subscriptions
+        if (s["inputs"].get("deadLetterPolicy") or {}).get("deadLetterTopic")
+    }
+
+    def topic_of(resource: dict) -> str:
+        return readback.topic_path(resource["inputs"].get("project") or project, resource["inputs"]["name"])
+
+    topics = sorted(topics, key=lambda r: (topic_of(r) not in dead_letter_topics, topic_of(r)))
+    subscriptions = sorted(
+        subscriptions,
+        key=lambda r: (readback.topic_path(project, r["inputs"]["topic"]) not in dead_letter_topics, r["inputs"]["name"]),
+    )
+    iam = [r for r in plan["resources"] if r["type"] in facts.IAM_TYPES]
+    handled = {facts.TOPIC, facts.SUBSCRIPTION, *facts.IAM_TYPES}
+    others = [r for r in plan["resources"] if r.get("custom") and r["type"] not in handled]
+    return topics, subscriptions, iam, others
+
+
+def _is_unavailable(err: Exception) -> bool:
+    from google.api_core import exceptions
+
+    return isinstance(err, (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.RetryError))
+
+
+def _error_text(err: Exception) -> str:
+    message = getattr(err, "message", None) or str(err)
+    return f"{type(err).__name__}: {message}".strip()
+
+
+def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") -> ApplyResult:
+    """Create or update the plan's resources on the target the clients talk to; see module doc."""
+    from google.cloud import pubsub_v1
+
+    for key in ("gcp_project", "resources"):
+        if key not in plan:
+            raise UserError(f"plan: missing {key!r} (make a plan with `pubsubguard plan --out FILE`)")
+    unknown = [w for r in plan["resources"] if r.get("custom") for w in _unknowns(r.get("inputs", {}), f"{r['name']}.inputs")]
+    if unknown:
+        raise UserError(f"plan: values unknown until deploy cannot be applied: {', '.join(unknown)}")
+    publisher = publisher or pubsub_v1.PublisherClient()
+    subscriber = subscriber or pubsub_v1.SubscriberClient()
+    result = ApplyResult(target=target)
+    project = plan["gcp_project"]
+    topics, subscriptions, iam, others = _ordered(plan)
+    steps = (
+        [("topic", r, readback.topic_path(r["inputs"].get("project") or project, r["inputs"]["name"])) for r in topics]
+        + [("subscription", r, readback.subscription_path(r["inputs"].get("project") or project, r["inputs"]["name"])) for r in subscriptions]
+    )
+    unavailable: Exception | None = None
+    broken: set[str] = set()  # paths that do not exist after their step
+    for kind, resource, path in steps:
+        if unavailable is not None:
+            result.outcomes.append(Outcome(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
+            continue
+        if kind == "subscription":
+            needs = {readback.topic_path(project, resource["inputs"]["topic"])}
+            dead_letter = (resource["inputs"].get("deadLetterPolicy") or {}).get("deadLetterTopic")
+            if dead_letter:
+                needs.add(readback.topic_path(project, dead_letter))
+            missing = sorted(needs & broken)
+            if missing:
+                broken.add(path)
+                result.outcomes.append(Outcome(path, kind, NOT_ATTEMPTED, f"needs {', '.join(missing)}, which does not exist"))
+                continue
+        try:
+            outcomes = _apply_one(kind, resource["inputs"], project, path, publisher, subscriber)
+        except Exception as err:  # noqa: BLE001 - every API error becomes an outcome, none escapes unreported
+            if _is_unavailable(err):
+                unavailable = err
+                result.outcomes.append(Outcome(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(err)})"))
+            else:
+                result.outcomes.append(Outcome(path, kind, FAILED, _error_text(err)))
+            broken.add(path)
+            continue
+        result.outcomes.extend(outcomes)
+    for resource in iam:
+        path = _iam_resource_path(resource, project)
+        label = f"{path} {resource['inputs'].get('role')} {_iam_members(resource)}"
+        if unavailable is not None:
+            result.outcomes.append(Outcome(label, "iam", NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
+            continue
+        result.outcomes.append(_apply_iam(resource, path, label, publisher, subscriber, path in broken))
+    for resource in others:
+        result.outcomes.append(
+            Outcome(resource.get("id") or resource["name"], resource["type"], NOT_APPLIED,
+                    f"resource type {resource['type']} is not handled by pubsubguard apply")
+        )
+    return result
+
+
+def _apply_one(kind: str, inputs: dict, project: str, path: str, publisher, subscriber) -> list[Outcome]:
+    from google.api_core import exceptions
+    from google.protobuf import field_mask_pb2
+
+    if kind == "topic":
+        request, unsupported = topic_request(inputs, project)
+        get = lambda: publisher.get_topic(topic=path)  # noqa: E731
+        create = lambda message: publisher.create_topic(request=message)  # noqa: E731
+        declared_settings = readback.declared_topic(inputs, project, path)
+        normalise, update_fields = readback.actual_topic, _TOPIC_UPDATE_FIELDS
+        update = lambda mask: publisher.update_topic(request={"topic": request, "update_mask": mask})  # noqa: E731
+    else:
+        request, unsupported = subscription_request(inputs, project)
+        get = lambda: subscriber.get_subscription(subscription=path)  # noqa: E731
+        create = lambda message: subscriber.create_subscription(request=message)  # noqa: E731
+        declared_settings = readback.declared_subscription(inputs, project, path)
+        normalise, update_fields = readback.actual_subscription, _SUBSCRIPTION_UPDATE_FIELDS
+        update = lambda mask: subscriber.update_subscription(request={"subscription": request, "update_mask": mask})  # noqa: E731
+    outcomes = [Outcome(path, kind, NOT_APPLIED, f"plan input {item} is not an API field of {kind}s") for item in unsupported]
+    try:
+        existing = get()
+    except exceptions.NotFound:
+        try:
+            refused = _create_without_refused(create, request)
+        except exceptions.AlreadyExists:  # created between our get and create: compare below
+            existing = get()
+        else:
+            outcomes += [
+                Outcome(path, kind, NOT_APPLIED, f"the target refused {name}; created without it ({reason})")
+                for name, reason in refused
+            ]
+            return [Outcome(path, kind, CREATED), *outcomes]
+    diffs = readback.differences({path: declared_settings}, {path: normalise(existing)})
+    if not diffs:
+        return [Outcome(path, kind, UNCHANGED), *outcomes]
+    fixed = [d for d in diffs if d.setting in _FIXED_AT_CREATION]
+    for d in fixed:
+        outcomes.append(Outcome(path, kind, NOT_APPLIED,
+                                f"{d.setting} is fixed at creation (declared {d.declared!r}, exists as {d.actual!r}); "
+                                "delete and re-create the resource to change it"))
+    mask_paths = sorted({f for d in diffs if d.setting in update_fields for f in update_fields[d.setting]})
+    settings = ", ".join(sorted({d.setting for d in diffs if d.setting in update_fields}))
+    if mask_paths:
+        try:
+            update(field_mask_pb2.FieldMask(paths=mask_paths))
+        except (exceptions.InvalidArgument, exceptions.FailedPrecondition, exceptions.MethodNotImplemented):
+            # One field at a time, so one the target refuses does not block the others.
+            applied, refused = [], []
+            for mask_path in mask_paths:
+                try:
+                    update(field_mask_pb2.FieldMask(paths=[mask_path]))
+                    applied.append(mask_path)
+                except (exceptions.InvalidArgument, exceptions.FailedPrecondition, exceptions.MethodNotImplemented) as one:
+                    refused.append(f"{mask_path} ({_error_text(one)})")
+            if applied:
+                outcomes.insert(0, Outcome(path, kind, UPDATED, ", ".join(applied)))
+            if refused:
+                outcomes.append(Outcome(path, kind, NOT_APPLIED, "the target refused the update of " + "; ".join(refused)))
+        else:
+            outcomes.insert(0, Outcome(path, kind, UPDATED, settings))
+    if not any(o.action == UPDATED for o in outcomes):
+        outcomes.insert(0, Outcome(path, kind, UNCHANGED, "exists; differs from the plan (see not applied)"))
+    return outcomes
+
+
+def _create_without_refused(create, request) -> list[tuple[str, str]]:
+    """Create; when the target refuses one set field by name (InvalidArgument naming it), create
+    without that field and return [(field, the target's message)], so the caller reports it."""
+    from google.api_core import exceptions
+
+    message = type(request)(request)
+    refused: list[tuple[str, str]] = []
+    while True:
+        try:
+            create(message)
+            return refused
+        except exceptions.InvalidArgument as err:
+            raw = type(message).pb(message)
+            named = [f.name for f, _ in raw.ListFields() if f.name not in ("name", "topic") and re.search(rf"\b{f.name}\b", str(err.message))]
+            if len(named) != 1:
+                raise
+            raw.ClearField(named[0])
+            refused.append((named[0], _error_text(err)))
+
+
+# --- IAM --------------------------------------------------------------------------------------------
+def _iam_resource_path(resource: dict, project: str) -> str:
+    inputs = resource["inputs"]
+    if resource["type"] in facts.TOPIC_IAM_TYPES:
+        return readback.topic_path(inputs.get("project") or project, inputs["topic"])
+    return readback.subscription_path(inputs.get("project") or project, inputs["subscription"])
+
+
+def _iam_members(resource: dict) -> str:
+    inputs = resource["inputs"]
+    return inputs.get("member") or ",".join(inputs.get("members") or []) or "(policy)"
+
+
+def _apply_iam(resource: dict, path: str, label: str, publisher, subscriber, resource_missing: bool) -> Outcome:
+    from google.api_core import exceptions
+
+    if resource_missing:
+        return Outcome(label, "iam", NOT_ATTEMPTED, f"{path} does not exist")
+    inputs = resource["inputs"]
+    if resource["type"] in (facts.TOPIC_IAM_POLICY, facts.SUBSCRIPTION_IAM_POLICY):
+        return Outcome(label, "iam", NOT_APPLIED, "authoritative IAM policies are left to `pulumi up`")
+    members = [inputs["member"]] if "member" in inputs else list(inputs.get("members") or [])
+    role = inputs["role"]
+    client = publisher if resource["type"] in facts.TOPIC_IAM_TYPES else subscriber
+    try:
+        policy = client.get_iam_policy(request={"resource": path})
+        binding = next((b for b in policy.bindings if b.role == role and not b.condition.expression), None)
+        if binding is not None and set(members) <= set(binding.members):
+            return Outcome(label, "iam", UNCHANGED)
+        if binding is None:
+            binding = policy.bindings.add(role=role)
+        binding.members.extend(m for m in members if m not in binding.members)
+        client.set_iam_policy(request={"resource": path, "policy": policy})
+    except exceptions.MethodNotImplemented as err:
+        return Outcome(label, "iam", NOT_APPLIED, f"the target has no IAM ({_error_text(err)})")
+    except exceptions.GoogleAPICallError as err:
+        return Outcome(label, "iam", FAILED, _error_text(err))
+    return Outcome(label, "iam", CREATED)

@@ -1,0 +1,261 @@
+"""Declared vs. actual: one vocabulary of settings for what a plan declares and what a target holds.
+
+- `declared(plan)` reads the plan's camelCase `inputs` (see `pubsubguard plan`).
+- `actual(paths, ...)` reads topics and subscriptions through the admin API (the emulator or Google
+  Cloud, selected by PUBSUB_EMULATOR_HOST only) and normalises them the same way.
+- `differences(declared, actual)` is the pure comparison; every difference is returned, none is
+  filtered (a target that ignores or changes a setting shows up here).
+
+Settings (a key is absent from a declared entry only when the plan leaves it to the service's
+default; those are not compared):
+
+    topic:        kind, labels, retention_seconds (None: no topic retention), storage_regions,
+                  enforce_in_transit, kms_key (None: Google-managed)
+    subscription: kind, topic, ordering, exactly_once, ack_deadline_seconds, retention_seconds,
+                  retain_acked_messages, filter (None: none), labels, dead_letter_topic,
+                  max_delivery_attempts, retry_min_backoff_s, retry_max_backoff_s (None: no retry
+                  policy), expiration_ttl ("never" | seconds), delivery ("pull" | "push" | "bigquery" |
+                  "cloud_storage"), push_endpoint, push_oidc_service_account, push_audience,
+                  bigquery_table, cloud_storage_bucket
+
+A missing resource is one Difference with setting "exists" (declared True, actual False).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from pubsub_rules import facts
+
+from pubsubguard.errors import UserError
+from pubsubguard.plan import UNKNOWN, resources_of
+
+TOPIC_SETTINGS = ("kind", "labels", "retention_seconds", "storage_regions", "enforce_in_transit", "kms_key")
+SUBSCRIPTION_SETTINGS = (
+    "kind", "topic", "ordering", "exactly_once", "ack_deadline_seconds", "retention_seconds",
+    "retain_acked_messages", "filter", "labels", "dead_letter_topic", "max_delivery_attempts",
+    "retry_min_backoff_s", "retry_max_backoff_s", "expiration_ttl", "delivery", "push_endpoint",
+    "push_oidc_service_account", "push_audience", "bigquery_table", "cloud_storage_bucket",
+)
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    setting: str
+    declared: Any
+    actual: Any
+
+
+class ReadbackError(UserError):
+    """A plan value that cannot be compared (unknown until deploy, or malformed)."""
+
+
+# --- Paths -------------------------------------------------------------------------------------
+def topic_path(project: str, name: str) -> str:
+    return name if name.startswith("projects/") else f"projects/{project}/topics/{name}"
+
+
+def subscription_path(project: str, name: str) -> str:
+    return name if name.startswith("projects/") else f"projects/{project}/subscriptions/{name}"
+
+
+def is_topic(path: str) -> bool:
+    return "/topics/" in path
+
+
+# --- Declared ----------------------------------------------------------------------------------
+def _seconds(value: Any, where: str) -> float | int:
+    seconds = facts.parse_api_duration(value)
+    if seconds is None:
+        raise ReadbackError(f"{where}: expected an API duration like '600s', got {value!r}")
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def _known(value: Any, where: str) -> Any:
+    if value == UNKNOWN:
+        raise ReadbackError(f"{where}: unknown until deploy; compare against a plan whose values are known")
+    return value
+
+
+def declared_topic(inputs: dict, project: str, where: str = "topic") -> dict:
+    storage = inputs.get("messageStoragePolicy")
+    settings = {
+        "kind": "topic",
+        "labels": dict(inputs.get("labels") or {}),
+        "retention_seconds": (
+            _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
+            if inputs.get("messageRetentionDuration") else None
+        ),
+        "kms_key": inputs.get("kmsKeyName") or None,
+    }
+    if storage:
+        settings["storage_regions"] = sorted(storage.get("allowedPersistenceRegions") or [])
+        settings["enforce_in_transit"] = bool(storage.get("enforceInTransit"))
+    return settings
+
+
+def declared_subscription(inputs: dict, project: str, where: str = "subscription") -> dict:
+    dead_letter = inputs.get("deadLetterPolicy") or {}
+    retry = inputs.get("retryPolicy")
+    push = inputs.get("pushConfig") or {}
+    oidc = push.get("oidcToken") or {}
+    bigquery = inputs.get("bigqueryConfig") or {}
+    storage = inputs.get("cloudStorageConfig") or {}
+    settings = {
+        "kind": "subscription",
+        "topic": topic_path(project, _known(inputs.get("topic"), f"{where}.topic")),
+        "ordering": bool(inputs.get("enableMessageOrdering")),
+        "exactly_once": bool(inputs.get("enableExactlyOnceDelivery")),
+        "retain_acked_messages": bool(inputs.get("retainAckedMessages")),
+        "filter": inputs.get("filter") or None,
+        "labels": dict(inputs.get("labels") or {}),
+        "dead_letter_topic": (
+            topic_path(project, _known(dead_letter["deadLetterTopic"], f"{where}.deadLetterPolicy.deadLetterTopic"))
+            if dead_letter.get("deadLetterTopic") else None
+        ),
+        "max_delivery_attempts": (
+            dead_letter.get("maxDeliveryAttempts", facts.MAX_DELIVERY_ATTEMPTS_DEFAULT) if dead_letter else None
+        ),
+        "retry_min_backoff_s": None,
+        "retry_max_backoff_s": None,
+        "delivery": "push" if push else "bigquery" if bigquery else "cloud_storage" if storage else "pull",
+        "push_endpoint": push.get("pushEndpoint") or None,
+    }
+    if "ackDeadlineSeconds" in inputs:
+        settings["ack_deadline_seconds"] = inputs["ackDeadlineSeconds"]
+    if inputs.get("messageRetentionDuration"):
+        settings["retention_seconds"] = _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
+    if retry is not None:
+        for key, setting in (("minimumBackoff", "retry_min_backoff_s"), ("maximumBackoff", "retry_max_backoff_s")):
+            if retry.get(key):
+                settings[setting] = _seconds(retry[key], f"{where}.retryPolicy.{key}")
+            else:
+                settings.pop(setting)  # the service fills its default; not compared
+    if "expirationPolicy" in inputs:
+        ttl = (inputs["expirationPolicy"] or {}).get("ttl") or ""
+        settings["expiration_ttl"] = "never" if ttl == "" else _seconds(ttl, f"{where}.expirationPolicy.ttl")
+    if push:
+        settings["push_oidc_service_account"] = oidc.get("serviceAccountEmail") or None
+        settings["push_audience"] = oidc.get("audience") or None
+    if bigquery:
+        settings["bigquery_table"] = bigquery.get("table")
+    if storage:
+        settings["cloud_storage_bucket"] = storage.get("bucket")
+    return settings
+
+
+def declared(plan: dict) -> dict[str, dict]:
+    """Resource path -> normalised declared settings, for every topic and subscription in the plan."""
+    project = plan["gcp_project"]
+    result: dict[str, dict] = {}
+    for resource in resources_of(plan, facts.TOPIC):
+        inputs = resource["inputs"]
+        where = f"plan resource {resource['name']!r}"
+        path = topic_path(inputs.get("project") or project, _known(inputs.get("name"), f"{where}.name"))
+        result[path] = declared_topic(inputs, inputs.get("project") or project, where)
+    for resource in resources_of(plan, facts.SUBSCRIPTION):
+        inputs = resource["inputs"]
+        where = f"plan resource {resource['name']!r}"
+        path = subscription_path(inputs.get("project") or project, _known(inputs.get("name"), f"{where}.name"))
+        result[path] = declared_subscription(inputs, inputs.get("project") or project, where)
+    return result
+
+
+# --- Actual ------------------------------------------------------------------------------------
+def _duration_seconds(value: Any) -> float | int | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    else:  # a protobuf Duration
+        seconds = value.seconds + value.nanos / 1e9
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def actual_topic(topic) -> dict:
+    """Normalised settings of a `google.pubsub_v1.Topic`."""
+    settings = {
+        "kind": "topic",
+        "labels": dict(topic.labels),
+        "retention_seconds": _duration_seconds(topic.message_retention_duration) if "message_retention_duration" in topic else None,
+        "kms_key": topic.kms_key_name or None,
+        "storage_regions": None,
+        "enforce_in_transit": None,
+    }
+    if "message_storage_policy" in topic:
+        settings["storage_regions"] = sorted(topic.message_storage_policy.allowed_persistence_regions)
+        settings["enforce_in_transit"] = bool(topic.message_storage_policy.enforce_in_transit)
+    return settings
+
+
+def actual_subscription(subscription) -> dict:
+    """Normalised settings of a `google.pubsub_v1.Subscription`."""
+    s = subscription
+    has_dead_letter = "dead_letter_policy" in s and bool(s.dead_letter_policy.dead_letter_topic)
+    has_retry = "retry_policy" in s
+    push = s.push_config if "push_config" in s else None
+    has_push = push is not None and bool(push.push_endpoint)
+    has_bigquery = "bigquery_config" in s and bool(s.bigquery_config.table)
+    has_storage = "cloud_storage_config" in s and bool(s.cloud_storage_config.bucket)
+    expiration = None
+    if "expiration_policy" in s:
+        expiration = _duration_seconds(s.expiration_policy.ttl) if "ttl" in s.expiration_policy else "never"
+    return {
+        "kind": "subscription",
+        "topic": s.topic,
+        "ordering": bool(s.enable_message_ordering),
+        "exactly_once": bool(s.enable_exactly_once_delivery),
+        "ack_deadline_seconds": s.ack_deadline_seconds,
+        "retention_seconds": _duration_seconds(s.message_retention_duration) if "message_retention_duration" in s else None,
+        "retain_acked_messages": bool(s.retain_acked_messages),
+        "filter": s.filter or None,
+        "labels": dict(s.labels),
+        "dead_letter_topic": s.dead_letter_policy.dead_letter_topic if has_dead_letter else None,
+        "max_delivery_attempts": s.dead_letter_policy.max_delivery_attempts if has_dead_letter else None,
+        "retry_min_backoff_s": _duration_seconds(s.retry_policy.minimum_backoff) if has_retry and "minimum_backoff" in s.retry_policy else None,
+        "retry_max_backoff_s": _duration_seconds(s.retry_policy.maximum_backoff) if has_retry and "maximum_backoff" in s.retry_policy else None,
+        "expiration_ttl": expiration,
+        "delivery": "push" if has_push else "bigquery" if has_bigquery else "cloud_storage" if has_storage else "pull",
+        "push_endpoint": push.push_endpoint if has_push else None,
+        "push_oidc_service_account": (push.oidc_token.service_account_email or None) if has_push and "oidc_token" in push else None,
+        "push_audience": (push.oidc_token.audience or None) if has_push and "oidc_token" in push else None,
+        "bigquery_table": s.bigquery_config.table if has_bigquery else None,
+        "cloud_storage_bucket": s.cloud_storage_config.bucket if has_storage else None,
+    }
+
+
+def actual(paths: Iterable[str], publisher=None, subscriber=None) -> dict[str, dict | None]:
+    """Path -> normalised settings as the target holds them; None when the resource does not exist."""
+    from google.api_core import exceptions
+    from google.cloud import pubsub_v1
+
+    result: dict[str, dict | None] = {}
+    for path in paths:
+        try:
+            if is_topic(path):
+                publisher = publisher or pubsub_v1.PublisherClient()
+                result[path] = actual_topic(publisher.get_topic(topic=path))
+            else:
+                subscriber = subscriber or pubsub_v1.SubscriberClient()
+                result[path] = actual_subscription(subscriber.get_subscription(subscription=path))
+        except exceptions.NotFound:
+            result[path] = None
+    return result
+
+
+# --- Comparison ----------------------------------------------------------------------------------
+def differences(declared: dict[str, dict], actual: dict[str, dict | None]) -> list[Difference]:
+    """Every declared setting the target does not hold as declared (in declared order)."""
+    found: list[Difference] = []
+    for path, settings in declared.items():
+        held = actual.get(path)
+        if held is None:
+            found.append(Difference(path, "exists", True, False))
+            continue
+        for setting, value in settings.items():
+            if held.get(setting) != value:
+                found.append(Difference(path, setting, value, held.get(setting)))
+    return found
