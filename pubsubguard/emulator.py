@@ -110,7 +110,7 @@ def answers(host: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -187,7 +187,7 @@ class Emulator:
         return emulator
 
     def running(self) -> bool:
-        alive = self.process.poll() is None if self.process is not None else (self.pid is not None and _pid_alive(self.pid))
+        alive = self.process.poll() is None if self.process is not None else (self.pid is not None and pid_alive(self.pid))
         return alive and answers(self.host)
 
     def stop(self, timeout: float = 15) -> None:
@@ -212,7 +212,7 @@ class Emulator:
                     self.process.wait(timeout=0.2)
                 except subprocess.TimeoutExpired:
                     continue
-            elif self.pid is not None and _pid_alive(self.pid):
+            elif self.pid is not None and pid_alive(self.pid):
                 time.sleep(0.2)
                 continue
             try:  # the leader is gone; the group may still hold children

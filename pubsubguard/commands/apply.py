@@ -1,0 +1,160 @@
+"""`pubsubguard apply --emulator [--stack NAME | --plan FILE]`: create the plan's topics and
+subscriptions on the running emulator, then read them back and print declared vs. actual.
+
+The emulator is found through PUBSUB_EMULATOR_HOST, else `.pubsubguard/emulator.json` (written by
+`pubsubguard emulator start`). Resources go into the plan's `gcp_project`. Deploying to Google Cloud
+is `pulumi up`'s job; the same code (`pubsubguard.apply`) would do it, selected only by
+PUBSUB_EMULATOR_HOST being unset.
+
+Exit code: 0 when every topic and subscription of the plan exists on the emulator (settings the
+emulator refused or changed are reported and marked, not hidden); 1 when some could not be created;
+2 for a usage error (no emulator, bad plan).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pubsubguard import apply as applying
+from pubsubguard import emulator as emu
+from pubsubguard import plan as planning
+from pubsubguard import readback
+from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.errors import UserError
+
+DIFFERS = "≠"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "apply", help="create the plan's topics and subscriptions on the emulator and compare what it holds"
+    )
+    parser.add_argument("--emulator", action="store_true", help="target the running emulator (required)")
+    add_stack_arguments(parser)
+    parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
+    parser.add_argument("--plan", type=Path, default=None, help="apply this plan file instead of planning --stack")
+    parser.set_defaults(run=run)
+
+
+def load(args) -> dict:
+    if args.plan is not None and args.stack is not None:
+        raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
+    if args.plan is not None:
+        return planning.load_plan(args.plan)
+    return planning.make_plan(args.stack or "dev", args.root)
+
+
+def run(args) -> int:
+    if not args.emulator:
+        raise UserError("--emulator is required: apply targets the local emulator; deploy to Google Cloud with `pulumi up`")
+    host = emu.running_host(args.root)
+    plan = load(args)
+    os.environ[emu.HOST_ENV] = host  # the clients select the emulator through this variable only
+    result = applying.apply_plan(plan, target=host)
+    wanted = readback.declared(plan)
+    held = readback.actual(wanted)
+    diffs = readback.differences(wanted, held)
+    console = _console()
+    console.print(outcome_table(result, plan))
+    console.print(comparison_table(wanted, held, diffs))
+    console.print(summary(result, diffs), highlight=False)
+    return 0 if result.complete else 1
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 160))
+    return console
+
+
+def _short(path: str) -> str:
+    return path.split("/", 2)[2] if path.startswith("projects/") else path
+
+
+def _show(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "{}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "[]"
+    return "—" if value is None else str(value)
+
+
+_STYLES = {
+    applying.CREATED: "green", applying.UPDATED: "cyan", applying.UNCHANGED: "dim",
+    applying.NOT_APPLIED: "yellow", applying.FAILED: "bold red", applying.NOT_ATTEMPTED: "red",
+}
+
+
+def outcome_table(result: applying.ApplyResult, plan: dict):
+    from rich.table import Table
+
+    table = Table(title=f"apply: project {plan['gcp_project']} on {result.target}", title_justify="left")
+    for column in ("resource", "kind", "outcome", "detail"):
+        table.add_column(column, overflow="fold")
+    for outcome in result.outcomes:
+        style = _STYLES.get(outcome.action, "")
+        table.add_row(_short(outcome.path), outcome.kind, f"[{style}]{outcome.action}[/]", outcome.detail)
+    return table
+
+
+def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diffs: list[readback.Difference]):
+    """Every declared setting beside what the target holds; differences marked. Settings the plan
+    leaves to the service's default are shown as "(default)" (when the target holds a value for
+    them) and not compared."""
+    from rich.table import Table
+
+    differing = {(d.path, d.setting) for d in diffs}
+    table = Table(title="declared vs. actual", title_justify="left")
+    table.add_column("resource", overflow="fold")
+    table.add_column("setting")
+    table.add_column("declared", overflow="fold")
+    table.add_column("actual", overflow="fold")
+    table.add_column("", justify="center")
+    for path, settings in wanted.items():
+        actual = held.get(path)
+        first = _short(path)
+        if actual is None:
+            table.add_row(first, "exists", "True", "[red]False[/]", f"[bold red]{DIFFERS}[/]")
+            continue
+        # Settings the plan leaves to the service: shown when the target holds a value for them.
+        names = list(settings) + [name for name in actual if name not in settings and actual[name] is not None]
+        for name in names:
+            if name == "kind":
+                continue
+            mark = (path, name) in differing
+            declared_text = _show(settings[name]) if name in settings else "[dim](default)[/]"
+            actual_text = _show(actual.get(name))
+            table.add_row(
+                first, name, declared_text,
+                f"[red]{actual_text}[/]" if mark else actual_text,
+                f"[bold red]{DIFFERS}[/]" if mark else "",
+            )
+            first = ""
+        table.add_section()
+    return table
+
+
+def summary(result: applying.ApplyResult, diffs: list[readback.Difference]) -> str:
+    counts = ", ".join(
+        f"{action} {result.count(action)}"
+        for action in (applying.CREATED, applying.UPDATED, applying.UNCHANGED, applying.NOT_APPLIED,
+                       applying.FAILED, applying.NOT_ATTEMPTED)
+        if result.count(action)
+    )
+    lines = [f"apply: {counts}."]
+    if not result.changed:
+        lines.append("apply: nothing changed on the emulator.")
+    if not result.complete:
+        missing = [o.path for o in result.outcomes if o.action in applying.PROBLEMS]
+        lines.append(f"apply: INCOMPLETE: {len(missing)} not created: {', '.join(map(_short, missing))}.")
+    if diffs:
+        lines.append(f"readback: {len(diffs)} difference{'s' if len(diffs) != 1 else ''} between declared and actual "
+                     f"(marked {DIFFERS}): " + "; ".join(f"{_short(d.path)} {d.setting}" for d in diffs) + ".")
+    else:
+        lines.append("readback: the emulator holds every declared setting as declared.")
+    return "\n".join(lines)
