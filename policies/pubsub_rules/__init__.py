@@ -1,1 +1,2 @@
-"""Pub/Sub rules of the pubsubguard policy pack; `facts` is importable without pulumi-policy."""
+"""The Pub/Sub policy pack's rules. `facts` (limits, names, contracts) is pure Python and shared with
+the estate model; `catalog` lists every rule; `pack` builds the SDK policies."""

@@ -119,3 +119,17 @@ def with_probe_exclusion(user_filter: str | None) -> str:
     if user_filter:
         return f"({user_filter}) AND {PROBE_EXCLUSION_FILTER}"
     return PROBE_EXCLUSION_FILTER
+
+# --- Additions for the policy pack --------------------------------------------------------------
+# Retry policy defaults when a bound is not set (Pub/Sub API).
+RETRY_MIN_BACKOFF_DEFAULT_S = 10
+RETRY_MAX_BACKOFF_DEFAULT_S = 600
+# Roles that carry pubsub.topics.publish / pubsub.subscriptions.consume (predefined roles).
+PUBLISH_ROLES = (PUBLISHER_ROLE, "roles/pubsub.editor", "roles/pubsub.admin", "roles/editor", "roles/owner")
+CONSUME_ROLES = (SUBSCRIBER_ROLE, "roles/pubsub.editor", "roles/pubsub.admin", "roles/editor", "roles/owner")
+# Project-level grants cover every topic and subscription of the project.
+PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
+PROJECT_IAM_TYPES = (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING)
+EXPIRATION_DEFAULT_S = 31 * 24 * 3600  # no expiration_policy: expires after 31 days of inactivity
+HTTPS_SCHEME = "https://"

@@ -1,0 +1,474 @@
+"""Resource rules: each judges one topic, subscription or IAM resource on its own properties.
+
+Facts are cited from `shared/PUBSUB_FACTS.md`; numbers come from `pubsub_rules.facts`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from pubsub_rules import facts
+from pubsub_rules.rule import ADVISORY, MANDATORY, Resource, Rule
+from pubsub_rules.values import (
+    UNKNOWN,
+    as_duration,
+    as_list,
+    as_number,
+    as_str,
+    enabled,
+    get,
+    known,
+)
+
+SUB = (facts.SUBSCRIPTION,)
+TOPIC_AND_SUB = (facts.TOPIC, facts.SUBSCRIPTION)
+
+SKIP_UNKNOWN = "Reports nothing when the property it reads is unknown."
+
+
+# --- Reading a subscription -----------------------------------------------------------------------
+def block(props: Any, key: str) -> Any:
+    """Whether an optional block is set: True, False (absent, null or empty) or UNKNOWN."""
+    value = get(props, key)
+    if value is UNKNOWN:
+        return UNKNOWN
+    if isinstance(value, list):  # some SDKs send a one-element list for a nested block
+        value = value[0] if value else None
+    if value is UNKNOWN:
+        return UNKNOWN
+    return isinstance(value, dict) and len(value) > 0
+
+
+def nested(props: Any, key: str) -> Any:
+    """The mapping of an optional block (first element when sent as a list), UNKNOWN, or None."""
+    value = get(props, key)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if value is UNKNOWN or isinstance(value, dict) else None
+
+
+DELIVERY_BLOCKS = (("pushConfig", "push"), ("bigqueryConfig", "BigQuery"), ("cloudStorageConfig", "Cloud Storage"))
+
+
+def _both(left: Any, right: Any) -> bool:
+    """Both switches are known to be on."""
+    return left is True and right is True
+
+
+# --- Mandatory -------------------------------------------------------------------------------------
+def _exactly_once_push(sub: Resource, _config) -> Iterator[str]:
+    if _both(enabled(get(sub.props, "enableExactlyOnceDelivery")), block(sub.props, "pushConfig")):
+        yield (
+            f"Subscription {sub.label} enables exactly-once delivery on a push subscription, which Pub/Sub "
+            "does not support (exactly-once is for pull and StreamingPull only); remove pushConfig or set "
+            "enableExactlyOnceDelivery to false."
+        )
+
+
+def _exactly_once_export(sub: Resource, _config) -> Iterator[str]:
+    if enabled(get(sub.props, "enableExactlyOnceDelivery")) is not True:
+        return
+    for key, label in DELIVERY_BLOCKS[1:]:
+        if block(sub.props, key) is True:
+            yield (
+                f"Subscription {sub.label} enables exactly-once delivery on a {label} export subscription, "
+                "which Pub/Sub does not support (export subscriptions are not exactly-once); set "
+                f"enableExactlyOnceDelivery to false or remove {key}."
+            )
+
+
+def _single_delivery(sub: Resource, _config) -> Iterator[str]:
+    chosen = [label for key, label in DELIVERY_BLOCKS if block(sub.props, key) is True]
+    if len(chosen) > 1:
+        yield (
+            f"Subscription {sub.label} sets {' and '.join(chosen)} delivery together, but a subscription "
+            "has at most one of push, BigQuery or Cloud Storage config; keep one."
+        )
+
+
+def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
+    policy = nested(sub.props, "deadLetterPolicy")
+    attempts = as_number(get(policy, "maxDeliveryAttempts")) if isinstance(policy, dict) else None
+    low, high = facts.MAX_DELIVERY_ATTEMPTS_MIN, facts.MAX_DELIVERY_ATTEMPTS_MAX
+    # 0 means "the default" (5) to the provider and the API.
+    if known(attempts) and attempts != 0 and not low <= attempts <= high:
+        yield (
+            f"Subscription {sub.label} sets deadLetterPolicy.maxDeliveryAttempts to {attempts:g}, outside "
+            f"Pub/Sub's range {low}..{high}; choose a value from {low} to {high}."
+        )
+
+
+def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
+    seconds = as_number(get(sub.props, "ackDeadlineSeconds"))
+    low, high = facts.ACK_DEADLINE_MIN_S, facts.ACK_DEADLINE_MAX_S
+    # 0 means "the default" to the API.
+    if known(seconds) and seconds != 0 and not low <= seconds <= high:
+        yield (
+            f"Subscription {sub.label} sets ackDeadlineSeconds to {seconds:g}, outside Pub/Sub's range "
+            f"{low}..{high} s; choose a deadline from {low} to {high} seconds."
+        )
+
+
+def _retention(resource: Resource, _config) -> Iterator[str]:
+    seconds = as_duration(get(resource.props, "messageRetentionDuration"))
+    low, high = (
+        (facts.RETENTION_MIN_S, facts.RETENTION_MAX_S)
+        if resource.type == facts.SUBSCRIPTION
+        else (facts.TOPIC_RETENTION_MIN_S, facts.TOPIC_RETENTION_MAX_S)
+    )
+    if known(seconds) and not low <= seconds <= high:
+        kind = "Subscription" if resource.type == facts.SUBSCRIPTION else "Topic"
+        yield (
+            f"{kind} {resource.label} retains messages for {seconds:g} s, outside Pub/Sub's range of 10 minutes "
+            f"to 31 days; set messageRetentionDuration from \"{low}s\" to \"{high}s\"."
+        )
+
+
+def _expiration_ttl(sub: Resource, _config) -> Iterator[str]:
+    ttl = get(nested(sub.props, "expirationPolicy"), "ttl")
+    if ttl == "":
+        return  # never expires
+    seconds = as_duration(ttl)
+    if known(seconds) and seconds < facts.EXPIRATION_MIN_S:
+        yield (
+            f"Subscription {sub.label} sets expirationPolicy.ttl to {ttl!r}, but Pub/Sub's minimum is 1 day; "
+            f"set a ttl of at least \"{facts.EXPIRATION_MIN_S}s\", or \"\" to never expire."
+        )
+
+
+def _retry_backoff(sub: Resource, _config) -> Iterator[str]:
+    policy = nested(sub.props, "retryPolicy")
+    if not isinstance(policy, dict):
+        return
+    low, high = facts.RETRY_BACKOFF_MIN_S, facts.RETRY_BACKOFF_MAX_S
+    bounds = {}
+    for key, default in (("minimumBackoff", facts.RETRY_MIN_BACKOFF_DEFAULT_S), ("maximumBackoff", facts.RETRY_MAX_BACKOFF_DEFAULT_S)):
+        raw = policy.get(key)
+        bounds[key] = default if raw is None or raw == "" else as_duration(raw)
+        if known(bounds[key]) and not low <= bounds[key] <= high:
+            yield (
+                f"Subscription {sub.label} sets retryPolicy.{key} to {raw!r}, outside Pub/Sub's range "
+                f"{low}..{high} s; choose a backoff from \"{low}s\" to \"{high}s\"."
+            )
+    minimum, maximum = bounds["minimumBackoff"], bounds["maximumBackoff"]
+    if known(minimum, maximum) and low <= minimum <= high and low <= maximum <= high and minimum > maximum:
+        yield (
+            f"Subscription {sub.label} has a retry minimumBackoff ({minimum:g} s) above its maximumBackoff "
+            f"({maximum:g} s; unset bounds default to {facts.RETRY_MIN_BACKOFF_DEFAULT_S} s and "
+            f"{facts.RETRY_MAX_BACKOFF_DEFAULT_S} s); make the minimum at most the maximum."
+        )
+
+
+def _filter_size(sub: Resource, _config) -> Iterator[str]:
+    text = as_str(get(sub.props, "filter"))
+    if known(text) and len(text.encode()) > facts.FILTER_MAX_BYTES:
+        yield (
+            f"Subscription {sub.label} has a filter of {len(text.encode())} bytes, over Pub/Sub's limit of "
+            f"{facts.FILTER_MAX_BYTES} bytes; shorten the filter (it cannot be changed after creation)."
+        )
+
+
+def _names(resource: Resource, _config) -> Iterator[str]:
+    name = get(resource.props, "name")
+    if name is None or name is UNKNOWN:
+        return  # autonamed or computed: nothing to judge yet
+    problem = facts.name_problem(name)
+    if problem:
+        kind = "Subscription" if resource.type == facts.SUBSCRIPTION else "Topic"
+        yield f"{kind} {resource.name} has an invalid Pub/Sub name: {problem}; rename it."
+
+
+def _push_https(sub: Resource, _config) -> Iterator[str]:
+    endpoint = as_str(get(nested(sub.props, "pushConfig"), "pushEndpoint"))
+    if known(endpoint) and not endpoint.lower().startswith(facts.HTTPS_SCHEME):
+        yield (
+            f"Subscription {sub.label} pushes to {endpoint!r}, but Pub/Sub push endpoints must be public "
+            "HTTPS URLs; use an https:// endpoint."
+        )
+
+
+def iam_members(resource: Resource) -> list[tuple[Any, Any]]:
+    """(role, member) pairs a Pub/Sub IAM resource grants; roles or members may be UNKNOWN."""
+    props = resource.props
+    if resource.type.endswith("IAMMember"):
+        return [(as_str(get(props, "role")), as_str(get(props, "member")))]
+    if resource.type.endswith("IAMBinding"):
+        members = as_list(get(props, "members"))
+        role = as_str(get(props, "role"))
+        if members is UNKNOWN:
+            return [(role, UNKNOWN)]
+        return [(role, as_str(m)) for m in members or []]
+    if resource.type.endswith("IAMPolicy"):
+        data = get(props, "policyData")
+        if data is UNKNOWN:
+            return [(UNKNOWN, UNKNOWN)]
+        try:
+            policy = json.loads(data) if isinstance(data, str) else None
+        except ValueError:
+            return []
+        bindings = policy.get("bindings") if isinstance(policy, dict) else None
+        pairs = []
+        for binding in bindings if isinstance(bindings, list) else []:
+            if isinstance(binding, dict) and isinstance(binding.get("members"), list):
+                role = binding.get("role") if isinstance(binding.get("role"), str) else None
+                pairs += [(role, m) for m in binding["members"] if isinstance(m, str)]
+        return pairs
+    return []
+
+
+def _public_iam(resource: Resource, _config) -> Iterator[str]:
+    public = sorted({m for _, m in iam_members(resource) if known(m) and m in facts.PUBLIC_MEMBERS})
+    if public:
+        target = as_str(get(resource.props, "topic" if resource.type in facts.TOPIC_IAM_TYPES else "subscription"))
+        where = f" on {target}" if known(target) else ""
+        yield (
+            f"IAM resource {resource.name} grants{where} to {' and '.join(public)}, which opens the Pub/Sub "
+            "resource to anyone; grant to specific principals instead."
+        )
+
+
+# --- Advisory --------------------------------------------------------------------------------------
+def _ordering_push(sub: Resource, _config) -> Iterator[str]:
+    if _both(enabled(get(sub.props, "enableMessageOrdering")), block(sub.props, "pushConfig")):
+        yield (
+            f"Subscription {sub.label} combines ordering with push delivery, where Pub/Sub keeps only one "
+            "message per ordering key outstanding at a time (slow for hot keys); consider a pull subscription."
+        )
+
+
+def _ordering_dead_letter(sub: Resource, _config) -> Iterator[str]:
+    if _both(enabled(get(sub.props, "enableMessageOrdering")), block(sub.props, "deadLetterPolicy")):
+        yield (
+            f"Subscription {sub.label} combines ordering with a dead-letter topic, so order is only best "
+            "effort for dead-lettered messages and the redelivery rewind may not hold; make consumers "
+            "tolerate gaps in a key's stream or drop dead-lettering."
+        )
+
+
+def _exactly_once_ordering(sub: Resource, _config) -> Iterator[str]:
+    if _both(enabled(get(sub.props, "enableExactlyOnceDelivery")), enabled(get(sub.props, "enableMessageOrdering"))):
+        yield (
+            f"Subscription {sub.label} combines exactly-once delivery with ordering, which requires acks in "
+            "order and limits throughput to the order of thousands of messages per second; check the "
+            "expected rate fits."
+        )
+
+
+def _push_oidc(sub: Resource, _config) -> Iterator[str]:
+    push = nested(sub.props, "pushConfig")
+    if isinstance(push, dict) and block(push, "oidcToken") is False:
+        yield (
+            f"Subscription {sub.label} pushes without an OIDC token, so the endpoint cannot authenticate "
+            "Pub/Sub; set pushConfig.oidcToken.serviceAccountEmail."
+        )
+
+
+def _exactly_once_deadline(sub: Resource, config) -> Iterator[str]:
+    minimum = config["minimumSeconds"]
+    if enabled(get(sub.props, "enableExactlyOnceDelivery")) is not True:
+        return
+    seconds = as_number(get(sub.props, "ackDeadlineSeconds"))
+    if known(seconds) and seconds != 0 and seconds < minimum:
+        yield (
+            f"Subscription {sub.label} is exactly-once with an ack deadline of {seconds:g} s; an ack after the "
+            f"deadline fails with INVALID_ARGUMENT and the message is redelivered, so set ackDeadlineSeconds "
+            f"to at least {minimum} (Pub/Sub's default for exactly-once is "
+            f"{facts.EXACTLY_ONCE_DEFAULT_ACK_DEADLINE_S} s)."
+        )
+
+
+def _subscription_expires(sub: Resource, _config) -> Iterator[str]:
+    policy = get(sub.props, "expirationPolicy")
+    if policy is UNKNOWN:
+        return
+    if block(sub.props, "expirationPolicy") is False:
+        yield (
+            f"Subscription {sub.label} has no expirationPolicy, so Pub/Sub deletes it after "
+            f"{facts.EXPIRATION_DEFAULT_S // 86400} days without subscriber activity; set "
+            "expirationPolicy.ttl to \"\" to keep it."
+        )
+        return
+    ttl = get(nested(sub.props, "expirationPolicy"), "ttl")
+    seconds = as_duration(ttl)
+    if known(seconds):
+        yield (
+            f"Subscription {sub.label} is deleted after {ttl} without subscriber activity; set "
+            "expirationPolicy.ttl to \"\" to keep it."
+        )
+
+
+def _topic_kms(topic: Resource, _config) -> Iterator[str]:
+    key = get(topic.props, "kmsKeyName")
+    if key is None or key == "":
+        yield (
+            f"Topic {topic.label} has no kmsKeyName, so its messages are encrypted with Google-managed keys "
+            "only; set a customer-managed Cloud KMS key if your data requires one."
+        )
+
+
+def _rule(name, description, level, fact, check, types=SUB, unknowns=SKIP_UNKNOWN, **extra) -> Rule:
+    return Rule(name=name, description=description, level=level, fact=fact, unknowns=unknowns, check=check,
+                types=types, **extra)
+
+
+RULES = [
+    _rule(
+        "no-exactly-once-on-push",
+        "Prohibits exactly-once delivery on push subscriptions.",
+        MANDATORY,
+        "Exactly-once delivery is for pull and StreamingPull subscriptions only; push does not support it.",
+        _exactly_once_push,
+        unknowns="Reports nothing unless both enableExactlyOnceDelivery and pushConfig are known to be set.",
+    ),
+    _rule(
+        "no-exactly-once-on-export",
+        "Prohibits exactly-once delivery on BigQuery and Cloud Storage export subscriptions.",
+        MANDATORY,
+        "Export subscriptions (BigQuery, Cloud Storage) do not support exactly-once delivery.",
+        _exactly_once_export,
+        unknowns="Reports nothing unless enableExactlyOnceDelivery and the export block are known to be set.",
+    ),
+    _rule(
+        "single-delivery-type",
+        "Prohibits setting more than one of push, BigQuery and Cloud Storage delivery on a subscription.",
+        MANDATORY,
+        "A subscription has at most one of push, BigQuery or Cloud Storage config.",
+        _single_delivery,
+        unknowns="Counts only delivery blocks known to be set; an unknown block is not counted.",
+    ),
+    _rule(
+        "max-delivery-attempts-in-range",
+        "Requires deadLetterPolicy.maxDeliveryAttempts to be from 5 to 100.",
+        MANDATORY,
+        "Dead-letter maxDeliveryAttempts must be 5..100 (default 5; 0 means the default).",
+        _max_delivery_attempts,
+    ),
+    _rule(
+        "ack-deadline-in-range",
+        "Requires ackDeadlineSeconds to be from 10 to 600 seconds.",
+        MANDATORY,
+        "ack_deadline_seconds must be 10..600 (0 means the default of 10).",
+        _ack_deadline,
+    ),
+    _rule(
+        "retention-in-range",
+        "Requires messageRetentionDuration on topics and subscriptions to be from 10 minutes to 31 days.",
+        MANDATORY,
+        "Message retention is 10 minutes..31 days.",
+        _retention,
+        types=TOPIC_AND_SUB,
+        unknowns="Reports nothing when the duration is unknown or not an API duration like \"600s\".",
+    ),
+    _rule(
+        "expiration-ttl-at-least-one-day",
+        "Requires expirationPolicy.ttl to be at least 1 day, or \"\" for never.",
+        MANDATORY,
+        "expiration_policy.ttl is at least 1 day; \"\" means never expire.",
+        _expiration_ttl,
+    ),
+    _rule(
+        "retry-backoff-in-range",
+        "Requires retryPolicy backoffs to be from 0 to 600 seconds with the minimum at most the maximum.",
+        MANDATORY,
+        "Retry backoff is 0..600 s (defaults: minimum 10 s, maximum 600 s).",
+        _retry_backoff,
+        unknowns="Judges each known bound alone; compares minimum and maximum only when both are known.",
+    ),
+    _rule(
+        "filter-size-limit",
+        "Prohibits subscription filters over 256 bytes.",
+        MANDATORY,
+        "A subscription filter is at most 256 bytes and cannot be changed after creation.",
+        _filter_size,
+    ),
+    _rule(
+        "pubsub-names-valid",
+        "Requires topic and subscription names to follow Pub/Sub's naming rules.",
+        MANDATORY,
+        f"Names: {facts.NAME_RULE}.",
+        _names,
+        types=TOPIC_AND_SUB,
+        unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
+    ),
+    _rule(
+        "push-endpoint-https",
+        "Requires push endpoints to be https:// URLs.",
+        MANDATORY,
+        "Push endpoints are public HTTPS URLs.",
+        _push_https,
+    ),
+    _rule(
+        "no-public-pubsub-iam",
+        "Prohibits granting any role on a Pub/Sub topic or subscription to allUsers or allAuthenticatedUsers.",
+        MANDATORY,
+        "allUsers / allAuthenticatedUsers make a topic or subscription public.",
+        _public_iam,
+        types=facts.IAM_TYPES,
+        unknowns="Judges only known members; an unknown member or policyData is not reported.",
+    ),
+    _rule(
+        "ordering-on-push",
+        "Prohibits message ordering on push subscriptions (advisory).",
+        ADVISORY,
+        "Push with ordering keeps only one message per ordering key outstanding at a time.",
+        _ordering_push,
+        unknowns="Reports nothing unless both enableMessageOrdering and pushConfig are known to be set.",
+    ),
+    _rule(
+        "ordering-with-dead-letter",
+        "Prohibits combining message ordering with a dead-letter topic (advisory).",
+        ADVISORY,
+        "With a dead-letter topic, order may not be kept for dead-lettered messages (best effort).",
+        _ordering_dead_letter,
+        unknowns="Reports nothing unless both enableMessageOrdering and deadLetterPolicy are known to be set.",
+    ),
+    _rule(
+        "exactly-once-with-ordering",
+        "Prohibits combining exactly-once delivery with ordering without a throughput check (advisory).",
+        ADVISORY,
+        "Exactly-once with ordering needs in-order acks; throughput is in the thousands of messages/s.",
+        _exactly_once_ordering,
+        unknowns="Reports nothing unless both switches are known to be on.",
+    ),
+    _rule(
+        "push-oidc-token",
+        "Requires push subscriptions to authenticate with an OIDC token (advisory).",
+        ADVISORY,
+        "Push endpoints authenticate Pub/Sub with an OIDC token (push_config.oidc_token).",
+        _push_oidc,
+        unknowns="Reports nothing when pushConfig or its oidcToken is unknown.",
+    ),
+    _rule(
+        "exactly-once-ack-deadline",
+        "Requires exactly-once subscriptions to have an ack deadline of at least 60 seconds (advisory).",
+        ADVISORY,
+        "Exactly-once: an ack after the deadline fails with INVALID_ARGUMENT; default deadline 60 s.",
+        _exactly_once_deadline,
+        unknowns="Reports nothing unless exactly-once is known to be on and the deadline is known.",
+        config_schema={
+            "minimumSeconds": {
+                "type": "integer", "minimum": facts.ACK_DEADLINE_MIN_S, "maximum": facts.ACK_DEADLINE_MAX_S,
+                "default": facts.EXACTLY_ONCE_MIN_RECOMMENDED_ACK_DEADLINE_S,
+                "description": "the smallest ack deadline accepted on an exactly-once subscription",
+            }
+        },
+    ),
+    _rule(
+        "subscription-expires",
+        "Prohibits subscriptions that expire after inactivity (advisory).",
+        ADVISORY,
+        "Without expiration_policy a subscription expires after 31 days of inactivity; ttl \"\" = never.",
+        _subscription_expires,
+        unknowns="Reports nothing when expirationPolicy or its ttl is unknown.",
+    ),
+    _rule(
+        "topic-kms-key",
+        "Requires topics to be encrypted with a customer-managed Cloud KMS key (advisory).",
+        ADVISORY,
+        "A topic without kms_key_name uses Google-managed encryption only.",
+        _topic_kms,
+        types=(facts.TOPIC,),
+        unknowns="An unknown kmsKeyName counts as set.",
+    ),
+]

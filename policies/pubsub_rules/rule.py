@@ -1,0 +1,113 @@
+"""One `Rule` per policy: its name, level, the Pub/Sub fact it enforces, what it does with unknowns,
+and a check over plain data. `Rule.policy()` turns it into the SDK's Resource- or
+StackValidationPolicy; the checks themselves never see the SDK, so they are plain functions to test.
+
+A resource check is `check(resource, config) -> iterable of messages`; a stack check is
+`check(stack, config) -> iterable of (urn, message)`. `config` holds the rule's configured properties
+with the schema's defaults filled in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from pubsub_rules.values import display, plain
+
+MANDATORY = "mandatory"
+ADVISORY = "advisory"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource as a rule reads it: plain properties (unknowns are `values.UNKNOWN`)."""
+
+    type: str
+    name: str
+    urn: str
+    props: Any
+    property_dependencies: Mapping[str, list[str]] = field(default_factory=dict)
+    parent: str | None = None
+
+    @property
+    def label(self) -> str:
+        return display(self.props, self.name)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str  # "Requires…" / "Prohibits…"
+    level: str  # MANDATORY or ADVISORY: the default, overridable by the pack's config
+    fact: str  # the Pub/Sub fact the rule enforces (PUBSUB_FACTS.md)
+    unknowns: str  # what the rule does with values unknown at preview time
+    check: Callable[..., Iterable[Any]]
+    types: tuple[str, ...] = ()  # resource rules: the type tokens judged; empty for stack rules
+    stack: bool = False
+    config_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def defaults(self) -> dict[str, Any]:
+        return {key: spec["default"] for key, spec in self.config_schema.items() if "default" in spec}
+
+    def settings(self, configured: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {**self.defaults(), **dict(configured or {})}
+
+    def run_resource(self, resource: Resource, configured: Mapping[str, Any] | None = None) -> list[str]:
+        if resource.type not in self.types:
+            return []
+        return list(self.check(resource, self.settings(configured)))
+
+    def run_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+        from pubsub_rules.stack import Stack
+
+        return list(self.check(Stack(resources), self.settings(configured)))
+
+    def policy(self):
+        """The SDK policy object (imports pulumi_policy: only the pack's virtualenv has it)."""
+        from pulumi_policy import (
+            EnforcementLevel,
+            PolicyConfigSchema,
+            ResourceValidationPolicy,
+            StackValidationPolicy,
+        )
+
+        level = EnforcementLevel(self.level)
+        schema = PolicyConfigSchema(properties=dict(self.config_schema)) if self.config_schema else None
+        if self.stack:
+
+            def validate_stack(args, report_violation) -> None:
+                resources = [from_policy_resource(r) for r in args.resources]
+                for urn, message in self.run_stack(resources, args.get_config()):
+                    report_violation(message, urn)
+
+            return StackValidationPolicy(
+                name=self.name, description=self.description, validate=validate_stack,
+                enforcement_level=level, config_schema=schema,
+            )
+
+        def validate_resource(args, report_violation) -> None:
+            if args.resource_type not in self.types:
+                return
+            resource = Resource(args.resource_type, args.name, args.urn, plain(args.props))
+            for message in self.run_resource(resource, args.get_config()):
+                report_violation(message, None)
+
+        return ResourceValidationPolicy(
+            name=self.name, description=self.description, validate=validate_resource,
+            enforcement_level=level, config_schema=schema,
+        )
+
+
+def from_policy_resource(resource) -> Resource:
+    """A Resource from the SDK's PolicyResource (AnalyzeStack)."""
+    parent = getattr(resource, "parent", None)
+    return Resource(
+        type=resource.resource_type,
+        name=resource.name,
+        urn=resource.urn,
+        props=plain(resource.props),
+        property_dependencies={
+            key: [dep.urn for dep in deps] for key, deps in (getattr(resource, "property_dependencies", None) or {}).items()
+        },
+        parent=parent.urn if parent is not None else None,
+    )

@@ -1,0 +1,190 @@
+"""Reading resource properties defensively: unknowns, missing values and wrong types.
+
+The policy SDK hands rules an "unknown-checking proxy" that raises `UnknownValueError` on any access
+to a value not known during preview. Rules never touch it directly: `plain()` turns the proxy into
+plain dicts and lists in which every unknown is the single marker `UNKNOWN`. The typed readers below
+return the value, `UNKNOWN`, or `None` when the property is missing or of a type the rule cannot
+judge (the provider rejects those itself). Every rule treats `UNKNOWN` and `None` as "cannot judge":
+it reports nothing, so an unknown never produces a violation and a wrong type never crashes a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pubsub_rules import facts
+
+# The engine's sentinels for values unknown during preview (pulumi_policy.proxy; the CLI marshals
+# every computed value as the string sentinel).
+UNKNOWN_SENTINELS = frozenset(
+    {
+        "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",  # boolean
+        "3eeb2bf0-c639-47a8-9e75-3b44932eb421",  # number
+        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",  # string (and any computed value on the wire)
+        "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",  # array
+        "030794c1-ac77-496b-92df-f27374a8bd58",  # asset
+        "e48ece36-62e2-4504-bad9-02848725956a",  # archive
+        "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",  # object
+    }
+)
+
+
+class _Unknown:
+    """The one marker for "not known until the update runs"."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<unknown>"
+
+    def __bool__(self) -> bool:
+        raise TypeError("an unknown value has no truth value; check `is UNKNOWN` first")
+
+
+UNKNOWN = _Unknown()
+
+
+def plain(value: Any) -> Any:
+    """Plain data from SDK proxies (or plain data): dicts, lists, scalars; unknowns -> UNKNOWN."""
+    if isinstance(value, str):
+        return UNKNOWN if value in UNKNOWN_SENTINELS else value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        target = _proxy_target(value)
+        source = target if target is not None else value
+        return {str(key): plain(item) for key, item in _items(source)}
+    if isinstance(value, Sequence):
+        target = _proxy_target(value)
+        source = target if target is not None else value
+        return [plain(item) for item in list(source)]
+    return value  # assets, archives, secrets' payloads: no rule reads them
+
+
+def _proxy_target(value: Any) -> Any:
+    """The wrapped container of an SDK proxy (the SDK's own serializer reads it the same way)."""
+    if type(value).__name__ in ("_DictProxy", "_ListProxy", "_DictSecretsProxy", "_ListSecretsProxy"):
+        return value["__target"]
+    return None
+
+
+def _items(mapping: Any):
+    if isinstance(mapping, dict):
+        return mapping.items()
+    return ((key, mapping[key]) for key in mapping)
+
+
+# --- Typed readers -------------------------------------------------------------------------------
+def get(props: Any, *path: str) -> Any:
+    """The value at `path`, UNKNOWN if any step is unknown, None if missing or not a mapping."""
+    value = props
+    for key in path:
+        if value is UNKNOWN:
+            return UNKNOWN
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def is_unknown(value: Any) -> bool:
+    return value is UNKNOWN
+
+
+def as_bool(value: Any) -> Any:
+    """True/False (also from "true"/"false"), UNKNOWN, or None."""
+    if value is UNKNOWN or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+def enabled(value: Any) -> Any:
+    """Whether a boolean switch is on: True, False (also when unset), or UNKNOWN."""
+    flag = as_bool(value)
+    return False if flag is None else flag
+
+
+def as_number(value: Any) -> Any:
+    """A finite number (also from a numeric string), UNKNOWN, or None."""
+    if value is UNKNOWN:
+        return UNKNOWN
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if number == number and abs(number) != float("inf") else None
+    return None
+
+
+def as_str(value: Any) -> Any:
+    if value is UNKNOWN or isinstance(value, str):
+        return value
+    return None
+
+
+def as_duration(value: Any) -> Any:
+    """Seconds of an API duration ("600s"), UNKNOWN, or None."""
+    if value is UNKNOWN:
+        return UNKNOWN
+    return facts.parse_api_duration(value)
+
+
+def as_list(value: Any) -> Any:
+    if value is UNKNOWN or isinstance(value, list):
+        return value
+    return None
+
+
+def present(value: Any) -> bool:
+    """A block that is set: a non-empty mapping or list, or an unknown value (which may be set)."""
+    if value is UNKNOWN:
+        return True
+    return isinstance(value, (dict, list)) and len(value) > 0
+
+
+def known(*values: Any) -> bool:
+    """Every value is known and of the expected type (None marks a wrong type or a missing value)."""
+    return all(value is not None and value is not UNKNOWN for value in values)
+
+
+# --- Resource names and references ----------------------------------------------------------------
+def resource_path_key(value: Any, collection: str) -> tuple[str | None, str] | None:
+    """(project or None, short name) of "projects/P/<collection>/N" or of a bare name "N"."""
+    if not isinstance(value, str) or not value or value is UNKNOWN or value in UNKNOWN_SENTINELS:
+        return None
+    parts = value.split("/")
+    if len(parts) == 4 and parts[0] == "projects" and parts[2] == collection and parts[1] and parts[3]:
+        return parts[1], parts[3]
+    if "/" not in value:
+        return None, value
+    return None
+
+
+def same_key(left: tuple[str | None, str] | None, right: tuple[str | None, str] | None) -> bool:
+    """Two (project, name) keys name the same resource; a missing project matches any project."""
+    if left is None or right is None:
+        return False
+    if left[1] != right[1]:
+        return False
+    return left[0] is None or right[0] is None or left[0] == right[0]
+
+
+def display(props: Any, logical_name: str) -> str:
+    """How a message names a resource: its Pub/Sub name when known, else its Pulumi name."""
+    name = get(props, "name")
+    if isinstance(name, str) and name:
+        return name if name == logical_name else f"{name} (Pulumi resource {logical_name})"
+    return logical_name

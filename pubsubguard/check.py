@@ -1,0 +1,559 @@
+"""Judge a plan with the policy pack the way the Pulumi CLI does, without the CLI.
+
+The CLI starts a Python pack as `<pack venv python> -u -m pulumi.policy <engine address> <pack dir>`,
+reads the port the pack prints on stdout, and talks the gRPC Analyzer protocol to it:
+`GetAnalyzerInfo` (policies and their default levels), `Configure` (every policy's effective level and
+config properties), `ConfigureStack`, `Analyze` once per resource (its inputs), and `AnalyzeStack`
+once with every resource (with parents, dependencies and property dependencies). This module does
+the same from the project's virtualenv (protobuf 6) against the pack's own (protobuf 5): they only
+share the wire.
+
+Plan values equal to `pubsubguard.plan.UNKNOWN` travel as the engine's unknown sentinel, which is
+what the CLI sends for a value not known during preview.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from pubsubguard import plan as planning
+from pubsubguard.errors import UserError
+
+LEVELS = ("advisory", "mandatory", "remediate", "disabled")
+STARTUP_TIMEOUT_S = 60.0
+ENGINE_ADDRESS = "127.0.0.1:0"  # the pack logs nothing to the engine; the CLI passes its own address
+
+
+class CheckError(UserError):
+    """The check could not run: the message names the file, option or pack at fault."""
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    name: str
+    description: str
+    level: str  # default level the pack declares
+    kind: str  # "resource" or "stack"
+    config_schema: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    level: str  # effective level: "mandatory" or "advisory"
+    message: str  # the rule's own sentence (the SDK's "description\n" prefix removed)
+    urn: str  # "" when the violation is about the stack as a whole
+    resource_type: str
+    resource_name: str
+
+
+@dataclass
+class CheckResult:
+    pack: str
+    pack_version: str
+    stack: str
+    source: str  # what was judged: "Pulumi.dev.yaml" or a plan file
+    resources: int
+    policies: list[PolicyInfo]
+    levels: dict[str, str]  # effective level of every policy
+    violations: list[Violation]
+
+    @property
+    def mandatory(self) -> list[Violation]:
+        return [v for v in self.violations if v.level == "mandatory"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.mandatory else 0
+
+
+# --- The pack process ------------------------------------------------------------------------------
+def default_pack_dir() -> Path:
+    return planning.project_root() / "policies"
+
+
+def pack_python(pack_dir: Path) -> Path:
+    """The pack's interpreter, from PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI)."""
+    manifest = read_manifest(pack_dir)
+    runtime = manifest.get("runtime")
+    options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
+    venv = pack_dir / str((options or {}).get("virtualenv", "venv"))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise CheckError(f"{python}: the policy pack's virtualenv is missing; run scripts/setup.sh")
+    return python
+
+
+def read_manifest(pack_dir: Path) -> dict:
+    path = pack_dir / "PulumiPolicy.yaml"
+    try:
+        manifest = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CheckError(f"{path}: not found (is {pack_dir} a policy pack?)") from None
+    except yaml.YAMLError as err:
+        raise CheckError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(manifest, dict):
+        raise CheckError(f"{path}: expected a mapping with 'runtime' and 'version'")
+    return manifest
+
+
+class PackProcess:
+    """The running pack: a context manager that always terminates the process it started."""
+
+    def __init__(self, pack_dir: Path | None = None, *, project: str = "pubsubguard", stack: str = "dev"):
+        self.pack_dir = Path(pack_dir or default_pack_dir()).resolve()
+        self.python = pack_python(self.pack_dir)
+        self.env = {
+            **os.environ,
+            "PULUMI_PROJECT": project,
+            "PULUMI_STACK": stack,
+            "PULUMI_DRY_RUN": "true",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.process: subprocess.Popen | None = None
+        self.channel = None
+        self.stub = None
+        self.port: int | None = None
+
+    def __enter__(self) -> "PackProcess":
+        self.process = subprocess.Popen(
+            [str(self.python), "-u", "-m", "pulumi.policy", ENGINE_ADDRESS, str(self.pack_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            cwd=str(self.pack_dir),
+        )
+        try:
+            self.port = self._read_port()
+            import grpc
+            from pulumi.runtime.proto import analyzer_pb2_grpc
+
+            self.channel = grpc.insecure_channel(
+                f"127.0.0.1:{self.port}", options=[("grpc.max_receive_message_length", 400 * 1024 * 1024),
+                                                   ("grpc.max_send_message_length", 400 * 1024 * 1024)]
+            )
+            grpc.channel_ready_future(self.channel).result(timeout=STARTUP_TIMEOUT_S)
+            self.stub = analyzer_pb2_grpc.AnalyzerStub(self.channel)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _read_port(self) -> int:
+        assert self.process and self.process.stdout
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CheckError(f"policy pack {self.pack_dir}: printed no port within {STARTUP_TIMEOUT_S:.0f} s")
+            ready, _, _ = select.select([self.process.stdout], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.process.stdout.fileno(), 1)
+            if not chunk:
+                self.process.wait(timeout=10)
+                stderr = (self.process.stderr.read() if self.process.stderr else b"").decode(errors="replace")
+                raise CheckError(
+                    f"policy pack {self.pack_dir}: exited with code {self.process.returncode} before serving:\n"
+                    + "\n".join(stderr.strip().splitlines()[-15:])
+                )
+            line += chunk
+        try:
+            return int(line.strip())
+        except ValueError:
+            raise CheckError(f"policy pack {self.pack_dir}: printed {line!r} where the CLI expects its port") from None
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream:
+                stream.close()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- Policy config (as `pulumi preview --policy-pack-config`) --------------------------------------
+def read_policy_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CheckError(f"--policy-config {path}: no such file") from None
+    except json.JSONDecodeError as err:
+        raise CheckError(f"--policy-config {path}: not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CheckError(f"--policy-config {path}: expected a JSON object of policy name to level or settings")
+    return data
+
+
+_JSON_TYPES = {
+    "boolean": (bool,), "string": (str,), "array": (list,), "object": (dict,),
+    "integer": (int,), "number": (int, float),
+}
+
+
+def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user: dict[str, Any],
+                     source: str = "policy config") -> dict[str, tuple[str, dict]]:
+    """Every policy's (level, properties), as the CLI computes them before `Configure`.
+
+    Precedence: the user's entry for the policy, then the user's "all" level, then the pack's initial
+    config, then the policy's own default; properties start from the schema defaults.
+    """
+    names = {p.name for p in policies}
+    for key in user:
+        if key != "all" and key not in names:
+            raise CheckError(f"{source}: {key!r}: no such policy in the pack (policies: {', '.join(sorted(names))})")
+    all_level = _level(user.get("all"), f"{source}: all") if "all" in user else None
+    result = {}
+    for policy in policies:
+        level, props = policy.level, {}
+        for key, spec in (policy.config_schema.get("properties") or {}).items():
+            if isinstance(spec, dict) and "default" in spec:
+                props[key] = spec["default"]
+        seed = initial.get(policy.name) or {}
+        level = seed.get("level") or level
+        props.update(seed.get("properties") or {})
+        if all_level:
+            level = all_level
+        entry = user.get(policy.name)
+        where = f"{source}: {policy.name}"
+        if isinstance(entry, str):
+            level = _level(entry, where)
+        elif isinstance(entry, dict):
+            for key, value in entry.items():
+                if key == "enforcementLevel":
+                    level = _level(value, f"{where}.enforcementLevel")
+                    continue
+                spec = (policy.config_schema.get("properties") or {}).get(key)
+                if spec is None:
+                    known_keys = ", ".join(sorted(policy.config_schema.get("properties") or {})) or "none"
+                    raise CheckError(f"{where}.{key}: not a setting of this policy (settings: {known_keys})")
+                expected = _JSON_TYPES.get(spec.get("type"), (object,))
+                if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+                    raise CheckError(f"{where}.{key}: expected {spec.get('type')}, got {json.dumps(value)}")
+                props[key] = value
+        elif entry is not None:
+            raise CheckError(f"{where}: expected a level ({', '.join(LEVELS)}) or an object, got {json.dumps(entry)}")
+        result[policy.name] = (level, props)
+    return result
+
+
+def _level(value: Any, where: str) -> str:
+    if value not in LEVELS:
+        raise CheckError(f"{where}: expected one of {', '.join(LEVELS)}, got {json.dumps(value)}")
+    return value
+
+
+# --- The wire --------------------------------------------------------------------------------------
+def _pb():
+    from pulumi.runtime.proto import analyzer_pb2
+
+    return analyzer_pb2
+
+
+def _level_name(value: int) -> str:
+    pb = _pb()
+    return {pb.ADVISORY: "advisory", pb.MANDATORY: "mandatory", pb.REMEDIATE: "remediate", pb.DISABLED: "disabled"}[value]
+
+
+def _level_value(name: str) -> int:
+    pb = _pb()
+    return {"advisory": pb.ADVISORY, "mandatory": pb.MANDATORY, "remediate": pb.REMEDIATE, "disabled": pb.DISABLED}[name]
+
+
+def wire_value(value: Any) -> Any:
+    """A plan value as the CLI marshals it: unknowns are the engine's unknown (string) sentinel."""
+    from pulumi.runtime import rpc
+
+    if value == planning.UNKNOWN:
+        return rpc.UNKNOWN  # the SDK's marshalled unknown, the same string the plan records
+    if isinstance(value, dict):
+        return {k: wire_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [wire_value(v) for v in value]
+    return value
+
+
+def _struct(values: dict):
+    from google.protobuf import struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(wire_value(values))
+    return struct
+
+
+def _provider(resource: dict, plan: dict):
+    """The default provider the CLI reports for a resource of package `gcp` (None for components)."""
+    if not resource.get("custom") or not resource["type"].startswith("gcp:"):
+        return None
+    return _pb().AnalyzerProviderResource(
+        type="pulumi:providers:gcp",
+        name="default",
+        urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:gcp::default",
+        properties=_struct({"project": plan.get("gcp_project")} if plan.get("gcp_project") else {}),
+    )
+
+
+def analyze_requests(plan: dict) -> Iterable[Any]:
+    pb = _pb()
+    for resource in plan["resources"]:
+        request = pb.AnalyzeRequest(
+            type=resource["type"], name=resource["name"], urn=resource["urn"],
+            properties=_struct(resource.get("inputs") or {}),
+            options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
+        )
+        provider = _provider(resource, plan)
+        if provider is not None:
+            request.provider.CopyFrom(provider)
+        yield request
+
+
+def analyze_stack_request(plan: dict):
+    pb = _pb()
+    request = pb.AnalyzeStackRequest()
+    for resource in plan["resources"]:
+        item = request.resources.add(
+            type=resource["type"], name=resource["name"], urn=resource["urn"],
+            properties=_struct(resource.get("inputs") or {}),
+            options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
+            parent=resource.get("parent") or "",
+            dependencies=resource.get("dependencies") or [],
+        )
+        for key, urns in (resource.get("property_dependencies") or {}).items():
+            item.propertyDependencies[key].urns.extend(urns)
+        provider = _provider(resource, plan)
+        if provider is not None:
+            item.provider.CopyFrom(provider)
+    return request
+
+
+def policy_infos(info) -> list[PolicyInfo]:
+    from google.protobuf import json_format
+
+    pb = _pb()
+    result = []
+    for p in info.policies:
+        schema = json_format.MessageToDict(p.configSchema) if p.HasField("configSchema") else {}
+        result.append(
+            PolicyInfo(
+                name=p.name, description=p.description, level=_level_name(p.enforcementLevel),
+                kind="stack" if p.policy_type == pb.POLICY_TYPE_STACK else "resource", config_schema=schema,
+            )
+        )
+    return result
+
+
+def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
+              source: str = "", config_source: str = "policy config") -> CheckResult:
+    """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported."""
+    from google.protobuf import empty_pb2, json_format
+
+    pb = _pb()
+    pack_dir = Path(pack_dir or default_pack_dir())
+    manifest = read_manifest(pack_dir)
+    with PackProcess(pack_dir, project=str(plan.get("project") or "project"), stack=str(plan.get("stack") or "stack")) as pack:
+        stub = pack.stub
+        info = stub.GetAnalyzerInfo(empty_pb2.Empty())
+        policies = policy_infos(info)
+        initial = {
+            name: {
+                "level": _level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
+                "properties": json_format.MessageToDict(cfg.properties),
+            }
+            for name, cfg in info.initialConfig.items()
+        }
+        effective = reconcile_config(policies, initial, policy_config or {}, config_source)
+        configure = pb.ConfigureAnalyzerRequest()
+        for name, (level, props) in effective.items():
+            configure.policyConfig[name].enforcementLevel = _level_value(level)
+            configure.policyConfig[name].properties.update(props)
+        stub.Configure(configure)
+        _configure_stack(stub, plan)
+
+        by_urn = {r["urn"]: r for r in plan["resources"]}
+        responses = [(request.urn, stub.Analyze.future(request)) for request in analyze_requests(plan)]
+        diagnostics = [(urn, d) for urn, future in responses for d in future.result().diagnostics]
+        diagnostics += [("", d) for d in stub.AnalyzeStack(analyze_stack_request(plan)).diagnostics]
+
+    violations = []
+    for subject, d in diagnostics:
+        urn = d.urn or subject
+        resource = by_urn.get(urn, {})
+        message = d.message
+        if d.description and message.startswith(d.description + "\n"):
+            message = message[len(d.description) + 1 :]
+        violations.append(
+            Violation(
+                policy=d.policyName, level=_level_name(d.enforcementLevel), message=message, urn=urn,
+                resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
+            )
+        )
+    violations.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
+    return CheckResult(
+        pack=info.name, pack_version=str(manifest.get("version") or info.version), stack=str(plan.get("stack")),
+        source=source, resources=len(plan["resources"]), policies=policies,
+        levels={name: level for name, (level, _) in effective.items()}, violations=violations,
+    )
+
+
+def _configure_stack(stub, plan: dict) -> None:
+    import grpc
+
+    pb = _pb()
+    try:
+        stub.ConfigureStack(
+            pb.AnalyzerStackConfigureRequest(
+                stack=str(plan.get("stack") or ""), project=str(plan.get("project") or ""),
+                organization="organization", dry_run=True,
+            )
+        )
+    except grpc.RpcError as err:  # packs built on older SDKs do not implement it; the CLI goes on too
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+
+
+# --- Output ----------------------------------------------------------------------------------------
+def grouped(result: CheckResult) -> list[tuple[str, list[Violation]]]:
+    groups: dict[str, list[Violation]] = {}
+    for v in result.violations:
+        groups.setdefault(v.urn, []).append(v)
+    return sorted(groups.items(), key=lambda item: (not any(v.level == "mandatory" for v in item[1]), item[0]))
+
+
+def format_text(result: CheckResult) -> str:
+    lines = [
+        f"pubsubguard check: {result.source or 'plan'} (stack {result.stack}), {result.resources} resources, "
+        f"pack {result.pack}@{result.pack_version} ({len(result.policies)} policies)",
+        "",
+    ]
+    for urn, violations in grouped(result):
+        first = violations[0]
+        what = f"{first.resource_type} {first.resource_name}" if first.resource_type else "stack"
+        lines.append(f"{what}" + (f"\n  {urn}" if urn else ""))
+        for v in violations:
+            lines.append(f"  [{v.level}] {v.policy}: {v.message}")
+        lines.append("")
+    mandatory, advisory = len(result.mandatory), len(result.violations) - len(result.mandatory)
+    verdict = "REJECTED" if mandatory else "PASSED"
+    lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}.")
+    return "\n".join(lines) + "\n"
+
+
+def format_json(result: CheckResult) -> str:
+    return json.dumps(
+        {
+            "pack": result.pack, "version": result.pack_version, "stack": result.stack, "source": result.source,
+            "resources": result.resources, "passed": not result.mandatory,
+            "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
+            "levels": result.levels,
+            "violations": [v.__dict__ for v in result.violations],
+        },
+        indent=2, sort_keys=True,
+    ) + "\n"
+
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_SARIF_LEVEL = {"mandatory": "error", "advisory": "warning", "remediate": "error", "disabled": "none"}
+
+
+def format_sarif(result: CheckResult, locate=None) -> str:
+    """SARIF 2.1.0 as GitHub code scanning loads it. `locate(violation) -> (uri, line)` places a
+    result in a file of the repository (default: the judged source, line 1)."""
+    rule_index = {p.name: i for i, p in enumerate(result.policies)}
+    rules = [
+        {
+            "id": p.name, "name": p.name,
+            "shortDescription": {"text": p.description},
+            "fullDescription": {"text": p.description},
+            "help": {"text": f"{p.description} See docs/policies.md#{p.name}."},
+            "defaultConfiguration": {"level": _SARIF_LEVEL[result.levels.get(p.name, p.level)]},
+            "properties": {"kind": p.kind, "enforcementLevel": result.levels.get(p.name, p.level)},
+        }
+        for p in result.policies
+    ]
+    results = []
+    for v in result.violations:
+        uri, line = locate(v) if locate else (result.source or "Pulumi.yaml", 1)
+        entry = {
+            "ruleId": v.policy,
+            "level": _SARIF_LEVEL.get(v.level, "warning"),
+            "message": {"text": v.message},
+            "locations": [
+                {
+                    "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(1, line)}},
+                    "logicalLocations": [
+                        {"name": v.resource_name or "stack", "fullyQualifiedName": v.urn or result.stack,
+                         "kind": "resource"}
+                    ],
+                }
+            ],
+            "partialFingerprints": {"pulumiUrnPolicy/v1": f"{v.urn}|{v.policy}"},
+        }
+        if v.policy in rule_index:
+            entry["ruleIndex"] = rule_index[v.policy]
+        results.append(entry)
+    sarif = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "pubsubguard", "semanticVersion": result.pack_version,
+                                    "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
+                                    "rules": rules}},
+                "automationDetails": {"id": f"pubsubguard-check/{result.stack}/"},
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(sarif, indent=2) + "\n"
+
+
+def source_locator(files: list[Path], relative_to: Path):
+    """`locate` for SARIF: the first line of `files` naming the resource, else line 1 of the first."""
+    texts = []
+    for path in files:
+        try:
+            texts.append((path, path.read_text().splitlines()))
+        except OSError:
+            continue
+
+    def uri(path: Path) -> str:
+        try:
+            return path.resolve().relative_to(relative_to.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def locate(violation: Violation) -> tuple[str, int]:
+        needle = violation.resource_name
+        for path, lines in texts:
+            for number, text in enumerate(lines, 1):
+                if needle and needle in text:
+                    return uri(path), number
+        return (uri(texts[0][0]), 1) if texts else ("Pulumi.yaml", 1)
+
+    return locate
