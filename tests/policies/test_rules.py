@@ -1,0 +1,296 @@
+"""Each rule through its SDK policy's `validate`: a violating and a passing case, unknowns, config."""
+
+from __future__ import annotations
+
+import pytest
+
+from pack_harness import (
+    AGENT,
+    PROJECT,
+    UNKNOWN,
+    check,
+    dead_letter,
+    dead_letter_estate,
+    sub,
+    sub_grant,
+    topic,
+    topic_grant,
+    validate_stack,
+)
+from pubsub_rules import facts
+from pubsub_rules.catalog import BY_NAME, RULES
+
+PUSH = {"pushEndpoint": "https://orders.example.com/push", "oidcToken": {"serviceAccountEmail": "p@x.iam.gserviceaccount.com"}}
+BIGQUERY = {"table": "p.d.t"}
+STORAGE = {"bucket": "b"}
+PINNED = {"labels": {facts.CONSUMER_REGION_LABEL: "us-east1"}}
+PUBLISHERS = {"labels": {facts.PUBLISHER_REGION_LABEL: "us-east1"}}
+IAM_MEMBER = facts.TOPIC_IAM_MEMBER
+
+# rule -> (violating resources, passing resources)
+CASES = {
+    "no-exactly-once-on-push": (
+        [sub("s", enableExactlyOnceDelivery=True, pushConfig=PUSH)],
+        [sub("s", enableExactlyOnceDelivery=True), sub("t", enableExactlyOnceDelivery=False, pushConfig=PUSH)],
+    ),
+    "no-exactly-once-on-export": (
+        [sub("s", enableExactlyOnceDelivery=True, bigqueryConfig=BIGQUERY),
+         sub("t", enableExactlyOnceDelivery=True, cloudStorageConfig=STORAGE)],
+        [sub("s", bigqueryConfig=BIGQUERY), sub("t", enableExactlyOnceDelivery=True)],
+    ),
+    "single-delivery-type": (
+        [sub("s", pushConfig=PUSH, bigqueryConfig=BIGQUERY)],
+        [sub("s", pushConfig=PUSH), sub("t", cloudStorageConfig=STORAGE, bigqueryConfig=None)],
+    ),
+    "max-delivery-attempts-in-range": (
+        [sub("s", deadLetterPolicy=dead_letter(attempts=4)), sub("t", deadLetterPolicy=dead_letter(attempts=101))],
+        [sub("s", deadLetterPolicy=dead_letter(attempts=5)), sub("t", deadLetterPolicy=dead_letter(attempts=100)),
+         sub("u", deadLetterPolicy=dead_letter(attempts=0))],
+    ),
+    "ack-deadline-in-range": (
+        [sub("s", ackDeadlineSeconds=9), sub("t", ackDeadlineSeconds=601)],
+        [sub("s", ackDeadlineSeconds=10), sub("t", ackDeadlineSeconds=600), sub("u")],
+    ),
+    "retention-in-range": (
+        [sub("s", messageRetentionDuration="599s"), topic("t", messageRetentionDuration="2678401s")],
+        [sub("s", messageRetentionDuration="600s"), topic("t", messageRetentionDuration="2678400s")],
+    ),
+    "expiration-ttl-at-least-one-day": (
+        [sub("s", expirationPolicy={"ttl": "86399s"})],
+        [sub("s", expirationPolicy={"ttl": ""}), sub("t", expirationPolicy={"ttl": "86400s"}), sub("u")],
+    ),
+    "retry-backoff-in-range": (
+        [sub("s", retryPolicy={"minimumBackoff": "601s"}), sub("t", retryPolicy={"minimumBackoff": "60s", "maximumBackoff": "30s"}),
+         sub("u", retryPolicy={"maximumBackoff": "5s"})],  # default minimum (10 s) above the maximum
+        [sub("s", retryPolicy={"minimumBackoff": "0s", "maximumBackoff": "600s"}), sub("t", retryPolicy={"minimumBackoff": "1s"})],
+    ),
+    "filter-size-limit": (
+        [sub("s", filter="a" * (facts.FILTER_MAX_BYTES + 1)), sub("t", filter="é" * 129)],
+        [sub("s", filter="a" * facts.FILTER_MAX_BYTES), sub("t")],
+    ),
+    "pubsub-names-valid": (
+        [topic("goog-orders"), sub("1orders"), sub("ab"), topic("orders/x")],
+        [topic("orders"), sub("orders-worker.v1~x+y%z")],
+    ),
+    "push-endpoint-https": (
+        [sub("s", pushConfig={**PUSH, "pushEndpoint": "http://orders.example.com/push"})],
+        [sub("s", pushConfig=PUSH)],
+    ),
+    "no-public-pubsub-iam": (
+        [topic_grant("g", "orders", member="allUsers"),
+         {"type": facts.SUBSCRIPTION_IAM_BINDING, "name": "b", "props": {"subscription": "s", "role": "r", "members": ["user:a@b.c", "allAuthenticatedUsers"]}},
+         {"type": facts.TOPIC_IAM_POLICY, "name": "p", "props": {"topic": "orders", "policyData": '{"bindings":[{"role":"roles/pubsub.viewer","members":["allUsers"]}]}'}}],
+        [topic_grant("g", "orders"), {"type": facts.TOPIC_IAM_POLICY, "name": "p", "props": {"topic": "orders", "policyData": "{not json"}}],
+    ),
+    "ordering-on-push": (
+        [sub("s", enableMessageOrdering=True, pushConfig=PUSH)],
+        [sub("s", enableMessageOrdering=True), sub("t", pushConfig=PUSH)],
+    ),
+    "ordering-with-dead-letter": (
+        [sub("s", enableMessageOrdering=True, deadLetterPolicy=dead_letter())],
+        [sub("s", enableMessageOrdering=True), sub("t", deadLetterPolicy=dead_letter())],
+    ),
+    "exactly-once-with-ordering": (
+        [sub("s", enableMessageOrdering=True, enableExactlyOnceDelivery=True)],
+        [sub("s", enableMessageOrdering=True), sub("t", enableExactlyOnceDelivery=True)],
+    ),
+    "push-oidc-token": (
+        [sub("s", pushConfig={"pushEndpoint": "https://x.example.com/"})],
+        [sub("s", pushConfig=PUSH), sub("t")],
+    ),
+    "exactly-once-ack-deadline": (
+        [sub("s", enableExactlyOnceDelivery=True, ackDeadlineSeconds=30)],
+        [sub("s", enableExactlyOnceDelivery=True, ackDeadlineSeconds=60), sub("t", enableExactlyOnceDelivery=True),
+         sub("u", ackDeadlineSeconds=10)],
+    ),
+    "subscription-expires": (
+        [sub("s"), sub("t", expirationPolicy={"ttl": "172800s"})],
+        [sub("s", expirationPolicy={"ttl": ""})],
+    ),
+    "topic-kms-key": (
+        [topic("orders")],
+        [topic("orders", kmsKeyName="projects/p/locations/l/keyRings/r/cryptoKeys/k")],
+    ),
+    # --- stack rules: the whole list is one stack ---
+    "dead-letter-topic-not-source": (
+        [topic("orders"), sub("worker", deadLetterPolicy=dead_letter("orders"))],
+        dead_letter_estate(),
+    ),
+    "dead-letter-topic-has-subscription": (dead_letter_estate(drain=False), dead_letter_estate()),
+    "dead-letter-service-agent-iam": (dead_letter_estate(publisher=False), dead_letter_estate()),
+    "exactly-once-consumers-pinned": (
+        [topic("orders"), sub("s", enableExactlyOnceDelivery=True)],
+        [topic("orders", messageStoragePolicy={"allowedPersistenceRegions": ["us-east1"]}),
+         sub("s", enableExactlyOnceDelivery=True, **PINNED)],
+    ),
+    "ordered-publishers-pinned": (
+        [topic("orders"), sub("s", enableMessageOrdering=True)],
+        [topic("orders", **PUBLISHERS), sub("s", enableMessageOrdering=True)],
+    ),
+}
+
+
+def test_every_rule_has_a_case():
+    assert set(CASES) == set(BY_NAME)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_violating_resources_are_reported(rule):
+    violating, _ = CASES[rule]
+    messages = check(rule, violating)
+    expected = len(violating) if not BY_NAME[rule].stack else 1
+    assert len(messages) >= expected, messages
+    for message in messages:
+        assert message.endswith(".") and message.count(". ") == 0, f"one sentence: {message!r}"
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_passing_resources_are_not_reported(rule):
+    _, passing = CASES[rule]
+    assert check(rule, passing) == []
+
+
+@pytest.mark.parametrize("rule", sorted(r.name for r in RULES if not r.stack))
+def test_resource_messages_name_the_resource(rule):
+    violating, _ = CASES[rule]
+    for resource in violating:
+        for message in check(rule, [resource]):
+            assert resource["name"] in message
+
+
+def test_rule_metadata():
+    for rule in RULES:
+        assert rule.name == rule.name.lower() and " " not in rule.name
+        assert rule.description.startswith(("Requires", "Prohibits")), rule.name
+        assert rule.level in ("mandatory", "advisory")
+
+
+# --- Specific behaviour -------------------------------------------------------------------------------
+def test_both_retry_faults_reported_separately():
+    messages = check("retry-backoff-in-range", [sub("s", retryPolicy={"minimumBackoff": "700s", "maximumBackoff": "800s"})])
+    assert len(messages) == 2 and all("outside" in m for m in messages)
+
+
+def test_exactly_once_ack_deadline_minimum_is_configurable():
+    resource = [sub("s", enableExactlyOnceDelivery=True, ackDeadlineSeconds=90)]
+    assert check("exactly-once-ack-deadline", resource) == []
+    assert len(check("exactly-once-ack-deadline", resource, {"minimumSeconds": 120})) == 1
+
+
+def test_external_dead_letter_topic_is_reported_unless_allowed():
+    resources = [topic("orders"), sub("worker", deadLetterPolicy=dead_letter("shared-dlq")),
+                 topic_grant("p", "shared-dlq"), sub_grant("s", "worker")]
+    (message,) = check("dead-letter-topic-has-subscription", resources)
+    assert "shared-dlq" in message and "does not declare" in message
+    assert check("dead-letter-topic-has-subscription", resources, {"allowExternalTopics": True}) == []
+
+
+def test_dead_letter_iam_names_what_is_missing():
+    (message,) = check("dead-letter-service-agent-iam", dead_letter_estate(subscriber=False))
+    assert facts.SUBSCRIBER_ROLE in message and facts.PUBLISHER_ROLE not in message
+    (both,) = check("dead-letter-service-agent-iam", dead_letter_estate(subscriber=False, publisher=False))
+    assert facts.SUBSCRIBER_ROLE in both and facts.PUBLISHER_ROLE in both
+
+
+def test_dead_letter_iam_wrong_member_or_role_does_not_count():
+    estate = dead_letter_estate(publisher=False)
+    wrong_member = estate + [topic_grant("g", "orders-dead-letter", member="user:someone@example.com")]
+    wrong_role = estate + [topic_grant("g", "orders-dead-letter", role="roles/pubsub.viewer")]
+    other_topic = estate + [topic_grant("g", "orders")]
+    for resources in (wrong_member, wrong_role, other_topic):
+        assert len(check("dead-letter-service-agent-iam", resources)) == 1
+
+
+def test_dead_letter_iam_accepts_binding_policy_and_project_grants():
+    estate = dead_letter_estate(publisher=False)
+    binding = {"type": facts.TOPIC_IAM_BINDING, "name": "b", "props": {
+        "topic": f"projects/{PROJECT}/topics/orders-dead-letter", "role": "roles/pubsub.editor", "members": [AGENT]}}
+    policy = {"type": facts.TOPIC_IAM_POLICY, "name": "p", "props": {
+        "topic": "orders-dead-letter", "policyData": '{"bindings": [{"role": "roles/pubsub.publisher", "members": ["%s"]}]}' % AGENT}}
+    project = {"type": facts.PROJECT_IAM_MEMBER, "name": "proj", "props": {"project": PROJECT, "role": facts.PUBLISHER_ROLE, "member": AGENT}}
+    for grant in (binding, policy, project):
+        assert check("dead-letter-service-agent-iam", estate + [grant]) == [], grant["type"]
+
+
+def test_exactly_once_region_outside_persistence_regions():
+    resources = [topic("orders", messageStoragePolicy={"allowedPersistenceRegions": ["europe-west1"]}),
+                 sub("s", enableExactlyOnceDelivery=True, **PINNED)]
+    (message,) = check("exactly-once-consumers-pinned", resources)
+    assert "us-east1" in message and "europe-west1" in message
+
+
+def test_region_label_must_be_a_region():
+    resources = [topic("orders"), sub("s", enableExactlyOnceDelivery=True, labels={facts.CONSUMER_REGION_LABEL: "anywhere"})]
+    assert len(check("exactly-once-consumers-pinned", resources)) == 1
+
+
+def test_stack_violations_carry_the_subscription_urn():
+    ((at, _),) = validate_stack("dead-letter-topic-has-subscription", dead_letter_estate(drain=False))
+    assert at.endswith("::worker") and facts.SUBSCRIPTION in at
+
+
+# --- Unknowns: no crash, no false violation -------------------------------------------------------------
+UNKNOWN_CASES = {
+    "no-exactly-once-on-push": [sub("s", enableExactlyOnceDelivery=UNKNOWN, pushConfig=PUSH), sub("t", enableExactlyOnceDelivery=True, pushConfig=UNKNOWN)],
+    "single-delivery-type": [sub("s", pushConfig=PUSH, bigqueryConfig=UNKNOWN)],
+    "max-delivery-attempts-in-range": [sub("s", deadLetterPolicy={"deadLetterTopic": UNKNOWN, "maxDeliveryAttempts": UNKNOWN}), sub("t", deadLetterPolicy=UNKNOWN)],
+    "ack-deadline-in-range": [sub("s", ackDeadlineSeconds=UNKNOWN)],
+    "retention-in-range": [sub("s", messageRetentionDuration=UNKNOWN)],
+    "expiration-ttl-at-least-one-day": [sub("s", expirationPolicy={"ttl": UNKNOWN}), sub("t", expirationPolicy=UNKNOWN)],
+    "retry-backoff-in-range": [sub("s", retryPolicy={"minimumBackoff": UNKNOWN, "maximumBackoff": "5s"})],
+    "filter-size-limit": [sub("s", filter=UNKNOWN)],
+    "pubsub-names-valid": [{"type": facts.TOPIC, "name": "t", "props": {"name": UNKNOWN}}],
+    "push-endpoint-https": [sub("s", pushConfig={"pushEndpoint": UNKNOWN})],
+    "no-public-pubsub-iam": [topic_grant("g", "orders", member=UNKNOWN)],
+    "push-oidc-token": [sub("s", pushConfig={"pushEndpoint": "https://x/", "oidcToken": UNKNOWN}), sub("t", pushConfig=UNKNOWN)],
+    "exactly-once-ack-deadline": [sub("s", enableExactlyOnceDelivery=True, ackDeadlineSeconds=UNKNOWN)],
+    "subscription-expires": [sub("s", expirationPolicy=UNKNOWN), sub("t", expirationPolicy={"ttl": UNKNOWN})],
+    "topic-kms-key": [topic("orders", kmsKeyName=UNKNOWN)],
+    "exactly-once-consumers-pinned": [topic("orders"), sub("s", enableExactlyOnceDelivery=True, labels=UNKNOWN),
+                                      sub("t", enableExactlyOnceDelivery=UNKNOWN)],
+    "ordered-publishers-pinned": [topic("orders", labels=UNKNOWN), sub("s", enableMessageOrdering=True)],
+}
+
+
+@pytest.mark.parametrize("rule", sorted(UNKNOWN_CASES))
+def test_unknown_values_produce_no_violation(rule):
+    assert check(rule, UNKNOWN_CASES[rule]) == []
+
+
+def _preview_estate(**changes):
+    """The dead-letter estate as a real preview sees it: topic ids unknown, references known only
+    through property dependencies."""
+    worker = sub("worker", deps={"topic": ["orders"], "deadLetterPolicy": ["orders-dead-letter"]},
+                 deadLetterPolicy={"deadLetterTopic": UNKNOWN, "maxDeliveryAttempts": 5})
+    worker["props"]["topic"] = UNKNOWN
+    drain = sub("drain", deps={"topic": ["orders-dead-letter"]})
+    drain["props"]["topic"] = UNKNOWN
+    resources = {"orders": topic("orders"), "orders-dead-letter": topic("orders-dead-letter"), "worker": worker, "drain": drain,
+                 "pub": topic_grant("pub", UNKNOWN, deps={"topic": ["orders-dead-letter"]}), "sub": sub_grant("sub", "worker")}
+    for name, value in changes.items():
+        if value is None:
+            resources.pop(name)
+        else:
+            resources[name] = value
+    return list(resources.values())
+
+
+def test_unknown_references_resolve_through_property_dependencies():
+    for rule in ("dead-letter-topic-not-source", "dead-letter-topic-has-subscription", "dead-letter-service-agent-iam"):
+        assert check(rule, _preview_estate()) == [], rule
+    assert len(check("dead-letter-topic-has-subscription", _preview_estate(drain=None))) == 1
+    own = sub("worker", deps={"topic": ["orders"], "deadLetterPolicy": ["orders"]}, deadLetterPolicy={"deadLetterTopic": UNKNOWN})
+    own["props"]["topic"] = UNKNOWN
+    assert len(check("dead-letter-topic-not-source", _preview_estate(worker=own))) == 1
+
+
+def test_unresolvable_references_produce_no_violation():
+    worker = sub("worker", deadLetterPolicy={"deadLetterTopic": UNKNOWN, "maxDeliveryAttempts": 5})
+    resources = [topic("orders"), worker]
+    for rule in ("dead-letter-topic-not-source", "dead-letter-topic-has-subscription", "dead-letter-service-agent-iam"):
+        assert check(rule, resources) == [], rule
+    # A subscription whose topic is unknown might read the dead-letter topic: not reported.
+    maybe_reader = sub("maybe")
+    maybe_reader["props"]["topic"] = UNKNOWN
+    estate = dead_letter_estate(drain=False) + [maybe_reader]
+    assert check("dead-letter-topic-has-subscription", estate) == []
