@@ -1,0 +1,218 @@
+"""The pack as the Pulumi CLI sees it: a process started from its own virtualenv, spoken to over the
+gRPC Analyzer protocol (GetAnalyzerInfo, Configure, Analyze, AnalyzeStack)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from google.protobuf import empty_pb2
+from pulumi.runtime.proto import analyzer_pb2 as pb
+
+from pubsub_rules import facts
+from pubsub_rules.catalog import BY_NAME, PACK_NAME
+from pubsubguard import check as checking
+from pubsubguard import cli
+from pubsubguard import plan as planning
+
+SUBSCRIPTION_URN = "urn:pulumi:test::demo::gcp:pubsub/subscription:Subscription::worker"
+
+
+@pytest.fixture(scope="module")
+def pack():
+    with checking.PackProcess() as running:
+        yield running
+    assert running.process is None
+
+
+@pytest.fixture(scope="module")
+def dev_plan():
+    return planning.make_plan("dev")
+
+
+def configure(pack, overrides: dict | None = None) -> dict:
+    info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
+    effective = checking.reconcile_config(checking.policy_infos(info), {}, overrides or {})
+    request = pb.ConfigureAnalyzerRequest()
+    for name, (level, props) in effective.items():
+        request.policyConfig[name].enforcementLevel = checking._level_value(level)
+        request.policyConfig[name].properties.update(props)
+    pack.stub.Configure(request)
+    return effective
+
+
+def analyze(pack, props: dict, type_: str = facts.SUBSCRIPTION, urn: str = SUBSCRIPTION_URN):
+    request = pb.AnalyzeRequest(type=type_, name=urn.rsplit("::", 1)[1], urn=urn, properties=checking._struct(props))
+    return list(pack.stub.Analyze(request).diagnostics)
+
+
+def test_analyzer_info_lists_every_rule_with_its_level_and_kind(pack):
+    info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
+    assert info.name == PACK_NAME and info.supportsConfig
+    policies = {p.name: p for p in info.policies}
+    assert set(policies) == set(BY_NAME)
+    for name, rule in BY_NAME.items():
+        assert policies[name].enforcementLevel == (pb.MANDATORY if rule.level == "mandatory" else pb.ADVISORY), name
+        expected_kind = pb.POLICY_TYPE_STACK if rule.stack else pb.POLICY_TYPE_RESOURCE
+        assert policies[name].policy_type == expected_kind, name
+        assert policies[name].description == rule.description
+    schema = checking.policy_infos(info)
+    by_name = {p.name: p for p in schema}
+    assert by_name["exactly-once-ack-deadline"].config_schema["properties"]["minimumSeconds"]["default"] == 60
+
+
+def test_analyze_reports_a_mandatory_violation_with_name_level_and_message(pack):
+    configure(pack)
+    diagnostics = analyze(pack, {"name": "worker", "topic": "projects/p/topics/t", "enableExactlyOnceDelivery": True,
+                                 "pushConfig": {"pushEndpoint": "https://x.example.com/", "oidcToken": {"serviceAccountEmail": "a@b"}},
+                                 "expirationPolicy": {"ttl": ""}})
+    by_policy = {d.policyName: d for d in diagnostics}
+    assert set(by_policy) == {"no-exactly-once-on-push"}
+    d = by_policy["no-exactly-once-on-push"]
+    assert d.enforcementLevel == pb.MANDATORY
+    assert d.policyPackName == PACK_NAME
+    assert d.message.startswith(BY_NAME["no-exactly-once-on-push"].description + "\n")
+    assert "Subscription worker" in d.message and "pull" in d.message
+
+
+def test_configure_overrides_levels_and_settings(pack):
+    props = {"name": "worker", "enableExactlyOnceDelivery": True, "ackDeadlineSeconds": 90, "expirationPolicy": {"ttl": ""},
+             "pushConfig": {"pushEndpoint": "https://x/", "oidcToken": {"serviceAccountEmail": "a@b"}}}
+    configure(pack, {"no-exactly-once-on-push": "advisory", "exactly-once-ack-deadline": {"enforcementLevel": "mandatory", "minimumSeconds": 120}})
+    levels = {d.policyName: d.enforcementLevel for d in analyze(pack, props)}
+    assert levels == {"no-exactly-once-on-push": pb.ADVISORY, "exactly-once-ack-deadline": pb.MANDATORY}
+    configure(pack, {"all": "disabled"})
+    assert analyze(pack, props) == []
+    configure(pack)
+
+
+def test_unknown_values_on_the_wire_produce_no_diagnostic(pack):
+    configure(pack)
+    diagnostics = analyze(pack, {"name": "worker", "enableExactlyOnceDelivery": planning.UNKNOWN, "ackDeadlineSeconds": planning.UNKNOWN,
+                                 "expirationPolicy": planning.UNKNOWN, "pushConfig": {"pushEndpoint": planning.UNKNOWN, "oidcToken": planning.UNKNOWN}})
+    assert diagnostics == []
+
+
+def _stack_resource(request, type_, name, props, deps=None):
+    item = request.resources.add(type=type_, name=name, urn=f"urn:pulumi:test::demo::{type_}::{name}", properties=checking._struct(props))
+    for key, names in (deps or {}).items():
+        item.propertyDependencies[key].urns.extend(f"urn:pulumi:test::demo::{facts.TOPIC}::{n}" for n in names)
+    return item
+
+
+def test_analyze_stack_resolves_unknown_references_through_property_dependencies(pack):
+    configure(pack)
+    unknown = planning.UNKNOWN
+    request = pb.AnalyzeStackRequest()
+    _stack_resource(request, facts.TOPIC, "orders", {"name": "orders"})
+    _stack_resource(request, facts.TOPIC, "orders-dlq", {"name": "orders-dlq"})
+    _stack_resource(request, facts.SUBSCRIPTION, "worker",
+                    {"name": "worker", "topic": unknown, "deadLetterPolicy": {"deadLetterTopic": unknown, "maxDeliveryAttempts": 5}},
+                    deps={"topic": ["orders"], "deadLetterPolicy": ["orders-dlq"]})
+    diagnostics = list(pack.stub.AnalyzeStack(request).diagnostics)
+    by_policy = {d.policyName: d for d in diagnostics}
+    assert set(by_policy) == {"dead-letter-topic-has-subscription", "dead-letter-service-agent-iam"}
+    for d in diagnostics:
+        assert d.urn.endswith("::worker") and d.enforcementLevel == pb.MANDATORY
+        assert "orders-dlq" in d.message
+    # The drain and the grants, referenced only through dependencies, satisfy both rules.
+    _stack_resource(request, facts.SUBSCRIPTION, "drain", {"name": "drain", "topic": unknown}, deps={"topic": ["orders-dlq"]})
+    _stack_resource(request, facts.TOPIC_IAM_MEMBER, "pub", {"topic": unknown, "role": facts.PUBLISHER_ROLE,
+                    "member": facts.pubsub_service_agent("1")}, deps={"topic": ["orders-dlq"]})
+    _stack_resource(request, facts.SUBSCRIPTION_IAM_MEMBER, "sub", {"subscription": "worker", "role": facts.SUBSCRIBER_ROLE,
+                    "member": facts.pubsub_service_agent("1")})
+    assert list(pack.stub.AnalyzeStack(request).diagnostics) == []
+
+
+def test_dev_plan_passes(dev_plan):
+    result = checking.run_check(dev_plan, source="Pulumi.dev.yaml")
+    assert result.mandatory == [], [v.message for v in result.mandatory]
+    assert result.exit_code == 0
+    assert result.resources == len(dev_plan["resources"])
+    assert {v.policy for v in result.violations} <= {r.name for r in BY_NAME.values() if r.level == "advisory"}
+
+
+def test_a_broken_plan_is_rejected_and_grouped_by_resource(dev_plan):
+    plan = copy.deepcopy(dev_plan)
+    for resource in plan["resources"]:
+        if resource["type"] == facts.SUBSCRIPTION and resource["name"] == "orders-push":
+            resource["inputs"]["enableExactlyOnceDelivery"] = True
+        if resource["type"] == facts.SUBSCRIPTION and resource["name"] == "orders-ordered-dead-letter-drain":
+            resource["inputs"]["topic"] = "projects/pubsubguard-dev/topics/orders"
+    result = checking.run_check(plan)
+    assert result.exit_code == 1
+    mandatory = {(v.resource_name, v.policy) for v in result.mandatory}
+    assert mandatory == {("orders-push", "no-exactly-once-on-push"), ("orders-ordered", "dead-letter-topic-has-subscription")}
+    text = checking.format_text(result)
+    assert text.index("orders-push\n") < text.index("[mandatory] no-exactly-once-on-push")
+    assert "REJECTED: 2 mandatory" in text
+
+
+def test_the_pack_process_is_terminated_on_error(tmp_path):
+    running = checking.PackProcess()
+    with pytest.raises(RuntimeError):
+        with running:
+            process = running.process
+            raise RuntimeError("boom")
+    assert process.poll() is not None and running.process is None
+
+
+def test_missing_pack_virtualenv_is_a_user_error(tmp_path):
+    (tmp_path / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
+    with pytest.raises(checking.CheckError, match="scripts/setup.sh"):
+        checking.PackProcess(tmp_path)
+
+
+def test_a_pack_that_dies_at_start_is_reported_with_its_stderr(tmp_path):
+    pack_dir = tmp_path / "pack"
+    pack_dir.mkdir()
+    (pack_dir / "venv").symlink_to(checking.default_pack_dir() / "venv")
+    (pack_dir / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
+    (pack_dir / "__main__.py").write_text("raise SystemExit('pack exploded')\n")
+    with pytest.raises(checking.CheckError, match="pack exploded"):
+        with checking.PackProcess(pack_dir):
+            pass
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"no-such-rule": "advisory"}, "no such policy"),
+        ({"topic-kms-key": "fatal"}, "expected one of advisory"),
+        ({"exactly-once-ack-deadline": {"minimumSeconds": "sixty"}}, "expected integer"),
+        ({"exactly-once-ack-deadline": {"maximum": 3}}, "not a setting"),
+    ],
+)
+def test_bad_policy_config_is_a_user_error(pack, config, message):
+    info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
+    with pytest.raises(checking.CheckError, match=message):
+        checking.reconcile_config(checking.policy_infos(info), {}, config, "--policy-config c.json")
+
+
+def test_cli_formats(tmp_path, capsys):
+    plan_file = tmp_path / "plan.json"
+    assert cli.main(["plan", "--stack", "dev", "--out", str(plan_file)]) == 0
+    assert cli.main(["check", "--plan", str(plan_file), "--format", "json", "--out", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] and report["mandatory"] == 0 and report["advisory"] == len(report["violations"]) > 0
+
+    config = tmp_path / "policy.json"
+    config.write_text(json.dumps({"topic-kms-key": "mandatory"}))
+    assert cli.main(["check", "--stack", "dev", "--format", "sarif", "--policy-config", str(config),
+                     "--out", str(tmp_path / "r.sarif")]) == 1
+    sarif = json.loads((tmp_path / "r.sarif").read_text())
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert set(rules) == set(BY_NAME)
+    kms = [r for r in run["results"] if r["ruleId"] == "topic-kms-key"]
+    assert kms and all(r["level"] == "error" for r in kms)
+    for result in run["results"]:
+        assert rules[result["ruleIndex"]] == result["ruleId"]
+        location = result["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"]["uri"] and location["region"]["startLine"] >= 1
+
+    capsys.readouterr()
+    assert cli.main(["check", "--stack", "dev", "--policy-config", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: no such file" in capsys.readouterr().err
