@@ -1,0 +1,188 @@
+"""Probe isolation: the probe never consumes from a declared subscription.
+
+For each declared pull subscription `<sub>` the probe creates a *twin* `<sub>-probe-<run8>` on the
+same topic with the same ordering, exactly-once, ack deadline, retry and dead-letter policy (same
+dead-letter topic), plus:
+
+- filter `facts.probe_filter(run_id)`: the twin sees only this run's messages;
+- label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
+  last-resort reaper when even `--cleanup` is never run;
+- for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
+  so forwarded probe messages are read by the probe, not by the production drain.
+
+Production subscriptions declared with `probe_isolation` exclude probe messages by filter
+(`facts.with_probe_exclusion`), so the probe's publishes neither reach nor delay their consumers.
+Twins are deleted in `finally` and on SIGINT/SIGTERM (`Twins.delete`); `pubsubguard verify --cleanup`
+deletes leftovers by label and name pattern (after SIGKILL). See docs/verification.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pubsub_rules import facts
+
+from pubsubguard.errors import UserError
+from validation.declared import DeclaredEstate, DeclaredTarget, short_name
+
+PROBE_LABEL = "pubsubguard-probe"
+TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
+TWIN_TTL_S = facts.EXPIRATION_MIN_S
+
+
+class IsolationError(UserError):
+    pass
+
+
+def twin_name(name: str, run_id: str) -> str:
+    twin = f"{name}-probe-{run_id[:8]}"
+    problem = facts.name_problem(twin)
+    if problem:
+        raise IsolationError(f"subscription {name!r}: its probe twin name is invalid: {problem}")
+    return twin
+
+
+@dataclass
+class TwinSpec:
+    """One subscription the probe creates and reads."""
+
+    path: str
+    topic_path: str
+    declared_name: str  # the declared subscription (or drain) this twin stands for
+    ordering: bool = False
+    exactly_once: bool = False
+    ack_deadline_s: int = facts.ACK_DEADLINE_DEFAULT_S
+    dead_letter_topic: str | None = None
+    max_delivery_attempts: int | None = None
+    retry_min_backoff_s: float | None = None
+    retry_max_backoff_s: float | None = None
+    consumer_endpoint: str = facts.GLOBAL_ENDPOINT
+    drain: bool = False  # a dead-letter drain twin (not a declared subscription)
+
+    def request(self, run_id: str) -> dict:
+        request = {
+            "name": self.path,
+            "topic": self.topic_path,
+            "ack_deadline_seconds": self.ack_deadline_s,
+            "enable_message_ordering": self.ordering,
+            "enable_exactly_once_delivery": self.exactly_once,
+            "filter": facts.probe_filter(run_id),
+            "labels": {PROBE_LABEL: run_id},
+            "expiration_policy": {"ttl": {"seconds": TWIN_TTL_S}},
+        }
+        if self.dead_letter_topic:
+            request["dead_letter_policy"] = {
+                "dead_letter_topic": self.dead_letter_topic,
+                "max_delivery_attempts": self.max_delivery_attempts,
+            }
+        if self.retry_min_backoff_s is not None or self.retry_max_backoff_s is not None:
+            request["retry_policy"] = {
+                "minimum_backoff": {"seconds": int(self.retry_min_backoff_s or 0)},
+                "maximum_backoff": {"seconds": int(self.retry_max_backoff_s or facts.RETRY_BACKOFF_MAX_S)},
+            }
+        return request
+
+
+def plan_twins(estate: DeclaredEstate, run_id: str) -> list[TwinSpec]:
+    """The twins for every probed subscription, plus drain twins so every dead-letter topic is read."""
+    project_prefix = f"projects/{estate.project}/subscriptions/"
+    twins: list[TwinSpec] = []
+    probed: list[DeclaredTarget] = [t for t in estate.subscriptions.values() if t.not_probed is None]
+    read_topics = {t.topic_path for t in probed}
+    for target in probed:
+        d = target.declared
+        twins.append(
+            TwinSpec(
+                path=project_prefix + twin_name(d.name, run_id),
+                topic_path=target.topic_path,
+                declared_name=d.name,
+                ordering=d.ordering,
+                exactly_once=d.exactly_once,
+                ack_deadline_s=d.ack_deadline_s,
+                dead_letter_topic=target.dead_letter_topic if d.dead_lettering else None,
+                max_delivery_attempts=d.max_delivery_attempts,
+                retry_min_backoff_s=target.retry_min_backoff_s,
+                retry_max_backoff_s=target.retry_max_backoff_s,
+                consumer_endpoint=target.consumer_endpoint,
+            )
+        )
+    for target in probed:
+        if not target.declared.dead_lettering or target.dead_letter_topic in read_topics:
+            continue  # no dead letters, or a twin on that topic already reads them
+        drain = short_name(target.dead_letter_drain) if target.dead_letter_drain else f"{short_name(target.dead_letter_topic)}-drain"
+        twins.append(
+            TwinSpec(
+                path=project_prefix + twin_name(drain, run_id),
+                topic_path=target.dead_letter_topic,
+                declared_name=drain,
+                ack_deadline_s=60,
+                consumer_endpoint=target.consumer_endpoint,
+                drain=True,
+            )
+        )
+        read_topics.add(target.dead_letter_topic)
+    return twins
+
+
+@dataclass
+class Twins:
+    """Creates the twins and deletes them exactly once (finally / signal handler)."""
+
+    run_id: str
+    specs: list[TwinSpec]
+    subscriber: object  # google.cloud.pubsub_v1.SubscriberClient (admin calls)
+    created: list[str] = field(default_factory=list)
+
+    def create(self) -> None:
+        from google.api_core import exceptions
+
+        for spec in self.specs:
+            try:
+                self.subscriber.create_subscription(request=spec.request(self.run_id), timeout=30)
+            except exceptions.NotFound as err:
+                raise IsolationError(
+                    f"cannot create probe twin {short_name(spec.path)}: {err.message} (is the estate applied? "
+                    "run `pubsubguard apply` first)"
+                ) from None
+            except exceptions.GoogleAPICallError as err:
+                raise IsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
+            self.created.append(spec.path)
+
+    def delete(self) -> list[str]:
+        """Delete every created twin; returns the paths that could not be deleted."""
+        from google.api_core import exceptions
+
+        failed = []
+        while self.created:
+            path = self.created.pop()
+            try:
+                self.subscriber.delete_subscription(subscription=path, timeout=30)
+            except exceptions.NotFound:
+                pass
+            except Exception:  # noqa: BLE001 - keep deleting the others, report what is left
+                failed.append(path)
+        return failed
+
+
+def find_leftovers(subscriber, project: str, topic_paths: list[str]) -> list[str]:
+    """Twin subscriptions left on the project: probe label, or the twin name pattern on a declared topic."""
+    leftovers = set()
+    for sub in subscriber.list_subscriptions(request={"project": f"projects/{project}"}, timeout=30):
+        if PROBE_LABEL in sub.labels or (sub.topic in topic_paths and TWIN_RE.fullmatch(short_name(sub.name))):
+            leftovers.add(sub.name)
+    return sorted(leftovers)
+
+
+def cleanup(subscriber, project: str, topic_paths: list[str]) -> list[str]:
+    """Delete leftover twins; returns what was deleted."""
+    from google.api_core import exceptions
+
+    deleted = []
+    for path in find_leftovers(subscriber, project, topic_paths):
+        try:
+            subscriber.delete_subscription(subscription=path, timeout=30)
+            deleted.append(path)
+        except exceptions.NotFound:
+            pass
+    return deleted

@@ -1,0 +1,607 @@
+"""The verification job: probe a deployed estate with Spark tasks, record evidence, check, report.
+
+Run it through the CLI (`pubsubguard verify --stack dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1`)
+or unchanged with spark-submit, shipping the project's packages to the executors as one zip:
+
+    (cd /work/main && zip -qr /tmp/pubsubguard.zip infra validation pubsubguard \
+        && (cd policies && zip -qr /tmp/pubsubguard.zip pubsub_rules))
+    PUBSUB_EMULATOR_HOST=127.0.0.1:8085 spark-submit --master local[2] --py-files /tmp/pubsubguard.zip \
+        validation/job.py --plan out/dev/plan.json --target emulator --report out/dev/report
+
+`--py-files` puts the zip on every executor's PYTHONPATH, so the probe's task functions
+(`validation.probe.publish_partition` / `subscribe_partition`) unpickle there; executors also need the
+third-party packages (google-cloud-pubsub, pyarrow) in their Python (`PYSPARK_PYTHON`). Evidence is
+written by executors straight to `<report>/evidence`, so on a cluster `--report` must be on storage all
+nodes share. `--from-evidence DIR` re-runs checks and report on recorded evidence alone.
+
+Flow (`run_verify`): faults parsed, plan read, target resolved (all before anything is created) ->
+run.json -> config check (readback: each difference a `config_drift` finding) -> filter canary ->
+probe twins created (isolation) -> publisher job (partitioned by ordering key) and subscriber jobs
+(one Spark job per subscriber task, submitted from driver threads; a crashed task is replaced) ->
+drain until every published message is settled per subscription or `--drain-timeout` -> twins
+deleted (also on SIGINT/SIGTERM) -> checks (validation.checks) -> report (validation.report).
+Exit code: 0 all declared guarantees hold, 1 one is violated, 2 user error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+from pubsub_rules import facts
+
+from pubsubguard.errors import UserError
+from validation import evidence
+from validation.declared import DeclaredEstate, estate_from_plan, short_name
+from validation.faults import Faults, parse_faults, poison_set
+from validation.isolation import Twins, cleanup, plan_twins
+
+DEFAULT_FAULTS = ""
+CONFIG_DRIFT = "config_drift"
+# Settings whose drift breaks a declared guarantee (error); any other drift is advisory.
+GUARANTEE_OF_SETTING = {
+    "ordering": "ordering",
+    "exactly_once": "exactly_once",
+    "ack_deadline_seconds": "exactly_once",
+    "dead_letter_topic": "dead_letter",
+    "max_delivery_attempts": "dead_letter",
+    "exists": "completeness",
+}
+
+
+class VerifyError(UserError):
+    pass
+
+
+class Interrupted(KeyboardInterrupt):
+    pass
+
+
+# ------------------------------------------------------------------------------------------ CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("what to verify")
+    source.add_argument("--stack", default="dev", help="stack whose plan is made offline (default: dev)")
+    source.add_argument("--root", type=Path, default=None, help="project directory holding Pulumi.yaml")
+    source.add_argument("--plan", type=Path, default=None, help="a plan file (`pubsubguard plan --out`) instead of --stack")
+    source.add_argument("--target", choices=("emulator", "gcp"), default="emulator")
+    source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
+    source.add_argument("--allow-shared-subscriptions", action="store_true",
+                        help="on gcp, probe although production subscriptions do not exclude probe messages")
+    work = parser.add_argument_group("workload")
+    work.add_argument("--faults", default=DEFAULT_FAULTS, help="e.g. nack=0.1,expire=0.05,poison=0.01,crash=1")
+    work.add_argument("--keys", type=int, default=8, help="ordering keys per topic (default 8)")
+    work.add_argument("--messages-per-key", type=int, default=25, help="messages per key (default 25)")
+    work.add_argument("--subscribers", type=int, default=2, help="subscriber tasks (default 2)")
+    work.add_argument("--drain-timeout", type=float, default=180.0,
+                      help="seconds to wait after publishing for every message to be settled (default 180)")
+    work.add_argument("--skew-us", type=int, default=250_000, help="clock skew tolerated between tasks")
+    out = parser.add_argument_group("output")
+    out.add_argument("--report", type=Path, default=None, help="report directory (default: out/<stack>/report)")
+    out.add_argument("--from-evidence", type=Path, default=None, metavar="DIR",
+                     help="re-run checks and report on recorded evidence only (no target needed)")
+    out.add_argument("--cleanup", action="store_true", help="delete probe twins left by killed runs, then exit")
+    out.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    out.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise VerifyError(f"{name}: expected a positive number, got {value}")
+
+
+def main(argv: list[str] | None = None, spark=None) -> int:
+    parser = argparse.ArgumentParser(prog="validation/job.py", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args, spark=spark)
+    except UserError as err:
+        print(f"verify: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+def run(args, spark=None) -> int:
+    if args.from_evidence:
+        return from_evidence(args, spark)
+    if args.cleanup:
+        return run_cleanup(args)
+    return run_verify(args, spark)
+
+
+# ---------------------------------------------------------------------------------- resolution
+def load_estate(args) -> tuple[dict, DeclaredEstate]:
+    from pubsubguard import plan as planning
+
+    plan = planning.load_plan(args.plan) if args.plan else planning.make_plan(args.stack, args.root)
+    if args.project and args.project != plan.get("gcp_project"):
+        old = plan.get("gcp_project")
+        plan = json.loads(json.dumps(plan).replace(f"projects/{old}/", f"projects/{args.project}/"))
+        plan["gcp_project"] = args.project
+    return plan, estate_from_plan(plan)
+
+
+def resolve_target(args, estate: DeclaredEstate) -> str | None:
+    """The emulator host (emulator target) or None (gcp); raises when the target cannot be used."""
+    if args.target == "emulator":
+        from pubsubguard.emulator import running_host
+
+        host = running_host(args.root)
+        os.environ["PUBSUB_EMULATOR_HOST"] = host
+        return host
+    if os.environ.get("PUBSUB_EMULATOR_HOST"):
+        raise VerifyError("--target gcp: PUBSUB_EMULATOR_HOST is set, so clients would talk to an emulator; unset it")
+    if not estate.probe_isolation and not args.allow_shared_subscriptions:
+        raise VerifyError(
+            f"--target gcp: stack {estate.stack!r} does not declare probe_isolation, so its production "
+            "subscriptions would also receive the probe's messages; declare `probe_isolation: true` and "
+            "deploy, or pass --allow-shared-subscriptions to accept that (docs/verification.md)"
+        )
+    return None
+
+
+def report_dir(args) -> Path:
+    return (args.report or Path("out") / args.stack / "report").resolve()
+
+
+def fresh_evidence_dir(report: Path) -> Path:
+    directory = report / "evidence"
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / "run.json").exists():
+            raise VerifyError(f"--report {report}: {directory} exists and is not evidence of a run; choose another directory")
+        shutil.rmtree(directory)  # a previous run's evidence in our own output directory
+    (directory / "publishes").mkdir(parents=True)
+    (directory / "deliveries").mkdir(parents=True)
+    return directory
+
+
+# -------------------------------------------------------------------------------- config check
+def config_drift(plan: dict, estate: DeclaredEstate) -> list[dict]:
+    """Every difference between the plan and what the target holds, as `config_drift` findings."""
+    from pubsubguard import readback
+
+    declared = readback.declared(plan)
+    actual = readback.actual(declared)
+    subs_of_topic: dict[str, list[str]] = {}
+    for target in estate.subscriptions.values():
+        subs_of_topic.setdefault(target.topic_path, []).append(target.name)
+    by_path = {t.path: t.name for t in estate.subscriptions.values()}
+    findings = []
+    for diff in readback.differences(declared, actual):
+        owners = [by_path[diff.path]] if diff.path in by_path else subs_of_topic.get(diff.path, [])
+        if not owners:
+            owners = [short_name(diff.path)]  # plumbing (dead-letter topics and drains): reported on its own name
+        guarantee = GUARANTEE_OF_SETTING.get(diff.setting, "config")
+        severity = "error" if guarantee != "config" else "advisory"
+        for owner in owners:
+            findings.append({
+                "subscription": owner, "kind": CONFIG_DRIFT, "guarantee": guarantee, "severity": severity,
+                "key": None, "seq": None, "message_id": None,
+                "detail": f"{diff.path}: {diff.setting} declared {diff.declared!r}, target holds {diff.actual!r}",
+                "evidence": json.dumps([{"path": diff.path, "setting": diff.setting,
+                                         "declared": diff.declared, "actual": diff.actual}], default=str),
+            })
+    return findings
+
+
+# ------------------------------------------------------------------------------------ progress
+class EvidenceTally:
+    """Reads the flushed part files incrementally: what is published and what is settled per subscription."""
+
+    def __init__(self, directory: Path, estate: DeclaredEstate, probed: list[str], run_id: str):
+        self.directory = directory
+        self.run_id = run_id
+        self.topic_of = {name: estate.subscriptions[name].declared.topic for name in probed}
+        self.seen: set[Path] = set()
+        self.published: dict[str, set] = {}
+        self.publish_rows = 0
+        self.delivery_rows = 0
+        self.settled: dict[str, set] = {name: set() for name in probed}
+
+    def refresh(self) -> None:
+        import pyarrow.parquet as pq
+
+        for kind in ("publishes", "deliveries"):
+            for path in sorted((self.directory / kind).glob("part-*.parquet")):
+                if path in self.seen:
+                    continue
+                self.seen.add(path)
+                rows = pq.read_table(path).to_pylist()
+                if kind == "publishes":
+                    self.publish_rows += len(rows)
+                    for row in rows:
+                        if row["status"] == "ok":
+                            self.published.setdefault(row["topic"], set()).add((row["key"], row["seq"]))
+                    continue
+                self.delivery_rows += len(rows)
+                for row in rows:
+                    if row["probe_run"] != self.run_id or row["subscription"] not in self.settled:
+                        continue
+                    if row["kind"] == "dead_letter" or (
+                        row["action"] in ("ack", "late_ack") and row["ack_result"] == "success"
+                    ):
+                        self.settled[row["subscription"]].add((row["key"], row["seq"]))
+
+    def expected(self) -> int:
+        return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
+
+    def done(self) -> int:
+        return sum(
+            len(self.settled[name] & self.published.get(topic, set())) for name, topic in self.topic_of.items()
+        )
+
+
+# ---------------------------------------------------------------------------------------- probe
+def _install_signal_handlers() -> dict:
+    def interrupt(signum, _frame):
+        raise Interrupted(f"signal {signum}")
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            saved[sig] = signal.signal(sig, interrupt)
+    return saved
+
+
+def _restore_signal_handlers(saved: dict) -> None:
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def run_verify(args, spark=None) -> int:
+    faults = parse_faults(args.faults)
+    for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
+        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    plan, estate = load_estate(args)
+    emulator_host = resolve_target(args, estate)
+    run_id = uuid.uuid4().hex
+    report = report_dir(args)
+    probed = [name for name, t in estate.subscriptions.items() if t.not_probed is None]
+    if not probed:
+        raise VerifyError(f"stack {estate.stack!r}: no pull subscription to probe (push/export ones are not probed)")
+    twin_specs = plan_twins(estate, run_id)
+    observations: list[str] = []
+    if args.target == "emulator":
+        observations.append(
+            "endpoint pinning not exercised on this target: all traffic goes to the emulator host "
+            f"{emulator_host}; the declared publisher/consumer endpoints are used only with --target gcp"
+        )
+
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    # The config check doubles as the reachability check: nothing is created before it answers.
+    try:
+        drift = config_drift(plan, estate)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the target did not answer
+        raise VerifyError(f"--target {args.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
+    missing = sorted({f["subscription"] for f in drift if f["detail"].split(": ", 1)[1].startswith("exists")
+                      and f["subscription"] in probed})
+    if missing:
+        raise VerifyError(
+            f"--target {args.target}: declared subscriptions missing on the target: {', '.join(missing)} "
+            "(apply the stack first: `pubsubguard apply --emulator`)"
+        )
+
+    evidence_dir = fresh_evidence_dir(report)
+    tested = {name: t.not_probed for name, t in estate.subscriptions.items() if t.not_probed}
+    parameters = {
+        "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
+        "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
+        "drain_timeout_s": args.drain_timeout, "skew_us": args.skew_us, "master": args.master,
+        "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
+    }
+    info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=estate.declared_subscriptions(),
+                            parameters=parameters, tested=tested)
+    info.write(evidence_dir)
+
+    canary = filter_canary(publisher, subscriber, estate.project, run_id)
+    if canary is not None:
+        observations.append(canary)
+
+    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber)
+    saved = _install_signal_handlers()
+    stop_file = evidence_dir / "_stop"
+    session = None
+    try:
+        twins.create()
+        parameters["twins_created_us"] = time.time_ns() // 1000
+        session = spark or _session(args.master)
+        probe_run = Probe(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
+                          probed, stop_file, observations)
+        probe_run.run()
+    finally:
+        stop_file.touch()
+        if session is not None:
+            session.sparkContext.cancelAllJobs()
+        left = twins.delete()
+        if left:
+            observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
+        _restore_signal_handlers(saved)
+        info.write(evidence_dir)  # observations so far, also when interrupted
+        try:
+            stop_file.unlink()
+        except FileNotFoundError:
+            pass
+    return check_and_report(session, evidence_dir, report, not args.no_progress)
+
+
+def _session(master: str):
+    from validation.session import spark_session
+
+    return spark_session(master)
+
+
+def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:
+    """Does the target enforce subscription filters? Isolation rests on them; try on a private topic."""
+    topic = f"projects/{project}/topics/pubsubguard-canary-{run_id[:8]}"
+    subs = {
+        "probe": (f"projects/{project}/subscriptions/pubsubguard-canary-probe-{run_id[:8]}", facts.probe_filter(run_id)),
+        "production": (f"projects/{project}/subscriptions/pubsubguard-canary-prod-{run_id[:8]}", facts.PROBE_EXCLUSION_FILTER),
+    }
+    created = []
+    try:
+        publisher.create_topic(name=topic, timeout=30)
+        created.append(("topic", topic))
+        for path, filter_ in subs.values():
+            subscriber.create_subscription(request={"name": path, "topic": topic, "filter": filter_}, timeout=30)
+            created.append(("sub", path))
+        publisher.publish(topic, b"canary", **{facts.PROBE_ATTRIBUTE: run_id}).result(timeout=30)
+        publisher.publish(topic, b"canary").result(timeout=30)
+        seen = {}
+        for role, (path, _) in subs.items():
+            got = 0
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and got < 2:
+                response = subscriber.pull(subscription=path, max_messages=10, timeout=5)
+                got += len(response.received_messages)
+                if response.received_messages:
+                    subscriber.acknowledge(subscription=path, ack_ids=[m.ack_id for m in response.received_messages])
+                elif got:
+                    break
+            seen[role] = got
+        if seen["probe"] == 1 and seen["production"] == 1:
+            return None
+        return (
+            f"subscription filters NOT enforced by this target: of one probe and one non-probe message, the "
+            f"probe-only filter passed {seen['probe']} and the probe-excluding filter passed {seen['production']}; "
+            "production subscriptions here also receive probe messages and twins receive foreign ones "
+            "(isolation holds only where filters are enforced)"
+        )
+    except Exception as err:  # noqa: BLE001 - an observation, not a failure of the run
+        return f"filter canary could not run: {type(err).__name__}: {err}"
+    finally:
+        for kind, path in reversed(created):
+            try:
+                if kind == "sub":
+                    subscriber.delete_subscription(subscription=path, timeout=30)
+                else:
+                    publisher.delete_topic(topic=path, timeout=30)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class Probe:
+    """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
+
+    def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path, emulator_host,
+                 twin_specs, probed, stop_file: Path, observations: list[str]):
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.args = args
+        self.estate = estate
+        self.faults = faults
+        self.run_id = run_id
+        self.evidence_dir = evidence_dir
+        self.stop_file = stop_file
+        self.observations = observations
+        self.probed = probed
+        self.keys = [f"key-{i:03d}" for i in range(args.keys)]
+        topics = sorted({estate.subscriptions[name].declared.topic for name in probed})
+        self.topics = [
+            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
+            for name in topics
+        ]
+        self.poison = {
+            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, args.messages_per_key, faults.poison))
+            for t in self.topics
+        }
+        self.base = {
+            "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
+            "evidence_dir": str(evidence_dir), "flush_rows": 500, "flush_s": 1.0,
+        }
+        dead_lettering = {name for name in probed if estate.subscriptions[name].declared.dead_lettering}
+        self.twins = [
+            {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
+             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
+            for t in twin_specs
+        ]
+        self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
+        self.errors: list[BaseException] = []
+        self.publish_done = threading.Event()
+        self.crashes = 0
+        self.task_counter = 0
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    # -- jobs ------------------------------------------------------------------------------
+    def _publish_job(self) -> None:
+        from functools import partial
+
+        from validation.probe import publish_partition
+
+        spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
+                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}}
+        slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
+        try:
+            self.sc.setJobDescription("pubsubguard probe: publish")
+            self.sc.parallelize(self.keys, min(len(self.keys), slots)).mapPartitions(
+                partial(publish_partition, spec)).collect()
+        except BaseException as err:  # noqa: BLE001
+            if not self.stop_file.exists():
+                self.errors.append(err)
+        finally:
+            self.publish_done.set()
+
+    def _subscriber_spec(self, crash_after: int | None) -> dict:
+        with self.lock:
+            task_id = f"sub-{self.task_counter}"
+            self.task_counter += 1
+        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
+                "faults": self.faults.as_dict(), "stop_file": str(self.stop_file), "crash_after": crash_after,
+                "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3, "expire_margin_s": 2.0,
+                "expected": total}
+
+    def _subscriber_job(self, spec: dict) -> None:
+        from functools import partial
+
+        from validation.probe import subscribe_partition
+
+        try:
+            self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
+            self.sc.parallelize([0], 1).mapPartitions(partial(subscribe_partition, spec)).collect()
+        except BaseException as err:  # noqa: BLE001
+            if self.stop_file.exists():
+                return
+            text = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+            if spec["crash_after"] is not None:
+                self.observations.append(f"subscriber task {spec['task_id']} crashed as injected (crash fault); "
+                                         f"Spark reported: {text}")
+            else:
+                self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text}")
+            replacement = self._subscriber_spec(None)
+            self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
+            self._start(self._subscriber_job, replacement)
+
+    def _start(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self.lock:
+            self.threads.append(thread)
+        thread.start()
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self) -> None:
+        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        crash_after = max(5, total // (self.args.subscribers * 4))
+        self._start(self._publish_job)
+        time.sleep(0.5)  # FIFO: the publisher job takes its slot first
+        for index in range(self.args.subscribers):
+            self._start(self._subscriber_job, self._subscriber_spec(crash_after if index < self.faults.crash else None))
+        if self.faults.crash > self.args.subscribers:
+            self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
+                                     f"{self.args.subscribers} crash(es) injected")
+        tally = EvidenceTally(self.evidence_dir, self.estate, self.probed, self.run_id)
+        published_target = len(self.keys) * self.args.messages_per_key * len(self.topics)
+        with _progress(not self.args.no_progress) as progress:
+            pub_bar = progress.add_task("publishing", total=published_target)
+            drain_bar = progress.add_task("draining (settled per subscription)", total=None)
+            drain_deadline = None
+            while True:
+                time.sleep(0.5)
+                tally.refresh()
+                progress.update(pub_bar, completed=tally.publish_rows)
+                expected = tally.expected()
+                progress.update(drain_bar, completed=tally.done(), total=expected or None)
+                if self.errors:
+                    raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
+                if self.publish_done.is_set():
+                    if drain_deadline is None:
+                        drain_deadline = time.monotonic() + self.args.drain_timeout
+                    if tally.done() >= expected:
+                        break
+                    if time.monotonic() > drain_deadline:
+                        self.observations.append(
+                            f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
+                            f"{expected} published messages not settled (acked with success or dead-lettered) per subscription")
+                        break
+        self.stop_file.touch()
+        for thread in list(self.threads):
+            thread.join(timeout=30)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        pass
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return _NoProgress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=False)
+
+
+# ------------------------------------------------------------------------------- check + report
+def evidence_location(directory: Path) -> Path:
+    directory = Path(directory)
+    for candidate in (directory, directory / "evidence"):
+        if (candidate / "run.json").exists():
+            return candidate
+    raise VerifyError(f"--from-evidence {directory}: no run.json here or in {directory / 'evidence'} "
+                      "(expected the evidence directory of a verify run)")
+
+
+def from_evidence(args, spark=None) -> int:
+    evidence_dir = evidence_location(args.from_evidence)
+    report = (args.report or evidence_dir.parent).resolve()
+    session = spark or _session(args.master)
+    return check_and_report(session, evidence_dir, report, not args.no_progress)
+
+
+def check_and_report(spark, evidence_dir: Path, report: Path, terminal: bool = True) -> int:
+    from validation import report as reporting
+
+    info = evidence.RunInfo.read(evidence_dir)
+    result = reporting.build(spark, evidence_dir, info)
+    reporting.write(result, report, spark, evidence_dir)
+    if terminal:
+        reporting.print_summary(result, report)
+    else:
+        print(f"report: {report / 'report.json'} verdict={result['verdict']}", file=sys.stderr)
+    return result["exit_code"]
+
+
+# ------------------------------------------------------------------------------------ cleanup
+def run_cleanup(args) -> int:
+    from google.cloud import pubsub_v1
+
+    plan, estate = load_estate(args)
+    resolve_target(args, estate)
+    subscriber = pubsub_v1.SubscriberClient()
+    topic_paths = [t.path for t in estate.topics.values()]
+    topic_paths += [t.dead_letter_topic for t in estate.subscriptions.values() if t.dead_letter_topic]
+    try:
+        deleted = cleanup(subscriber, estate.project, topic_paths)
+    except Exception as err:  # noqa: BLE001
+        raise VerifyError(f"--cleanup: cannot list subscriptions of projects/{estate.project}: {err}") from None
+    for path in deleted:
+        print(f"deleted probe twin {path}")
+    print(f"cleanup: {len(deleted)} probe twin(s) deleted from projects/{estate.project}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""The probe's Spark tasks: publishers partitioned by ordering key, subscribers with streaming pull.
+
+Both run inside executors (`mapPartitions`); their parameters are plain dicts built by
+`validation.job`, so the functions pickle by reference to this module (ship the package with
+`--py-files`, see docs/verification.md). Every result is written as evidence (`validation.evidence`)
+by a `PartWriter`, which flushes a Parquet part file every `flush_rows` rows or `flush_s` seconds
+(written under a temporary name, then renamed), so a crash loses at most the unflushed tail.
+
+Publisher: one `PublisherClient(PublisherOptions(enable_message_ordering=True))` per task, pointed at
+the topic's declared publisher endpoint (`client_options={"api_endpoint": ...}`) on Google Cloud; each
+message carries `facts.PROBE_ATTRIBUTE=<run id>`, `key`, `seq`, `poison`. A failed publish on an
+ordering key is recorded and the key resumed with `resume_publish`.
+
+Subscriber: one streaming pull per twin subscription (through the declared consumer endpoint), lease
+extension pinned to the declared ack deadline, `ack_with_response()` / `nack_with_response()` with the
+result recorded for every delivery. Faults (`validation.faults`) decide nack / expire (hold past the
+deadline, then the stale `late_ack`) / ack; poison messages are nacked on dead-lettering
+subscriptions. Messages carrying `CloudPubSubDeadLetterSource*` attributes are recorded as
+`kind=dead_letter` for the source subscription. A task chosen to crash holds a few deliveries without
+acking, flushes its evidence and ends its Python worker with `os._exit`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pubsub_rules import facts
+
+from validation import evidence
+from validation.faults import Faults, delivery_action
+
+DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+DL_SOURCE_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
+CRASH_EXIT_CODE = 86
+PAYLOAD = b"pubsubguard probe"
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class PartWriter:
+    """Buffered Parquet part files: `<directory>/part-<prefix>-<n>.parquet`, flushed by size and by time."""
+
+    def __init__(self, directory: Path, schema: pa.Schema, prefix: str, flush_rows: int = 500, flush_s: float = 1.0):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self.prefix = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.flush_rows = flush_rows
+        self.rows: list[dict] = []
+        self.parts = 0
+        self.written = 0
+        self.lock = threading.Lock()
+        self._closed = threading.Event()
+        self._timer = threading.Thread(target=self._tick, args=(flush_s,), daemon=True)
+        self._timer.start()
+
+    def add(self, row: dict) -> None:
+        with self.lock:
+            self.rows.append(row)
+            if len(self.rows) >= self.flush_rows:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self.lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self.rows:
+            return
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        final = self.directory / f"part-{self.prefix}-{self.parts:05d}.parquet"
+        tmp = self.directory / f".{final.name}.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self.parts += 1
+        self.written += len(self.rows)
+        self.rows = []
+
+    def _tick(self, interval: float) -> None:
+        while not self._closed.wait(interval):
+            self.flush()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.flush()
+
+
+def _use_target(spec: dict) -> None:
+    # Executors may have been started before the driver learned the emulator host.
+    if spec.get("emulator_host"):
+        os.environ["PUBSUB_EMULATOR_HOST"] = spec["emulator_host"]
+
+
+def _client_options(spec: dict, endpoint: str) -> dict | None:
+    return {"api_endpoint": endpoint} if spec["target"] == "gcp" else None
+
+
+# ----------------------------------------------------------------------------------------- publish
+def publish_partition(spec: dict, keys) -> list[dict]:
+    """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
+    from google.cloud import pubsub_v1
+    from google.cloud.pubsub_v1.types import PublisherOptions
+
+    _use_target(spec)
+    keys = list(keys)
+    task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
+    writer = PartWriter(Path(spec["evidence_dir"]) / "publishes", evidence.PUBLISH_SCHEMA, task,
+                        spec.get("flush_rows", 500), spec.get("flush_s", 1.0))
+    clients: dict[str, object] = {}
+    pending: list = []
+    counts = {"ok": 0, "error": 0}
+    lock = threading.Lock()
+    try:
+        for topic in spec["topics"]:
+            endpoint = topic["endpoint"]
+            if endpoint not in clients:
+                clients[endpoint] = pubsub_v1.PublisherClient(
+                    publisher_options=PublisherOptions(enable_message_ordering=True),
+                    client_options=_client_options(spec, endpoint),
+                )
+            client = clients[endpoint]
+            poison = {tuple(p) for p in spec["poison"].get(topic["name"], [])}
+            for key in keys:
+                for seq in range(spec["messages_per_key"]):
+                    is_poison = (key, seq) in poison
+                    future = client.publish(
+                        topic["path"], PAYLOAD, ordering_key=key,
+                        **{facts.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
+                           "poison": "1" if is_poison else "0"},
+                    )
+
+                    def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client):
+                        row = {"run_id": spec["run_id"], "topic": topic["name"], "key": key, "seq": seq,
+                               "poison": is_poison, "publish_time_us": now_us(), "publisher_task": task}
+                        try:
+                            row.update(message_id=fut.result(), status="ok", error=None)
+                        except Exception as err:  # noqa: BLE001 - every publish result is evidence
+                            row.update(message_id=None, status="error", error=f"{type(err).__name__}: {err}")
+                            # An ordered key stays paused after a failure until resumed (PUBSUB_FACTS, seed 003).
+                            client.resume_publish(topic["path"], key)
+                        with lock:
+                            counts[row["status"]] += 1
+                        writer.add(row)
+
+                    future.add_done_callback(done)
+                    pending.append(future)
+        for future in pending:
+            try:
+                future.result(timeout=spec.get("publish_timeout_s", 120))
+            except Exception:  # noqa: BLE001 - recorded by the callback
+                pass
+    finally:
+        for client in clients.values():
+            client.stop()
+        writer.close()
+    return [{"task": task, "keys": len(keys), **counts}]
+
+
+# --------------------------------------------------------------------------------------- subscribe
+def _ack_result(future) -> str:
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
+
+    try:
+        future.result(timeout=120)
+        return "success"
+    except AcknowledgeError as err:
+        return {
+            AcknowledgeStatus.INVALID_ACK_ID: "invalid_ack_id",
+            AcknowledgeStatus.FAILED_PRECONDITION: "failed_precondition",
+            AcknowledgeStatus.PERMISSION_DENIED: "permission_denied",
+        }.get(err.error_code, "other")
+    except Exception:  # noqa: BLE001
+        return "other"
+
+
+class _Subscriber:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.run_id = spec["run_id"]
+        self.task = spec["task_id"]
+        self.faults = Faults(**spec["faults"])
+        self.writer = PartWriter(Path(spec["evidence_dir"]) / "deliveries", evidence.DELIVERY_SCHEMA, self.task,
+                                 spec.get("flush_rows", 500), spec.get("flush_s", 1.0))
+        self.twin_to_declared = spec["twin_to_declared"]
+        self.lock = threading.Lock()
+        self.seen: dict[tuple, int] = {}
+        self.received = 0
+        self.crash_after = spec.get("crash_after")  # deliveries before the crash starts; None: no crash
+        self.crash_started: float | None = None
+        self.crash_held: list[dict] = []
+        self.timers: list[threading.Timer] = []
+        self.held: dict[int, dict] = {}  # rows of deliveries held for a late ack
+
+    def row(self, twin: dict, message, received_us: int, attributes) -> dict:
+        dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
+        seq = attributes.get("seq")
+        publish_time = message.publish_time
+        row = {
+            "run_id": self.run_id,
+            "subscription": twin["declared_name"],
+            "kind": "delivery",
+            "message_id": message.message_id,
+            "key": attributes.get("key") if attributes.get(facts.PROBE_ATTRIBUTE) else None,
+            "seq": int(seq) if seq is not None and seq.isdigit() and attributes.get(facts.PROBE_ATTRIBUTE) else None,
+            "probe_run": attributes.get(facts.PROBE_ATTRIBUTE),
+            "delivery_attempt": message.delivery_attempt,
+            "receive_time_us": received_us,
+            "publish_time_us": int(publish_time.timestamp() * 1_000_000) if publish_time else None,
+            "subscriber_task": self.task,
+            "ack_id": hashlib.blake2b(message.ack_id.encode(), digest_size=8).hexdigest(),
+            "ack_deadline_s": twin["ack_deadline_s"],
+            "action": "none",
+            "ack_result": "none",
+            "ack_time_us": None,
+            "dl_source_delivery_count": None,
+            "dl_source_subscription": None,
+        }
+        if dl_source is not None:
+            source = dl_source.rsplit("/", 1)[-1]
+            count = attributes.get(DL_SOURCE_DELIVERY_COUNT)
+            row.update(
+                kind="dead_letter",
+                subscription=self.twin_to_declared.get(source, source),
+                dl_source_subscription=dl_source,
+                dl_source_delivery_count=int(count) if count and count.isdigit() else None,
+            )
+        return row
+
+    def settle(self, message, row: dict, action: str) -> None:
+        with self.lock:
+            self.held.pop(id(row), None)
+        row["action"] = action
+        row["ack_time_us"] = now_us()
+        future = message.nack_with_response() if action == "nack" else message.ack_with_response()
+
+        def record(fut):
+            row["ack_result"] = _ack_result(fut)
+            self.writer.add(row)
+
+        future.add_done_callback(record)
+
+    def callback(self, twin: dict, message) -> None:
+        received_us = now_us()
+        attributes = dict(message.attributes)
+        row = self.row(twin, message, received_us, attributes)
+        with self.lock:
+            self.received += 1
+            token = (twin["path"], message.message_id)
+            self.seen[token] = self.seen.get(token, 0) + 1
+            local_count = self.seen[token]
+            crashing = self.crash_after is not None and self.received > self.crash_after
+            if crashing and self.crash_started is None:
+                self.crash_started = time.monotonic()
+        if row["kind"] == "dead_letter":
+            message.ack()  # drained; the verdict is about the source subscription
+            self.writer.add(row)
+            return
+        if crashing:
+            row["action"] = "crash"
+            with self.lock:
+                self.crash_held.append(row)
+            return  # never acked: the crash leaves it outstanding
+        if row["probe_run"] != self.run_id:
+            self.settle(message, row, "ack")  # not this run's message: recorded, acked on the twin only
+            return
+        if attributes.get("poison") == "1" and twin["dead_lettering"]:
+            self.settle(message, row, "nack")
+            return
+        action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
+                                 f"{self.task}:{local_count}")
+        if action == "expire":
+            hold = twin["ack_deadline_s"] + self.spec.get("expire_margin_s", 2.0)
+            timer = threading.Timer(hold, self.settle, args=(message, row, "late_ack"))
+            timer.daemon = True
+            with self.lock:
+                self.timers.append(timer)
+                self.held[id(row)] = row
+            timer.start()
+            return
+        self.settle(message, row, action)
+
+    def should_crash(self) -> bool:
+        if self.crash_started is None:
+            return False
+        with self.lock:
+            held = len(self.crash_held)
+        return held >= self.spec.get("crash_hold", 3) or time.monotonic() - self.crash_started > 3.0
+
+    def crash(self) -> None:
+        with self.lock:
+            for row in self.crash_held:
+                self.writer.add(row)
+        self.writer.close()
+        os._exit(CRASH_EXIT_CODE)  # a real death of the Python worker, holding unacked messages
+
+    def run(self) -> list[dict]:
+        from google.cloud import pubsub_v1
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        _use_target(self.spec)
+        clients: dict[str, object] = {}
+        futures = []
+        stop_file = Path(self.spec["stop_file"])
+        try:
+            for twin in self.spec["twins"]:
+                endpoint = twin["consumer_endpoint"]
+                if endpoint not in clients:
+                    clients[endpoint] = pubsub_v1.SubscriberClient(client_options=_client_options(self.spec, endpoint))
+                deadline = twin["ack_deadline_s"]
+                flow = FlowControl(
+                    max_messages=self.spec.get("max_outstanding", 1000),
+                    # Leases are pinned to the declared deadline and never extended past ~1 s of holding,
+                    # so a held message really expires at receive + deadline.
+                    max_lease_duration=1,
+                    min_duration_per_lease_extension=deadline,
+                    max_duration_per_lease_extension=deadline,
+                )
+                futures.append(clients[endpoint].subscribe(
+                    twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
+            end = self.spec["end_time"]
+            while time.time() < end and not stop_file.exists():
+                if self.should_crash():
+                    self.crash()
+                time.sleep(0.1)
+        finally:
+            for future in futures:
+                future.cancel()
+            for future in futures:
+                try:
+                    future.result(timeout=10)
+                except Exception:  # noqa: BLE001 - cancelled
+                    pass
+            for timer in self.timers:
+                timer.cancel()
+            with self.lock:
+                for row in self.held.values():  # held past the deadline, the run ended before the late ack
+                    row["action"] = "expire"
+                    self.writer.add(row)
+                self.held.clear()
+            for client in clients.values():
+                client.close()
+            self.writer.close()
+        return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
+
+def subscribe_partition(spec: dict, _items) -> list[dict]:
+    return _Subscriber(spec).run()
