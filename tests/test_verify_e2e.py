@@ -1,0 +1,137 @@
+"""End to end: plan -> apply on the real emulator -> `validation.job` (real Spark, local[2]) -> report.
+
+Each test declares its own small estate (unique names) with short ack deadlines, so tests do not
+interfere and a run takes seconds. Assertions state what the emulator was observed to do.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pubsubguard.apply import apply_plan
+from pubsubguard.plan import make_plan, project_root
+from validation import job
+
+pytestmark = pytest.mark.emulator
+
+STACK_YAML = """config:
+  gcp:project: pubsubguard-dev
+  pubsubguard:projectNumber: "100000000001"
+  pubsubguard:estate:
+    probe_isolation: true
+    topics:
+      - name: {t}
+        subscriptions:
+          - name: {t}-ordered
+            ordering: true
+            ack_deadline_seconds: 10
+            dead_letter: {{max_delivery_attempts: 5}}
+          - name: {t}-eod
+            exactly_once: true
+            ack_deadline_seconds: 10
+          - name: {t}-plain
+            ack_deadline_seconds: 10
+          - name: {t}-push
+            delivery: {{type: push, endpoint: "https://example.com/push"}}
+"""
+
+
+def make_estate(tmp_path: Path) -> tuple[Path, dict, str]:
+    """A project dir with its own stack; returns (plan file, plan, topic name)."""
+    topic = f"vt-{uuid.uuid4().hex[:8]}"
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "Pulumi.yaml").write_text(
+        f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n"
+    )
+    (root / "Pulumi.test.yaml").write_text(STACK_YAML.format(t=topic))
+    plan = make_plan("test", root)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    return plan_file, plan, topic
+
+
+def verify(spark, plan_file: Path, report: Path, faults: str = "", extra: list[str] = ()) -> tuple[int, dict]:
+    code = job.main(
+        ["--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "6",
+         "--drain-timeout", "45", "--report", str(report), "--no-progress", "--faults", faults, *extra],
+        spark=spark,
+    )
+    return code, json.loads((report / "report.json").read_text())
+
+
+def twins_left(topic: str) -> list[str]:
+    from google.cloud import pubsub_v1
+
+    subscriber = pubsub_v1.SubscriberClient()
+    return [s.name for s in subscriber.list_subscriptions(request={"project": "projects/pubsubguard-dev"})
+            if topic in s.name and "-probe-" in s.name]
+
+
+def test_verify_without_faults(spark, emulator, tmp_path):
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    code, report = verify(spark, plan_file, tmp_path / "report")
+
+    assert report["format"] == "pubsubguard-report/1" and report["target"] == "emulator"
+    assert code == report["exit_code"] == (1 if report["verdict"] == "violated" else 0)
+    subs = report["subscriptions"]
+    assert set(subs) == {f"{topic}-ordered", f"{topic}-eod", f"{topic}-plain", f"{topic}-push"}
+    for name, sub in subs.items():
+        assert set(sub["guarantees"]) == {"ordering", "exactly_once", "dead_letter", "completeness"}
+        assert set(sub["guarantees"].values()) <= {"holds", "violated", "not_tested"}
+    # Push subscriptions are not probed, and say why.
+    assert subs[f"{topic}-push"]["tested"] is False
+    assert "push" in subs[f"{topic}-push"]["not_tested_reason"]
+    assert set(subs[f"{topic}-push"]["guarantees"].values()) == {"not_tested"}
+    # Observed: without faults the emulator delivers all 18 messages to every twin and accepts every ack.
+    for suffix in ("ordered", "eod", "plain"):
+        sub = subs[f"{topic}-{suffix}"]
+        assert sub["figures"]["published"] == 18
+        assert sub["figures"]["acked"] >= 18
+        assert sub["guarantees"]["completeness"] == "holds", sub["findings"]
+    assert subs[f"{topic}-ordered"]["guarantees"]["ordering"] == "holds"
+    assert subs[f"{topic}-eod"]["guarantees"]["exactly_once"] == "holds"
+    # No poison published: dead-lettering is declared but not exercised.
+    assert subs[f"{topic}-ordered"]["guarantees"]["dead_letter"] == "not_tested"
+    assert any("endpoint pinning not exercised" in o for o in report["observations"])
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "data:image/png;base64," in html and "Latency distribution" in html
+    # Evidence on disk in the contract's layout; the probe's twins are gone.
+    evidence = tmp_path / "report" / "evidence"
+    assert (evidence / "run.json").exists()
+    assert list((evidence / "publishes").glob("part-*.parquet")) and list((evidence / "deliveries").glob("part-*.parquet"))
+    assert twins_left(topic) == []
+
+
+def test_verify_with_faults_poison_reaches_dead_letter_topic(spark, emulator, tmp_path):
+    import pyarrow.dataset as ds
+
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    code, report = verify(spark, plan_file, tmp_path / "report", faults="nack=0.1,poison=0.1,expire=0.05")
+
+    ordered = report["subscriptions"][f"{topic}-ordered"]
+    assert report["parameters"]["faults"] == {"nack": 0.1, "expire": 0.05, "poison": 0.1, "crash": 0}
+    # Observed: the emulator forwards every poison message after the 5 declared attempts, with the
+    # CloudPubSubDeadLetterSource* attributes; the probe reads them from the dead-letter drain's twin.
+    deliveries = ds.dataset(tmp_path / "report" / "evidence" / "deliveries").to_table().to_pylist()
+    publishes = ds.dataset(tmp_path / "report" / "evidence" / "publishes").to_table().to_pylist()
+    poison = {(p["key"], p["seq"]) for p in publishes if p["poison"] and p["status"] == "ok"}
+    assert len(poison) == 2  # 10% of 18, rounded
+    dead = [d for d in deliveries if d["kind"] == "dead_letter" and d["subscription"] == f"{topic}-ordered"]
+    assert {(d["key"], d["seq"]) for d in dead} == poison
+    assert all(d["dl_source_delivery_count"] == 5 for d in dead)
+    assert ordered["figures"]["dead_lettered"] == 2
+    assert ordered["guarantees"]["dead_letter"] == "holds"
+    assert "dead_letter_missing" not in ordered["findings"]
+    # Nacked deliveries are recorded with the action taken and the ack result.
+    actions = {d["action"] for d in deliveries if d["kind"] == "delivery"}
+    assert {"ack", "nack"} <= actions
+    # The exit code follows the verdict.
+    assert code == (1 if report["verdict"] == "violated" else 0)
+    assert twins_left(topic) == []

@@ -1,0 +1,79 @@
+"""Bad input to `pubsubguard verify`: a clear message, exit code 2, nothing created."""
+
+from __future__ import annotations
+
+import pytest
+
+from pubsubguard import cli
+from validation.faults import FaultSpecError, parse_faults
+
+
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("nack", "'nack' is not name=value"),
+        ("nack=2", "nack=2: expected a fraction from 0 to 1"),
+        ("nack=x", "nack='x': expected a fraction"),
+        ("crash=1.5", "crash='1.5': expected a whole number"),
+        ("explode=1", "unknown fault 'explode'"),
+        ("nack=0.1,nack=0.2", "'nack' given twice"),
+        ("nack=0.7,expire=0.5", "exceeds 1"),
+    ],
+)
+def test_malformed_faults_name_the_item(spec, says):
+    with pytest.raises(FaultSpecError) as err:
+        parse_faults(spec)
+    assert says in str(err.value)
+
+
+def test_faults_parse():
+    faults = parse_faults("nack=0.1, expire=0.05,poison=0.01,crash=1")
+    assert (faults.nack, faults.expire, faults.poison, faults.crash) == (0.1, 0.05, 0.01, 1)
+    assert parse_faults("") == parse_faults(None)
+
+
+def test_cli_malformed_faults_exit_2_no_leftovers(tmp_path, capsys):
+    report = tmp_path / "report"
+    code = cli.main(["verify", "--faults", "nack=lots", "--report", str(report)])
+    assert code == 2
+    assert "--faults: nack='lots'" in capsys.readouterr().err
+    assert not report.exists()
+
+
+def test_cli_unknown_stack_exit_2(tmp_path, capsys):
+    report = tmp_path / "report"
+    code = cli.main(["verify", "--stack", "nosuchstack", "--report", str(report)])
+    assert code == 2
+    assert "no such stack 'nosuchstack'" in capsys.readouterr().err
+    assert not report.exists()
+
+
+def test_cli_unreachable_target_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+    report = tmp_path / "report"
+    code = cli.main(["verify", "--stack", "dev", "--report", str(report)])
+    assert code == 2
+    assert "PUBSUB_EMULATOR_HOST=127.0.0.1:1: no Pub/Sub emulator answers there" in capsys.readouterr().err
+    assert not report.exists()
+
+
+def test_cli_gcp_without_probe_isolation_refused(tmp_path, capsys, monkeypatch):
+    from pubsubguard.plan import make_plan
+
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    plan = make_plan("dev")
+    plan["outputs"]["probe_isolation"] = False
+    plan_file = tmp_path / "plan.json"
+    import json
+
+    plan_file.write_text(json.dumps(plan))
+    code = cli.main(["verify", "--plan", str(plan_file), "--target", "gcp", "--report", str(tmp_path / "r")])
+    assert code == 2
+    assert "does not declare probe_isolation" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_from_evidence_without_evidence(tmp_path, capsys):
+    code = cli.main(["verify", "--from-evidence", str(tmp_path)])
+    assert code == 2
+    assert "no run.json" in capsys.readouterr().err
