@@ -368,17 +368,36 @@ def policy_infos(info) -> list[PolicyInfo]:
     return result
 
 
+PARALLEL_FROM_RESOURCES = 400  # below this, one pack process (starting another costs ~0.6 s)
+
+
+def default_workers(resources: int) -> int:
+    return 1 if resources < PARALLEL_FROM_RESOURCES else max(1, min(os.cpu_count() or 1, 4))
+
+
 def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
-              source: str = "", config_source: str = "policy config") -> CheckResult:
-    """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported."""
+              source: str = "", config_source: str = "policy config", workers: int | None = None) -> CheckResult:
+    """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported.
+
+    Each `Analyze` is independent of the others, so a large plan is spread over `workers` pack
+    processes, each started and configured exactly as the CLI starts and configures its one; the
+    single `AnalyzeStack` goes to the first, concurrently. Results do not depend on `workers`.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from google.protobuf import empty_pb2, json_format
 
     pb = _pb()
     pack_dir = Path(pack_dir or default_pack_dir())
     manifest = read_manifest(pack_dir)
-    with PackProcess(pack_dir, project=str(plan.get("project") or "project"), stack=str(plan.get("stack") or "stack")) as pack:
-        stub = pack.stub
-        info = stub.GetAnalyzerInfo(empty_pb2.Empty())
+    workers = workers or default_workers(len(plan["resources"]))
+    project, stack = str(plan.get("project") or "project"), str(plan.get("stack") or "stack")
+    packs = [PackProcess(pack_dir, project=project, stack=stack) for _ in range(workers)]
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as starter:
+            for started in [starter.submit(p.__enter__) for p in packs]:
+                started.result()
+        info = packs[0].stub.GetAnalyzerInfo(empty_pb2.Empty())
         policies = policy_infos(info)
         initial = {
             name: {
@@ -392,14 +411,16 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
         for name, (level, props) in effective.items():
             configure.policyConfig[name].enforcementLevel = _level_value(level)
             configure.policyConfig[name].properties.update(props)
-        stub.Configure(configure)
-        _configure_stack(stub, plan)
+        for pack in packs:
+            pack.stub.Configure(configure)
+            _configure_stack(pack.stub, plan)
 
-        by_urn = {r["urn"]: r for r in plan["resources"]}
-        responses = [(request.urn, stub.Analyze.future(request)) for request in analyze_requests(plan)]
-        diagnostics = [(urn, d) for urn, future in responses for d in future.result().diagnostics]
-        diagnostics += [("", d) for d in stub.AnalyzeStack(analyze_stack_request(plan)).diagnostics]
+        diagnostics = _analyze_all(packs, list(analyze_requests(plan)), analyze_stack_request(plan))
+    finally:
+        for pack in packs:
+            pack.close()
 
+    by_urn = {r["urn"]: r for r in plan["resources"]}
     violations = []
     for subject, d in diagnostics:
         urn = d.urn or subject
@@ -419,6 +440,32 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
         source=source, resources=len(plan["resources"]), policies=policies,
         levels={name: level for name, (level, _) in effective.items()}, violations=violations,
     )
+
+
+def _analyze_all(packs: list[PackProcess], requests: list[Any], stack_request: Any) -> list[tuple[str, Any]]:
+    """Diagnostics of every Analyze (in request order) and of the AnalyzeStack ("" subject).
+
+    One thread per pack process makes blocking calls (cheaper in the gRPC Python client than many
+    outstanding futures); the first thread sends AnalyzeStack first, then every thread takes the
+    next Analyze request until none is left, which balances the load between the processes.
+    """
+    import itertools
+    from concurrent.futures import ThreadPoolExecutor
+
+    results: list[Any] = [None] * len(requests)
+    next_index = itertools.count()  # next() on a count is atomic under the GIL
+
+    def work(worker: int) -> list:
+        stub = packs[worker].stub
+        stack = list(stub.AnalyzeStack(stack_request).diagnostics) if worker == 0 else []
+        while (index := next(next_index)) < len(requests):
+            results[index] = stub.Analyze(requests[index]).diagnostics
+        return stack
+
+    with ThreadPoolExecutor(max_workers=len(packs)) as pool:
+        stack_diagnostics = [d for found in pool.map(work, range(len(packs))) for d in found]
+    diagnostics = [(request.urn, d) for request, found in zip(requests, results) for d in found]
+    return diagnostics + [("", d) for d in stack_diagnostics]
 
 
 def _configure_stack(stub, plan: dict) -> None:
