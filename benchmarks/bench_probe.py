@@ -1,0 +1,130 @@
+"""End-to-end probe throughput on the emulator beside a bare client publish+pull loop, same run.
+
+    .venv/bin/python benchmarks/bench_probe.py [--keys 20] [--messages-per-key 100]
+
+Starts its own emulator, declares one topic with one plain pull subscription (probe isolation on),
+then (1) a bare loop: PublisherClient with ordering keys publishes N messages, a streaming pull
+receives and acks all N; (2) the probe (`validation.job`, local[2], no faults) on the same workload.
+Probe rates come from its evidence: published = rows / (last - first publish result), delivered and
+recorded = rows / (first publish -> last receive). Prints both and the ratio (target >= 0.7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STACK = """config:
+  gcp:project: pubsubguard-dev
+  pubsubguard:projectNumber: "100000000001"
+  pubsubguard:estate:
+    probe_isolation: true
+    topics:
+      - name: {t}
+        subscriptions:
+          - name: {t}-plain
+            ack_deadline_seconds: 30
+"""
+
+
+def bare_loop(project: str, n_keys: int, per_key: int) -> tuple[float, float]:
+    from google.cloud import pubsub_v1
+    from google.cloud.pubsub_v1.types import PublisherOptions
+
+    publisher = pubsub_v1.PublisherClient(publisher_options=PublisherOptions(enable_message_ordering=True))
+    subscriber = pubsub_v1.SubscriberClient()
+    topic = f"projects/{project}/topics/bare-{uuid.uuid4().hex[:8]}"
+    sub = f"projects/{project}/subscriptions/bare-{uuid.uuid4().hex[:8]}"
+    publisher.create_topic(name=topic)
+    subscriber.create_subscription(request={"name": sub, "topic": topic})
+    total = n_keys * per_key
+    received = set()
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def callback(message):
+        message.ack()
+        with lock:
+            received.add(message.message_id)
+            if len(received) >= total:
+                done.set()
+
+    start = time.monotonic()
+    future = subscriber.subscribe(sub, callback)
+    futures = [publisher.publish(topic, b"bare", ordering_key=f"k{k}", seq=str(s))
+               for k in range(n_keys) for s in range(per_key)]
+    for f in futures:
+        f.result()
+    published_at = time.monotonic()
+    done.wait(600)
+    end = time.monotonic()
+    future.cancel()
+    subscriber.delete_subscription(subscription=sub)
+    publisher.delete_topic(topic=topic)
+    return total / (published_at - start), len(received) / (end - start)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--keys", type=int, default=20)
+    parser.add_argument("--messages-per-key", type=int, default=100)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from pubsubguard.apply import apply_plan
+    from pubsubguard.emulator import Emulator
+    from pubsubguard.plan import make_plan
+    from validation import job
+    from validation.session import spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="bench-probe-"))
+    emu = Emulator.start(project="pubsubguard-dev", state_dir=work / "emulator")
+    os.environ["PUBSUB_EMULATOR_HOST"] = emu.host
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        root = work / "project"
+        root.mkdir()
+        (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {ROOT / 'infra'}\n")
+        (root / "Pulumi.bench.yaml").write_text(STACK.format(t=topic))
+        plan = make_plan("bench", root)
+        (work / "plan.json").write_text(json.dumps(plan))
+        apply_plan(plan)
+        spark = spark_session("local[2]")
+        bare_pub, bare_e2e = bare_loop("pubsubguard-dev", args.keys, args.messages_per_key)
+
+        started = time.monotonic()
+        code = job.main(["--plan", str(work / "plan.json"), "--keys", str(args.keys), "--messages-per-key",
+                         str(args.messages_per_key), "--report", str(work / "report"), "--no-progress",
+                         "--drain-timeout", "300"], spark=spark)
+        wall = time.monotonic() - started
+        import pyarrow.dataset as ds
+
+        ev = work / "report" / "evidence"
+        pubs = ds.dataset(ev / "publishes").to_table().to_pylist()
+        dels = ds.dataset(ev / "deliveries").to_table().to_pylist()
+        first = min(p["publish_time_us"] for p in pubs)
+        pub_span = (max(p["publish_time_us"] for p in pubs) - first) / 1e6 or 1e-6
+        e2e_span = (max(d["receive_time_us"] for d in dels) - first) / 1e6
+        probe_pub = len(pubs) / pub_span
+        probe_e2e = len({d["message_id"] for d in dels if d["kind"] == "delivery"}) / e2e_span
+        n = args.keys * args.messages_per_key
+        print(f"workload: {args.keys} keys x {args.messages_per_key} messages = {n}, emulator {emu.host}, local[2]")
+        print(f"bare client loop : published {bare_pub:8.0f} msg/s   publish+pull+ack {bare_e2e:8.0f} msg/s")
+        print(f"probe (Spark)    : published {probe_pub:8.0f} msg/s   delivered+recorded {probe_e2e:8.0f} msg/s "
+              f"({len(dels)} delivery rows recorded; whole job incl. Spark checks+report {wall:.1f}s, exit {code})")
+        print(f"ratio probe/bare : publish {probe_pub / bare_pub:.2f}   end-to-end {probe_e2e / bare_e2e:.2f}   (target >= 0.7)")
+        print(f"command: .venv/bin/python benchmarks/bench_probe.py --keys {args.keys} --messages-per-key {args.messages_per_key}")
+    finally:
+        emu.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
