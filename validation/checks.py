@@ -372,7 +372,15 @@ def _findings_of(a: DataFrame, in_order: Column, skew_us: int) -> Column:
         "out_of_order",
         c("ordered") & in_order & form.isNotNull(),
         why,
-        F.filter(F.array(c("seq"), c("prev_seq"), c("blocking_seq"), c("prev_seq") + 1), lambda x: x.isNotNull()),
+        # evidence: this delivery's seq, the previous one's, and the unsettled seq (or the first not replayed)
+        F.filter(
+            F.array(
+                c("seq"),
+                c("prev_seq"),
+                F.when(form == "rewind_without_replay", c("prev_seq") + 1).otherwise(c("blocking_seq")),
+            ),
+            lambda x: x.isNotNull(),
+        ),
         F.when(best_effort, F.lit("advisory")).otherwise(F.lit(FINDING_KINDS["out_of_order"][1])),
     )
     # -- dead-lettering

@@ -1,0 +1,215 @@
+"""Checks on small hand-built delivery logs.
+
+Each case is a subscription of its own (own topic) in one run, so all cases are judged by one Spark
+job: legal histories must raise no finding; each anomaly exactly the finding it should.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from validation.checks import guarantee_status, run_checks
+from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
+
+import pyarrow as pa
+
+RUN = "run-1"
+MS, S = 1_000, 1_000_000
+T = 1_700_000_000_000_000
+
+
+def pub(topic, key, seq, at=0, poison=False, status="ok"):
+    return {
+        "run_id": RUN, "topic": topic, "key": key, "seq": seq,
+        "message_id": f"{topic}/{key}/{seq}" if status == "ok" else None,
+        "poison": poison, "status": status, "error": None if status == "ok" else "UNAVAILABLE",
+        "publish_time_us": T + at, "publisher_task": "pub-0",
+    }  # fmt: skip
+
+
+def dlv(sub, key, seq, at, action="ack", after=100 * MS, result=None, deadline=10, attempt=None, task="task-0",
+        kind="delivery", probe_run=RUN, topic=None):
+    acked = action in ("ack", "nack", "late_ack")
+    if action == "late_ack":
+        after = deadline * S + after
+    return {
+        "run_id": RUN, "subscription": sub, "kind": kind,
+        "message_id": f"{topic or 't-' + sub}/{key}/{seq}" if kind == "delivery" else f"dl/{key}/{seq}",
+        "key": key, "seq": seq, "probe_run": probe_run, "delivery_attempt": attempt,
+        "receive_time_us": T + at, "publish_time_us": T, "subscriber_task": task,
+        "ack_id": f"{sub}-{key}-{seq}-{at}", "ack_deadline_s": deadline, "action": action,
+        "ack_result": result or ("success" if acked else "none"),
+        "ack_time_us": T + at + after if acked else None,
+        "dl_source_delivery_count": None, "dl_source_subscription": None,
+    }  # fmt: skip
+
+
+def dead(sub, key, seq, at, count):
+    row = dlv(sub, key, seq, at, action="none", kind="dead_letter")
+    row["dl_source_delivery_count"] = count
+    return row
+
+
+PLAIN, ORDERED = {}, {"ordering": True}
+EOD = {"exactly_once": True, "ack_deadline_s": 10}
+DL = {"max_delivery_attempts": 5, "dead_letter_topic": "t-dlq"}
+
+# name -> (declaration, publishes [(key, seq, poison, status)], deliveries, expected {(kind, key, seq, form)})
+CASES = {
+    # -- legal histories: no finding
+    "legal-plain-duplicates": (PLAIN, [("a", 0), ("a", 1)], lambda s: [
+        dlv(s, "a", 0, 1 * S), dlv(s, "a", 0, 3 * S),  # at-least-once: again after the ack
+        dlv(s, "a", 1, 1 * S, "expire"), dlv(s, "a", 1, 2 * S),  # and while outstanding
+    ], set()),
+    "legal-ordered-rewind": (ORDERED, [("a", 0), ("a", 1), ("a", 2), ("a", 3)], lambda s: [
+        dlv(s, "a", 0, 1 * S), dlv(s, "a", 1, 1 * S, "nack"), dlv(s, "a", 2, 1 * S),
+        dlv(s, "a", 1, 3 * S), dlv(s, "a", 2, 3 * S),  # rewind to 1 replays 2 (acked) too
+        dlv(s, "a", 3, 5 * S),
+        dlv(s, "a", 3, 7 * S),  # at-least-once: the last one again (rewind to a settled seq)
+    ], set()),
+    "legal-ordered-publish-gap": (ORDERED, [("a", 0), ("a", 1, False, "error"), ("a", 2)], lambda s: [
+        dlv(s, "a", 0, 1 * S), dlv(s, "a", 2, 1 * S),  # seq 1 never existed: 0 then 2 is consecutive
+    ], set()),
+    "legal-eod": (EOD, [("a", 0), ("a", 1)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "expire"), dlv(s, "a", 0, 12 * S),  # redelivered after the deadline
+        dlv(s, "a", 1, 1 * S, "late_ack", result="invalid_ack_id"), dlv(s, "a", 1, 12 * S),
+    ], set()),
+    "legal-eod-ordered": (EOD | ORDERED, [("a", 0), ("a", 1)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "nack"), dlv(s, "a", 1, 1 * S, "nack"),  # abandoned after 0 failed
+        dlv(s, "a", 0, 3 * S), dlv(s, "a", 1, 3 * S),
+    ], set()),
+    "legal-dead-letter": (DL, [("a", 0, True), ("a", 1)], lambda s: [
+        *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 6)],
+        dead(s, "a", 0, 7 * S, 5), dlv(s, "a", 1, 1 * S, attempt=1),
+    ], set()),
+    "legal-dead-letter-ordered": (DL | ORDERED, [("a", 0, True), ("a", 1)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "nack", attempt=1), dlv(s, "a", 1, 1 * S, attempt=1),
+        *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(2, 6)],
+        dead(s, "a", 0, 8 * S, 5), dlv(s, "a", 1, 7 * S, attempt=2),
+    ], set()),
+    "not-declared-not-checked": (PLAIN, [("a", 0), ("a", 1), ("a", 2)], lambda s: [
+        dlv(s, "a", 2, 1 * S), dlv(s, "a", 0, 2 * S, "late_ack"), dlv(s, "a", 1, 2 * S),  # order, stale ack: legal here
+        dlv(s, "a", 0, 30 * S), *[dlv(s, "a", 1, i * S, "nack") for i in range(3, 10)],
+    ], set()),
+    # -- one finding each
+    "lost": (PLAIN, [("a", 0), ("a", 1)], lambda s: [dlv(s, "a", 0, 1 * S)], {("lost", "a", 1, None)}),
+    "unexpected": (PLAIN, [("a", 0)], lambda s: [
+        dlv(s, "a", 0, 1 * S), dlv(s, "zz", 0, 1 * S), dlv(s, "a", 0, 2 * S, probe_run="run-0"),
+    ], {("unexpected", "zz", 0, None), ("unexpected", "a", 0, None)}),
+    "dup-after-ack": (EOD, [("a", 0)], lambda s: [dlv(s, "a", 0, 1 * S), dlv(s, "a", 0, 5 * S)],
+                      {("duplicate_after_ack", "a", 0, None)}),
+    "dup-outstanding": (EOD, [("a", 0)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "expire"), dlv(s, "a", 0, 4 * S, "nack", task="task-1"), dlv(s, "a", 0, 15 * S),
+    ], {("duplicate_while_outstanding", "a", 0, None)}),
+    "stale-late-ack": (EOD, [("a", 0)], lambda s: [dlv(s, "a", 0, 1 * S, "late_ack"), dlv(s, "a", 0, 20 * S)],
+                       {("stale_ack_accepted", "a", 0, None)}),
+    "stale-superseded": (EOD, [("a", 0)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "ack", after=8 * S), dlv(s, "a", 0, 3 * S, "nack"),
+    ], {("stale_ack_accepted", "a", 0, None), ("duplicate_while_outstanding", "a", 0, None)}),
+    "ooo-skip": (ORDERED, [("a", 0), ("a", 1), ("a", 2)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "expire"), dlv(s, "a", 2, 2 * S), dlv(s, "a", 0, 12 * S), dlv(s, "a", 1, 12 * S),
+        dlv(s, "a", 2, 12 * S),
+    ], {("out_of_order", "a", 2, "skip")}),
+    "ooo-regression": (ORDERED, [("a", 0), ("a", 1), ("a", 2)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "nack"), dlv(s, "a", 1, 1 * S), dlv(s, "a", 2, 1 * S),
+        dlv(s, "a", 1, 3 * S),  # back to 1 while 0 is unsettled
+        dlv(s, "a", 0, 5 * S), dlv(s, "a", 1, 5 * S), dlv(s, "a", 2, 5 * S),
+    ], {("out_of_order", "a", 1, "regression")}),
+    "ooo-rewind-without-replay": (ORDERED, [("a", i) for i in range(4)], lambda s: [
+        *[dlv(s, "a", i, 1 * S) for i in range(4)],
+        dlv(s, "a", 1, 3 * S), dlv(s, "a", 3, 3 * S),  # rewind to 1, then 3 without replaying 2
+    ], {("out_of_order", "a", 3, "rewind_without_replay")}),
+    "ooo-dead-letter-advisory": (ORDERED | DL, [("a", 0, True), ("a", 1), ("a", 2)], lambda s: [
+        *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 6)],
+        dead(s, "a", 0, 7 * S, 5), dlv(s, "a", 2, 8 * S, attempt=1), dlv(s, "a", 1, 9 * S, attempt=1),
+    ], {("out_of_order", "a", 2, "skip")}),
+    "dl-missing": (DL, [("a", 0, True)], lambda s: [dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 6)],
+                   {("dead_letter_missing", "a", 0, None)}),
+    "dl-after-ack": (DL, [("a", 0)], lambda s: [
+        *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 5)],
+        dlv(s, "a", 0, 5 * S, attempt=5), dead(s, "a", 0, 7 * S, 5),
+    ], {("dead_letter_after_ack", "a", 0, None)}),
+    "dl-early": (DL, [("a", 0, True)], lambda s: [
+        dlv(s, "a", 0, 1 * S, "nack", attempt=1), dead(s, "a", 0, 2 * S, 1),
+    ], {("dead_letter_early", "a", 0, None)}),
+    "dl-exceeded": (DL, [("a", 0, True)], lambda s: [
+        *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 8)], dead(s, "a", 0, 9 * S, 7),
+    ], {("delivery_attempts_exceeded", "a", 0, None)}),
+}
+
+
+@pytest.fixture(scope="module")
+def judged(spark):
+    subs, pubs, dels = [], [], []
+    for name, (decl, published, deliveries, _) in CASES.items():
+        sub = DeclaredSubscription(name, f"t-{name}", **decl)
+        subs.append(sub)
+        for p in published:
+            key, seq, poison, status = [*p, *[False, "ok"][len(p) - 2 :]]
+            pubs.append(pub(sub.topic, key, seq, poison=poison, status=status))
+        dels.extend(deliveries(name))
+    publishes = spark.createDataFrame(pa.Table.from_pylist(pubs, schema=PUBLISH_SCHEMA))
+    deliveries = spark.createDataFrame(pa.Table.from_pylist(dels, schema=DELIVERY_SCHEMA))
+    results = run_checks(publishes, deliveries, subs)
+    return subs, [r.asDict() for r in results.findings.collect()], results.stats
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_case_raises_exactly_its_findings(judged, case):
+    _, findings, _ = judged
+    mine = [f for f in findings if f["subscription"] == case]
+    got = {(f["kind"], f["key"], f["seq"], f["detail"].split(":")[0] if f["kind"] == "out_of_order" else None) for f in mine}
+    assert got == CASES[case][3], mine
+
+
+def test_severity_guarantee_and_evidence(judged):
+    _, findings, _ = judged
+    by_case = {f["subscription"]: f for f in findings}
+    advisory = by_case["ooo-dead-letter-advisory"]
+    assert advisory["severity"] == "advisory" and "dead-lettered" in advisory["detail"]
+    assert by_case["ooo-skip"]["severity"] == "error" and by_case["ooo-skip"]["guarantee"] == "ordering"
+    assert "seq 0 was not settled" in by_case["ooo-skip"]["detail"]
+    assert by_case["dl-early"]["severity"] == "advisory"
+    lost = json.loads(by_case["lost"]["evidence"])
+    assert [(r["source"], r["seq"]) for r in lost] == [("publish", 1)]
+    dup = json.loads(by_case["dup-after-ack"]["evidence"])
+    assert [(r["source"], r["receive_time_us"]) for r in dup if r["source"] == "delivery"] == [
+        ("delivery", T + 1 * S),
+        ("delivery", T + 5 * S),
+    ]
+    skip = json.loads(by_case["ooo-skip"]["evidence"])
+    assert {r["seq"] for r in skip if r["source"] == "delivery"} == {0, 2}
+
+
+def test_stats(spark, judged):
+    _, _, stats = judged
+    row = stats.where("subscription = 'legal-ordered-rewind'")
+    expected = spark.createDataFrame(
+        [("legal-ordered-rewind", 4, 7, 4, 4, 0, 3, 3 / 7, [("a", 7)])],
+        "subscription string, published long, delivered long, distinct_delivered long, acked long, "
+        "dead_lettered long, redeliveries long, redelivery_rate double, hottest_keys array<struct<key:string,deliveries:long>>",
+    )
+    assertDataFrameEqual(row.drop("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"), expected)
+    lat = row.select("latency_p50_ms", "latency_p99_ms").first()
+    assert lat.latency_p50_ms == pytest.approx(1000.0) and lat.latency_p99_ms == pytest.approx(5000.0)
+    assert stats.count() == len(CASES)
+
+
+def test_guarantee_status():
+    sub = DeclaredSubscription("s", "t", ordering=True, max_delivery_attempts=5, dead_letter_topic="d")
+    f = [
+        {"subscription": "s", "guarantee": "ordering", "severity": "advisory"},
+        {"subscription": "s", "guarantee": "completeness", "severity": "error"},
+        {"subscription": "other", "guarantee": "ordering", "severity": "error"},
+    ]
+    assert guarantee_status(f, sub, tested=True, poison_published=True) == {
+        "ordering": "holds",
+        "exactly_once": "not_tested",
+        "dead_letter": "holds",
+        "completeness": "violated",
+    }
+    assert guarantee_status(f, sub, tested=True, poison_published=False)["dead_letter"] == "not_tested"
+    assert set(guarantee_status(f, sub, tested=False, poison_published=True).values()) == {"not_tested"}
