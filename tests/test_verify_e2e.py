@@ -35,6 +35,9 @@ STACK_YAML = """config:
             ack_deadline_seconds: 10
           - name: {t}-plain
             ack_deadline_seconds: 10
+          - name: {t}-dl
+            ack_deadline_seconds: 10
+            dead_letter: {{max_delivery_attempts: 5}}
           - name: {t}-push
             delivery: {{type: push, endpoint: "https://example.com/push"}}
 """
@@ -58,7 +61,7 @@ def make_estate(tmp_path: Path) -> tuple[Path, dict, str]:
 def verify(spark, plan_file: Path, report: Path, faults: str = "", extra: list[str] = ()) -> tuple[int, dict]:
     code = job.main(
         ["--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "6",
-         "--drain-timeout", "45", "--report", str(report), "--no-progress", "--faults", faults, *extra],
+         "--drain-timeout", "30", "--report", str(report), "--no-progress", "--faults", faults, *extra],
         spark=spark,
     )
     return code, json.loads((report / "report.json").read_text())
@@ -80,7 +83,7 @@ def test_verify_without_faults(spark, emulator, tmp_path):
     assert report["format"] == "pubsubguard-report/1" and report["target"] == "emulator"
     assert code == report["exit_code"] == (1 if report["verdict"] == "violated" else 0)
     subs = report["subscriptions"]
-    assert set(subs) == {f"{topic}-ordered", f"{topic}-eod", f"{topic}-plain", f"{topic}-push"}
+    assert set(subs) == {f"{topic}-ordered", f"{topic}-eod", f"{topic}-plain", f"{topic}-dl", f"{topic}-push"}
     for name, sub in subs.items():
         assert set(sub["guarantees"]) == {"ordering", "exactly_once", "dead_letter", "completeness"}
         assert set(sub["guarantees"].values()) <= {"holds", "violated", "not_tested"}
@@ -116,19 +119,25 @@ def test_verify_with_faults_poison_reaches_dead_letter_topic(spark, emulator, tm
     code, report = verify(spark, plan_file, tmp_path / "report", faults="nack=0.1,poison=0.1,expire=0.05")
 
     ordered = report["subscriptions"][f"{topic}-ordered"]
+    plain_dl = report["subscriptions"][f"{topic}-dl"]
     assert report["parameters"]["faults"] == {"nack": 0.1, "expire": 0.05, "poison": 0.1, "crash": 0}
-    # Observed: the emulator forwards every poison message after the 5 declared attempts, with the
-    # CloudPubSubDeadLetterSource* attributes; the probe reads them from the dead-letter drain's twin.
     deliveries = ds.dataset(tmp_path / "report" / "evidence" / "deliveries").to_table().to_pylist()
     publishes = ds.dataset(tmp_path / "report" / "evidence" / "publishes").to_table().to_pylist()
     poison = {(p["key"], p["seq"]) for p in publishes if p["poison"] and p["status"] == "ok"}
     assert len(poison) == 2  # 10% of 18, rounded
-    dead = [d for d in deliveries if d["kind"] == "dead_letter" and d["subscription"] == f"{topic}-ordered"]
+    # Observed: on an unordered subscription the emulator forwards every poison message after the 5
+    # declared attempts, with the CloudPubSubDeadLetterSource* attributes; the probe reads them from
+    # the dead-letter drain's twin.
+    dead = [d for d in deliveries if d["kind"] == "dead_letter" and d["subscription"] == f"{topic}-dl"]
     assert {(d["key"], d["seq"]) for d in dead} == poison
     assert all(d["dl_source_delivery_count"] == 5 for d in dead)
-    assert ordered["figures"]["dead_lettered"] == 2
-    assert ordered["guarantees"]["dead_letter"] == "holds"
-    assert "dead_letter_missing" not in ordered["findings"]
+    assert plain_dl["figures"]["dead_lettered"] == 2
+    assert plain_dl["guarantees"]["dead_letter"] == "holds"
+    # Observed: on an ORDERED subscription the emulator does not forward them at all (5+ nacked
+    # attempts, nothing on the dead-letter topic): the checks report dead_letter_missing for each.
+    assert ordered["figures"]["dead_lettered"] == 0
+    assert len(ordered["findings"]["dead_letter_missing"]) == 2
+    assert ordered["guarantees"]["dead_letter"] == "violated"
     # Nacked deliveries are recorded with the action taken and the ack result.
     actions = {d["action"] for d in deliveries if d["kind"] == "delivery"}
     assert {"ack", "nack"} <= actions
