@@ -87,12 +87,16 @@ def _single_delivery(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+def _out_of_range(value: Any, low: float, high: float) -> bool:
+    """A known number outside low..high; 0 means "the default" to the API and is never out of range."""
+    return known(value) and value != 0 and not low <= value <= high
+
+
 def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
     policy = nested(sub.props, "deadLetterPolicy")
     attempts = as_number(get(policy, "maxDeliveryAttempts")) if isinstance(policy, dict) else None
     low, high = facts.MAX_DELIVERY_ATTEMPTS_MIN, facts.MAX_DELIVERY_ATTEMPTS_MAX
-    # 0 means "the default" (5) to the provider and the API.
-    if known(attempts) and attempts != 0 and not low <= attempts <= high:
+    if _out_of_range(attempts, low, high):
         yield (
             f"Subscription {sub.label} sets deadLetterPolicy.maxDeliveryAttempts to {attempts:g}, outside "
             f"Pub/Sub's range {low}..{high}; choose a value from {low} to {high}."
@@ -102,8 +106,7 @@ def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
 def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
     seconds = as_number(get(sub.props, "ackDeadlineSeconds"))
     low, high = facts.ACK_DEADLINE_MIN_S, facts.ACK_DEADLINE_MAX_S
-    # 0 means "the default" to the API.
-    if known(seconds) and seconds != 0 and not low <= seconds <= high:
+    if _out_of_range(seconds, low, high):
         yield (
             f"Subscription {sub.label} sets ackDeadlineSeconds to {seconds:g}, outside Pub/Sub's range "
             f"{low}..{high} s; choose a deadline from {low} to {high} seconds."

@@ -116,17 +116,13 @@ def as_number(value: Any) -> Any:
     """A finite number (also from a numeric string), UNKNOWN, or None."""
     if value is UNKNOWN:
         return UNKNOWN
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
-    if isinstance(value, (int, float)):
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-        return number if number == number and abs(number) != float("inf") else None
-    return None
+    try:
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
 
 
 def as_str(value: Any) -> Any:
@@ -146,13 +142,6 @@ def as_list(value: Any) -> Any:
     if value is UNKNOWN or isinstance(value, list):
         return value
     return None
-
-
-def present(value: Any) -> bool:
-    """A block that is set: a non-empty mapping or list, or an unknown value (which may be set)."""
-    if value is UNKNOWN:
-        return True
-    return isinstance(value, (dict, list)) and len(value) > 0
 
 
 def known(*values: Any) -> bool:
