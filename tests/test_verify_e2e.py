@@ -134,9 +134,10 @@ def test_verify_with_faults_poison_reaches_dead_letter_topic(spark, emulator, tm
     assert plain_dl["figures"]["dead_lettered"] == 2
     assert plain_dl["guarantees"]["dead_letter"] == "holds"
     # Observed: on an ORDERED subscription the emulator does not forward them at all (5+ nacked
-    # attempts, nothing on the dead-letter topic): the checks report dead_letter_missing for each.
+    # attempts, nothing on the dead-letter topic): dead_letter_missing for each poison message that
+    # reached its 5 attempts within the drain timeout (ordering holds the key back, so 1 or 2 of them).
     assert ordered["figures"]["dead_lettered"] == 0
-    assert len(ordered["findings"]["dead_letter_missing"]) == 2
+    assert 1 <= len(ordered["findings"]["dead_letter_missing"]) <= 2
     assert ordered["guarantees"]["dead_letter"] == "violated"
     # Nacked deliveries are recorded with the action taken and the ack result.
     actions = {d["action"] for d in deliveries if d["kind"] == "delivery"}
