@@ -11,7 +11,8 @@ Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resource
 
     {"format": "pubsubguard-plan/1", "project": "pubsubguard", "stack": "dev",
      "gcp_project": "pubsubguard-dev",
-     "resources": [{"urn", "type", "name", "custom", "parent", "id", "inputs", "dependencies"}...],
+     "resources": [{"urn", "type", "name", "custom", "parent", "id", "inputs", "dependencies",
+                    "property_dependencies"}...],
      "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true}}
 """
 
@@ -148,6 +149,11 @@ def make_plan(stack: str = "dev", root: Path | None = None) -> dict:
                 "parent": request.parent or None,
                 "id": response.id or None,
                 "dependencies": sorted(request.dependencies),
+                "property_dependencies": {
+                    key: sorted(value.urns)
+                    for key, value in sorted(request.propertyDependencies.items())
+                    if value.urns
+                },
                 "inputs": _plain(inputs),
             }
             return response

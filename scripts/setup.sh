@@ -36,9 +36,12 @@ make_venv() {
 }
 
 need_py
+venvs_only=false
+[ "${1:-}" = "--venvs-only" ] && venvs_only=true  # e.g. PR review: no Spark or emulator needed
 make_venv .venv pyproject.toml -- -e ".[test]"
 make_venv policies/venv policies/requirements.txt policies/requirements-dev.txt -- \
   -r policies/requirements.txt -r policies/requirements-dev.txt
+$venvs_only && exit 0
 
 if ! command -v java >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

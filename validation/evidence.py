@@ -129,6 +129,11 @@ FINDING_KINDS = {
     "dead_letter_after_ack": ("dead_letter", "error"),
     "dead_letter_early": ("dead_letter", "advisory"),
     "delivery_attempts_exceeded": ("dead_letter", "advisory"),
+    # A deployed setting differs from the declaration (validation.job, via pubsubguard.readback).
+    # The job sets guarantee and severity per setting: `error` on the guarantee a setting carries
+    # (ordering, exactly_once incl. ack deadline, dead_letter, completeness for a missing resource);
+    # this default applies to every other setting.
+    "config_drift": ("config", "advisory"),
 }
 GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness")
 

@@ -16,6 +16,7 @@ def spark_session(master: str | None = None, app_name: str = "pubsubguard-verify
         SparkSession.builder.appName(app_name)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # rich draws the progress bars
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("PUBSUBGUARD_DRIVER_MEMORY", "2g"))
     )
