@@ -443,7 +443,7 @@ def _one_pass(u: DataFrame, skew_us: int) -> DataFrame:
         F.percentile_approx(latency_ms, [0.5, 0.95, 0.99], _LATENCY_ACCURACY).alias("latency"),
         F.max_by(
             _when(key_first, F.struct(c("key").alias("key"), c("key_deliveries").alias("deliveries"))),
-            _when(key_first, c("key_deliveries")),
+            _when(key_first, F.struct(c("key_deliveries"), c("key"))),  # ties: a deterministic pick
             _HOTTEST_KEYS,
         ).alias("hottest_keys"),
     )
@@ -532,7 +532,15 @@ def run_checks(
         F.col("latency")[0].alias("latency_p50_ms"),
         F.col("latency")[1].alias("latency_p95_ms"),
         F.col("latency")[2].alias("latency_p99_ms"),
-        F.coalesce(F.col("hottest_keys"), F.array().cast(STATS_SCHEMA["hottest_keys"].dataType)).alias("hottest_keys"),
+        F.coalesce(
+            F.array_sort(
+                "hottest_keys",
+                lambda x, y: F.when(x["deliveries"] != y["deliveries"], y["deliveries"] - x["deliveries"]).otherwise(
+                    F.when(x["key"] < y["key"], -1).when(x["key"] > y["key"], 1).otherwise(0)
+                ).cast("int"),
+            ),
+            F.array().cast(STATS_SCHEMA["hottest_keys"].dataType),
+        ).alias("hottest_keys"),
     )
     return CheckResults(findings=findings, stats=stats)
 

@@ -382,6 +382,17 @@ def _first_seq(h: History, sub: str, key: str) -> int:
     return min(p["seq"] for p in h.publishes if p["topic"] == topic and p["key"] == key and p["status"] == "ok")
 
 
+def _settled_at(h: History, sub: str, key: str, seq: int, without: dict | None = None) -> int | None:
+    """When the model considers a message settled: first successful ack, or its dead-lettering."""
+    rows = [d for d in _rows(h, sub, key, seq) if d is not without]
+    times = [d["ack_time_us"] for d in rows if d["action"] in ("ack", "late_ack") and d["ack_result"] == "success"]
+    dead = _rows(h, sub, key, seq, kind="dead_letter")
+    if dead:
+        ends = [d["ack_time_us"] if d["action"] in ("ack", "nack") and d["ack_result"] == "success" else d["receive_time_us"] + d["ack_deadline_s"] * S for d in rows]
+        times.append(min(min(d["receive_time_us"] for d in dead), max(ends, default=dead[0]["receive_time_us"])))
+    return min(times, default=None)
+
+
 def _clone_delivery(row: dict, t: int, action: str, h: History) -> dict:
     new = dict(row)
     new.update(
@@ -498,7 +509,8 @@ def mutate_out_of_order_skip(h: History, rng: random.Random):
     seq = rng.choice(later)
     m = h.copy()
     template = next(d for d in _rows(m, s, k, seq))
-    m.deliveries.append(_clone_delivery(template, first["receive_time_us"] - MS, "nack", m))
+    # earlier than the key's first delivery by more than the skew, so its first seq is surely unsettled
+    m.deliveries.append(_clone_delivery(template, first["receive_time_us"] - CHECK_SKEW_US - 100 * MS, "nack", m))
     return m, Injection("out_of_order", s, k, seq, form="skip", note="delivered before the key's first message")
 
 
@@ -516,6 +528,9 @@ def mutate_out_of_order_regression(h: History, rng: random.Random):
             resolved = max(
                 x["ack_time_us"] or x["receive_time_us"] + x["ack_deadline_s"] * S for x in batch
             )
+            settled = _settled_at(h, s, k, d["seq"])
+            if settled is not None and settled <= resolved + MS + CHECK_SKEW_US + 100 * MS:
+                continue  # the failed message was already settled (a replay): going back above it is legal
             cands.append((s, k, batch[-1], resolved + MS))
     if not cands:
         return None
@@ -535,8 +550,9 @@ def mutate_out_of_order_rewind_without_replay(h: History, rng: random.Random):
             a, b, c = order[p], order[p + 1], order[p + 2]
             high = max(x["seq"] for x in order[:p])
             if a["seq"] <= order[p - 1]["seq"] and b["seq"] == a["seq"] + 1 and c["seq"] == a["seq"] + 2 and b["seq"] <= high:
-                settled = [x["ack_time_us"] for x in order[:p] if x["seq"] == b["seq"] and x["action"] in ("ack", "late_ack") and x["ack_result"] == "success"]
-                if settled and min(settled) + CHECK_SKEW_US < c["receive_time_us"]:
+                # every seq below c settled well before c arrives: only the missing replay is wrong
+                below = [_settled_at(h, s, k, q, without=b) for q in {x["seq"] for x in order if x["seq"] < c["seq"]}]
+                if all(t is not None and t < c["receive_time_us"] + CHECK_SKEW_US - 100 * MS for t in below):
                     cands.append((s, k, b, c))
     if not cands:
         return None
