@@ -1,0 +1,164 @@
+"""Speed of the Spark checks beside a DuckDB floor, on generated delivery logs of 1M and 10M rows.
+
+    .venv/bin/python benchmarks/bench_checks.py                      # 1M and 10M rows
+    .venv/bin/python benchmarks/bench_checks.py --sizes 1000000     # one size
+
+The logs are legal histories from `validation.histories` (four subscriptions: plain, ordered,
+exactly-once, dead-lettering), tiled to size under renamed keys, plus one mutated copy so the
+findings and their evidence join are exercised. They are written once as Parquet under
+`benchmarks/out/checks-<rows>/` (the probe's layout) and reused.
+
+For each size, in the same run:
+- Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
+  collected -- the whole verdict, wall time;
+- floor: DuckDB (2 threads, in a subprocess) on the same files doing the least work any checker
+  must do: read the columns the checks read, sort by (subscription, key, receive time), count
+  deliveries per message id.
+Prints rows/s for both, the ratio, 10M/1M scaling and the driver's peak memory (JVM VmHWM; the
+driver's Python process separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from validation import histories as H  # noqa: E402
+from validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
+
+SUBSCRIPTIONS = [
+    DeclaredSubscription("bench-plain", "bench-plain-topic"),
+    DeclaredSubscription("bench-ordered", "bench-ordered-topic", ordering=True),
+    DeclaredSubscription("bench-eod", "bench-eod-topic", exactly_once=True, ack_deadline_s=60),
+    DeclaredSubscription("bench-dl", "bench-dl-topic", max_delivery_attempts=5, dead_letter_topic="bench-dlq"),
+]
+WORKLOAD = H.Workload(keys=40, messages_per_key=60, poison_rate=0.02, fault_rate=0.15, duplicate_rate=0.1)
+COLUMNS = (
+    "run_id, subscription, kind, message_id, key, seq, probe_run, delivery_attempt, receive_time_us, "
+    "ack_deadline_s, action, ack_result, ack_time_us, dl_source_delivery_count"
+)
+FLOOR = """
+import duckdb, json, sys, time
+con = duckdb.connect()
+con.execute("PRAGMA threads=2")
+t = time.perf_counter()
+con.execute("CREATE TEMP TABLE s AS SELECT {cols} FROM read_parquet('{path}/deliveries/*.parquet') "
+            "ORDER BY subscription, key, receive_time_us")
+n = con.execute("SELECT count(*), sum(c) FROM (SELECT message_id, count(*) AS c FROM s GROUP BY message_id)").fetchone()
+print(json.dumps({{"seconds": time.perf_counter() - t, "messages": n[0], "rows": int(n[1])}}))
+"""
+
+
+def build(rows: int, out: Path) -> Path:
+    directory = out / f"checks-{rows}"
+    if (directory / "run.json").exists():
+        return directory
+    legal = H.generate(SUBSCRIPTIONS, WORKLOAD, seed=7, run_id="bench")
+    per_copy = len(legal.deliveries)
+    copies = max(1, round(rows / per_copy) - 1)
+    pubs, dels = H.tile(legal, copies)
+    mutated = legal
+    for name in ("lost", "out_of_order/skip", "duplicate_after_ack", "dead_letter_missing"):
+        result = H.MUTATORS[name](mutated, random.Random(1))
+        if result:
+            mutated = result[0]
+    mp, md = H.tile(mutated, 1)
+    # the mutated copy under its own key suffix
+    for column in ("key", "message_id"):
+        mp = _suffixed(mp, column, "~mut")
+        md = _suffixed(md, column, "~mut")
+    publishes = pa.concat_tables([pubs, mp])
+    deliveries = pa.concat_tables([dels, md])
+    H.write_evidence(directory, "bench", SUBSCRIPTIONS, publishes, deliveries, target="generated")
+    return directory
+
+
+def _suffixed(table: pa.Table, column: str, suffix: str) -> pa.Table:
+    i = table.schema.get_field_index(column)
+    return table.set_column(i, table.schema.field(i), pc.binary_join_element_wise(table[column], pa.scalar(suffix), ""))
+
+
+def jvm_peak_mib(spark) -> float:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def spark_checks(spark, directory: Path) -> dict:
+    from validation.checks import run_checks
+
+    run = RunInfo.read(directory)
+    t = time.perf_counter()
+    publishes = spark.read.parquet(str(directory / "publishes"))
+    deliveries = spark.read.parquet(str(directory / "deliveries"))
+    results = run_checks(publishes, deliveries, run.subscriptions)
+    findings = results.findings.collect()
+    stats = results.stats.collect()
+    seconds = time.perf_counter() - t
+    kinds: dict[str, int] = {}
+    for f in findings:
+        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+    return {"seconds": seconds, "findings": kinds, "delivered": sum(s.delivered for s in stats)}
+
+
+def floor(directory: Path) -> dict:
+    code = FLOOR.format(cols=COLUMNS, path=directory)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000", help="delivery rows per log, comma-separated")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    parser.add_argument("--shuffle-partitions", type=int, default=8)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    from validation.session import spark_session
+
+    dirs = {}
+    for rows in sizes:
+        t = time.perf_counter()
+        dirs[rows] = build(rows, args.out)
+        print(f"log {rows:>11,} rows: {dirs[rows]} ({time.perf_counter() - t:.1f} s to make or find)", flush=True)
+
+    spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
+    spark_checks(spark, dirs[sizes[0]])  # warm-up: JIT, class loading
+    results = {}
+    for rows in sizes:
+        s = spark_checks(spark, dirs[rows])
+        f = floor(dirs[rows])
+        n = f["rows"]
+        results[rows] = (s, f)
+        print(
+            f"{n:>11,} rows  spark {s['seconds']:7.2f} s {n / s['seconds']:>12,.0f} rows/s   "
+            f"duckdb floor {f['seconds']:6.2f} s {n / f['seconds']:>12,.0f} rows/s   ratio {s['seconds'] / f['seconds']:5.2f}x   "
+            f"findings {s['findings']}",
+            flush=True,
+        )
+    if len(sizes) > 1:
+        lo, hi = sizes[0], sizes[-1]
+        print(f"scaling {hi:,}/{lo:,} rows: spark {results[hi][0]['seconds'] / results[lo][0]['seconds']:.2f}x, "
+              f"duckdb {results[hi][1]['seconds'] / results[lo][1]['seconds']:.2f}x")
+    print(f"driver peak memory: JVM {jvm_peak_mib(spark):,.0f} MiB, Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
