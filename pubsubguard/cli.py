@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from pubsubguard.errors import UserError
@@ -31,8 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so every `finally` runs: emulators stopped, probe twins deleted.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.run(args) or 0)
     except UserError as err:

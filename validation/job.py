@@ -392,6 +392,9 @@ def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | Non
                 pass
 
 
+PUBLISH_JOB_GROUP = "pubsubguard-publish"
+
+
 class Probe:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
@@ -445,7 +448,7 @@ class Probe:
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}}
         slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
         try:
-            self.sc.setJobDescription("pubsubguard probe: publish")
+            self.sc.setJobGroup(PUBLISH_JOB_GROUP, "pubsubguard probe: publish")
             self.sc.parallelize(self.keys, min(len(self.keys), slots)).mapPartitions(
                 partial(publish_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
@@ -491,12 +494,29 @@ class Probe:
             self.threads.append(thread)
         thread.start()
 
+    def _wait_for_publisher_slot(self, timeout_s: float = 180.0) -> None:
+        """Subscriber tasks hold their slot for the whole run: submitting them before the publisher's
+        tasks are running could leave the publisher without a slot until they end."""
+        tracker = self.sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while not self.publish_done.is_set():
+            for job_id in tracker.getJobIdsForGroup(PUBLISH_JOB_GROUP):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage and (stage.numActiveTasks > 0 or stage.numCompletedTasks > 0):
+                        return
+            if time.monotonic() > deadline:
+                raise VerifyError(f"the publisher job got no Spark slot within {timeout_s:.0f}s "
+                                  f"(master {self.sc.master}, default parallelism {self.sc.defaultParallelism})")
+            time.sleep(0.1)
+
     # -- run -------------------------------------------------------------------------------
     def run(self) -> None:
         total = self.args.keys * self.args.messages_per_key * len(self.probed)
         crash_after = max(5, total // (self.args.subscribers * 4))
         self._start(self._publish_job)
-        time.sleep(0.5)  # FIFO: the publisher job takes its slot first
+        self._wait_for_publisher_slot()
         for index in range(self.args.subscribers):
             self._start(self._subscriber_job, self._subscriber_spec(crash_after if index < self.faults.crash else None))
         if self.faults.crash > self.args.subscribers:
