@@ -3,8 +3,12 @@
 Grammar: a comma-separated list of `name=value`, each name at most once:
 
     nack=F      nack a fraction F (0..1) of deliveries
-    expire=F    hold a fraction F of deliveries without ack past their deadline (lease extension
-                stopped), then ack with the now stale ack id (`late_ack`; exactly-once must reject it)
+    expire=F    hold a fraction F of deliveries without ack past their deadline (released from the
+                client's lease management at once, so the lease is not extended and the message neither
+                blocks its ordering key nor counts against flow control), then ack with the now stale
+                ack id (`late_ack`; exactly-once must reject it). Only a delivery received within its
+                ack deadline of the publish can be held, so a message expires at most once: its
+                redelivery comes later than that and is not held again (no chain of deadlines)
     poison=F    mark a fraction F of published messages poison (at least one per topic when F > 0):
                 subscribers on dead-lettering subscriptions nack them every time, so they must reach
                 the dead-letter topic after the declared attempts
@@ -92,11 +96,15 @@ def poison_set(run_id: str, topic: str, keys: list[str], messages_per_key: int, 
     return {(k, s) for _, k, s in ranked[:count]}
 
 
-def delivery_action(faults: Faults, run_id: str, subscription: str, message_id: str, attempt_token: object) -> str:
-    """'nack', 'expire' or 'ack' for one delivery of a non-poison message."""
+def delivery_action(faults: Faults, run_id: str, subscription: str, message_id: str, attempt_token: object,
+                    may_expire: bool = True) -> str:
+    """'nack', 'expire' or 'ack' for one delivery of a non-poison message.
+
+    `may_expire` False (a delivery later than one ack deadline after the publish, e.g. the redelivery
+    of an expired message) turns an 'expire' draw into 'ack'."""
     draw = unit(run_id, "delivery", subscription, message_id, attempt_token)
     if draw < faults.nack:
         return "nack"
     if draw < faults.nack + faults.expire:
-        return "expire"
+        return "expire" if may_expire else "ack"
     return "ack"

@@ -44,8 +44,20 @@ from validation import evidence
 from validation.declared import DeclaredEstate, estate_from_plan, short_name
 from validation.faults import Faults, parse_faults, poison_set
 from validation.isolation import Twins, cleanup, plan_twins
+from validation.probe import NOTES_PREFIX, READY_PREFIX
 
 DEFAULT_FAULTS = ""
+EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
+# Added to the longest ack deadline for the default drain timeout: a message held by a crashed task or
+# by the expire fault is redelivered one deadline later (it expires at most once, validation.faults).
+DRAIN_SLACK_S = 30.0
+CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
+CRASH_AFTER_MAX = 10  # it starts holding (not acking) after at most this many deliveries
+READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
+# Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
+# failure's full text goes to <evidence>/failure-<task>.txt and the report instead.
+CRASH_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.api.python.PythonRunner", "org.apache.spark.api.python.PythonGatewayServer")
 CONFIG_DRIFT = "config_drift"
 # Settings whose drift breaks a declared guarantee (error); any other drift is advisory.
 GUARANTEE_OF_SETTING = {
@@ -81,8 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--keys", type=int, default=8, help="ordering keys per topic (default 8)")
     work.add_argument("--messages-per-key", type=int, default=25, help="messages per key (default 25)")
     work.add_argument("--subscribers", type=int, default=2, help="subscriber tasks (default 2)")
-    work.add_argument("--drain-timeout", type=float, default=180.0,
-                      help="seconds to wait after publishing for every message to be settled (default 180)")
+    work.add_argument("--drain-timeout", type=float, default=None,
+                      help="seconds to wait after publishing for every message to be settled (default: the "
+                           f"longest probed ack deadline + {EXPIRE_MARGIN_S:.0f} s expire margin + {DRAIN_SLACK_S:.0f} s)")
     work.add_argument("--skew-us", type=int, default=250_000, help="clock skew tolerated between tasks")
     out = parser.add_argument_group("output")
     out.add_argument("--report", type=Path, default=None, help="report directory (default: out/<stack>/report)")
@@ -146,6 +159,12 @@ def resolve_target(args, estate: DeclaredEstate) -> str | None:
             "deploy, or pass --allow-shared-subscriptions to accept that (docs/verification.md)"
         )
     return None
+
+
+def default_drain_timeout(twin_specs) -> float:
+    """The longest ack deadline of a probed twin + the expire margin + slack (see DRAIN_SLACK_S)."""
+    deadlines = [t.ack_deadline_s for t in twin_specs if not t.drain] or [facts.ACK_DEADLINE_DEFAULT_S]
+    return max(deadlines) + EXPIRE_MARGIN_S + DRAIN_SLACK_S
 
 
 def report_dir(args) -> Path:
@@ -259,7 +278,8 @@ def _restore_signal_handlers(saved: dict) -> None:
 def run_verify(args, spark=None) -> int:
     faults = parse_faults(args.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
-        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+        if getattr(args, name) is not None:
+            _positive(f"--{name.replace('_', '-')}", getattr(args, name))
     plan, estate = load_estate(args)
     emulator_host = resolve_target(args, estate)
     run_id = uuid.uuid4().hex
@@ -268,6 +288,8 @@ def run_verify(args, spark=None) -> int:
     if not probed:
         raise VerifyError(f"stack {estate.stack!r}: no pull subscription to probe (push/export ones are not probed)")
     twin_specs = plan_twins(estate, run_id)
+    if args.drain_timeout is None:
+        args.drain_timeout = default_drain_timeout(twin_specs)
     observations: list[str] = []
     if args.target == "emulator":
         observations.append(
@@ -325,6 +347,10 @@ def run_verify(args, spark=None) -> int:
         stop_file.touch()
         if session is not None:
             session.sparkContext.cancelAllJobs()
+        for ready in evidence_dir.glob(f"{READY_PREFIX}*"):
+            ready.unlink(missing_ok=True)
+        for notes in sorted(evidence_dir.glob(f"{NOTES_PREFIX}*.txt")):
+            observations.extend(line for line in notes.read_text().splitlines() if line)
         left = twins.delete()
         if left:
             observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
@@ -445,7 +471,8 @@ class Probe:
         from validation.probe import publish_partition
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
-                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}}
+                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()},
+                "ready_timeout_s": READY_TIMEOUT_S}
         slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
         try:
             self.sc.setJobGroup(PUBLISH_JOB_GROUP, "pubsubguard probe: publish")
@@ -464,8 +491,8 @@ class Probe:
         total = self.args.keys * self.args.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": str(self.stop_file), "crash_after": crash_after,
-                "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3, "expire_margin_s": 2.0,
-                "expected": total}
+                "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3,
+                "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
 
     def _subscriber_job(self, spec: dict) -> None:
         from functools import partial
@@ -478,12 +505,16 @@ class Probe:
         except BaseException as err:  # noqa: BLE001
             if self.stop_file.exists():
                 return
-            text = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+            full = str(err) or type(err).__name__
+            failure_file = self.evidence_dir / f"failure-{spec['task_id']}.txt"
+            failure_file.write_text(full + "\n")
+            text = _spark_cause(full)
             if spec["crash_after"] is not None:
                 self.observations.append(f"subscriber task {spec['task_id']} crashed as injected (crash fault); "
-                                         f"Spark reported: {text}")
+                                         f"Spark reported: {text} (full text: {failure_file})")
             else:
-                self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text}")
+                self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text} "
+                                         f"(full text: {failure_file})")
             replacement = self._subscriber_spec(None)
             self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
             self._start(self._subscriber_job, replacement)
@@ -513,8 +544,24 @@ class Probe:
 
     # -- run -------------------------------------------------------------------------------
     def run(self) -> None:
+        slots = self.sc.defaultParallelism
+        if self.args.subscribers > slots:
+            raise VerifyError(f"--subscribers {self.args.subscribers}: Spark master {self.sc.master} has {slots} task "
+                              "slots and each subscriber task holds one for the whole run; the others would never "
+                              f"start (use --subscribers {slots} or fewer, or a master with more slots)")
         total = self.args.keys * self.args.messages_per_key * len(self.probed)
-        crash_after = max(5, total // (self.args.subscribers * 4))
+        # The crashing task dies early (it starts before publishing, so its first deliveries come at
+        # once) and its held messages come back one deadline later.
+        crash_after = max(3, min(CRASH_AFTER_MAX, total // (self.args.subscribers * 4)))
+        if self.faults.crash:
+            _quiet_crash_logs(self.sc, True)
+        try:
+            self._run(total, crash_after)
+        finally:
+            if self.faults.crash:
+                _quiet_crash_logs(self.sc, False)
+
+    def _run(self, total: int, crash_after: int) -> None:
         self._start(self._publish_job)
         self._wait_for_publisher_slot()
         for index in range(self.args.subscribers):
@@ -549,6 +596,44 @@ class Probe:
         self.stop_file.touch()
         for thread in list(self.threads):
             thread.join(timeout=30)
+
+
+def _spark_cause(text: str) -> str:
+    """The line of a Spark job failure that says why (not py4j's "An error occurred while calling ...")."""
+    import re
+
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "Python worker exited unexpectedly" in line:
+            return "Python worker exited unexpectedly (crashed)"
+    python_errors = [line for line in lines if re.match(r"^([a-z_][\w]*\.)+[A-Z]\w*: ", line)
+                     and not line.startswith(("org.", "java.", "py4j.", "scala."))]
+    if python_errors:
+        return python_errors[-1][:300]
+    for line in lines:
+        if "Exception" in line and "An error occurred while calling" not in line:
+            return line[:300]
+    return (lines[0] if lines else "no message")[:300]
+
+
+_saved_levels: dict[str, object] = {}
+
+
+def _quiet_crash_logs(sc, quiet: bool) -> None:
+    """Silence (or restore) Spark's ERROR lines for a task's death while crashes are injected."""
+    try:
+        jvm = sc._jvm
+        log_manager = jvm.org.apache.logging.log4j.LogManager
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in CRASH_LOGGERS:
+            if quiet:
+                _saved_levels[name] = log_manager.getLogger(name).getLevel()
+                configurator.setLevel(name, off)
+            elif name in _saved_levels:
+                configurator.setLevel(name, _saved_levels.pop(name))
+    except Exception:  # noqa: BLE001 - a cluster without log4j 2 keeps its logs; nothing else depends on it
+        pass
 
 
 class _NoProgress:

@@ -13,11 +13,18 @@ ordering key is recorded and the key resumed with `resume_publish`.
 
 Subscriber: one streaming pull per twin subscription (through the declared consumer endpoint), lease
 extension pinned to the declared ack deadline, `ack_with_response()` / `nack_with_response()` with the
-result recorded for every delivery. Faults (`validation.faults`) decide nack / expire (hold past the
-deadline, then the stale `late_ack`) / ack; poison messages are nacked on dead-lettering
-subscriptions. Messages carrying `CloudPubSubDeadLetterSource*` attributes are recorded as
-`kind=dead_letter` for the source subscription. A task chosen to crash holds a few deliveries without
-acking, flushes its evidence and ends its Python worker with `os._exit`.
+result recorded for every delivery. Faults (`validation.faults`) decide nack / expire / ack; poison
+messages are nacked on dead-lettering subscriptions. An expired delivery is `drop()`ped from the
+client's lease management at once (its lease is not extended, it frees its flow-control slot and, on
+an ordered subscription, its ordering key: holding it must not delay other messages *in our client*)
+and acked past its deadline with a unary `Acknowledge` of the stale ack id (`late_ack`, the result
+recorded). Messages carrying `CloudPubSubDeadLetterSource*` attributes are recorded as
+`kind=dead_letter` for the source subscription. A task chosen to crash streams with a small prefetch
+(`crash_prefetch` messages per twin, so a dead client holds a few messages, not the whole backlog),
+holds a few deliveries without acking, flushes its evidence and ends its Python worker with
+`os._exit`. A task announces that its streams are open with `<evidence>/_ready-<task>`; the publisher
+waits for the first one (up to `ready_timeout_s`) so publish->delivery latency does not include a
+subscriber's start-up.
 """
 
 from __future__ import annotations
@@ -104,6 +111,21 @@ def _client_options(spec: dict, endpoint: str) -> dict | None:
     return {"api_endpoint": endpoint} if spec["target"] == "gcp" else None
 
 
+READY_PREFIX = "_ready-"
+NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
+
+
+def wait_for_subscriber(evidence_dir: Path, timeout_s: float) -> bool:
+    """Wait until a subscriber task has its streams open (or the timeout): True when one has."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if any(evidence_dir.glob(f"{READY_PREFIX}*")):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 # ----------------------------------------------------------------------------------------- publish
 def publish_partition(spec: dict, keys) -> list[dict]:
     """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
@@ -115,6 +137,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
     writer = PartWriter(Path(spec["evidence_dir"]) / "publishes", evidence.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", 500), spec.get("flush_s", 1.0))
+    wait_for_subscriber(Path(spec["evidence_dir"]), spec.get("ready_timeout_s", 0))
     clients: dict[str, object] = {}
     pending: list = []
     counts = {"ok": 0, "error": 0}
@@ -178,8 +201,67 @@ def _ack_result(future) -> str:
             AcknowledgeStatus.FAILED_PRECONDITION: "failed_precondition",
             AcknowledgeStatus.PERMISSION_DENIED: "permission_denied",
         }.get(err.error_code, "other")
-    except Exception:  # noqa: BLE001
-        return "other"
+    except Exception as err:  # noqa: BLE001 - a unary call's error (`_PulledMessage`)
+        return _unary_ack_result(err)
+
+
+def _unary_ack_result(err: Exception | None) -> str:
+    """The outcome of a unary Acknowledge, in the streaming client's vocabulary (`_ack_result`)."""
+    from google.api_core import exceptions
+
+    if err is None:
+        return "success"
+    text = f"{err} {getattr(err, 'reason', '')} {getattr(err, 'metadata', '')} {getattr(err, 'details', '')}"
+    if isinstance(err, exceptions.InvalidArgument) and "INVALID_ACK_ID" in text:
+        return "invalid_ack_id"
+    if isinstance(err, exceptions.FailedPrecondition):
+        return "failed_precondition"
+    if isinstance(err, exceptions.PermissionDenied):
+        return "permission_denied"
+    return "other"
+
+
+class _PulledMessage:
+    """A message from a unary `Pull`, with the part of the streaming client's `Message` the callback uses.
+
+    Acks and nacks are unary `Acknowledge` / `ModifyAckDeadline(0)` calls; their futures are complete."""
+
+    def __init__(self, client, subscription: str, received):
+        self._client = client
+        self._subscription = subscription
+        message = received.message
+        self.message_id = message.message_id
+        self.attributes = message.attributes
+        self.publish_time = message.publish_time
+        self.ordering_key = message.ordering_key
+        self.ack_id = received.ack_id
+        self.delivery_attempt = received.delivery_attempt or None  # as the streaming Message: None for 0
+        self._received_timestamp = time.time()
+
+    def _call(self, call):
+        from concurrent.futures import Future
+
+        future = Future()
+        try:
+            call()
+            future.set_result(None)
+        except Exception as err:  # noqa: BLE001 - the outcome is the evidence
+            future.set_exception(err)
+        return future
+
+    def ack_with_response(self):
+        return self._call(lambda: self._client.acknowledge(subscription=self._subscription, ack_ids=[self.ack_id],
+                                                           timeout=60))
+
+    def nack_with_response(self):
+        return self._call(lambda: self._client.modify_ack_deadline(
+            subscription=self._subscription, ack_ids=[self.ack_id], ack_deadline_seconds=0, timeout=60))
+
+    def ack(self) -> None:
+        self.ack_with_response()
+
+    def drop(self) -> None:
+        pass  # no client-side lease to release
 
 
 class _Subscriber:
@@ -199,6 +281,8 @@ class _Subscriber:
         self.crash_held: list[dict] = []
         self.timers: list[threading.Timer] = []
         self.held: dict[int, dict] = {}  # rows of deliveries held for a late ack
+        self.clients: dict[str, object] = {}  # consumer endpoint -> SubscriberClient
+        self.noted: set[str] = set()
 
     def row(self, twin: dict, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
@@ -248,8 +332,27 @@ class _Subscriber:
 
         future.add_done_callback(record)
 
+    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+        """Ack an expired delivery with its stale ack id, outside the streaming client (it was dropped)."""
+        with self.lock:
+            if self.held.pop(id(row), None) is None:
+                return  # the run ended first; recorded as `expire`
+        row["action"] = "late_ack"
+        row["ack_time_us"] = now_us()
+        error = None
+        try:
+            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id], timeout=60)
+        except Exception as err:  # noqa: BLE001 - the result is the evidence
+            error = err
+        row["ack_result"] = _unary_ack_result(error)
+        self.writer.add(row)
+
     def callback(self, twin: dict, message) -> None:
-        received_us = now_us()
+        # When the client library took the message off the stream (after its receipt modack, which starts
+        # the ack deadline), not when a callback thread got to it: on a busy machine that queueing alone
+        # took 0.6 s, which would count as delivery latency and shift the deadline the checks assume.
+        received = getattr(message, "_received_timestamp", None)
+        received_us = int(received * 1_000_000) if received else now_us()
         attributes = dict(message.attributes)
         row = self.row(twin, message, received_us, attributes)
         with self.lock:
@@ -275,11 +378,16 @@ class _Subscriber:
         if attributes.get("poison") == "1" and twin["dead_lettering"]:
             self.settle(message, row, "nack")
             return
+        # Only a delivery within one deadline of its publish may be held: a message expires at most once.
+        may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < twin["ack_deadline_s"] * 1e6
         action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
-                                 f"{self.task}:{local_count}")
+                                 f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
+            # Out of the client's lease management now: no extension, no flow-control slot, and the
+            # ordering key is free; the service's deadline (set by the receipt modack) runs out.
+            message.drop()
             hold = twin["ack_deadline_s"] + self.spec.get("expire_margin_s", 2.0)
-            timer = threading.Timer(hold, self.settle, args=(message, row, "late_ack"))
+            timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
             timer.daemon = True
             with self.lock:
                 self.timers.append(timer)
@@ -302,31 +410,76 @@ class _Subscriber:
         self.writer.close()
         os._exit(CRASH_EXIT_CODE)  # a real death of the Python worker, holding unacked messages
 
+    def note(self, line: str) -> None:
+        """An observation for the report, once per distinct line (also survives the crash)."""
+        with self.lock:
+            if line in self.noted:
+                return
+            self.noted.add(line)
+            with open(Path(self.spec["evidence_dir"]) / f"{NOTES_PREFIX}{self.task}.txt", "a") as out:
+                out.write(f"subscriber task {self.task}: {line}\n")
+
+    def ready(self) -> None:
+        (Path(self.spec["evidence_dir"]) / f"{READY_PREFIX}{self.task}").touch()
+
+    def pull_until_crash(self, stop_file: Path, end: float) -> None:
+        """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time:
+        a streaming pull would take (and, dead, hold) the whole backlog where the target ignores the
+        stream's flow control (the emulator does), and all of it would wait for its ack deadline."""
+        from google.api_core import exceptions
+
+        self.ready()
+        batch = self.spec.get("crash_prefetch", 1)
+        while time.time() < end and not stop_file.exists():
+            got = 0
+            for twin in self.spec["twins"]:
+                client = self.clients[twin["consumer_endpoint"]]
+                try:
+                    response = client.pull(subscription=twin["path"], max_messages=batch, return_immediately=True,
+                                           timeout=5, retry=None)
+                except exceptions.GoogleAPICallError as err:
+                    self.note(f"unary Pull on {twin['declared_name']} (probe twin {twin['path'].rsplit('/', 1)[-1]}) "
+                              f"failed: {type(err).__name__}: {str(err)[:200]}")
+                    continue
+                for received in response.received_messages:
+                    got += 1
+                    self.callback(twin, _PulledMessage(client, twin["path"], received))
+                if self.should_crash():
+                    self.crash()
+            if not got:
+                time.sleep(0.05)
+
     def run(self) -> list[dict]:
         from google.cloud import pubsub_v1
         from google.cloud.pubsub_v1.types import FlowControl
 
         _use_target(self.spec)
-        clients: dict[str, object] = {}
+        clients = self.clients
         futures = []
         stop_file = Path(self.spec["stop_file"])
+        end = self.spec["end_time"]
         try:
             for twin in self.spec["twins"]:
                 endpoint = twin["consumer_endpoint"]
                 if endpoint not in clients:
                     clients[endpoint] = pubsub_v1.SubscriberClient(client_options=_client_options(self.spec, endpoint))
+            if self.crash_after is not None:
+                self.pull_until_crash(stop_file, end)
+                return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+            for twin in self.spec["twins"]:
+                endpoint = twin["consumer_endpoint"]
                 deadline = twin["ack_deadline_s"]
                 flow = FlowControl(
                     max_messages=self.spec.get("max_outstanding", 1000),
-                    # Leases are pinned to the declared deadline and never extended past ~1 s of holding,
-                    # so a held message really expires at receive + deadline.
-                    max_lease_duration=1,
+                    # Leases (receipt modack and extensions) are the declared deadline; a message waiting
+                    # in the client is extended until the run ends (an expired one is dropped instead).
+                    max_lease_duration=max(60, self.spec["end_time"] - time.time()),
                     min_duration_per_lease_extension=deadline,
                     max_duration_per_lease_extension=deadline,
                 )
                 futures.append(clients[endpoint].subscribe(
                     twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
-            end = self.spec["end_time"]
+            self.ready()
             while time.time() < end and not stop_file.exists():
                 if self.should_crash():
                     self.crash()

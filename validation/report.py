@@ -62,6 +62,20 @@ def build(spark, evidence_dir: Path, info: evidence.RunInfo) -> dict:
     from validation.checks import guarantee_status, run_checks
 
     publishes, deliveries = read_evidence(spark, evidence_dir)
+    # The checks, the figures and the plots all read the evidence: read its part files once.
+    publishes, deliveries = publishes.cache(), deliveries.cache()
+    try:
+        return _build(spark, evidence_dir, info, publishes, deliveries)
+    finally:
+        publishes.unpersist()
+        deliveries.unpersist()
+
+
+def _build(spark, evidence_dir: Path, info: evidence.RunInfo, publishes, deliveries) -> dict:
+    from pyspark.sql import functions as F
+
+    from validation.checks import guarantee_status, run_checks
+
     probed = [s for s in info.subscriptions if s.name not in info.tested]
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", 250_000)))
     findings = [_finding(r.asDict(recursive=True)) for r in results.findings.collect()]
@@ -269,11 +283,26 @@ def render_html(result: dict) -> str:
 """
 
 
-def print_summary(result: dict, report: Path) -> None:
+SUMMARY_MIN_WIDTH = 160  # when stdout is not a terminal (a log, CI): wide enough for the whole table
+
+
+def _console():
+    """A terminal's own width; otherwise at least SUMMARY_MIN_WIDTH columns (rich would assume 80 and
+    truncate the table's cells to "orders…")."""
+    import shutil
+    import sys
+
     from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=max(shutil.get_terminal_size((SUMMARY_MIN_WIDTH, 24)).columns, SUMMARY_MIN_WIDTH))
+
+
+def print_summary(result: dict, report: Path) -> None:
     from rich.table import Table
 
-    console = Console(stderr=False)
+    console = _console()
     table = Table(title=f"pubsubguard verify · run {result['run_id'][:8]} · target {result['target']}")
     table.add_column("subscription")
     for g in evidence.GUARANTEES:
