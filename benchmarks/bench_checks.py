@@ -53,6 +53,7 @@ FLOOR = """
 import duckdb, json, sys, time
 con = duckdb.connect()
 con.execute("PRAGMA threads=2")
+con.execute("PRAGMA disable_progress_bar")
 t = time.perf_counter()
 con.execute("CREATE TEMP TABLE s AS SELECT {cols} FROM read_parquet('{path}/deliveries/*.parquet') "
             "ORDER BY subscription, key, receive_time_us")
@@ -118,7 +119,7 @@ def spark_checks(spark, directory: Path) -> dict:
 def floor(directory: Path) -> dict:
     code = FLOOR.format(cols=COLUMNS, path=directory)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:

@@ -266,7 +266,10 @@ def _findings_of(a: DataFrame, in_order: Column, skew_us: int) -> Column:
     n = c("max_attempts")
     attempts = F.greatest(c("n_del"), F.coalesce(c("max_attempt"), F.lit(0)))
 
+    conditions = []
+
     def finding(kind: str, cond: Column, detail: Column, ev_seqs: Column | None = None, severity: Column | None = None):
+        conditions.append(cond)
         sev = severity if severity is not None else F.lit(FINDING_KINDS[kind][1])
         seqs = ev_seqs if ev_seqs is not None else F.array(c("seq"))
         return F.when(
@@ -407,18 +410,23 @@ def _findings_of(a: DataFrame, in_order: Column, skew_us: int) -> Column:
         fmt("%d delivery attempts, more than the declared %d (best effort)", attempts, n),
     )
     candidates = [lost, unexpected, dup_after_ack, dup_outstanding, stale, out_of_order, missing, after_ack, early, exceeded]
-    return F.filter(F.array(*candidates), lambda x: x.isNotNull())
+    flagged = conditions[0]
+    for cond in conditions[1:]:
+        flagged = flagged | cond
+    flagged = F.coalesce(flagged, F.lit(False))
+    # The array (a higher-order filter, interpreted) is only built for the few flagged rows.
+    return flagged, F.filter(F.array(*candidates), lambda x: x.isNotNull())
 
 
 def _one_pass(u: DataFrame, skew_us: int) -> DataFrame:
     c = F.col
     a, in_order = _annotate(u.repartition("subscription", "key"), skew_us)
-    found = _findings_of(a, in_order, skew_us)
-    # Each row yields its findings plus one statistics element (kind null).
+    flagged, found = _findings_of(a, in_order, skew_us)
+    # Each row yields one statistics element (kind null), a flagged row its findings too.
     stats_elem = F.array(F.struct(F.lit(None).cast("string").alias("kind"), *[
         F.lit(None).cast(t).alias(n) for n, t in (("severity", "string"), ("detail", "string"), ("ev_seqs", "array<bigint>"))
     ]))
-    exploded = a.select("*", F.explode(F.concat(found, stats_elem)).alias("f"))
+    exploded = a.select("*", F.explode(F.when(flagged, F.concat(found, stats_elem)).otherwise(stats_elem)).alias("f"))
     is_stats = c("f.kind").isNull()
     first = is_stats & (c("rn_msg") == 1) & c("known")
     latency_ms = _when(first & c("pub_t").isNotNull() & c("first_recv").isNotNull(), (c("first_recv") - c("pub_t")) / 1000.0)
@@ -451,13 +459,14 @@ def _one_pass(u: DataFrame, skew_us: int) -> DataFrame:
 
 # -- evidence ---------------------------------------------------------------------------------
 def _evidence_rows(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
+    """Every publish (per subscription of its topic) and delivery row, its columns kept in a struct."""
     dels = deliveries.select(
         "subscription",
         "key",
         "seq",
         "message_id",
         F.col("receive_time_us").alias("t"),
-        F.to_json(F.struct(F.lit("delivery").alias("source"), *deliveries.columns)).alias("row"),
+        F.struct(F.lit("delivery").alias("source"), *deliveries.columns).alias("row"),
     )
     pubs = publishes.join(F.broadcast(config.select("topic", "subscription")), "topic").select(
         "subscription",
@@ -465,31 +474,43 @@ def _evidence_rows(publishes: DataFrame, deliveries: DataFrame, config: DataFram
         "seq",
         "message_id",
         F.col("publish_time_us").alias("t"),
-        F.to_json(F.struct(F.lit("publish").alias("source"), *publishes.columns)).alias("row"),
+        F.struct(F.lit("publish").alias("source"), *publishes.columns).alias("row"),
     )
-    return pubs.unionByName(dels)
+    return pubs, dels
 
 
-def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
-    f = core.alias("f")
-    r = rows.alias("r")
-    cond = (
-        (F.col("f.subscription") == F.col("r.subscription"))
-        & F.col("f.key").eqNullSafe(F.col("r.key"))
-        & (
-            F.when(F.col("f.kind") == "unexpected", F.col("r.message_id") == F.col("f.message_id")).otherwise(
-                F.array_contains(F.col("f.ev_seqs"), F.col("r.seq"))
+def _with_evidence(core: DataFrame, rows: tuple[DataFrame, DataFrame]) -> DataFrame:
+    """Join the (few) findings to the rows that prove them; JSON is made for matched rows only."""
+    f = F.broadcast(core.alias("f"))
+    finding_cols = ["subscription", "kind", "guarantee", "severity", "key", "seq", "message_id", "detail"]
+    matched = []
+    for side in rows:
+        r = side.alias("r")
+        cond = (
+            (F.col("f.subscription") == F.col("r.subscription"))
+            & F.col("f.key").eqNullSafe(F.col("r.key"))
+            & (
+                F.when(F.col("f.kind") == "unexpected", F.col("r.message_id") == F.col("f.message_id")).otherwise(
+                    F.array_contains(F.col("f.ev_seqs"), F.col("r.seq"))
+                )
             )
         )
+        matched.append(
+            f.join(r, cond, "inner").select(
+                F.col("f.row_id").alias("row_id"), F.col("r.t").alias("t"), F.to_json(F.col("r.row")).alias("row")
+            )
+        )
+    ev = (
+        matched[0]
+        .unionByName(matched[1])
+        .groupBy("row_id")
+        .agg(F.sort_array(F.collect_list(F.struct("t", "row"))).alias("ev"))
     )
-    joined = F.broadcast(f).join(r, cond, "left")
-    finding_cols = ["subscription", "kind", "guarantee", "severity", "key", "seq", "message_id", "detail"]
-    grouped = joined.groupBy(*[F.col(f"f.{n}") for n in finding_cols], F.col("f.row_id")).agg(
-        F.sort_array(F.collect_list(F.struct(F.col("r.t"), F.col("r.row")))).alias("ev")
-    )
-    return grouped.select(
+    return core.join(ev, "row_id", "left").select(
         *finding_cols,
-        F.concat(F.lit("["), F.array_join(F.transform("ev", lambda x: x["row"]), ","), F.lit("]")).alias("evidence"),
+        F.concat(F.lit("["), F.coalesce(F.array_join(F.transform("ev", lambda x: x["row"]), ","), F.lit("")), F.lit("]")).alias(
+            "evidence"
+        ),
     )
 
 
