@@ -23,19 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from pubsubguard import plan as planning
-from pubsubguard.errors import UserError
+from pubsubguard.errors import UserError, read_yaml_mapping
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 STARTUP_TIMEOUT_S = 60.0
 ENGINE_ADDRESS = "127.0.0.1:0"  # the pack logs nothing to the engine; the CLI passes its own address
 
-
 class CheckError(UserError):
     """The check could not run: the message names the file, option or pack at fault."""
-
 
 @dataclass(frozen=True)
 class PolicyInfo:
@@ -45,7 +41,6 @@ class PolicyInfo:
     kind: str  # "resource" or "stack"
     config_schema: dict = field(default_factory=dict)
 
-
 @dataclass(frozen=True)
 class Violation:
     policy: str
@@ -54,7 +49,6 @@ class Violation:
     urn: str  # "" when the violation is about the stack as a whole
     resource_type: str
     resource_name: str
-
 
 @dataclass
 class CheckResult:
@@ -75,11 +69,9 @@ class CheckResult:
     def exit_code(self) -> int:
         return 1 if self.mandatory else 0
 
-
 # --- The pack process ------------------------------------------------------------------------------
 def default_pack_dir() -> Path:
     return planning.project_root() / "policies"
-
 
 def pack_python(pack_dir: Path) -> Path:
     """The pack's interpreter, from PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI)."""
@@ -92,19 +84,10 @@ def pack_python(pack_dir: Path) -> Path:
         raise CheckError(f"{python}: the policy pack's virtualenv is missing; run scripts/setup.sh")
     return python
 
-
 def read_manifest(pack_dir: Path) -> dict:
-    path = pack_dir / "PulumiPolicy.yaml"
-    try:
-        manifest = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise CheckError(f"{path}: not found (is {pack_dir} a policy pack?)") from None
-    except yaml.YAMLError as err:
-        raise CheckError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(manifest, dict):
-        raise CheckError(f"{path}: expected a mapping with 'runtime' and 'version'")
-    return manifest
-
+    return read_yaml_mapping(
+        pack_dir / "PulumiPolicy.yaml", CheckError, f"is {pack_dir} a policy pack?", "a mapping with 'runtime' and 'version'"
+    )
 
 class PackProcess:
     """The running pack: a context manager that always terminates the process it started."""
@@ -195,7 +178,6 @@ class PackProcess:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
 # --- Policy config (as `pulumi preview --policy-pack-config`) --------------------------------------
 def read_policy_config(path: Path | None) -> dict[str, Any]:
     if path is None:
@@ -210,12 +192,10 @@ def read_policy_config(path: Path | None) -> dict[str, Any]:
         raise CheckError(f"--policy-config {path}: expected a JSON object of policy name to level or settings")
     return data
 
-
 _JSON_TYPES = {
     "boolean": (bool,), "string": (str,), "array": (list,), "object": (dict,),
     "integer": (int,), "number": (int, float),
 }
-
 
 def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user: dict[str, Any],
                      source: str = "policy config") -> dict[str, tuple[str, dict]]:
@@ -262,12 +242,10 @@ def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user:
         result[policy.name] = (level, props)
     return result
 
-
 def _level(value: Any, where: str) -> str:
     if value not in LEVELS:
         raise CheckError(f"{where}: expected one of {', '.join(LEVELS)}, got {json.dumps(value)}")
     return value
-
 
 # --- The wire --------------------------------------------------------------------------------------
 def _pb():
@@ -275,16 +253,13 @@ def _pb():
 
     return analyzer_pb2
 
-
 def _level_name(value: int) -> str:
     pb = _pb()
     return {pb.ADVISORY: "advisory", pb.MANDATORY: "mandatory", pb.REMEDIATE: "remediate", pb.DISABLED: "disabled"}[value]
 
-
 def _level_value(name: str) -> int:
     pb = _pb()
     return {"advisory": pb.ADVISORY, "mandatory": pb.MANDATORY, "remediate": pb.REMEDIATE, "disabled": pb.DISABLED}[name]
-
 
 def wire_value(value: Any) -> Any:
     """A plan value as the CLI marshals it: unknowns are the engine's unknown (string) sentinel."""
@@ -298,14 +273,12 @@ def wire_value(value: Any) -> Any:
         return [wire_value(v) for v in value]
     return value
 
-
 def _struct(values: dict):
     from google.protobuf import struct_pb2
 
     struct = struct_pb2.Struct()
     struct.update(wire_value(values))
     return struct
-
 
 def _provider(resource: dict, plan: dict):
     """The default provider the CLI reports for a resource of package `gcp` (None for components)."""
@@ -317,7 +290,6 @@ def _provider(resource: dict, plan: dict):
         urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:gcp::default",
         properties=_struct({"project": plan.get("gcp_project")} if plan.get("gcp_project") else {}),
     )
-
 
 def analyze_requests(plan: dict) -> Iterable[Any]:
     pb = _pb()
@@ -331,7 +303,6 @@ def analyze_requests(plan: dict) -> Iterable[Any]:
         if provider is not None:
             request.provider.CopyFrom(provider)
         yield request
-
 
 def analyze_stack_request(plan: dict):
     pb = _pb()
@@ -351,7 +322,6 @@ def analyze_stack_request(plan: dict):
             item.provider.CopyFrom(provider)
     return request
 
-
 def policy_infos(info) -> list[PolicyInfo]:
     from google.protobuf import json_format
 
@@ -367,13 +337,10 @@ def policy_infos(info) -> list[PolicyInfo]:
         )
     return result
 
-
 PARALLEL_FROM_RESOURCES = 400  # below this, one pack process (starting another costs ~0.6 s)
-
 
 def default_workers(resources: int) -> int:
     return 1 if resources < PARALLEL_FROM_RESOURCES else max(1, min(os.cpu_count() or 1, 4))
-
 
 def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
               source: str = "", config_source: str = "policy config", workers: int | None = None) -> CheckResult:
@@ -441,7 +408,6 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
         levels={name: level for name, (level, _) in effective.items()}, violations=violations,
     )
 
-
 def _analyze_all(packs: list[PackProcess], requests: list[Any], stack_request: Any) -> list[tuple[str, Any]]:
     """Diagnostics of every Analyze (in request order) and of the AnalyzeStack ("" subject).
 
@@ -467,7 +433,6 @@ def _analyze_all(packs: list[PackProcess], requests: list[Any], stack_request: A
     diagnostics = [(request.urn, d) for request, found in zip(requests, results) for d in found]
     return diagnostics + [("", d) for d in stack_diagnostics]
 
-
 def _configure_stack(stub, plan: dict) -> None:
     import grpc
 
@@ -483,14 +448,12 @@ def _configure_stack(stub, plan: dict) -> None:
         if err.code() != grpc.StatusCode.UNIMPLEMENTED:
             raise
 
-
 # --- Output ----------------------------------------------------------------------------------------
 def grouped(result: CheckResult) -> list[tuple[str, list[Violation]]]:
     groups: dict[str, list[Violation]] = {}
     for v in result.violations:
         groups.setdefault(v.urn, []).append(v)
     return sorted(groups.items(), key=lambda item: (not any(v.level == "mandatory" for v in item[1]), item[0]))
-
 
 def format_text(result: CheckResult) -> str:
     lines = [
@@ -510,7 +473,6 @@ def format_text(result: CheckResult) -> str:
     lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}.")
     return "\n".join(lines) + "\n"
 
-
 def format_json(result: CheckResult) -> str:
     return json.dumps(
         {
@@ -523,10 +485,8 @@ def format_json(result: CheckResult) -> str:
         indent=2, sort_keys=True,
     ) + "\n"
 
-
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {"mandatory": "error", "advisory": "warning", "remediate": "error", "disabled": "none"}
-
 
 def format_sarif(result: CheckResult, locate=None) -> str:
     """SARIF 2.1.0 as GitHub code scanning loads it. `locate(violation) -> (uri, line)` places a
@@ -578,7 +538,6 @@ def format_sarif(result: CheckResult, locate=None) -> str:
         ],
     }
     return json.dumps(sarif, indent=2) + "\n"
-
 
 def source_locator(files: list[Path], relative_to: Path):
     """`locate` for SARIF: the first line of `files` naming the resource, else line 1 of the first."""

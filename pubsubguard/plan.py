@@ -33,7 +33,7 @@ PLAN_FORMAT = "pubsubguard-plan/1"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for unknown values
 
 
-from pubsubguard.errors import UserError
+from pubsubguard.errors import UserError, read_yaml_mapping
 
 
 class PlanError(UserError):
@@ -45,13 +45,11 @@ def project_root() -> Path:
 
 
 def read_project(root: Path) -> dict:
-    path = root / "Pulumi.yaml"
-    try:
-        project = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise PlanError(f"{path}: not found (run from the project root or pass --root)") from None
-    if not isinstance(project, dict) or "name" not in project:
-        raise PlanError(f"{path}: expected a mapping with 'name', 'runtime' and 'main'")
+    project = read_yaml_mapping(
+        root / "Pulumi.yaml", PlanError, "run from the project root or pass --root", "a mapping with 'name', 'runtime' and 'main'"
+    )
+    if "name" not in project:
+        raise PlanError(f"{root / 'Pulumi.yaml'}: expected a mapping with 'name', 'runtime' and 'main'")
     return project
 
 
