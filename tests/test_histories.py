@@ -98,7 +98,7 @@ def test_legal_histories_pass_and_every_mutation_is_caught(spark, workload, seed
         others = [f for f in mine if f["severity"] == "error" and f not in hit]
         assert others == [], f"{name} injected at {inj} (seed {seed}, {workload}) also raised {others}"
         for f in hit:
-            assert f["evidence"].startswith("[{") and f["key"] is None or f["key"] in f["evidence"]
+            assert f["evidence"].startswith("[{") and (f["key"] is None or f'"key":"{f["key"]}"' in f["evidence"]), f
         COUNTS["mutations"] += 1
         COUNTS["by_mutator"][name] = COUNTS["by_mutator"].get(name, 0) + 1
 
