@@ -145,3 +145,33 @@ def test_verify_with_faults_poison_reaches_dead_letter_topic(spark, emulator, tm
     # The exit code follows the verdict.
     assert code == (1 if report["verdict"] == "violated" else 0)
     assert twins_left(topic) == []
+
+
+def test_verify_crash_holds_few_messages_and_they_come_back_elsewhere(spark, emulator, tmp_path):
+    import pyarrow.dataset as ds
+
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    code, report = verify(spark, plan_file, tmp_path / "report", faults="crash=1")
+    evidence = tmp_path / "report" / "evidence"
+    crashed = [o for o in report["observations"] if "crashed as injected" in o]
+    assert len(crashed) == 1, report["observations"]
+    assert "Python worker exited unexpectedly" in crashed[0]
+    assert list(evidence.glob("failure-sub-*.txt")), "the Spark failure's full text is kept with the evidence"
+    assert not list(evidence.glob("_ready-*")), "the subscribers' readiness markers are removed"
+    deliveries = ds.dataset(evidence / "deliveries").to_table().to_pylist()
+    held = [d for d in deliveries if d["action"] == "crash"]
+    # The crashing task pulls job.CRASH_PREFETCH messages per twin at a time and dies after holding a
+    # few: what it holds is bounded by one pull per twin, not the backlog.
+    assert 1 <= len(held) <= job.CRASH_PREFETCH * 4, held
+    crasher = {d["subscriber_task"] for d in held}
+    assert len(crasher) == 1
+    # Observed: every held message is redelivered, after its 10 s deadline, to another task, and acked.
+    for h in held:
+        later = [d for d in deliveries if (d["subscription"], d["key"], d["seq"]) == (h["subscription"], h["key"], h["seq"])
+                 and d["subscriber_task"] not in crasher]
+        assert later and min(d["receive_time_us"] for d in later) >= h["receive_time_us"] + 9_000_000, (h, later)
+    for suffix in ("eod", "plain", "dl"):
+        sub = report["subscriptions"][f"{topic}-{suffix}"]
+        assert sub["guarantees"]["completeness"] == "holds", sub["findings"]
+    assert twins_left(topic) == []

@@ -77,3 +77,29 @@ def test_from_evidence_without_evidence(tmp_path, capsys):
     code = cli.main(["verify", "--from-evidence", str(tmp_path)])
     assert code == 2
     assert "no run.json" in capsys.readouterr().err
+
+
+def test_expire_only_within_the_first_deadline():
+    from validation.faults import Faults, delivery_action
+
+    faults = Faults(expire=1.0)
+    assert delivery_action(faults, "run", "sub", "m1", "t:1") == "expire"
+    # A delivery later than one deadline after its publish (e.g. the expired message's redelivery) is acked.
+    assert delivery_action(faults, "run", "sub", "m1", "t:2", may_expire=False) == "ack"
+    assert delivery_action(Faults(nack=1.0), "run", "sub", "m1", "t:2", may_expire=False) == "nack"
+
+
+def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path):
+    from validation import evidence
+    from validation.report import print_summary
+
+    name = "orders-ordered-exactly-once-with-a-long-name"
+    result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],
+              "subscriptions": {name: {"guarantees": {g: "violated" for g in evidence.GUARANTEES},
+                                       "findings": {"stale_ack_accepted": [{}], "out_of_order": [{}, {}]},
+                                       "figures": {"delivered": 200, "latency_p50_ms": 1234.5,
+                                                   "latency_p95_ms": 2345.6, "latency_p99_ms": 3456.7}}}}
+    print_summary(result, tmp_path)
+    out = capsys.readouterr().out
+    assert name in out and "out_of_order×2" in out and "stale_ack_accepted×1" in out and "1234/2346/3457" in out, out
+    assert "violated" in out and "…" not in out, out

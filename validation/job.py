@@ -52,7 +52,7 @@ EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadli
 # by the expire fault is redelivered one deadline later (it expires at most once, validation.faults).
 DRAIN_SLACK_S = 30.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
-CRASH_AFTER_MAX = 10  # it starts holding (not acking) after at most this many deliveries
+CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
 # Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
 # failure's full text goes to <evidence>/failure-<task>.txt and the report instead.
@@ -251,6 +251,16 @@ class EvidenceTally:
 
     def expected(self) -> int:
         return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
+
+    def unsettled(self) -> dict[str, int]:
+        """Published messages not settled yet, per probed subscription (only those with any)."""
+        out = {}
+        for name, topic in self.topic_of.items():
+            published = self.published.get(topic, set())
+            missing = len(published - self.settled[name])
+            if missing:
+                out[name] = missing
+        return out
 
     def done(self) -> int:
         return sum(
@@ -458,6 +468,7 @@ class Probe:
         ]
         self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
         self.errors: list[BaseException] = []
+        self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
         self.publish_done = threading.Event()
         self.crashes = 0
         self.task_counter = 0
@@ -475,7 +486,7 @@ class Probe:
                 "ready_timeout_s": READY_TIMEOUT_S}
         slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
         try:
-            self.sc.setJobGroup(PUBLISH_JOB_GROUP, "pubsubguard probe: publish")
+            self.sc.setJobGroup(self.publish_group, "pubsubguard probe: publish")
             self.sc.parallelize(self.keys, min(len(self.keys), slots)).mapPartitions(
                 partial(publish_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
@@ -531,7 +542,8 @@ class Probe:
         tracker = self.sc.statusTracker()
         deadline = time.monotonic() + timeout_s
         while not self.publish_done.is_set():
-            for job_id in tracker.getJobIdsForGroup(PUBLISH_JOB_GROUP):
+            # This run's group only: a reused SparkContext still lists earlier runs' finished publish jobs.
+            for job_id in tracker.getJobIdsForGroup(self.publish_group):
                 job = tracker.getJobInfo(job_id)
                 for stage_id in job.stageIds if job else ():
                     stage = tracker.getStageInfo(stage_id)
@@ -552,7 +564,7 @@ class Probe:
         total = self.args.keys * self.args.messages_per_key * len(self.probed)
         # The crashing task dies early (it starts before publishing, so its first deliveries come at
         # once) and its held messages come back one deadline later.
-        crash_after = max(3, min(CRASH_AFTER_MAX, total // (self.args.subscribers * 4)))
+        crash_after = max(1, min(CRASH_AFTER_MAX, total // (self.args.subscribers * 4)))
         if self.faults.crash:
             _quiet_crash_logs(self.sc, True)
         try:
@@ -589,9 +601,11 @@ class Probe:
                     if tally.done() >= expected:
                         break
                     if time.monotonic() > drain_deadline:
+                        per_sub = ", ".join(f"{name} {n}" for name, n in sorted(tally.unsettled().items()))
                         self.observations.append(
                             f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
-                            f"{expected} published messages not settled (acked with success or dead-lettered) per subscription")
+                            f"{expected} published messages not settled (acked with success or dead-lettered) per "
+                            f"subscription: {per_sub}")
                         break
         self.stop_file.touch()
         for thread in list(self.threads):

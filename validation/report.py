@@ -304,12 +304,12 @@ def print_summary(result: dict, report: Path) -> None:
 
     console = _console()
     table = Table(title=f"pubsubguard verify · run {result['run_id'][:8]} · target {result['target']}")
-    table.add_column("subscription")
+    table.add_column("subscription", no_wrap=True)  # names and figures whole; the findings list wraps
     for g in evidence.GUARANTEES:
-        table.add_column(g)
+        table.add_column(g, no_wrap=True)
     table.add_column("findings")
-    table.add_column("delivered", justify="right")
-    table.add_column("p50/p95/p99 ms", justify="right")
+    table.add_column("delivered", justify="right", no_wrap=True)
+    table.add_column("p50/p95/p99 ms", justify="right", no_wrap=True)
     style = {"holds": "green", "violated": "bold red", "not_tested": "dim"}
     for name, sub in result["subscriptions"].items():
         fig = sub["figures"] or {}
