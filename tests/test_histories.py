@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from validation import histories as H
@@ -58,6 +58,8 @@ def _key_has_dead_letter(h: H.History, sub: str, key: str) -> bool:
 @pytest.mark.filterwarnings("ignore")
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(workload=workloads, seed=st.integers(0, 2**31 - 1))
+# an example where every mutator finds a place, so each runs in every CI run
+@example(workload=H.Workload(keys=3, messages_per_key=8, poison_rate=0.15, fault_rate=0.5, duplicate_rate=0.5, max_batch=3), seed=0)
 def test_legal_histories_pass_and_every_mutation_is_caught(spark, workload, seed):
     copies, injected = [], {}
     for h in range(HISTORIES_PER_EXAMPLE):

@@ -577,34 +577,39 @@ def _dead_lettered(h: History, rng: random.Random, need_quiet_tail: bool):
     return _pick(rng, _messages(h, ok))
 
 
-def mutate_dead_letter_missing(h: History, rng: random.Random):
-    place = _dead_lettered(h, rng, need_quiet_tail=True)
+def _dead_lettered_copy(h: History, rng: random.Random, need_quiet_tail: bool = False):
+    """A copy of h, a dead-lettered message's place in it and its last delivery there (or None)."""
+    place = _dead_lettered(h, rng, need_quiet_tail)
     if not place:
         return None
     s, k, q = place
     m = h.copy()
+    return m, s, k, q, max(_rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+
+
+def mutate_dead_letter_missing(h: History, rng: random.Random):
+    found = _dead_lettered_copy(h, rng, need_quiet_tail=True)
+    if not found:
+        return None
+    m, s, k, q, _ = found
     m.deliveries = [d for d in m.deliveries if not (d["kind"] == "dead_letter" and d["subscription"] == s and d["key"] == k and d["seq"] == q)]
     return m, Injection("dead_letter_missing", s, k, q, note="the dead-letter row removed")
 
 
 def mutate_dead_letter_after_ack(h: History, rng: random.Random):
-    place = _dead_lettered(h, rng, need_quiet_tail=False)
-    if not place:
+    found = _dead_lettered_copy(h, rng)
+    if not found:
         return None
-    s, k, q = place
-    m = h.copy()
-    last = max(_rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+    m, s, k, q, last = found
     last.update(action="ack", ack_result="success", ack_time_us=last["receive_time_us"] + 20 * MS)
     return m, Injection("dead_letter_after_ack", s, k, q, note="its last delivery acked")
 
 
 def mutate_dead_letter_early(h: History, rng: random.Random):
-    place = _dead_lettered(h, rng, need_quiet_tail=False)
-    if not place:
+    found = _dead_lettered_copy(h, rng)
+    if not found:
         return None
-    s, k, q = place
-    m = h.copy()
-    last = max(_rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+    m, s, k, q, last = found
     m.deliveries.remove(last)
     for d in _rows(m, s, k, q, kind="dead_letter"):
         d["dl_source_delivery_count"] = len(_rows(m, s, k, q))
@@ -612,12 +617,10 @@ def mutate_dead_letter_early(h: History, rng: random.Random):
 
 
 def mutate_delivery_attempts_exceeded(h: History, rng: random.Random):
-    place = _dead_lettered(h, rng, need_quiet_tail=False)
-    if not place:
+    found = _dead_lettered_copy(h, rng)
+    if not found:
         return None
-    s, k, q = place
-    m = h.copy()
-    last = max(_rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+    m, s, k, q, last = found
     extra = _clone_delivery(last, (last["ack_time_us"] or last["receive_time_us"] + last["ack_deadline_s"] * S) + MS, "nack", m)
     extra["delivery_attempt"] = (last["delivery_attempt"] or 0) + 1
     m.deliveries.append(extra)
