@@ -44,7 +44,7 @@ from validation import evidence
 from validation.declared import DeclaredEstate, estate_from_plan, short_name
 from validation.faults import Faults, parse_faults, poison_set
 from validation.isolation import Twins, cleanup, plan_twins
-from validation.probe import NOTES_PREFIX, READY_PREFIX
+from validation.probe import CLIENT_LOG_PREFIX, NOTES_PREFIX, READY_PREFIX
 
 DEFAULT_FAULTS = ""
 EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
@@ -361,6 +361,7 @@ def run_verify(args, spark=None) -> int:
             ready.unlink(missing_ok=True)
         for notes in sorted(evidence_dir.glob(f"{NOTES_PREFIX}*.txt")):
             observations.extend(line for line in notes.read_text().splitlines() if line)
+        observations.extend(client_log_summary(evidence_dir))
         left = twins.delete()
         if left:
             observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
@@ -610,6 +611,21 @@ class Probe:
         self.stop_file.touch()
         for thread in list(self.threads):
             thread.join(timeout=30)
+
+
+def client_log_summary(evidence_dir: Path) -> list[str]:
+    """One observation per task whose client library logged warnings: the count and the commonest."""
+    from collections import Counter
+
+    out = []
+    for path in sorted(evidence_dir.glob(f"{CLIENT_LOG_PREFIX}*.txt")):
+        records = Counter(line.split(" for message ordering key:")[0][:160] for line in path.read_text().splitlines()
+                          if line.startswith(("WARNING ", "ERROR ", "CRITICAL ")))
+        if records:
+            common = "; ".join(f"{text!r} x{n}" for text, n in records.most_common(3))
+            out.append(f"the Pub/Sub client library in {path.stem[len(CLIENT_LOG_PREFIX):]} logged "
+                       f"{sum(records.values())} warnings/errors (commonest: {common}); full text: {path}")
+    return out
 
 
 def _spark_cause(text: str) -> str:

@@ -112,6 +112,7 @@ def _client_options(spec: dict, endpoint: str) -> dict | None:
 
 
 READY_PREFIX = "_ready-"
+CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the client library's warnings
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
 
 
@@ -203,6 +204,15 @@ def _ack_result(future) -> str:
         }.get(err.error_code, "other")
     except Exception as err:  # noqa: BLE001 - a unary call's error (`_PulledMessage`)
         return _unary_ack_result(err)
+
+
+def _error_reason(err) -> str:
+    """One line for an ack error: its exactly-once failure reason if it has one."""
+    import re
+
+    text = str(err)
+    reasons = sorted(set(re.findall(r"(?:TRANSIENT|PERMANENT)_FAILURE_[A-Z_]+", text)))
+    return ", ".join(reasons) if reasons else " ".join(text.split())[:200]
 
 
 def _unary_ack_result(err: Exception | None) -> str:
@@ -320,6 +330,7 @@ class _Subscriber:
         return row
 
     def settle(self, message, row: dict, action: str) -> None:
+        twin_name = row["subscription"]
         with self.lock:
             self.held.pop(id(row), None)
         row["action"] = action
@@ -328,6 +339,9 @@ class _Subscriber:
 
         def record(fut):
             row["ack_result"] = _ack_result(fut)
+            if row["ack_result"] == "other":
+                self.note(f"{action} on {twin_name} answered neither success nor a known ack error: "
+                          f"{_error_reason(fut.exception())}")
             self.writer.add(row)
 
         future.add_done_callback(record)
@@ -341,7 +355,9 @@ class _Subscriber:
         row["ack_time_us"] = now_us()
         error = None
         try:
-            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id], timeout=60)
+            # No retry: the target's first answer is the evidence.
+            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id],
+                                                                 timeout=30, retry=None)
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             error = err
         row["ack_result"] = _unary_ack_result(error)
@@ -451,11 +467,25 @@ class _Subscriber:
         self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
                   f"received, all settled; it holds after {self.crash_after})")
 
+    def log_client_to_file(self) -> None:
+        """The client library's warnings (e.g. rejected lease modacks) go to
+        `<evidence>/client-log-<task>.txt`, not the terminal; the driver counts them in the report."""
+        import logging
+
+        handler = logging.FileHandler(Path(self.spec["evidence_dir"]) / f"{CLIENT_LOG_PREFIX}{self.task}.txt")
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        for name in ("google.cloud.pubsub_v1", "google.api_core"):
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.propagate = False
+
     def run(self) -> list[dict]:
         from google.cloud import pubsub_v1
         from google.cloud.pubsub_v1.types import FlowControl
 
         _use_target(self.spec)
+        self.log_client_to_file()
         clients = self.clients
         futures = []
         stop_file = Path(self.spec["stop_file"])
