@@ -537,6 +537,15 @@ class Probe:
             self.threads.append(thread)
         thread.start()
 
+    def _wait_ready(self, task_id: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not (self.evidence_dir / f"{READY_PREFIX}{task_id}").exists():
+            if time.monotonic() > deadline or self.errors:
+                self.observations.append(f"subscriber task {task_id} was not reading within {timeout_s:.0f}s; "
+                                         "the other subscriber tasks were started anyway")
+                return
+            time.sleep(0.05)
+
     def _wait_for_publisher_slot(self, timeout_s: float = 180.0) -> None:
         """Subscriber tasks hold their slot for the whole run: submitting them before the publisher's
         tasks are running could leave the publisher without a slot until they end."""
@@ -578,7 +587,12 @@ class Probe:
         self._start(self._publish_job)
         self._wait_for_publisher_slot()
         for index in range(self.args.subscribers):
-            self._start(self._subscriber_job, self._subscriber_spec(crash_after if index < self.faults.crash else None))
+            spec = self._subscriber_spec(crash_after if index < self.faults.crash else None)
+            self._start(self._subscriber_job, spec)
+            if spec["crash_after"] is not None:
+                # The crashing task must have its slot (and be reading) before the others are submitted:
+                # else another may take the slot beside the publisher and leave it nothing to hold.
+                self._wait_ready(spec["task_id"])
         if self.faults.crash > self.args.subscribers:
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
                                      f"{self.args.subscribers} crash(es) injected")
