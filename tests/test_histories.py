@@ -56,7 +56,10 @@ def _key_has_dead_letter(h: H.History, sub: str, key: str) -> bool:
 
 
 @pytest.mark.filterwarnings("ignore")
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# derandomize: CI runs the same generated histories every time (a found failure is reproducible, not flaky);
+# broader random sweeps are run by hand (see the closing notes).
+@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(workload=workloads, seed=st.integers(0, 2**31 - 1))
 # an example where every mutator finds a place, so each runs in every CI run
 @example(workload=H.Workload(keys=3, messages_per_key=8, poison_rate=0.15, fault_rate=0.5, duplicate_rate=0.5, max_batch=3), seed=0)

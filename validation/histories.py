@@ -251,7 +251,10 @@ class _Sim:
                 resolution = max(resolution, end)
                 if not ok and failed is None:
                     if action == "late_ack" and not sub.exactly_once and self.rng.random() < 0.5:
-                        continue  # the service honoured the late ack
+                        # the service honoured the late ack: the message is settled only then, so the
+                        # key's next redelivery comes after it (else it would start past an unsettled seq)
+                        resolution = max(resolution, self.h.deliveries[-1]["ack_time_us"] - self.offsets[task])
+                        continue
                     failed = j
             t = resolution + self.delay()
             size_one = False
