@@ -82,7 +82,8 @@ def cluster(tmp_path_factory):
             env=env, stdout=logs["master"], stderr=subprocess.STDOUT, start_new_session=True,
         ))  # fmt: skip
         procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
+            # 3 task slots: the probe needs one for the publisher and one per subscriber task at once
+            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "3",
              "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(work / "work")],
             env=env, stdout=logs["worker"], stderr=subprocess.STDOUT, start_new_session=True,
         ))  # fmt: skip
@@ -150,3 +151,43 @@ def test_job_on_standalone_cluster_reports_like_local(spark, cluster, tmp_path):
     assert on_cluster == local
     found = on_cluster["subscriptions"][injection.subscription]["findings"]["out_of_order"]
     assert [(f["key"], f["seq"]) for f in found] == [(injection.key, injection.seq)]
+
+
+def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, emulator, tmp_path):
+    """The whole job — twins, publisher and subscriber tasks on the cluster's executor, evidence, checks —
+    submitted with spark-submit against the emulator; re-checking its evidence on local[2] gives the same
+    verdicts and findings."""
+    from pubsubguard.apply import apply_plan
+    from test_verify_e2e import make_estate
+
+    url, ui, env = cluster
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    report = tmp_path / "cluster"
+    cmd = [
+        str(SPARK_HOME / "bin" / "spark-submit"), "--master", url, "--driver-memory", "1g", "--executor-memory", "1g",
+        "--total-executor-cores", "3", "--py-files", str(_py_files(tmp_path / "pubsubguard.zip")),
+        str(ROOT / "validation" / "job.py"), "--plan", str(plan_file), "--target", "emulator",
+        "--keys", "3", "--messages-per-key", "5", "--faults", "nack=0.1,poison=0.1", "--drain-timeout", "30",
+        "--report", str(report), "--master", url, "--no-progress",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-4000:]
+    apps = _status(ui)
+    assert len(apps.get("completedapps", []) + apps.get("activeapps", [])) >= 2, apps
+
+    on_cluster = _normalised(report)
+    assert on_cluster["target"] == "emulator"
+    probed = {name for name, sub in on_cluster["subscriptions"].items() if sub.get("tested")}
+    assert f"{topic}-plain" in probed and f"{topic}-push" not in probed
+    assert on_cluster["subscriptions"][f"{topic}-plain"]["figures"]["published"] == 15, on_cluster["subscriptions"][f"{topic}-plain"]
+
+    from validation import job
+
+    local_code = job.check_and_report(spark, report / "evidence", tmp_path / "local", terminal=False)
+    local = _normalised(tmp_path / "local")
+    assert local_code == proc.returncode
+    for name in probed:
+        assert local["subscriptions"][name]["guarantees"] == on_cluster["subscriptions"][name]["guarantees"], name
+        assert local["subscriptions"][name]["findings"] == on_cluster["subscriptions"][name]["findings"], name
