@@ -36,7 +36,7 @@ def wait_for_deliveries(process: subprocess.Popen, evidence: Path, timeout: floa
         if list((evidence / "deliveries").glob("part-*.parquet")) if (evidence / "deliveries").exists() else []:
             return
         if process.poll() is not None:
-            raise AssertionError(f"verify ended early: {process.stdout.read().decode()[-2000:]}")
+            raise AssertionError(f"verify ended early: {process.stdout.read().decode()[-6000:]}")
         time.sleep(0.5)
     raise AssertionError("no delivery evidence was flushed in time")
 
