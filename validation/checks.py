@@ -71,15 +71,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from validation import judge
 from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
-_INF = 2**62  # "never settled"
-_PUBLISH, _DELIVERY, _DEAD_LETTER, _FOREIGN = 0, 1, 2, 3
-_HOTTEST_KEYS = 5
+_HOTTEST_KEYS = judge.HOTTEST_KEYS
 _LATENCY_ACCURACY = 10_000
 
 
@@ -115,339 +114,110 @@ STATS_SCHEMA = T.StructType(
 
 # -- inputs -----------------------------------------------------------------------------------
 def _config(spark, subscriptions: list[DeclaredSubscription]) -> DataFrame:
-    rows = [
-        (s.name, s.topic, bool(s.ordering), bool(s.exactly_once), s.max_delivery_attempts) for s in subscriptions
-    ]
-    schema = "subscription string, topic string, ordered boolean, eod boolean, max_attempts long"
-    return spark.createDataFrame(rows, schema)
+    rows = [(i, s.name, s.topic) for i, s in enumerate(subscriptions)]
+    return spark.createDataFrame(rows, "sub_id int, subscription string, topic string")
 
 
 def _unified(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
-    """One narrow row per publish (per subscription of its topic), delivery and dead-letter."""
+    """One narrow row per publish (per subscription of its topic), delivery and dead-letter.
+
+    Columns `judge.INPUT_COLUMNS`: `ok` is a publish's status ok, or a delivery's ack/nack that
+    returned success (with its time); `act` codes the action the pass distinguishes.
+    """
     null_long = F.lit(None).cast("long")
-    null_str = F.lit(None).cast("string")
     pubs = publishes.join(F.broadcast(config), "topic").select(
-        "subscription",
+        "sub_id",
         "key",
         "seq",
-        F.lit(_PUBLISH).cast("byte").alias("rk"),
-        "message_id",
+        F.lit(judge.PUBLISH).cast("byte").alias("rk"),
         F.col("publish_time_us").alias("t"),
-        (F.col("status") == "ok").alias("pub_ok"),
-        null_str.alias("action"),
-        F.lit(None).cast("boolean").alias("ack_ok"),
+        F.coalesce(F.col("status") == "ok", F.lit(False)).alias("ok"),
+        F.lit(judge.ACT_OTHER).cast("byte").alias("act"),
         null_long.alias("ack_t"),
         null_long.alias("deadline_us"),
         null_long.alias("attempt"),
         null_long.alias("dl_count"),
-        "ordered",
-        "eod",
-        "max_attempts",
+        "message_id",
     )
     foreign = F.col("probe_run").isNull() | (F.col("probe_run") != F.col("run_id"))
     foreign = foreign | F.col("key").isNull() | F.col("seq").isNull()
     rk = (
-        F.when(foreign, F.lit(_FOREIGN))
-        .when(F.col("kind") == "dead_letter", F.lit(_DEAD_LETTER))
-        .otherwise(F.lit(_DELIVERY))
+        F.when(foreign, F.lit(judge.FOREIGN))
+        .when(F.col("kind") == "dead_letter", F.lit(judge.DEAD_LETTER))
+        .otherwise(F.lit(judge.DELIVERY))
+        .cast("byte")
+    )
+    act = (
+        F.when(F.col("action") == "ack", F.lit(judge.ACT_ACK))
+        .when(F.col("action") == "late_ack", F.lit(judge.ACT_LATE_ACK))
+        .when(F.col("action") == "nack", F.lit(judge.ACT_NACK))
+        .otherwise(F.lit(judge.ACT_OTHER))
         .cast("byte")
     )
     dels = deliveries.join(F.broadcast(config.drop("topic")), "subscription").select(
-        "subscription",
+        "sub_id",
         "key",
         "seq",
         rk.alias("rk"),
-        "message_id",
         F.col("receive_time_us").alias("t"),
-        F.lit(None).cast("boolean").alias("pub_ok"),
-        "action",
-        (F.col("ack_result") == "success").alias("ack_ok"),
+        F.coalesce((F.col("ack_result") == "success") & F.col("ack_time_us").isNotNull(), F.lit(False)).alias("ok"),
+        act.alias("act"),
         F.col("ack_time_us").alias("ack_t"),
         (F.col("ack_deadline_s") * 1_000_000).alias("deadline_us"),
         F.col("delivery_attempt").alias("attempt"),
         F.col("dl_source_delivery_count").alias("dl_count"),
-        "ordered",
-        "eod",
-        "max_attempts",
+        "message_id",
     )
     return pubs.unionByName(dels)
 
 
-# -- the pass ---------------------------------------------------------------------------------
 def _when(cond: Column, value) -> Column:
     return F.when(cond, value)
 
 
-def _annotate(u: DataFrame, skew_us: int) -> tuple[DataFrame, Column]:
+# -- the pass ---------------------------------------------------------------------------------
+def _one_pass(u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int) -> DataFrame:
+    """Findings (one row each, with a row id) and one statistics row per subscription."""
     c = F.col
-    is_pub, is_del, is_dl = c("rk") == _PUBLISH, c("rk") == _DELIVERY, c("rk") == _DEAD_LETTER
-    succeeded = c("ack_ok") & c("ack_t").isNotNull()
-    acked = is_del & c("action").isin("ack", "late_ack") & succeeded
-    valid_ack = is_del & (c("action") == "ack") & succeeded
-    # end(d): when d stopped being outstanding
-    deadline_end = c("t") + c("deadline_us")
-    end = F.when(c("action").isin("ack", "nack") & succeeded, F.least(c("ack_t"), deadline_end)).otherwise(deadline_end)
-
-    msg = ["subscription", "key", "seq"]
-    # foreign rows sort last so a message's first row is one of its own
-    w_msg = Window.partitionBy(*msg).orderBy((c("rk") == _FOREIGN), "t", "rk")
-    w_msg_all = w_msg.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    w_msg_before = w_msg.rowsBetween(Window.unboundedPreceding, -1)
-    w_msg_after = w_msg.rowsBetween(1, Window.unboundedFollowing)
-
-    a = u.select(
-        "*",
-        F.max(is_pub).over(w_msg_all).alias("known"),
-        F.max(is_pub & c("pub_ok")).over(w_msg_all).alias("pub_ok_m"),
-        F.min(_when(is_pub & c("pub_ok"), c("t"))).over(w_msg_all).alias("pub_t"),
-        F.sum(is_del.cast("long")).over(w_msg_all).alias("n_del"),
-        F.sum(is_dl.cast("long")).over(w_msg_all).alias("n_dl"),
-        F.min(_when(is_del, c("t"))).over(w_msg_all).alias("first_recv"),
-        F.max(_when(is_del, c("attempt"))).over(w_msg_all).alias("max_attempt"),
-        F.max(_when(is_dl, c("dl_count"))).over(w_msg_all).alias("max_dl_count"),
-        F.min(_when(is_dl, c("t"))).over(w_msg_all).alias("dl_t"),
-        F.min(_when(acked, c("ack_t"))).over(w_msg_all).alias("settle_ack"),
-        F.min(_when(valid_ack, c("ack_t"))).over(w_msg_all).alias("first_valid_ack"),
-        F.max(_when(is_del, end)).over(w_msg_all).alias("last_end"),
-        F.max_by(valid_ack, _when(is_del, c("t"))).over(w_msg_all).alias("last_delivery_acked"),
-        F.max(_when(is_del, end)).over(w_msg_before).alias("prev_end"),
-        F.min(_when(is_del, c("t"))).over(w_msg_after).alias("next_recv"),
-        F.row_number().over(w_msg).alias("rn_msg"),
+    config = judge.SubscriptionConfig(
+        names=tuple(s.name for s in subscriptions),
+        ordered=tuple(bool(s.ordering) for s in subscriptions),
+        eod=tuple(bool(s.exactly_once) for s in subscriptions),
+        max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
     )
 
-    exists = c("known") & (c("pub_ok_m") | (c("n_del") > 0) | (c("n_dl") > 0))
-    settle = F.least(c("settle_ack"), F.when(c("n_dl") > 0, F.least(c("dl_t"), F.coalesce(c("last_end"), c("dl_t")))))
-    key = ["subscription", "key"]
-    w_seq = Window.partitionBy(*key).orderBy("seq")
-    first_of_seq = exists & (c("rn_msg") == 1)
-    a = a.select(
-        "*",
-        F.sum(first_of_seq.cast("long"))
-        .over(w_seq.rangeBetween(Window.unboundedPreceding, Window.currentRow))
-        .alias("idx"),
-        F.max(_when(first_of_seq, F.coalesce(settle, F.lit(_INF))))
-        .over(w_seq.rangeBetween(Window.unboundedPreceding, -1))
-        .alias("prefix_settle"),
-        F.max_by(
-            _when(first_of_seq, c("seq")), _when(first_of_seq, F.struct(F.coalesce(settle, F.lit(_INF)), -c("seq")))
-        )
-        .over(w_seq.rangeBetween(Window.unboundedPreceding, -1))
-        .alias("blocking_seq"),
-        F.sum(is_del.cast("long")).over(w_seq.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias(
-            "key_deliveries"
-        ),
-        F.max(is_dl).over(w_seq.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("key_has_dl"),
-        F.row_number().over(w_seq).alias("rn_key"),
-        settle.alias("settle"),
-    )
+    def judge_each(batches):
+        from pyspark import TaskContext
 
-    # ordering: the deliveries of this run's messages first, in receive order
-    in_order = is_del & c("known")
-    w_recv = Window.partitionBy(*key).orderBy(~in_order, "t", "seq")
-    a = a.select(
-        "*",
-        F.lag("idx").over(w_recv).alias("prev_idx"),
-        F.lag("seq").over(w_recv).alias("prev_seq"),
-        F.max("idx").over(w_recv.rowsBetween(Window.unboundedPreceding, -1)).alias("high_idx"),
-        F.monotonically_increasing_id().alias("row_id"),
-    )
-    return a, in_order
+        from validation import judge as j  # the executor's import
 
+        yield from j.judge_partition(batches, config, skew_us, TaskContext.get().partitionId())
 
-def _findings_of(a: DataFrame, in_order: Column, skew_us: int) -> Column:
-    """The array of findings one annotated row raises (each a struct; empty for most rows)."""
-    c = F.col
-    is_del, is_dl = c("rk") == _DELIVERY, c("rk") == _DEAD_LETTER
-    first = c("rn_msg") == 1
-    n = c("max_attempts")
-    attempts = F.greatest(c("n_del"), F.coalesce(c("max_attempt"), F.lit(0)))
-
-    conditions = []
-
-    def finding(kind: str, cond: Column, detail: Column, ev_seqs: Column | None = None, severity: Column | None = None):
-        conditions.append(cond)
-        sev = severity if severity is not None else F.lit(FINDING_KINDS[kind][1])
-        seqs = ev_seqs if ev_seqs is not None else F.array(c("seq"))
-        return F.when(
-            cond,
-            F.struct(
-                F.lit(kind).alias("kind"),
-                sev.alias("severity"),
-                detail.alias("detail"),
-                seqs.alias("ev_seqs"),
-            ),
-        )
-
-    def fmt(template: str, *cols) -> Column:
-        return F.format_string(template, *cols)
-
-    # -- completeness
-    lost = finding(
-        "lost",
-        first & c("pub_ok_m") & (c("n_del") == 0) & (c("n_dl") == 0),
-        fmt("published at %d (status ok) and never delivered nor dead-lettered", c("pub_t")),
+    sorted_rows = (
+        u.repartition("sub_id", "key")
+        .sortWithinPartitions("sub_id", "key", "seq", c("rk") == judge.FOREIGN, "t", "rk")
+        .select(*judge.INPUT_COLUMNS)
     )
-    unexpected = finding(
-        "unexpected",
-        (c("rk") == _FOREIGN) | ((is_del | is_dl) & ~c("known")),
-        F.when(
-            c("rk") == _FOREIGN,
-            fmt("received at %d a message without this run's probe attributes (another run, or not a probe message)", c("t")),
-        ).otherwise(fmt("received at %d a message (key, seq) this run never published", c("t"))),
-    )
-    # -- exactly-once
-    eod = c("eod") & is_del
-    dup_after_ack = finding(
-        "duplicate_after_ack",
-        eod & c("first_valid_ack").isNotNull() & (c("t") > c("first_valid_ack") + skew_us),
-        fmt(
-            "delivered again at %d, %.3f s after a successful ack at %d",
-            c("t"),
-            (c("t") - c("first_valid_ack")) / 1e6,
-            c("first_valid_ack"),
-        ),
-    )
-    dup_outstanding = finding(
-        "duplicate_while_outstanding",
-        eod & c("prev_end").isNotNull() & (c("t") < c("prev_end") - skew_us),
-        fmt(
-            "delivered again at %d while an earlier delivery was outstanding until %d (no nack, deadline not passed)",
-            c("t"),
-            c("prev_end"),
-        ),
-    )
-    accepted = eod & c("action").isin("ack", "late_ack") & c("ack_ok") & c("ack_t").isNotNull()
-    superseded = c("next_recv").isNotNull() & (c("next_recv") < c("ack_t") - skew_us)
-    stale = finding(
-        "stale_ack_accepted",
-        accepted & ((c("action") == "late_ack") | superseded),
-        F.when(
-            c("action") == "late_ack",
-            fmt("ack sent at %d after the deadline (%d) returned success", c("ack_t"), c("t") + c("deadline_us")),
-        ).otherwise(
-            fmt("ack sent at %d returned success although a later delivery at %d superseded its ack id", c("ack_t"), c("next_recv"))
-        ),
-    )
-    # -- ordering
-    start = c("prev_idx").isNull() | (c("idx") != c("prev_idx") + 1)
-    unsettled = c("prefix_settle").isNotNull() & (c("prefix_settle") > c("t") + skew_us)
-    forward = c("prev_idx").isNull() | (c("idx") > c("prev_idx"))
-    form = (
-        F.when(start & unsettled & forward, F.lit("skip"))
-        .when(start & unsettled, F.lit("regression"))
-        .when(start & (c("idx") > c("prev_idx") + 1) & (c("prev_idx") < c("high_idx")), F.lit("rewind_without_replay"))
-    )
-    best_effort = c("max_attempts").isNotNull() & c("key_has_dl")
-    blocking = F.coalesce(c("blocking_seq").cast("string"), F.lit("?"))
-    why = (
-        F.when(
-            form == "rewind_without_replay",
-            fmt(
-                "rewind_without_replay: seq %d received at %d right after seq %d, below the highest seq delivered so far: "
-                "the rewind stopped replaying",
-                c("seq"),
-                c("t"),
-                c("prev_seq"),
-            ),
-        )
-        .otherwise(
-            F.concat(
-                form,
-                fmt(
-                    ": seq %d received at %d started a run after seq %s while seq %s was not settled",
-                    c("seq"),
-                    c("t"),
-                    F.coalesce(c("prev_seq").cast("string"), F.lit("(none)")),
-                    blocking,
-                ),
-            )
-        )
-    )
-    why = F.when(
-        best_effort,
-        F.concat(why, F.lit("; advisory: the key has a dead-lettered message and order is best effort for those")),
-    ).otherwise(why)
-    out_of_order = finding(
-        "out_of_order",
-        c("ordered") & in_order & form.isNotNull(),
-        why,
-        # evidence: this delivery's seq, the previous one's, and the unsettled seq (or the first not replayed)
-        F.filter(
-            F.array(
-                c("seq"),
-                c("prev_seq"),
-                F.when(form == "rewind_without_replay", c("prev_seq") + 1).otherwise(c("blocking_seq")),
-            ),
-            lambda x: x.isNotNull(),
-        ),
-        F.when(best_effort, F.lit("advisory")).otherwise(F.lit(FINDING_KINDS["out_of_order"][1])),
-    )
-    # -- dead-lettering
-    dl = first & n.isNotNull() & c("known")
-    missing = finding(
-        "dead_letter_missing",
-        dl & (c("n_dl") == 0) & c("settle_ack").isNull() & (attempts >= n),
-        fmt("%d delivery attempts, never acked, not forwarded to the dead-letter topic (max %d)", attempts, n),
-    )
-    after_ack = finding(
-        "dead_letter_after_ack",
-        dl & (c("n_dl") > 0) & F.coalesce(c("last_delivery_acked"), F.lit(False)),
-        fmt("forwarded at %d although its last delivery was acked with success", c("dl_t")),
-    )
-    early_attempts = F.greatest(attempts, F.coalesce(c("max_dl_count"), F.lit(0)))
-    early = finding(
-        "dead_letter_early",
-        dl & (c("n_dl") > 0) & (early_attempts < n),
-        fmt("forwarded at %d after %d delivery attempts, fewer than the declared %d", c("dl_t"), early_attempts, n),
-    )
-    exceeded = finding(
-        "delivery_attempts_exceeded",
-        dl & (attempts > n),
-        fmt("%d delivery attempts, more than the declared %d (best effort)", attempts, n),
-    )
-    candidates = [lost, unexpected, dup_after_ack, dup_outstanding, stale, out_of_order, missing, after_ack, early, exceeded]
-    flagged = conditions[0]
-    for cond in conditions[1:]:
-        flagged = flagged | cond
-    flagged = F.coalesce(flagged, F.lit(False))
-    # The array (a higher-order filter, interpreted) is only built for the few flagged rows.
-    return flagged, F.filter(F.array(*candidates), lambda x: x.isNotNull())
-
-
-def _one_pass(u: DataFrame, skew_us: int) -> DataFrame:
-    c = F.col
-    a, in_order = _annotate(u.repartition("subscription", "key"), skew_us)
-    flagged, found = _findings_of(a, in_order, skew_us)
-    # Each row yields one statistics element (kind null), a flagged row its findings too.
-    stats_elem = F.array(F.struct(F.lit(None).cast("string").alias("kind"), *[
-        F.lit(None).cast(t).alias(n) for n, t in (("severity", "string"), ("detail", "string"), ("ev_seqs", "array<bigint>"))
-    ]))
-    exploded = a.select("*", F.explode(F.when(flagged, F.concat(found, stats_elem)).otherwise(stats_elem)).alias("f"))
-    is_stats = c("f.kind").isNull()
-    first = is_stats & (c("rn_msg") == 1) & c("known")
-    latency_ms = _when(first & c("pub_t").isNotNull() & c("first_recv").isNotNull(), (c("first_recv") - c("pub_t")) / 1000.0)
-    key_first = is_stats & (c("rn_key") == 1) & (c("key_deliveries") > 0)
-    return exploded.groupBy(
-        "subscription", c("f.kind").alias("kind"), F.when(~is_stats, c("row_id")).alias("row_id")
-    ).agg(
+    judged = sorted_rows.mapInArrow(judge_each, judge.OUTPUT_SCHEMA)
+    # statistics rows carry a chunk's latencies as an array: one element per row, counts on the first
+    exploded = judged.select("*", F.posexplode_outer("latency_ms").alias("pos", "lat"))
+    once = c("pos").isNull() | (c("pos") == 0)
+    hot = c("key_deliveries").isNotNull()
+    return exploded.groupBy("subscription", "kind", "row_id").agg(
         # a finding group is one row: its fields
-        F.first("f.severity").alias("severity"),
+        F.first("severity").alias("severity"),
         F.first("key").alias("key"),
         F.first("seq").alias("seq"),
         F.first("message_id").alias("message_id"),
-        F.first("f.detail").alias("detail"),
-        F.first("f.ev_seqs").alias("ev_seqs"),
+        F.first("detail").alias("detail"),
+        F.first("ev_seqs").alias("ev_seqs"),
         F.first("t").alias("t"),
         # the statistics group of a subscription
-        F.sum(_when(is_stats & (c("rk") == _PUBLISH) & c("pub_ok"), 1)).alias("published"),
-        F.sum(_when(is_stats & (c("rk") == _DELIVERY), 1)).alias("delivered"),
-        F.sum(_when(first & (c("n_del") > 0), 1)).alias("distinct_delivered"),
-        F.sum(_when(first & c("settle_ack").isNotNull(), 1)).alias("acked"),
-        F.sum(_when(first & (c("n_dl") > 0), 1)).alias("dead_lettered"),
-        F.percentile_approx(latency_ms, [0.5, 0.95, 0.99], _LATENCY_ACCURACY).alias("latency"),
+        *[F.sum(_when(once, c(n))).alias(n) for n in ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")],
+        F.percentile_approx("lat", [0.5, 0.95, 0.99], _LATENCY_ACCURACY).alias("latency"),
         F.max_by(
-            _when(key_first, F.struct(c("key").alias("key"), c("key_deliveries").alias("deliveries"))),
-            _when(key_first, F.struct(c("key_deliveries"), c("key"))),  # ties: a deterministic pick
+            _when(hot, F.struct(c("key").alias("key"), c("key_deliveries").alias("deliveries"))),
+            _when(hot, F.struct(c("key_deliveries"), c("key"))),  # ties: a deterministic pick
             _HOTTEST_KEYS,
         ).alias("hottest_keys"),
     )
@@ -527,7 +297,7 @@ def run_checks(
     config = _config(spark, subscriptions)
     guarantee = F.create_map(*[x for k, (g, _) in FINDING_KINDS.items() for x in (F.lit(k), F.lit(g))])
     u = _unified(publishes, deliveries, config)
-    combined = _one_pass(u, skew_us).withColumn("guarantee", guarantee[F.col("kind")]).cache()
+    combined = _one_pass(u, subscriptions, skew_us).withColumn("guarantee", guarantee[F.col("kind")]).cache()
     combined.count()
 
     core = combined.where(F.col("kind").isNotNull())
