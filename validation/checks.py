@@ -59,19 +59,20 @@ Clock skew. Times from different subscriber tasks are compared with a tolerance 
 receive order between tasks is trusted (the service does not deliver a key's next batch before
 the previous batch is settled, which takes longer than the skew).
 
-Shape. One shuffle: publish, delivery and dead-letter rows are unioned into one narrow frame and
-repartitioned by (subscription, key); every window and aggregate below is keyed by a superset of
-that, so Spark only sorts within partitions (by seq for message and settle windows, by receive time
-for the ordering window). Findings and per-subscription statistics leave that pass as one small
-aggregate (one group per finding, one per subscription), which is cached; the evidence rows are
-then fetched from the original inputs by a broadcast join on the few findings. No Python UDFs.
+Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one narrow row of six
+numbers each (`judge.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
+key and sorted within partitions by (key, seq, foreign last, time); `judge.judge_partition` judges
+each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
+coordinates of their row, statistics and latency summaries; a small cached aggregate collects
+them. Then, for the findings and the hottest keys only, a read of the key columns names them and a
+read of every column (filtered by those names when they are few) fetches the evidence rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -79,7 +80,8 @@ from validation import judge
 from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
 _HOTTEST_KEYS = judge.HOTTEST_KEYS
-_LATENCY_ACCURACY = 10_000
+_PERCENTILES = (0.5, 0.95, 0.99)
+_PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
 
 
 @dataclass
@@ -118,55 +120,74 @@ def _config(spark, subscriptions: list[DeclaredSubscription]) -> DataFrame:
     return spark.createDataFrame(rows, "sub_id int, subscription string, topic string")
 
 
-def _unified(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
-    """One narrow row per publish (per subscription of its topic), delivery and dead-letter.
+def _key_hashes() -> list[Column]:
+    """The identity of a (subscription, key) in the pass: two independent hashes (96 bits)."""
+    return [F.xxhash64("sub_id", "key").alias("h"), F.hash("sub_id", "key").alias("h2")]
 
-    Columns `judge.INPUT_COLUMNS`: `ok` is a publish's status ok, or a delivery's ack/nack that
-    returned success (with its time); `act` codes the action the pass distinguishes.
-    """
-    null_long = F.lit(None).cast("long")
-    pubs = publishes.join(F.broadcast(config), "topic").select(
-        "sub_id",
-        "key",
-        "seq",
-        F.lit(judge.PUBLISH).cast("byte").alias("rk"),
-        F.col("publish_time_us").alias("t"),
-        F.coalesce(F.col("status") == "ok", F.lit(False)).alias("ok"),
-        F.lit(judge.ACT_OTHER).cast("byte").alias("act"),
-        null_long.alias("ack_t"),
-        null_long.alias("deadline_us"),
-        null_long.alias("attempt"),
-        null_long.alias("dl_count"),
-        "message_id",
-    )
+
+def _row_kind() -> Column:
+    """A delivery log row's kind: judge.FOREIGN, DEAD_LETTER or DELIVERY."""
     foreign = F.col("probe_run").isNull() | (F.col("probe_run") != F.col("run_id"))
     foreign = foreign | F.col("key").isNull() | F.col("seq").isNull()
-    rk = (
+    return (
         F.when(foreign, F.lit(judge.FOREIGN))
         .when(F.col("kind") == "dead_letter", F.lit(judge.DEAD_LETTER))
         .otherwise(F.lit(judge.DELIVERY))
         .cast("byte")
+    )
+
+
+def _meta(rk: Column, ok: Column, act: Column, deadline_s: Column | None) -> Column:
+    """judge's packed `meta` column (see judge.INPUT_COLUMNS)."""
+    low = F.col("sub_id").cast("long") * 32 + F.coalesce(ok, F.lit(False)).cast("long") * 16 + act * 4 + rk
+    if deadline_s is not None:
+        bad = deadline_s.isNotNull() & ((deadline_s < 0) | (deadline_s > judge.MAX_DEADLINE_S))
+        checked = F.when(
+            bad,
+            F.raise_error(
+                F.concat(
+                    F.lit(f"deliveries: ack_deadline_s must be within 0..{judge.MAX_DEADLINE_S}, got "),
+                    deadline_s.cast("string"),
+                )
+            ),
+        ).otherwise(deadline_s)
+        low = low + F.coalesce(checked.cast("long") + 1, F.lit(0)) * (1 << judge.DEADLINE_SHIFT)
+    return F.hash("sub_id", "key").cast("long") * (1 << 32) + low
+
+
+def _unified(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
+    """One narrow row per publish (per subscription of its topic), delivery and dead-letter: the
+    numbers `judge.INPUT_COLUMNS` describes."""
+    null_long = F.lit(None).cast("long")
+    pubs = publishes.join(F.broadcast(config), "topic").select(
+        F.xxhash64("sub_id", "key").alias("h"),
+        _meta(F.lit(judge.PUBLISH), F.col("status") == "ok", F.lit(judge.ACT_OTHER), None).alias("meta"),
+        "seq",
+        F.col("publish_time_us").alias("t"),
+        null_long.alias("ack_t"),
+        null_long.alias("att"),
     )
     act = (
         F.when(F.col("action") == "ack", F.lit(judge.ACT_ACK))
         .when(F.col("action") == "late_ack", F.lit(judge.ACT_LATE_ACK))
         .when(F.col("action") == "nack", F.lit(judge.ACT_NACK))
         .otherwise(F.lit(judge.ACT_OTHER))
-        .cast("byte")
     )
-    dels = deliveries.join(F.broadcast(config.drop("topic")), "subscription").select(
-        "sub_id",
-        "key",
-        "seq",
-        rk.alias("rk"),
-        F.col("receive_time_us").alias("t"),
-        F.coalesce((F.col("ack_result") == "success") & F.col("ack_time_us").isNotNull(), F.lit(False)).alias("ok"),
-        act.alias("act"),
-        F.col("ack_time_us").alias("ack_t"),
-        (F.col("ack_deadline_s") * 1_000_000).alias("deadline_us"),
-        F.col("delivery_attempt").alias("attempt"),
-        F.col("dl_source_delivery_count").alias("dl_count"),
-        "message_id",
+    ok = (F.col("ack_result") == "success") & F.col("ack_time_us").isNotNull()
+    dels = (
+        deliveries.join(F.broadcast(config.drop("topic")), "subscription")
+        .withColumn("rk", _row_kind())
+        .select(
+            F.xxhash64("sub_id", "key").alias("h"),
+            _meta(F.col("rk"), ok, act, F.col("ack_deadline_s")).alias("meta"),
+            "seq",
+            F.col("receive_time_us").alias("t"),
+            F.col("ack_time_us").alias("ack_t"),
+            F.when(F.col("rk") == judge.FOREIGN, F.xxhash64("message_id"))
+            .when(F.col("kind") == "dead_letter", F.col("dl_source_delivery_count"))
+            .otherwise(F.col("delivery_attempt"))
+            .alias("att"),
+        )
     )
     return pubs.unionByName(dels)
 
@@ -176,8 +197,10 @@ def _when(cond: Column, value) -> Column:
 
 
 # -- the pass ---------------------------------------------------------------------------------
-def _one_pass(u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int) -> DataFrame:
-    """Findings (one row each, with a row id) and one statistics row per subscription."""
+def _one_pass(
+    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = judge.CHUNK_ROWS
+) -> DataFrame:
+    """Findings (one group each, by row id) and one statistics group per subscription."""
     c = F.col
     config = judge.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
@@ -191,89 +214,148 @@ def _one_pass(u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: 
 
         from validation import judge as j  # the executor's import
 
-        yield from j.judge_partition(batches, config, skew_us, TaskContext.get().partitionId())
+        yield from j.judge_partition(batches, config, skew_us, TaskContext.get().partitionId(), chunk_rows)
 
     sorted_rows = (
-        u.repartition("sub_id", "key")
-        .sortWithinPartitions("sub_id", "key", "seq", c("rk") == judge.FOREIGN, "t", "rk")
-        .select(*judge.INPUT_COLUMNS)
+        u.repartition("h")
+        # a message's own rows first, by time; the hash leads so most comparisons end on its prefix
+        .sortWithinPartitions("h", F.shiftright("meta", 32), "seq", (c("meta") % 4) == judge.FOREIGN, "t", c("meta") % 4)
     )
-    judged = sorted_rows.mapInArrow(judge_each, judge.OUTPUT_SCHEMA)
-    # statistics rows carry a chunk's latencies as an array: one element per row, counts on the first
-    exploded = judged.select("*", F.posexplode_outer("latency_ms").alias("pos", "lat"))
-    once = c("pos").isNull() | (c("pos") == 0)
+    return sorted_rows.mapInArrow(judge_each, judge.OUTPUT_SCHEMA)
+
+
+def _summaries(judged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """From the pass's rows: one row per finding and one statistics row per subscription; and the
+    latency percentiles per subscription (from each partition's latency summary, `judge.latency_summary`)."""
+    c = F.col
     hot = c("key_deliveries").isNotNull()
-    return exploded.groupBy("subscription", "kind", "row_id").agg(
+    combined = judged.groupBy("subscription", "kind", "row_id").agg(
         # a finding group is one row: its fields
-        F.first("severity").alias("severity"),
-        F.first("key").alias("key"),
-        F.first("seq").alias("seq"),
-        F.first("message_id").alias("message_id"),
-        F.first("detail").alias("detail"),
-        F.first("ev_seqs").alias("ev_seqs"),
-        F.first("t").alias("t"),
+        *[F.first(n).alias(n) for n in ("severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t")],
         # the statistics group of a subscription
-        *[F.sum(_when(once, c(n))).alias(n) for n in ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")],
-        F.percentile_approx("lat", [0.5, 0.95, 0.99], _LATENCY_ACCURACY).alias("latency"),
+        *[F.sum(n).alias(n) for n in ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")],
         F.max_by(
-            _when(hot, F.struct(c("key").alias("key"), c("key_deliveries").alias("deliveries"))),
-            _when(hot, F.struct(c("key_deliveries"), c("key"))),  # ties: a deterministic pick
+            _when(hot, F.struct("h", "h2", c("key_deliveries").alias("deliveries"))),
+            _when(hot, F.struct("key_deliveries", "h", "h2")),  # ties: a deterministic pick
             _HOTTEST_KEYS,
-        ).alias("hottest_keys"),
+        ).alias("hottest"),
     )
+    # nearest-rank percentiles over the partitions' latency summaries (value, weight)
+    samples = judged.where(c("latency_ms").isNotNull()).select(
+        "subscription", F.inline(F.arrays_zip("latency_ms", "latency_w"))
+    )
+    upto = Window.partitionBy("subscription").orderBy("latency_ms").rowsBetween(Window.unboundedPreceding, 0)
+    ranked = samples.select(
+        "subscription",
+        "latency_ms",
+        F.sum("latency_w").over(upto).alias("rank"),
+        F.sum("latency_w").over(Window.partitionBy("subscription")).alias("n"),
+    )
+    latency = ranked.groupBy("subscription").agg(
+        F.array(*[F.min(_when(c("rank") >= p * c("n"), c("latency_ms"))) for p in _PERCENTILES]).alias("latency")
+    )
+    return combined, latency
 
 
 # -- evidence ---------------------------------------------------------------------------------
-def _evidence_rows(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
-    """Every publish (per subscription of its topic) and delivery row, its columns kept in a struct."""
-    dels = deliveries.select(
-        "subscription",
-        "key",
-        "seq",
-        "message_id",
-        F.col("receive_time_us").alias("t"),
-        F.struct(F.lit("delivery").alias("source"), *deliveries.columns).alias("row"),
+def _key_names(publishes: DataFrame, deliveries: DataFrame, config: DataFrame, wanted: DataFrame) -> DataFrame:
+    """(subscription, h, h2, key) of the wanted key hashes: a scan of the key columns only."""
+    keys = ["subscription", "h", "h2"]
+    pubs = publishes.join(F.broadcast(config), "topic").select("subscription", "sub_id", "key")
+    dels = deliveries.join(F.broadcast(config.drop("topic")), "subscription").select("subscription", "sub_id", "key")
+    return (
+        pubs.unionByName(dels)
+        .select("subscription", *_key_hashes(), "key")
+        .join(F.broadcast(wanted), keys, "left_semi")
+        .distinct()
     )
-    pubs = publishes.join(F.broadcast(config.select("topic", "subscription")), "topic").select(
-        "subscription",
-        "key",
-        "seq",
-        "message_id",
-        F.col("publish_time_us").alias("t"),
-        F.struct(F.lit("publish").alias("source"), *publishes.columns).alias("row"),
-    )
-    return pubs, dels
 
 
-def _with_evidence(core: DataFrame, rows: tuple[DataFrame, DataFrame]) -> DataFrame:
-    """Join the (few) findings to the rows that prove them; JSON is made for matched rows only."""
-    f = F.broadcast(core.alias("f"))
-    finding_cols = ["subscription", "kind", "guarantee", "severity", "key", "seq", "message_id", "detail"]
-    matched = []
-    for side in rows:
-        r = side.alias("r")
-        cond = (
-            (F.col("f.subscription") == F.col("r.subscription"))
-            & F.col("f.key").eqNullSafe(F.col("r.key"))
-            & (
-                F.when(F.col("f.kind") == "unexpected", F.col("r.message_id") == F.col("f.message_id")).otherwise(
-                    F.array_contains(F.col("f.ev_seqs"), F.col("r.seq"))
-                )
+def _evidence_rows(
+    publishes: DataFrame, deliveries: DataFrame, config: DataFrame, wanted: DataFrame, key_values: list | None
+) -> DataFrame:
+    """The publish (per subscription of its topic) and delivery rows of the wanted keys (subscription,
+    h, h2), with their coordinates in the pass and their columns as JSON (made for those rows only).
+
+    This read takes every column. `key_values`, the names of the wanted keys when they are few, is
+    pushed to Parquet, which skips the row groups that hold none of them (by their statistics and
+    dictionaries); where every row group holds some, it reads the whole log.
+    """
+    keys = ["subscription", "h", "h2"]
+    if key_values is not None:
+        named = [k for k in key_values if k is not None]
+        keep = F.col("key").isin(named) if named else F.lit(False)
+        keep = (keep | F.col("key").isNull()) if None in key_values else keep
+        publishes, deliveries = publishes.where(keep), deliveries.where(keep)
+
+    def of_wanted(frame: DataFrame, source: str, columns: list[str], src: Column, t: str) -> DataFrame:
+        return (
+            frame.select("*", *_key_hashes())
+            .join(F.broadcast(wanted), keys, "left_semi")
+            .select(
+                *keys,
+                src.alias("src"),
+                "key",
+                "seq",
+                "message_id",
+                F.col(t).alias("t"),
+                F.to_json(F.struct(F.lit(source).alias("source"), *columns)).alias("row"),
             )
         )
-        matched.append(
-            f.join(r, cond, "inner").select(
-                F.col("f.row_id").alias("row_id"), F.col("r.t").alias("t"), F.to_json(F.col("r.row")).alias("row")
-            )
-        )
+
+    pubs = of_wanted(
+        publishes.join(F.broadcast(config), "topic"),
+        "publish",
+        publishes.columns,
+        F.lit(judge.PUBLISH).cast("byte"),
+        "publish_time_us",
+    )
+    dels = of_wanted(
+        deliveries.join(F.broadcast(config.drop("topic")), "subscription"),
+        "delivery",
+        deliveries.columns,
+        _row_kind(),
+        "receive_time_us",
+    )
+    return pubs.unionByName(dels)
+
+
+def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
+    """The (few) findings with their key, message id and the rows that prove them.
+
+    A finding's row is found by its coordinates (subscription, key hashes, source, seq, time, and
+    for a foreign row the hash of its message id); its evidence is every row of its key whose seq it
+    names, or for `unexpected`, its row itself.
+    """
+    f = F.col
+    found = F.broadcast(core.alias("f"))
+    r = rows.alias("r")
+    own_row = (
+        (f("r.src") == f("f.src"))
+        & (f("r.t") == f("f.t"))
+        & f("r.seq").eqNullSafe(f("f.seq"))
+        & (f("f.mh").isNull() | (F.xxhash64(f("r.message_id")) == f("f.mh")))
+    )
+    proves = F.when(f("f.kind") == "unexpected", own_row).otherwise(F.array_contains(f("f.ev_seqs"), f("r.seq")))
+    cond = (f("f.subscription") == f("r.subscription")) & (f("f.h") == f("r.h")) & (f("f.h2") == f("r.h2")) & proves
     ev = (
-        matched[0]
-        .unionByName(matched[1])
-        .groupBy("row_id")
-        .agg(F.sort_array(F.collect_list(F.struct("t", "row"))).alias("ev"))
+        found.join(r, cond, "inner")
+        .groupBy(f("f.row_id").alias("row_id"))
+        .agg(
+            F.sort_array(F.collect_list(F.struct(f("r.t"), f("r.row")))).alias("ev"),
+            F.max("r.key").alias("r_key"),
+            F.min(_when(own_row, f("r.message_id"))).alias("r_message_id"),
+        )
     )
     return core.join(ev, "row_id", "left").select(
-        *finding_cols,
+        "subscription",
+        "kind",
+        "guarantee",
+        "severity",
+        F.col("r_key").alias("key"),
+        "seq",
+        F.col("r_message_id").alias("message_id"),
+        "detail",
         F.concat(F.lit("["), F.coalesce(F.array_join(F.transform("ev", lambda x: x["row"]), ","), F.lit("")), F.lit("]")).alias(
             "evidence"
         ),
@@ -286,48 +368,80 @@ def run_checks(
     subscriptions: list[DeclaredSubscription],
     *,
     skew_us: int = 250_000,
+    chunk_rows: int = judge.CHUNK_ROWS,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.
 
     Pass only the subscriptions the probe exercised: every published message of a subscription's
-    topic is expected on it. Runs one Spark job for the findings and statistics (cached, small)
-    and one broadcast join for the evidence rows of the findings.
+    topic is expected on it. `chunk_rows` bounds the rows the pass judges at once (whole keys; the
+    verdict does not depend on it). Runs one Spark job for the findings and statistics (cached, small),
+    then one scan of the evidence for the rows of the keys they name (cached, small).
     """
     spark = publishes.sparkSession
     config = _config(spark, subscriptions)
     guarantee = F.create_map(*[x for k, (g, _) in FINDING_KINDS.items() for x in (F.lit(k), F.lit(g))])
     u = _unified(publishes, deliveries, config)
-    combined = _one_pass(u, subscriptions, skew_us).withColumn("guarantee", guarantee[F.col("kind")]).cache()
-    combined.count()
+    judged = _one_pass(u, subscriptions, skew_us, chunk_rows).cache()  # findings and statistics: small
+    judged.count()
+    combined, latency = _summaries(judged)
+    combined = combined.withColumn("guarantee", guarantee[F.col("kind")]).cache()
+    latency = latency.cache()
+    combined.count(), latency.count()
+    judged.unpersist()
 
     core = combined.where(F.col("kind").isNotNull())
-    findings = _with_evidence(core, _evidence_rows(publishes, deliveries, config)).select(*FINDING_COLUMNS)
-
     s = combined.where(F.col("kind").isNull())
+    hottest = s.select("subscription", F.inline_outer("hottest"))
+    keys = ["subscription", "h", "h2"]
+    hottest = hottest.where(F.col("h").isNotNull())
+    wanted = core.select(*keys).distinct()
+    # the names of the keys with findings and of the hottest keys: a read of the key columns
+    names = _key_names(publishes, deliveries, config, wanted.unionByName(hottest.select(*keys))).cache()
+    finding_keys = names.join(F.broadcast(wanted), keys, "left_semi").select("key").distinct()
+    key_values = [r.key for r in finding_keys.limit(_PUSHDOWN_KEYS + 1).collect()]
+    # the evidence: every column of the rows of the keys with findings
+    rows = _evidence_rows(
+        publishes, deliveries, config, wanted, key_values if len(key_values) <= _PUSHDOWN_KEYS else None
+    ).cache()
+    rows.count()
+    findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
+    hot_named = (
+        hottest.join(names, keys, "left")
+        .groupBy("subscription")
+        .agg(F.collect_list(F.struct("key", "deliveries")).alias("hottest_keys"))
+    )
     zero = F.lit(0).cast("long")
-    stats = config.select("subscription").join(s, "subscription", "left").select(
-        "subscription",
-        F.coalesce(F.col("published").cast("long"), zero).alias("published"),
-        F.coalesce(F.col("delivered").cast("long"), zero).alias("delivered"),
-        F.coalesce(F.col("distinct_delivered").cast("long"), zero).alias("distinct_delivered"),
-        F.coalesce(F.col("acked").cast("long"), zero).alias("acked"),
-        F.coalesce(F.col("dead_lettered").cast("long"), zero).alias("dead_lettered"),
-        (F.coalesce(F.col("delivered"), zero) - F.coalesce(F.col("distinct_delivered"), zero)).cast("long").alias("redeliveries"),
-        F.when(F.col("delivered") > 0, (F.col("delivered") - F.col("distinct_delivered")) / F.col("delivered")).alias(
-            "redelivery_rate"
-        ),
-        F.col("latency")[0].alias("latency_p50_ms"),
-        F.col("latency")[1].alias("latency_p95_ms"),
-        F.col("latency")[2].alias("latency_p99_ms"),
-        F.coalesce(
-            F.array_sort(
-                "hottest_keys",
-                lambda x, y: F.when(x["deliveries"] != y["deliveries"], y["deliveries"] - x["deliveries"]).otherwise(
-                    F.when(x["key"] < y["key"], -1).when(x["key"] > y["key"], 1).otherwise(0)
-                ).cast("int"),
+    stats = (
+        config.select("subscription")
+        .join(s.drop("hottest"), "subscription", "left")
+        .join(hot_named, "subscription", "left")
+        .join(latency, "subscription", "left")
+        .select(
+            "subscription",
+            F.coalesce(F.col("published").cast("long"), zero).alias("published"),
+            F.coalesce(F.col("delivered").cast("long"), zero).alias("delivered"),
+            F.coalesce(F.col("distinct_delivered").cast("long"), zero).alias("distinct_delivered"),
+            F.coalesce(F.col("acked").cast("long"), zero).alias("acked"),
+            F.coalesce(F.col("dead_lettered").cast("long"), zero).alias("dead_lettered"),
+            (F.coalesce(F.col("delivered"), zero) - F.coalesce(F.col("distinct_delivered"), zero))
+            .cast("long")
+            .alias("redeliveries"),
+            F.when(F.col("delivered") > 0, (F.col("delivered") - F.col("distinct_delivered")) / F.col("delivered")).alias(
+                "redelivery_rate"
             ),
-            F.array().cast(STATS_SCHEMA["hottest_keys"].dataType),
-        ).alias("hottest_keys"),
+            F.col("latency")[0].alias("latency_p50_ms"),
+            F.col("latency")[1].alias("latency_p95_ms"),
+            F.col("latency")[2].alias("latency_p99_ms"),
+            F.coalesce(
+                F.array_sort(
+                    F.filter("hottest_keys", lambda x: x["deliveries"].isNotNull()),
+                    lambda x, y: F.when(x["deliveries"] != y["deliveries"], y["deliveries"] - x["deliveries"])
+                    .otherwise(F.when(x["key"] < y["key"], -1).when(x["key"] > y["key"], 1).otherwise(0))
+                    .cast("int"),
+                ),
+                F.array().cast(STATS_SCHEMA["hottest_keys"].dataType),
+            ).alias("hottest_keys"),
+        )
     )
     return CheckResults(findings=findings, stats=stats)
 
