@@ -10,7 +10,7 @@ or unchanged with spark-submit, shipping the project's packages to the executors
 
 `--py-files` puts the zip on every executor's PYTHONPATH, so the probe's task functions
 (`validation.probe.publish_partition` / `subscribe_partition`) unpickle there; executors also need the
-third-party packages (google-cloud-pubsub, pyarrow) in their Python (`PYSPARK_PYTHON`). Evidence is
+third-party packages (google-cloud-pubsub, pyarrow, numpy, pandas) in their Python (`PYSPARK_PYTHON`). Evidence is
 written by executors straight to `<report>/evidence`, so on a cluster `--report` must be on storage all
 nodes share. `--from-evidence DIR` re-runs checks and report on recorded evidence alone.
 
@@ -307,6 +307,9 @@ def run_verify(args, spark=None) -> int:
             f"{emulator_host}; the declared publisher/consumer endpoints are used only with --target gcp"
         )
 
+    # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
+    # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
+    session = spark or _session(args.master)
     from google.cloud import pubsub_v1
 
     publisher = pubsub_v1.PublisherClient()
@@ -345,18 +348,15 @@ def run_verify(args, spark=None) -> int:
     twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber)
     saved = _install_signal_handlers()
     stop_file = evidence_dir / "_stop"
-    session = None
     try:
         twins.create()
         parameters["twins_created_us"] = time.time_ns() // 1000
-        session = spark or _session(args.master)
         probe_run = Probe(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
                           probed, stop_file, observations)
         probe_run.run()
     finally:
         stop_file.touch()
-        if session is not None:
-            session.sparkContext.cancelAllJobs()
+        session.sparkContext.cancelAllJobs()
         for ready in evidence_dir.glob(f"{READY_PREFIX}*"):
             ready.unlink(missing_ok=True)
         for notes in sorted(evidence_dir.glob(f"{NOTES_PREFIX}*.txt")):

@@ -41,6 +41,11 @@ def run(args) -> int:
     stack = ["--stack", args.stack] + (["--root", str(args.root)] if args.root else [])
     started = time.monotonic()
 
+    # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel (check,
+    # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
+    from validation.session import spark_session
+
+    spark_session("local[2]")  # what verify uses by default; it gets this session
     _step(f"plan: stack {args.stack!r} -> {plan_file}")
     if cli.main(["plan", *stack, "--out", str(plan_file)]) != 0:
         return 2
