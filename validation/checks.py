@@ -202,6 +202,8 @@ def _one_pass(
 ) -> DataFrame:
     """Findings (one group each, by row id) and one statistics group per subscription."""
     c = F.col
+    if len(subscriptions) > judge.MAX_SUBSCRIPTIONS:
+        raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {judge.MAX_SUBSCRIPTIONS} per run")
     config = judge.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
         ordered=tuple(bool(s.ordering) for s in subscriptions),
@@ -221,7 +223,9 @@ def _one_pass(
         # a message's own rows first, by time; the hash leads so most comparisons end on its prefix
         .sortWithinPartitions("h", F.shiftright("meta", 32), "seq", (c("meta") % 4) == judge.FOREIGN, "t", c("meta") % 4)
     )
-    return sorted_rows.mapInArrow(judge_each, judge.OUTPUT_SCHEMA)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return sorted_rows.mapInArrow(judge_each, from_arrow_schema(judge.OUTPUT_SCHEMA))
 
 
 def _summaries(judged: DataFrame) -> tuple[DataFrame, DataFrame]:

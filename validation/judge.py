@@ -50,13 +50,7 @@ MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
 # Findings carry the coordinates of their row (h, h2, src = rk, seq, t; mh for a foreign row);
 # `checks` joins them to the evidence rows for the key, the message id and the proof. Hottest-key
 # rows carry (h, h2).
-OUTPUT_SCHEMA = (
-    "subscription string, kind string, row_id long, severity string, h long, h2 int, src byte, mh long, "
-    "seq long, detail string, ev_seqs array<long>, t long, published long, delivered long, "
-    "distinct_delivered long, acked long, dead_lettered long, latency_ms array<double>, latency_w array<long>, "
-    "key_deliveries long"
-)
-_ARROW_SCHEMA = pa.schema(
+OUTPUT_SCHEMA = pa.schema(
     [
         ("subscription", pa.string()),
         ("kind", pa.string()),
@@ -178,11 +172,11 @@ def judge_partition(
         table = pa.Table.from_batches(pending).combine_chunks()
         yield from _judge_chunk(table, config, skew_us, (partition << 40) + offset, latencies)
     if latencies:
-        out: dict[str, list] = {f.name: [] for f in _ARROW_SCHEMA}
+        out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
         for s, parts in sorted(latencies.items()):
             values, weights = latency_summary(np.concatenate(parts))
             _append_row(out, subscription=config.names[s], latency_ms=values, latency_w=weights)
-        yield pa.RecordBatch.from_pydict(out, schema=_ARROW_SCHEMA)
+        yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
 def _last_key_start(table: pa.Table) -> int:
@@ -338,7 +332,7 @@ def _judge_chunk(
 
     # -- finding rows
     names = config.names
-    out: dict[str, list] = {f.name: [] for f in _ARROW_SCHEMA}
+    out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
     if found:
         ooo_info = {int(r): (int(f), p) for r, f, p in zip(ooo_rows, ooo_form, ooo_prev_seq)}
         for kind, rows in found:
@@ -379,7 +373,7 @@ def _judge_chunk(
             top = np.lexsort((kh2, kh, counts))[::-1][:HOTTEST_KEYS]
             for k in top[counts[top] > 0].tolist():
                 _append_hot_key(out, names[s], int(kh[k]), int(kh2[k]), int(counts[k]))
-    yield pa.RecordBatch.from_pydict(out, schema=_ARROW_SCHEMA)
+    yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
 def _describe(kind, r, m, t, seq, ack_t, end, next_recv, prev_end, act, rk, pub_t_m, fva_m, dl_t_m,
@@ -450,14 +444,11 @@ def _describe(kind, r, m, t, seq, ack_t, end, next_recv, prev_end, act, rk, pub_
 
 
 def _append_finding(out, subscription, kind, row_id, severity, coordinates, mh, seq, detail, ev, t):
-    row = dict.fromkeys(out)
     h, h2, src = coordinates
-    row.update(
-        subscription=subscription, kind=kind, row_id=row_id, severity=severity, h=h, h2=h2, src=src, mh=mh,
+    _append_row(
+        out, subscription=subscription, kind=kind, row_id=row_id, severity=severity, h=h, h2=h2, src=src, mh=mh,
         seq=None if np.isnan(seq) else int(seq), detail=detail, ev_seqs=ev, t=int(t),
     )
-    for name, value in row.items():
-        out[name].append(value)
 
 
 def _append_stats(out, subscription, *, published, delivered, distinct, acked, dead_lettered):
@@ -496,7 +487,4 @@ def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple
 
 
 def _append_hot_key(out, subscription, h, h2, deliveries):
-    row = dict.fromkeys(out)
-    row.update(subscription=subscription, h=h, h2=h2, key_deliveries=deliveries)
-    for name, value in row.items():
-        out[name].append(value)
+    _append_row(out, subscription=subscription, h=h, h2=h2, key_deliveries=deliveries)
