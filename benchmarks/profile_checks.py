@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         print(f"run {i + 1}:")
         publishes = spark.read.parquet(str(directory / "publishes"))
         deliveries = spark.read.parquet(str(directory / "deliveries"))
-        u = checks._unified(publishes, deliveries, checks._config(spark, run.subscriptions))
+        u = checks._unified(publishes, deliveries, run.subscriptions)
         timed("read + pack", u)
         ordered = u.repartition("h").sortWithinPartitions(
             "h", F.shiftright("meta", 32), "seq", (c("meta") % 4) == judge.FOREIGN, "t", c("meta") % 4

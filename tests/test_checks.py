@@ -214,6 +214,19 @@ def test_stats(spark, judged):
     assert stats.count() == len(CASES)
 
 
+def test_an_empty_log_has_no_findings_and_zero_counts(spark):
+    subs = [DeclaredSubscription("quiet", "t-quiet", exactly_once=True), DeclaredSubscription("idle", "t-idle")]
+    publishes = spark.createDataFrame(pa.Table.from_pylist([], schema=PUBLISH_SCHEMA))
+    deliveries = spark.createDataFrame(pa.Table.from_pylist([], schema=DELIVERY_SCHEMA))
+    results = run_checks(publishes, deliveries, subs)
+    assert results.findings.collect() == []
+    rows = {r.subscription: r.asDict() for r in results.stats.collect()}
+    assert set(rows) == {"quiet", "idle"}
+    for row in rows.values():
+        assert (row["published"], row["delivered"], row["redeliveries"], row["hottest_keys"]) == (0, 0, 0, [])
+        assert row["redelivery_rate"] is None and row["latency_p50_ms"] is None
+
+
 def test_guarantee_status():
     sub = DeclaredSubscription("s", "t", ordering=True, max_delivery_attempts=5, dead_letter_topic="d")
     f = [

@@ -63,24 +63,27 @@ Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one 
 numbers each (`judge.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
 key and sorted within partitions by (key, seq, foreign last, time); `judge.judge_partition` judges
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
-coordinates of their row, statistics and latency summaries; a small cached aggregate collects
-them. Then, for the findings and the hottest keys only, a read of the key columns names them and a
-read of every column (filtered by those names when they are few) fetches the evidence rows.
+coordinates of their row, statistics and latency summaries, which come to the driver as Arrow
+(small: findings and a few rows per chunk) and are merged there (`judge.summarise`). Then, for the
+findings and the hottest keys only, a read of the key columns names them and a read of every column
+(filtered by those names when they are few) fetches the evidence rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from validation import judge
 from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
-_HOTTEST_KEYS = judge.HOTTEST_KEYS
-_PERCENTILES = (0.5, 0.95, 0.99)
+_NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
 
 
@@ -114,10 +117,31 @@ STATS_SCHEMA = T.StructType(
 )
 
 
+_CORE_COLUMNS = ("row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t")
+
+
 # -- inputs -----------------------------------------------------------------------------------
-def _config(spark, subscriptions: list[DeclaredSubscription]) -> DataFrame:
-    rows = [(i, s.name, s.topic) for i, s in enumerate(subscriptions)]
-    return spark.createDataFrame(rows, "sub_id int, subscription string, topic string")
+def _declared(
+    publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]
+) -> tuple[DataFrame, DataFrame]:
+    """Publish rows once per declared subscription of their topic, and the delivery rows of declared
+    subscriptions, each with `sub_id` (the subscription's index in `subscriptions`) and, for
+    publishes, `subscription`. Lookups in literal maps: no join."""
+    by_topic: dict[str, list[int]] = {}
+    for i, sub in enumerate(subscriptions):
+        by_topic.setdefault(sub.topic, []).append(i)
+    if subscriptions:
+        names = F.array(*[F.lit(sub.name) for sub in subscriptions])
+        topic_subs = F.create_map(*[x for t, ids in by_topic.items() for x in (F.lit(t), F.array(*map(F.lit, ids)))])
+        sub_id = F.create_map(*[x for i, sub in enumerate(subscriptions) for x in (F.lit(sub.name), F.lit(i))])
+        subs_of_topic, id_of_sub = topic_subs[F.col("topic")], sub_id[F.col("subscription")]
+    else:
+        names = F.array().cast("array<string>")
+        subs_of_topic, id_of_sub = F.lit(None).cast("array<int>"), F.lit(None).cast("int")
+    pubs = publishes.select("*", F.explode(subs_of_topic).alias("sub_id"))
+    pubs = pubs.withColumn("subscription", names[F.col("sub_id")])
+    dels = deliveries.withColumn("sub_id", id_of_sub.cast("int")).where(F.col("sub_id").isNotNull())
+    return pubs, dels
 
 
 def _key_hashes() -> list[Column]:
@@ -155,11 +179,12 @@ def _meta(rk: Column, ok: Column, act: Column, deadline_s: Column | None) -> Col
     return F.hash("sub_id", "key").cast("long") * (1 << 32) + low
 
 
-def _unified(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> DataFrame:
+def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]) -> DataFrame:
     """One narrow row per publish (per subscription of its topic), delivery and dead-letter: the
     numbers `judge.INPUT_COLUMNS` describes."""
     null_long = F.lit(None).cast("long")
-    pubs = publishes.join(F.broadcast(config), "topic").select(
+    publishes, deliveries = _declared(publishes, deliveries, subscriptions)
+    pubs = publishes.select(
         F.xxhash64("sub_id", "key").alias("h"),
         _meta(F.lit(judge.PUBLISH), F.col("status") == "ok", F.lit(judge.ACT_OTHER), None).alias("meta"),
         "seq",
@@ -175,8 +200,7 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, config: DataFrame) -> 
     )
     ok = (F.col("ack_result") == "success") & F.col("ack_time_us").isNotNull()
     dels = (
-        deliveries.join(F.broadcast(config.drop("topic")), "subscription")
-        .withColumn("rk", _row_kind())
+        deliveries.withColumn("rk", _row_kind())
         .select(
             F.xxhash64("sub_id", "key").alias("h"),
             _meta(F.col("rk"), ok, act, F.col("ack_deadline_s")).alias("meta"),
@@ -223,60 +247,32 @@ def _one_pass(
         # a message's own rows first, by time; the hash leads so most comparisons end on its prefix
         .sortWithinPartitions("h", F.shiftright("meta", 32), "seq", (c("meta") % 4) == judge.FOREIGN, "t", c("meta") % 4)
     )
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return sorted_rows.mapInArrow(judge_each, from_arrow_schema(judge.OUTPUT_SCHEMA))
 
 
-def _summaries(judged: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """From the pass's rows: one row per finding and one statistics row per subscription; and the
-    latency percentiles per subscription (from each partition's latency summary, `judge.latency_summary`)."""
-    c = F.col
-    hot = c("key_deliveries").isNotNull()
-    combined = judged.groupBy("subscription", "kind", "row_id").agg(
-        # a finding group is one row: its fields
-        *[F.first(n).alias(n) for n in ("severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t")],
-        # the statistics group of a subscription
-        *[F.sum(n).alias(n) for n in ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")],
-        F.max_by(
-            _when(hot, F.struct("h", "h2", c("key_deliveries").alias("deliveries"))),
-            _when(hot, F.struct("key_deliveries", "h", "h2")),  # ties: a deterministic pick
-            _HOTTEST_KEYS,
-        ).alias("hottest"),
-    )
-    # nearest-rank percentiles over the partitions' latency summaries (value, weight)
-    samples = judged.where(c("latency_ms").isNotNull()).select(
-        "subscription", F.inline(F.arrays_zip("latency_ms", "latency_w"))
-    )
-    upto = Window.partitionBy("subscription").orderBy("latency_ms").rowsBetween(Window.unboundedPreceding, 0)
-    ranked = samples.select(
-        "subscription",
-        "latency_ms",
-        F.sum("latency_w").over(upto).alias("rank"),
-        F.sum("latency_w").over(Window.partitionBy("subscription")).alias("n"),
-    )
-    latency = ranked.groupBy("subscription").agg(
-        F.array(*[F.min(_when(c("rank") >= p * c("n"), c("latency_ms"))) for p in _PERCENTILES]).alias("latency")
-    )
-    return combined, latency
-
-
 # -- evidence ---------------------------------------------------------------------------------
-def _key_names(publishes: DataFrame, deliveries: DataFrame, config: DataFrame, wanted: DataFrame) -> DataFrame:
-    """(subscription, h, h2, key) of the wanted key hashes: a scan of the key columns only."""
-    keys = ["subscription", "h", "h2"]
-    pubs = publishes.join(F.broadcast(config), "topic").select("subscription", "sub_id", "key")
-    dels = deliveries.join(F.broadcast(config.drop("topic")), "subscription").select("subscription", "sub_id", "key")
-    return (
-        pubs.unionByName(dels)
-        .select("subscription", *_key_hashes(), "key")
-        .join(F.broadcast(wanted), keys, "left_semi")
-        .distinct()
-    )
+def _key_names(
+    publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], wanted_h: list[int]
+) -> DataFrame:
+    """(subscription, h, h2, key) of every key whose first hash is wanted: a read of the key columns,
+    hashing each row once (the second hash only for the rows that pass)."""
+    spark = publishes.sparkSession
+    pubs, dels = _declared(publishes.select("topic", "key"), deliveries.select("subscription", "key"), subscriptions)
+    rows = pubs.select("subscription", "sub_id", "key").unionByName(dels.select("subscription", "sub_id", "key"))
+    h = F.xxhash64("sub_id", "key")
+    if len(wanted_h) <= _NAMED_BY_LIST:
+        rows = rows.where(h.isin(wanted_h))
+    else:  # too many for a literal set in the plan
+        rows = rows.withColumn("h", h).join(F.broadcast(spark.createDataFrame([(x,) for x in wanted_h], "h long")), "h", "left_semi")
+    return rows.select("subscription", *_key_hashes(), "key").distinct()
 
 
 def _evidence_rows(
-    publishes: DataFrame, deliveries: DataFrame, config: DataFrame, wanted: DataFrame, key_values: list | None
+    publishes: DataFrame,
+    deliveries: DataFrame,
+    subscriptions: list[DeclaredSubscription],
+    wanted: DataFrame,
+    key_values: list | None,
 ) -> DataFrame:
     """The publish (per subscription of its topic) and delivery rows of the wanted keys (subscription,
     h, h2), with their coordinates in the pass and their columns as JSON (made for those rows only).
@@ -291,6 +287,8 @@ def _evidence_rows(
         keep = F.col("key").isin(named) if named else F.lit(False)
         keep = (keep | F.col("key").isNull()) if None in key_values else keep
         publishes, deliveries = publishes.where(keep), deliveries.where(keep)
+    pub_columns, del_columns = publishes.columns, deliveries.columns
+    publishes, deliveries = _declared(publishes, deliveries, subscriptions)
 
     def of_wanted(frame: DataFrame, source: str, columns: list[str], src: Column, t: str) -> DataFrame:
         return (
@@ -308,16 +306,16 @@ def _evidence_rows(
         )
 
     pubs = of_wanted(
-        publishes.join(F.broadcast(config), "topic"),
+        publishes,
         "publish",
-        publishes.columns,
+        pub_columns,
         F.lit(judge.PUBLISH).cast("byte"),
         "publish_time_us",
     )
     dels = of_wanted(
-        deliveries.join(F.broadcast(config.drop("topic")), "subscription"),
+        deliveries,
         "delivery",
-        deliveries.columns,
+        del_columns,
         _row_kind(),
         "receive_time_us",
     )
@@ -347,7 +345,6 @@ def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
         .groupBy(f("f.row_id").alias("row_id"))
         .agg(
             F.sort_array(F.collect_list(F.struct(f("r.t"), f("r.row")))).alias("ev"),
-            F.max("r.key").alias("r_key"),
             F.min(_when(own_row, f("r.message_id"))).alias("r_message_id"),
         )
     )
@@ -356,7 +353,7 @@ def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
         "kind",
         "guarantee",
         "severity",
-        F.col("r_key").alias("key"),
+        "key",
         "seq",
         F.col("r_message_id").alias("message_id"),
         "detail",
@@ -378,76 +375,45 @@ def run_checks(
 
     Pass only the subscriptions the probe exercised: every published message of a subscription's
     topic is expected on it. `chunk_rows` bounds the rows the pass judges at once (whole keys; the
-    verdict does not depend on it). Runs one Spark job for the findings and statistics (cached, small),
-    then one scan of the evidence for the rows of the keys they name (cached, small).
+    verdict does not depend on it). Runs the pass (one job; its findings and statistics come to the
+    driver), a read of the key columns when there are findings or hot keys to name; `findings`, when
+    collected, reads the evidence rows of the keys with findings. The findings are held on the
+    driver (as the report holds them).
     """
     spark = publishes.sparkSession
-    config = _config(spark, subscriptions)
+    names = tuple(sub.name for sub in subscriptions)
+    # the pass: one job; what it returns (findings, statistics, latency summaries) is small
+    judged = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
+    is_finding = pc.is_valid(judged["kind"])
+    stats = judge.summarise(judged.filter(pc.invert(is_finding)), names)
+    found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
+    # the names of the keys with findings and of the hottest keys: one read of the key columns
+    coordinates = list(zip(*(found[n].to_pylist() for n in ("subscription", "h", "h2"))))
+    hot = {(name, h, h2) for name in names for h, h2, _ in stats[name]["hottest"]}
+    wanted_h = sorted({h for _, h, _ in coordinates} | {h for _, h, _ in hot})
+    named = {}
+    if wanted_h:
+        named = {(r.subscription, r.h, r.h2): r.key for r in _key_names(publishes, deliveries, subscriptions, wanted_h).collect()}
+    found = found.append_column("key", pa.array([named.get(c) for c in coordinates], pa.string()))
     guarantee = F.create_map(*[x for k, (g, _) in FINDING_KINDS.items() for x in (F.lit(k), F.lit(g))])
-    u = _unified(publishes, deliveries, config)
-    judged = _one_pass(u, subscriptions, skew_us, chunk_rows).cache()  # findings and statistics: small
-    judged.count()
-    combined, latency = _summaries(judged)
-    combined = combined.withColumn("guarantee", guarantee[F.col("kind")]).cache()
-    latency = latency.cache()
-    combined.count(), latency.count()
-    judged.unpersist()
-
-    core = combined.where(F.col("kind").isNotNull())
-    s = combined.where(F.col("kind").isNull())
-    hottest = s.select("subscription", F.inline_outer("hottest"))
-    keys = ["subscription", "h", "h2"]
-    hottest = hottest.where(F.col("h").isNotNull())
-    wanted = core.select(*keys).distinct()
-    # the names of the keys with findings and of the hottest keys: a read of the key columns
-    names = _key_names(publishes, deliveries, config, wanted.unionByName(hottest.select(*keys))).cache()
-    finding_keys = names.join(F.broadcast(wanted), keys, "left_semi").select("key").distinct()
-    key_values = [r.key for r in finding_keys.limit(_PUSHDOWN_KEYS + 1).collect()]
-    # the evidence: every column of the rows of the keys with findings
+    core_schema = from_arrow_schema(found.schema)
+    # (Spark cannot make a frame of an Arrow table without chunks)
+    core = (spark.createDataFrame(found, core_schema) if found.num_rows else spark.createDataFrame([], core_schema)).withColumn("guarantee", guarantee[F.col("kind")])
+    # the evidence: every column of the rows of the keys with findings, filtered by their names
+    # when they are few
+    key_values = pc.unique(found["key"]).to_pylist()
     rows = _evidence_rows(
-        publishes, deliveries, config, wanted, key_values if len(key_values) <= _PUSHDOWN_KEYS else None
-    ).cache()
-    rows.count()
+        publishes,
+        deliveries,
+        subscriptions,
+        core.select("subscription", "h", "h2").distinct(),
+        key_values if len(key_values) <= _PUSHDOWN_KEYS else None,
+    )
     findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
-    hot_named = (
-        hottest.join(names, keys, "left")
-        .groupBy("subscription")
-        .agg(F.collect_list(F.struct("key", "deliveries")).alias("hottest_keys"))
-    )
-    zero = F.lit(0).cast("long")
-    stats = (
-        config.select("subscription")
-        .join(s.drop("hottest"), "subscription", "left")
-        .join(hot_named, "subscription", "left")
-        .join(latency, "subscription", "left")
-        .select(
-            "subscription",
-            F.coalesce(F.col("published").cast("long"), zero).alias("published"),
-            F.coalesce(F.col("delivered").cast("long"), zero).alias("delivered"),
-            F.coalesce(F.col("distinct_delivered").cast("long"), zero).alias("distinct_delivered"),
-            F.coalesce(F.col("acked").cast("long"), zero).alias("acked"),
-            F.coalesce(F.col("dead_lettered").cast("long"), zero).alias("dead_lettered"),
-            (F.coalesce(F.col("delivered"), zero) - F.coalesce(F.col("distinct_delivered"), zero))
-            .cast("long")
-            .alias("redeliveries"),
-            F.when(F.col("delivered") > 0, (F.col("delivered") - F.col("distinct_delivered")) / F.col("delivered")).alias(
-                "redelivery_rate"
-            ),
-            F.col("latency")[0].alias("latency_p50_ms"),
-            F.col("latency")[1].alias("latency_p95_ms"),
-            F.col("latency")[2].alias("latency_p99_ms"),
-            F.coalesce(
-                F.array_sort(
-                    F.filter("hottest_keys", lambda x: x["deliveries"].isNotNull()),
-                    lambda x, y: F.when(x["deliveries"] != y["deliveries"], y["deliveries"] - x["deliveries"])
-                    .otherwise(F.when(x["key"] < y["key"], -1).when(x["key"] > y["key"], 1).otherwise(0))
-                    .cast("int"),
-                ),
-                F.array().cast(STATS_SCHEMA["hottest_keys"].dataType),
-            ).alias("hottest_keys"),
-        )
-    )
-    return CheckResults(findings=findings, stats=stats)
+    for name in names:
+        top = [(named.get((name, h, h2)), d) for h, h2, d in stats[name].pop("hottest")]
+        stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
+    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA))
 
 
 def guarantee_status(

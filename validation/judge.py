@@ -488,3 +488,46 @@ def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple
 
 def _append_hot_key(out, subscription, h, h2, deliveries):
     _append_row(out, subscription=subscription, h=h, h2=h2, key_deliveries=deliveries)
+
+
+def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> list[float | None]:
+    """Nearest-rank percentiles of the values the partitions' `latency_summary`s stand for."""
+    if not summaries:
+        return [None for _ in ps]
+    v = np.concatenate([s[0] for s in summaries])
+    w = np.concatenate([s[1] for s in summaries])
+    if len(v) == 0:
+        return [None for _ in ps]
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(w[order])
+    return [float(v[np.argmax(cum >= p * cum[-1])]) for p in ps]
+
+
+def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.99)) -> dict[str, dict]:
+    """The statistics rows of the pass (all partitions; no findings), merged per subscription:
+    counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
+    as (h, h2, deliveries) by (deliveries, h, h2) -- a deterministic pick among ties -- unnamed."""
+    counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")
+    merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
+    for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries"]).to_pylist():
+        s = merged[row["subscription"]]
+        if row["key_deliveries"] is not None:
+            s["hot"].append((row["key_deliveries"], row["h"], row["h2"]))
+        elif row["published"] is not None:
+            for n in counts:
+                s[n] += row[n]
+    lat = rows.filter(pc.is_valid(rows["latency_ms"]))
+    for sub, values, weights in zip(*(lat[n].to_pylist() for n in ("subscription", "latency_ms", "latency_w"))):
+        merged[sub]["latency"].append((np.asarray(values, np.float64), np.asarray(weights, np.int64)))
+    stats = {}
+    for name, s in merged.items():
+        delivered, distinct = s["delivered"], s["distinct_delivered"]
+        stats[name] = {
+            "subscription": name,
+            **{n: s[n] for n in counts},
+            "redeliveries": delivered - distinct,
+            "redelivery_rate": (delivered - distinct) / delivered if delivered else None,
+            **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
+            "hottest": [(h, h2, d) for d, h, h2 in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
+        }
+    return stats
