@@ -35,3 +35,29 @@ def test_segmented_running_max_restarts_at_each_segment():
     np.testing.assert_array_equal(judge._seg_cummax(v, starts), [3, 3, 3, 5, 5, np.nan, 4])
     np.testing.assert_array_equal(judge._seg_cummax(v, starts, exclusive=True), [np.nan, 3, 3, np.nan, 5, np.nan, np.nan])
     np.testing.assert_array_equal(judge._seg_cummin_after(v, starts), [1, 1, np.nan, 2, np.nan, 4, np.nan])
+
+
+@pytest.mark.parametrize("longest", [1, 2, 5, judge._DOUBLING_UP_TO, judge._DOUBLING_UP_TO + 1, 200])
+def test_segmented_scans_match_a_loop(longest):
+    """Both ways of the scan (doubling for short segments, rank encoding for long) against a loop."""
+    rng = np.random.default_rng(longest)
+    for _ in range(30):
+        lengths = rng.integers(1, longest + 1, size=int(rng.integers(1, 12)))
+        lengths[0] = longest  # the longest segment decides the way
+        rng.shuffle(lengths)
+        n = int(lengths.sum())
+        v = np.round(rng.normal(size=n), 1)  # ties included
+        v[rng.random(n) < 0.3] = np.nan
+        starts = np.zeros(n, bool)
+        starts[np.cumsum(lengths)[:-1]] = True
+        starts[0] = True
+        want, want_ex, want_after = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        for begin, end in zip(np.flatnonzero(starts), [*np.flatnonzero(starts)[1:], n]):
+            for i in range(begin, end):
+                before, upto, after = v[begin:i], v[begin : i + 1], v[i + 1 : end]
+                want[i] = np.nan if np.isnan(upto).all() else np.nanmax(upto)
+                want_ex[i] = np.nan if len(before) == 0 or np.isnan(before).all() else np.nanmax(before)
+                want_after[i] = np.nan if len(after) == 0 or np.isnan(after).all() else np.nanmin(after)
+        np.testing.assert_array_equal(judge._seg_cummax(v, starts), want)
+        np.testing.assert_array_equal(judge._seg_cummax(v, starts, exclusive=True), want_ex)
+        np.testing.assert_array_equal(judge._seg_cummin_after(v, starts), want_after)

@@ -91,21 +91,36 @@ def _seg_ids(starts: np.ndarray) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
+_DOUBLING_UP_TO = 16  # segments at most this long: a doubling scan; longer: rank encoding
+
+
 def _seg_cummax(v: np.ndarray, starts: np.ndarray, exclusive: bool = False) -> np.ndarray:
     """Running max of v (NaN = null) restarting at each start; exclusive: of the rows before."""
     n = len(v)
-    out = np.full(n, np.nan)
     if n == 0:
-        return out
-    finite = ~np.isnan(v)
-    uniq, inv = np.unique(v[finite], return_inverse=True)
-    rank = np.zeros(n, np.int64)
-    rank[finite] = inv + 1  # 0: null
-    base = _seg_ids(starts).astype(np.int64) * (len(uniq) + 1)
-    # a segment's codes all exceed every earlier segment's, so the running max restarts at each start
-    r = np.maximum.accumulate(base + rank) - base
-    have = r > 0
-    out[have] = uniq[r[have] - 1]
+        return np.full(0, np.nan)
+    idx = np.arange(n)
+    pos = idx - np.maximum.accumulate(np.where(starts, idx, 0))  # position within the segment
+    longest = int(pos.max()) + 1
+    if longest <= _DOUBLING_UP_TO:
+        # short segments (a message's rows): log2(longest) steps, each row taking the max of the
+        # row d before it when that row is in its segment
+        out = np.array(v, np.float64, copy=True)
+        d = 1
+        while d < longest:
+            out[d:] = np.where(pos[d:] >= d, np.fmax(out[d:], out[:-d]), out[d:])
+            d *= 2
+    else:
+        out = np.full(n, np.nan)
+        finite = ~np.isnan(v)
+        uniq, inv = np.unique(v[finite], return_inverse=True)
+        rank = np.zeros(n, np.int64)
+        rank[finite] = inv + 1  # 0: null
+        base = _seg_ids(starts).astype(np.int64) * (len(uniq) + 1)
+        # a segment's codes all exceed every earlier segment's, so the running max restarts at each start
+        r = np.maximum.accumulate(base + rank) - base
+        have = r > 0
+        out[have] = uniq[r[have] - 1]
     if exclusive:
         shifted = np.full(n, np.nan)
         shifted[1:] = out[:-1]
@@ -122,6 +137,52 @@ def _seg_cummin_after(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
         ends[:-1] = starts[1:]
         ends[-1] = True
     return -_seg_cummax(-v[::-1], ends[::-1], exclusive=True)[::-1]
+
+
+def _seg_count(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """True flags per segment; `starts` are the sorted first indices of the segments (0 first)."""
+    if len(starts) == 0:
+        return np.zeros(0, np.int64)
+    c = np.cumsum(flags, dtype=np.int64)
+    ends = np.append(starts[1:], len(flags)) - 1
+    before = np.zeros(len(starts), np.int64)
+    before[1:] = c[starts[1:] - 1]
+    return c[ends] - before
+
+
+def _seg_min(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Min of v per segment ignoring NaN (NaN when all are); as `_seg_count`'s starts."""
+    if len(starts) == 0:
+        return np.zeros(0)
+    r = np.minimum.reduceat(np.where(np.isnan(v), np.inf, v), starts)  # faster than fmin.reduceat
+    r[np.isinf(r)] = np.nan
+    return r
+
+
+def _seg_max(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return -_seg_min(-v, starts)
+
+
+def _whole_segments(selected: np.ndarray):
+    """An index (or slice, for all) of the selected elements, None for none. The selection is of
+    whole segments (by subscription), so a scan over the selected elements sees whole segments."""
+    if selected.all():
+        return slice(None)
+    rows = np.flatnonzero(selected)
+    return rows if len(rows) else None
+
+
+def _settle_prefix(settle_val, exists_m, mks, seq_m):
+    """Per message of whole keys: the latest settle time of the key's earlier messages (settle
+    prefix), and the seq that blocks -- the earliest of the latest-settled earlier messages."""
+    prefix_settle = _seg_cummax(settle_val, mks, exclusive=True)
+    key_first_msg = np.flatnonzero(mks)[_seg_ids(mks)]
+    record = exists_m & (np.isnan(prefix_settle) | (settle_val > prefix_settle))
+    last_record = np.maximum.accumulate(np.where(record, np.arange(len(mks)), -1))
+    blocking_at = np.full(len(mks), -1)
+    blocking_at[1:] = last_record[:-1]
+    blocking_at[blocking_at < key_first_msg] = -1  # a record of an earlier key
+    return prefix_settle, np.where(blocking_at >= 0, seq_m[np.maximum(blocking_at, 0)], np.nan)
 
 
 def _arr(table: pa.Table, name: str) -> pa.Array:
@@ -222,24 +283,24 @@ def _judge_chunk(
     del_t = np.where(is_del, t, np.nan)
     del_end = np.where(is_del, end, np.nan)
 
-    def by_msg(ufunc, values):
-        return ufunc.reduceat(values, mstart) if n else values[:0]
+    def count_m(flags):
+        return _seg_count(flags, mstart)
 
     # -- per message
-    known_m = by_msg(np.logical_or, is_pub)
-    pub_ok_m = by_msg(np.logical_or, is_pub & ok)
-    pub_t_m = by_msg(np.fmin, np.where(is_pub & ok, t, np.nan))
-    n_del_m = by_msg(np.add, is_del.astype(np.int64))
-    n_dl_m = by_msg(np.add, is_dl.astype(np.int64))
-    first_recv_m = by_msg(np.fmin, del_t)
-    max_attempt_m = by_msg(np.fmax, np.where(is_del, att, np.nan))
-    max_dl_count_m = by_msg(np.fmax, np.where(is_dl, att, np.nan))
-    dl_t_m = by_msg(np.fmin, np.where(is_dl, t, np.nan))
-    settle_ack_m = by_msg(np.fmin, np.where(acked, ack_t, np.nan))
-    first_valid_ack_m = by_msg(np.fmin, np.where(valid_ack, ack_t, np.nan))
-    last_end_m = by_msg(np.fmax, del_end)
+    known_m = count_m(is_pub) > 0
+    pub_ok_m = count_m(is_pub & ok) > 0
+    pub_t_m = _seg_min(np.where(is_pub & ok, t, np.nan), mstart)
+    n_del_m = count_m(is_del)
+    n_dl_m = count_m(is_dl)
+    first_recv_m = _seg_min(del_t, mstart)
+    max_attempt_m = _seg_max(np.where(is_del, att, np.nan), mstart)
+    max_dl_count_m = _seg_max(np.where(is_dl, att, np.nan), mstart)
+    dl_t_m = _seg_min(np.where(is_dl, t, np.nan), mstart)
+    settle_ack_m = _seg_min(np.where(acked, ack_t, np.nan), mstart)
+    first_valid_ack_m = _seg_min(np.where(valid_ack, ack_t, np.nan), mstart)
+    last_end_m = _seg_max(del_end, mstart)
     # the latest delivery of a message is its last delivery row (rows are sorted by time within it)
-    last_del = by_msg(np.maximum, np.where(is_del, np.arange(n), -1))
+    last_del = np.maximum.reduceat(np.where(is_del, np.arange(n), -1), mstart) if n else np.zeros(0, np.int64)
     last_delivery_acked_m = np.where(last_del >= 0, valid_ack[np.maximum(last_del, 0)], False)
 
     exists_m = known_m & (pub_ok_m | (n_del_m > 0) | (n_dl_m > 0))
@@ -252,23 +313,24 @@ def _judge_chunk(
     before_key = (counted - exists_m)[key_first_msg][_seg_ids(mks)]
     idx_m = (counted - before_key).astype(np.float64)  # published-and-existing seqs <= this one
     settle_val = np.where(exists_m, np.where(np.isnan(settle_m), INF, settle_m), np.nan)
-    prefix_settle_m = _seg_cummax(settle_val, mks, exclusive=True)
-    # the seq that blocks: the earliest of the latest-settled earlier messages
-    record = exists_m & (np.isnan(prefix_settle_m) | (settle_val > prefix_settle_m))
-    last_record = np.maximum.accumulate(np.where(record, np.arange(len(mstart)), -1)) if len(mstart) else record
-    blocking_at = np.full(len(mstart), -1)
-    blocking_at[1:] = last_record[:-1]
-    blocking_at[blocking_at < key_first_msg[_seg_ids(mks)]] = -1  # a record of an earlier key
     seq_m = seq[mstart]
-    blocking_seq_m = np.where(blocking_at >= 0, seq_m[np.maximum(blocking_at, 0)], np.nan)
-    key_deliveries_k = np.add.reduceat(is_del.astype(np.int64), kstart) if n else np.zeros(0, np.int64)
-    key_has_dl_k = np.logical_or.reduceat(is_dl, kstart) if n else np.zeros(0, bool)
+    # the settle prefix and blocking seq only matter for ordering: computed on ordered keys only
+    prefix_settle_m, blocking_seq_m = np.full(len(mstart), np.nan), np.full(len(mstart), np.nan)
+    om = _whole_segments(ordered_of[sub[mstart]])
+    if om is not None:
+        prefix_settle_m[om], blocking_seq_m[om] = _settle_prefix(settle_val[om], exists_m[om], mks[om], seq_m[om])
+    key_deliveries_k = _seg_count(is_del, kstart)
+    key_has_dl_k = _seg_count(is_dl, kstart) > 0
 
     # -- per row
     known = known_m[mid]
     first = ms
-    prev_end = _seg_cummax(del_end, ms, exclusive=True)
-    next_recv = _seg_cummin_after(del_t, ms)
+    # when the earlier deliveries ended, when the next was received: for exactly-once rows only
+    prev_end, next_recv = np.full(n, np.nan), np.full(n, np.nan)
+    er = _whole_segments(eod_of[sub])
+    if er is not None:
+        prev_end[er] = _seg_cummax(del_end[er], ms[er], exclusive=True)
+        next_recv[er] = _seg_cummin_after(del_t[er], ms[er])
     ordered = ordered_of[sub]
     eod = eod_of[sub]
     max_att = max_att_of[sub]
@@ -348,31 +410,37 @@ def _judge_chunk(
                     att_raw[r].as_py() if rk[r] == FOREIGN else None, seq[r], detail, ev, t[r],
                 )
 
-    # -- statistics: per subscription of this chunk one row, plus its hottest-key candidates
-    known_first = ms & known
-    latency_row = known_first & ~np.isnan(pub_t_m[mid]) & ~np.isnan(first_recv_m[mid])
-    latency = (first_recv_m[mid] - pub_t_m[mid]) / 1000.0
-    key_sub = sub[kstart]
-    for s in np.unique(sub).tolist():
-        in_sub = sub == s
+    # -- statistics: per subscription of this chunk one row, plus its top keys (counted with
+    # bincount over subscription ids: linear in the rows whatever the number of subscriptions)
+    n_subs = len(names)
+    sub_m = sub[mstart]
+
+    def per_sub(ids):
+        return np.bincount(ids, minlength=n_subs)
+
+    published = per_sub(sub[is_pub & ok])
+    delivered = per_sub(sub[is_del])
+    distinct = per_sub(sub_m[known_m & (n_del_m > 0)])
+    acked_n = per_sub(sub_m[known_m & ~np.isnan(settle_ack_m)])
+    dead_lettered = per_sub(sub_m[known_m & (n_dl_m > 0)])
+    timed = np.flatnonzero(known_m & ~np.isnan(pub_t_m) & ~np.isnan(first_recv_m))
+    timed = timed[np.argsort(sub_m[timed], kind="stable")]
+    lat_subs, lat_begin = np.unique(sub_m[timed], return_index=True)
+    latency_of = dict(zip(lat_subs.tolist(), np.split((first_recv_m[timed] - pub_t_m[timed]) / 1000.0, lat_begin[1:])))
+    # this chunk's top keys per subscription by (deliveries, h, h2): the order `summarise` merges them in
+    key_sub, kh, kh2 = sub[kstart], h[kstart], h2[kstart]
+    hot = np.flatnonzero(key_deliveries_k > 0)
+    hot = hot[np.lexsort((kh2[hot], kh[hot], key_deliveries_k[hot], key_sub[hot]))]
+    hot_end = np.searchsorted(key_sub[hot], np.arange(n_subs), side="right")
+    for s in np.flatnonzero(per_sub(sub)).tolist():
         _append_stats(
-            out,
-            names[s],
-            published=int(np.count_nonzero(in_sub & is_pub & ok)),
-            delivered=int(np.count_nonzero(in_sub & is_del)),
-            distinct=int(np.count_nonzero(in_sub & known_first & (n_del_m[mid] > 0))),
-            acked=int(np.count_nonzero(in_sub & known_first & ~np.isnan(settle_ack_m[mid]))),
-            dead_lettered=int(np.count_nonzero(in_sub & known_first & (n_dl_m[mid] > 0))),
+            out, names[s], published=int(published[s]), delivered=int(delivered[s]), distinct=int(distinct[s]),
+            acked=int(acked_n[s]), dead_lettered=int(dead_lettered[s]),
         )
-        latencies.setdefault(s, []).append(latency[in_sub & latency_row])
-        # hottest keys: every key that can be among the top 5 (ties on the count included)
-        counts = np.where((key_sub == s) & (key_deliveries_k > 0), key_deliveries_k, 0)
-        if counts.any():
-            # this chunk's top keys by (deliveries, h, h2): the order `checks` merges them in
-            kh, kh2 = h[kstart], h2[kstart]
-            top = np.lexsort((kh2, kh, counts))[::-1][:HOTTEST_KEYS]
-            for k in top[counts[top] > 0].tolist():
-                _append_hot_key(out, names[s], int(kh[k]), int(kh2[k]), int(counts[k]))
+        latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
+        begin = hot_end[s - 1] if s else 0
+        for k in hot[max(begin, hot_end[s] - HOTTEST_KEYS) : hot_end[s]][::-1].tolist():
+            _append_hot_key(out, names[s], int(kh[k]), int(kh2[k]), int(key_deliveries_k[k]))
     yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
