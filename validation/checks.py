@@ -71,6 +71,7 @@ findings and the hottest keys only, a read of the key columns names them and a r
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -117,7 +118,9 @@ STATS_SCHEMA = T.StructType(
 )
 
 
-_CORE_COLUMNS = ("row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t")
+_CORE_COLUMNS = (
+    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t", "key_published"
+)
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -126,21 +129,14 @@ def _declared(
 ) -> tuple[DataFrame, DataFrame]:
     """Publish rows once per declared subscription of their topic, and the delivery rows of declared
     subscriptions, each with `sub_id` (the subscription's index in `subscriptions`) and, for
-    publishes, `subscription`. Lookups in literal maps: no join."""
-    by_topic: dict[str, list[int]] = {}
-    for i, sub in enumerate(subscriptions):
-        by_topic.setdefault(sub.topic, []).append(i)
-    if subscriptions:
-        names = F.array(*[F.lit(sub.name) for sub in subscriptions])
-        topic_subs = F.create_map(*[x for t, ids in by_topic.items() for x in (F.lit(t), F.array(*map(F.lit, ids)))])
-        sub_id = F.create_map(*[x for i, sub in enumerate(subscriptions) for x in (F.lit(sub.name), F.lit(i))])
-        subs_of_topic, id_of_sub = topic_subs[F.col("topic")], sub_id[F.col("subscription")]
-    else:
-        names = F.array().cast("array<string>")
-        subs_of_topic, id_of_sub = F.lit(None).cast("array<int>"), F.lit(None).cast("int")
-    pubs = publishes.select("*", F.explode(subs_of_topic).alias("sub_id"))
-    pubs = pubs.withColumn("subscription", names[F.col("sub_id")])
-    dels = deliveries.withColumn("sub_id", id_of_sub.cast("int")).where(F.col("sub_id").isNotNull())
+    publishes, `subscription`. Broadcast hash joins: one lookup per row, however many subscriptions
+    (a literal map or CASE would compare each row with every subscription)."""
+    spark = publishes.sparkSession
+    config = spark.createDataFrame(
+        [(i, sub.name, sub.topic) for i, sub in enumerate(subscriptions)], "sub_id int, subscription string, topic string"
+    )
+    pubs = publishes.join(F.broadcast(config), "topic")
+    dels = deliveries.join(F.broadcast(config.drop("topic")), "subscription")
     return pubs, dels
 
 
@@ -252,19 +248,29 @@ def _one_pass(
 
 # -- evidence ---------------------------------------------------------------------------------
 def _key_names(
-    publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], wanted_h: list[int]
+    publishes: DataFrame,
+    deliveries: DataFrame,
+    subscriptions: list[DeclaredSubscription],
+    published_h: list[int],
+    delivered_h: list[int],
 ) -> DataFrame:
-    """(subscription, h, h2, key) of every key whose first hash is wanted: a read of the key columns,
-    hashing each row once (the second hash only for the rows that pass)."""
+    """(subscription, h, h2, key) of every key whose first hash is wanted: a read of the key columns
+    of the publish log for keys that have publish rows (`published_h`), and of the delivery log for
+    the others (`delivered_h`; usually none), hashing each row once (the second hash only for the
+    rows that pass)."""
     spark = publishes.sparkSession
     pubs, dels = _declared(publishes.select("topic", "key"), deliveries.select("subscription", "key"), subscriptions)
-    rows = pubs.select("subscription", "sub_id", "key").unionByName(dels.select("subscription", "sub_id", "key"))
-    h = F.xxhash64("sub_id", "key")
-    if len(wanted_h) <= _NAMED_BY_LIST:
-        rows = rows.where(h.isin(wanted_h))
-    else:  # too many for a literal set in the plan
-        rows = rows.withColumn("h", h).join(F.broadcast(spark.createDataFrame([(x,) for x in wanted_h], "h long")), "h", "left_semi")
-    return rows.select("subscription", *_key_hashes(), "key").distinct()
+    sides = [(frame.select("subscription", "sub_id", "key"), wanted) for frame, wanted in ((pubs, published_h), (dels, delivered_h)) if wanted]
+    named = []
+    for rows, wanted in sides:
+        h = F.xxhash64("sub_id", "key")
+        if len(wanted) <= _NAMED_BY_LIST:
+            rows = rows.where(h.isin(wanted))
+        else:  # too many for a literal set in the plan
+            wanted_frame = F.broadcast(spark.createDataFrame([(x,) for x in wanted], "h long"))
+            rows = rows.withColumn("h", h).join(wanted_frame, "h", "left_semi")
+        named.append(rows.select("subscription", *_key_hashes(), "key"))
+    return functools.reduce(DataFrame.unionByName, named).distinct()
 
 
 def _evidence_rows(
@@ -387,13 +393,17 @@ def run_checks(
     is_finding = pc.is_valid(judged["kind"])
     stats = judge.summarise(judged.filter(pc.invert(is_finding)), names)
     found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
-    # the names of the keys with findings and of the hottest keys: one read of the key columns
+    # the names of the keys with findings and of the hottest keys: a read of the key columns (of
+    # the publish log only, unless some of those keys were never published)
     coordinates = list(zip(*(found[n].to_pylist() for n in ("subscription", "h", "h2"))))
-    hot = {(name, h, h2) for name in names for h, h2, _ in stats[name]["hottest"]}
-    wanted_h = sorted({h for _, h, _ in coordinates} | {h for _, h, _ in hot})
+    wanted = set(zip(found["h"].to_pylist(), found["key_published"].to_pylist()))
+    wanted |= {(h, published) for name in names for h, _, _, published in stats[name]["hottest"]}
     named = {}
-    if wanted_h:
-        named = {(r.subscription, r.h, r.h2): r.key for r in _key_names(publishes, deliveries, subscriptions, wanted_h).collect()}
+    if wanted:
+        published_h = sorted({h for h, published in wanted if published})
+        delivered_h = sorted({h for h, published in wanted if not published})
+        key_names = _key_names(publishes, deliveries, subscriptions, published_h, delivered_h)
+        named = {(r.subscription, r.h, r.h2): r.key for r in key_names.collect()}
     found = found.append_column("key", pa.array([named.get(c) for c in coordinates], pa.string()))
     guarantee = F.create_map(*[x for k, (g, _) in FINDING_KINDS.items() for x in (F.lit(k), F.lit(g))])
     core_schema = from_arrow_schema(found.schema)
@@ -411,7 +421,7 @@ def run_checks(
     )
     findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
     for name in names:
-        top = [(named.get((name, h, h2)), d) for h, h2, d in stats[name].pop("hottest")]
+        top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
     return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA))
 

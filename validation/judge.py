@@ -72,6 +72,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("latency_ms", pa.list_(pa.float64())),
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
+        ("key_published", pa.bool_()),  # the key has publish rows: its name is in the publish log
     ]
 )
 
@@ -321,6 +322,7 @@ def _judge_chunk(
         prefix_settle_m[om], blocking_seq_m[om] = _settle_prefix(settle_val[om], exists_m[om], mks[om], seq_m[om])
     key_deliveries_k = _seg_count(is_del, kstart)
     key_has_dl_k = _seg_count(is_dl, kstart) > 0
+    key_published_k = _seg_count(is_pub, kstart) > 0
 
     # -- per row
     known = known_m[mid]
@@ -406,7 +408,7 @@ def _judge_chunk(
                     ooo_info.get(r), blocking_seq_m, key_has_dl_k[kid[r]],
                 )
                 _append_finding(
-                    out, names[sub[r]], kind, row_id_base + r, severity, (int(h[r]), int(h2[r]), int(rk[r])),
+                    out, names[sub[r]], kind, row_id_base + r, severity, (int(h[r]), int(h2[r]), int(rk[r]), bool(key_published_k[kid[r]])),
                     att_raw[r].as_py() if rk[r] == FOREIGN else None, seq[r], detail, ev, t[r],
                 )
 
@@ -440,7 +442,7 @@ def _judge_chunk(
         latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
         begin = hot_end[s - 1] if s else 0
         for k in hot[max(begin, hot_end[s] - HOTTEST_KEYS) : hot_end[s]][::-1].tolist():
-            _append_hot_key(out, names[s], int(kh[k]), int(kh2[k]), int(key_deliveries_k[k]))
+            _append_hot_key(out, names[s], (int(kh[k]), int(kh2[k]), bool(key_published_k[k])), int(key_deliveries_k[k]))
     yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -512,9 +514,10 @@ def _describe(kind, r, m, t, seq, ack_t, end, next_recv, prev_end, act, rk, pub_
 
 
 def _append_finding(out, subscription, kind, row_id, severity, coordinates, mh, seq, detail, ev, t):
-    h, h2, src = coordinates
+    h, h2, src, published = coordinates
     _append_row(
         out, subscription=subscription, kind=kind, row_id=row_id, severity=severity, h=h, h2=h2, src=src, mh=mh,
+        key_published=published,
         seq=None if np.isnan(seq) else int(seq), detail=detail, ev_seqs=ev, t=int(t),
     )
 
@@ -554,8 +557,9 @@ def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple
     return v[idx], weights
 
 
-def _append_hot_key(out, subscription, h, h2, deliveries):
-    _append_row(out, subscription=subscription, h=h, h2=h2, key_deliveries=deliveries)
+def _append_hot_key(out, subscription, key, deliveries):
+    h, h2, published = key
+    _append_row(out, subscription=subscription, h=h, h2=h2, key_published=published, key_deliveries=deliveries)
 
 
 def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> list[float | None]:
@@ -574,13 +578,14 @@ def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> li
 def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.99)) -> dict[str, dict]:
     """The statistics rows of the pass (all partitions; no findings), merged per subscription:
     counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
-    as (h, h2, deliveries) by (deliveries, h, h2) -- a deterministic pick among ties -- unnamed."""
+    as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
+    ties -- unnamed."""
     counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")
     merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
-    for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries"]).to_pylist():
+    for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
         s = merged[row["subscription"]]
         if row["key_deliveries"] is not None:
-            s["hot"].append((row["key_deliveries"], row["h"], row["h2"]))
+            s["hot"].append((row["key_deliveries"], row["h"], row["h2"], row["key_published"]))
         elif row["published"] is not None:
             for n in counts:
                 s[n] += row[n]
@@ -596,6 +601,6 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
             "redeliveries": delivered - distinct,
             "redelivery_rate": (delivered - distinct) / delivered if delivered else None,
             **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
-            "hottest": [(h, h2, d) for d, h, h2 in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
+            "hottest": [(h, h2, d, p) for d, h, h2, p in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
         }
     return stats
