@@ -212,10 +212,6 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
     return pubs.unionByName(dels)
 
 
-def _when(cond: Column, value) -> Column:
-    return F.when(cond, value)
-
-
 # -- the pass ---------------------------------------------------------------------------------
 def _one_pass(
     u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = judge.CHUNK_ROWS
@@ -260,10 +256,11 @@ def _key_names(
     rows that pass)."""
     spark = publishes.sparkSession
     pubs, dels = _declared(publishes.select("topic", "key"), deliveries.select("subscription", "key"), subscriptions)
-    sides = [(frame.select("subscription", "sub_id", "key"), wanted) for frame, wanted in ((pubs, published_h), (dels, delivered_h)) if wanted]
     named = []
-    for rows, wanted in sides:
-        h = F.xxhash64("sub_id", "key")
+    for frame, wanted in ((pubs, published_h), (dels, delivered_h)):
+        if not wanted:
+            continue
+        rows, h = frame.select("subscription", "sub_id", "key"), F.xxhash64("sub_id", "key")
         if len(wanted) <= _NAMED_BY_LIST:
             rows = rows.where(h.isin(wanted))
         else:  # too many for a literal set in the plan
@@ -351,7 +348,7 @@ def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
         .groupBy(f("f.row_id").alias("row_id"))
         .agg(
             F.sort_array(F.collect_list(F.struct(f("r.t"), f("r.row")))).alias("ev"),
-            F.min(_when(own_row, f("r.message_id"))).alias("r_message_id"),
+            F.min(F.when(own_row, f("r.message_id"))).alias("r_message_id"),
         )
     )
     return core.join(ev, "row_id", "left").select(
@@ -388,7 +385,7 @@ def run_checks(
     """
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
-    # the pass: one job; what it returns (findings, statistics, latency summaries) is small
+    # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
     judged = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
     is_finding = pc.is_valid(judged["kind"])
     stats = judge.summarise(judged.filter(pc.invert(is_finding)), names)
