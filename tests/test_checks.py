@@ -227,6 +227,14 @@ def test_an_empty_log_has_no_findings_and_zero_counts(spark):
         assert row["redelivery_rate"] is None and row["latency_p50_ms"] is None
 
 
+def test_an_ack_deadline_out_of_range_is_named_in_the_error(spark):
+    sub = DeclaredSubscription("odd", "t-odd")
+    publishes = spark.createDataFrame(pa.Table.from_pylist([pub("t-odd", "a", 0)], schema=PUBLISH_SCHEMA))
+    deliveries = spark.createDataFrame(pa.Table.from_pylist([dlv("odd", "a", 0, S, deadline=-1)], schema=DELIVERY_SCHEMA))
+    with pytest.raises(Exception, match=r"deliveries: ack_deadline_s must be within 0\.\.32766, got -1"):
+        run_checks(publishes, deliveries, [sub])
+
+
 def test_guarantee_status():
     sub = DeclaredSubscription("s", "t", ordering=True, max_delivery_attempts=5, dead_letter_topic="d")
     f = [
