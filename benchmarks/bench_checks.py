@@ -8,7 +8,8 @@ exactly-once, dead-lettering), tiled to size under renamed keys, plus one mutate
 findings and their evidence join are exercised. They are written once as Parquet under
 `benchmarks/out/checks-<rows>/` (the probe's layout) and reused.
 
-For each size, in the same run, `--repeat` times (default 2; the best time of each side is compared,
+For each size, in the same run, after one untimed run of each side on that size (JIT, the page cache:
+"warm"; its time is printed), `--repeat` times (default 3; the best time of each side is compared,
 every time is printed):
 - Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
   collected -- the whole verdict, wall time;
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="1000000,10000000", help="delivery rows per log, comma-separated")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=2, help="runs per size and side; the best of each is compared")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per size and side; the best of each is compared")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -141,9 +142,10 @@ def main(argv=None) -> int:
         print(f"log {rows:>11,} rows: {dirs[rows]} ({time.perf_counter() - t:.1f} s to make or find)", flush=True)
 
     spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
-    spark_checks(spark, dirs[sizes[0]])  # warm-up: JIT, class loading
     results = {}
     for rows in sizes:
+        warm = spark_checks(spark, dirs[rows]), floor(dirs[rows])  # untimed: JIT at this size, page cache
+        print(f"{rows:>11,} rows  warm-up: spark {warm[0]['seconds']:.1f} s; duckdb {warm[1]['seconds']:.1f} s", flush=True)
         runs = [(spark_checks(spark, dirs[rows]), floor(dirs[rows])) for _ in range(args.repeat)]
         s = min((r[0] for r in runs), key=lambda x: x["seconds"])
         f = min((r[1] for r in runs), key=lambda x: x["seconds"])
