@@ -173,6 +173,24 @@ def test_chunks_of_whole_keys_do_not_change_the_verdict(inputs, judged):
     assertDataFrameEqual(small.stats, stats)
 
 
+def test_subscriptions_by_case_or_by_join_give_the_same_verdict(inputs, monkeypatch):
+    """Few subscriptions are found by a CASE over their names, many by a join: same findings and
+    statistics, a topic with two declared subscriptions included (its twin saw no delivery)."""
+    from validation import checks
+
+    subs, publishes, deliveries = inputs
+    twin = DeclaredSubscription("lost-twin", "t-lost")
+    verdicts = []
+    for case_up_to in (0, len(subs) + 1):
+        monkeypatch.setattr(checks, "_BY_CASE_UP_TO", case_up_to)
+        results = run_checks(publishes, deliveries, [*subs, twin])
+        findings = sorted(tuple(r.asDict().values()) for r in results.findings.collect())
+        verdicts.append((findings, sorted(tuple(r) for r in results.stats.collect())))
+    assert verdicts[0] == verdicts[1]
+    lost_on_twin = {(f[0], f[1], f[5]) for f in verdicts[0][0] if f[0] == "lost-twin"}
+    assert lost_on_twin == {("lost-twin", "lost", 0), ("lost-twin", "lost", 1)}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_case_raises_exactly_its_findings(judged, case):
     _, findings, _ = judged

@@ -86,6 +86,7 @@ from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, Decl
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
+_BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE over the names, not a join
 
 
 @dataclass
@@ -126,13 +127,31 @@ _CORE_COLUMNS = (
 # -- inputs ---------------------------------------------------------------------------------
 # Expressions are SQL text: one call to the JVM each, where building them from Column objects took
 # one per literal and operator (about 3,900 calls, ~0.8 s, per run_checks).
+def _sql_string(value: str) -> str:
+    """A SQL string literal (Spark's escapes: backslash and quote)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _declared(
     publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]
 ) -> tuple[DataFrame, DataFrame]:
     """Publish rows once per declared subscription of their topic, and the delivery rows of declared
     subscriptions, each with `sub_id` (the subscription's index in `subscriptions`) and, for
-    publishes, `subscription`. Broadcast hash joins: one lookup per row, however many subscriptions
-    (a literal map or CASE would compare each row with every subscription)."""
+    publishes, `subscription`.
+
+    Up to `_BY_CASE_UP_TO` subscriptions, a CASE over their names (no broadcast to plan and ship:
+    ~0.4 s less per run_checks); above, broadcast hash joins (one lookup per row, where a CASE
+    compares each row with every subscription)."""
+    if len(subscriptions) <= _BY_CASE_UP_TO:
+        by_topic: dict[str, list[str]] = {}
+        for i, sub in enumerate(subscriptions):
+            by_topic.setdefault(sub.topic, []).append(f"named_struct('sub_id', {i}, 'subscription', {_sql_string(sub.name)})")
+        of_topic = " ".join(f"WHEN {_sql_string(t)} THEN array({', '.join(v)})" for t, v in by_topic.items())
+        sub_id = " ".join(f"WHEN {_sql_string(sub.name)} THEN {i}" for i, sub in enumerate(subscriptions))
+        # inline of a NULL array (an undeclared topic) yields no row, as the join would
+        pubs = publishes.select("*", F.expr(f"inline(CASE topic {of_topic} END)"))
+        dels = deliveries.withColumn("sub_id", F.expr(f"CASE subscription {sub_id} END")).where("sub_id IS NOT NULL")
+        return pubs, dels
     spark = publishes.sparkSession
     config = spark.createDataFrame(
         [(i, sub.name, sub.topic) for i, sub in enumerate(subscriptions)], "sub_id int, subscription string, topic string"
