@@ -534,6 +534,8 @@ def mutate_out_of_order_regression(h: History, rng: random.Random):
             settled = _settled_at(h, s, k, d["seq"])
             if settled is not None and settled <= resolved + MS + CHECK_SKEW_US + 100 * MS:
                 continue  # the failed message was already settled (a replay): going back above it is legal
+            if resolved + MS >= rest[0]["receive_time_us"]:
+                continue  # the key moved on first (the failed message came again): a clone would follow that, a skip
             cands.append((s, k, batch[-1], resolved + MS))
     if not cands:
         return None
