@@ -50,7 +50,6 @@ def main(argv=None) -> int:
         return 2
     spark = spark_session("local[2]", app_name="profile-checks")
     run = RunInfo.read(directory)
-    c = F.col
 
     def timed(label: str, frame) -> None:
         t = time.perf_counter()
@@ -63,9 +62,7 @@ def main(argv=None) -> int:
         deliveries = spark.read.parquet(str(directory / "deliveries"))
         u = checks._unified(publishes, deliveries, run.subscriptions)
         timed("read + pack", u)
-        ordered = u.repartition("h").sortWithinPartitions(
-            "h", F.shiftright("meta", 32), "seq", (c("meta") % 4) == judge.FOREIGN, "t", c("meta") % 4
-        )
+        ordered = u.repartition("h").sortWithinPartitions(*map(F.expr, checks._ORDER))
         timed("+ shuffle/sort", ordered)
         timed("+ Arrow (drained)", ordered.mapInArrow(_drain, "x long"))
         timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, 250_000))

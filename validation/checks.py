@@ -215,6 +215,11 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
 
 
 # -- the pass ---------------------------------------------------------------------------------
+# the order within a partition: a message's own rows first, by time; the hash leads so most
+# comparisons end on its prefix (`meta & 3` is the row kind: `%` keeps the sign of a negative meta)
+_ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {judge.FOREIGN}", "t", "meta & 3")
+
+
 def _one_pass(
     u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = judge.CHUNK_ROWS
 ) -> DataFrame:
@@ -235,10 +240,7 @@ def _one_pass(
 
         yield from j.judge_partition(batches, config, skew_us, TaskContext.get().partitionId(), chunk_rows)
 
-    # a message's own rows first, by time; the hash leads so most comparisons end on its prefix
-    # (`meta & 3` is the row kind: `%` keeps the sign of a negative meta)
-    order = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {judge.FOREIGN}", "t", "meta & 3")
-    sorted_rows = u.repartition("h").sortWithinPartitions(*map(F.expr, order))
+    sorted_rows = u.repartition("h").sortWithinPartitions(*map(F.expr, _ORDER))
     return sorted_rows.mapInArrow(judge_each, from_arrow_schema(judge.OUTPUT_SCHEMA))
 
 
