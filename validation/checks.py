@@ -161,8 +161,10 @@ def _declared(
     return pubs, dels
 
 
-# the identity of a (subscription, key) in the pass: two independent hashes (96 bits)
-_KEY_HASHES = ("xxhash64(sub_id, key) AS h", "hash(sub_id, key) AS h2")
+# the identity of a (subscription, key) in the pass: two independent hashes (96 bits); the pass, the
+# key-name read and the evidence read all use these
+_H, _H2 = "xxhash64(sub_id, key)", "hash(sub_id, key)"
+_KEY_HASHES = (f"{_H} AS h", f"{_H2} AS h2")
 
 # a delivery log row's kind: judge.FOREIGN, DEAD_LETTER or DELIVERY
 _ROW_KIND = (
@@ -182,7 +184,7 @@ def _meta(rk: str, ok: str, act: str, deadline_s: str | None) -> str:
             f"ELSE {deadline_s} END"
         )
         low += f" + COALESCE(CAST({checked} AS BIGINT) + 1, 0) * {1 << judge.DEADLINE_SHIFT}"
-    return f"CAST(hash(sub_id, key) AS BIGINT) * {1 << 32} + {low}"
+    return f"CAST({_H2} AS BIGINT) * {1 << 32} + {low}"
 
 
 def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]) -> DataFrame:
@@ -265,10 +267,10 @@ def _key_names(
         rows = frame.select("subscription", "sub_id", "key")
         if len(wanted) <= _NAMED_BY_LIST:
             literals = ", ".join(f"{x}L" for x in wanted)
-            rows = rows.where(f"xxhash64(sub_id, key) IN ({literals})")
+            rows = rows.where(f"{_H} IN ({literals})")
         else:  # too many for a literal set in the plan
             wanted_frame = F.broadcast(spark.createDataFrame([(x,) for x in wanted], "h long"))
-            rows = rows.withColumn("h", F.expr("xxhash64(sub_id, key)")).join(wanted_frame, "h", "left_semi")
+            rows = rows.withColumn("h", F.expr(_H)).join(wanted_frame, "h", "left_semi")
         named.append(rows.selectExpr("subscription", *_KEY_HASHES, "key"))
     return functools.reduce(DataFrame.unionByName, named).distinct()
 
