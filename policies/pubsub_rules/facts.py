@@ -58,6 +58,41 @@ def name_problem(name: object) -> str | None:
     return None
 
 
+# Labels (Resource Manager label rules, which Pub/Sub topics and subscriptions follow): at most 64
+# per resource; keys 1..63 characters, a lowercase letter first, then lowercase letters, digits, "_"
+# or "-"; values 0..63 characters of the same kinds; keys must not start with "goog".
+LABEL_RULE = (
+    "keys 1 to 63 characters, a lowercase letter first, then lowercase letters, digits, '_' or '-', not "
+    "starting with 'goog'; values at most 63 characters of the same kinds; at most 64 labels"
+)
+LABELS_MAX = 64
+LABEL_MAX_CHARS = 63
+
+
+def _label_chars_ok(text: str) -> bool:
+    return all((c.isalpha() and c == c.lower()) or c.isdigit() or c in "_-" for c in text)
+
+
+def label_problems(labels: object) -> list[str]:
+    """Why a labels mapping breaks GCP's label rules (one sentence each); empty when it does not."""
+    if not isinstance(labels, dict):
+        return [f"labels must be a mapping of key to value, got {type(labels).__name__}"]
+    problems = []
+    if len(labels) > LABELS_MAX:
+        problems.append(f"{len(labels)} labels, more than {LABELS_MAX}")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key or len(key) > LABEL_MAX_CHARS or not _label_chars_ok(key) \
+                or not (key[0].isalpha() and key[0] == key[0].lower()):
+            problems.append(f"label key {key!r} is not valid ({LABEL_RULE})")
+        elif key.startswith("goog"):
+            problems.append(f"label key {key!r} must not start with 'goog'")
+        if not isinstance(value, str):
+            problems.append(f"label {key!r} has a {type(value).__name__} value; values are strings")
+        elif len(value) > LABEL_MAX_CHARS or not _label_chars_ok(value):
+            problems.append(f"label {key!r} has the value {value!r}, which is not valid ({LABEL_RULE})")
+    return problems
+
+
 REGION_RE = re.compile(r"[a-z]+(?:-[a-z]+)+[0-9]+")
 
 
