@@ -1,0 +1,15 @@
+import pulumi
+import pulumi_gcp as gcp
+
+# The docstring refers to a topic `example` it does not declare (example["project"], example["name"]);
+# it is declared here as in the Topic docstring's "Pubsub Topic Basic", and referenced as attributes.
+example = gcp.pubsub.Topic("example", name="example-topic")
+
+admin = gcp.organizations.get_iam_policy(bindings=[{
+    "role": "roles/viewer",
+    "members": ["user:jane@example.com"],
+}])
+policy = gcp.pubsub.TopicIAMPolicy("policy",
+    project=example.project,
+    topic=example.name,
+    policy_data=admin.policy_data)
