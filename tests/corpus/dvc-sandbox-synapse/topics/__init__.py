@@ -1,0 +1,2 @@
+from .llm_analysis_result import *
+from .defaults import *
