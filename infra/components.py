@@ -14,6 +14,11 @@ from infra import estate as model
 MANAGED_BY = {"managed-by": "pubsubguard"}
 
 
+def resource_path(collection: str, name: pulumi.Output[str]) -> pulumi.Output[str]:
+    """`projects/P/<collection>/N` in the provider's project (known at preview, unlike a new id)."""
+    return pulumi.Output.concat("projects/", gcp.config.project, f"/{collection}/", name)
+
+
 def endpoint(region: str | None) -> str:
     return facts.locational_endpoint(region) if region else facts.GLOBAL_ENDPOINT
 
@@ -54,7 +59,8 @@ class Topic(pulumi.ComponentResource):
             kms_key_name=spec.kms_key,
             opts=child,
         )
-        self.path = self.topic.id
+        # The path from the project and name (a new topic's id is unknown until it is created).
+        self.path = resource_path("topics", self.topic.name)
         if receives_dead_letters:
             # The service agent forwards dead letters into this topic (PUBSUB_FACTS: dead-letter topics).
             dead_letter_publisher(f"{spec.name}-dead-letter-publisher", self.topic, service_agent, child)
@@ -106,7 +112,7 @@ class Subscription(pulumi.ComponentResource):
                 drain = gcp.pubsub.Subscription(
                     drain_name,
                     name=drain_name,
-                    topic=dl_topic.id,
+                    topic=resource_path("topics", dl_topic.name),
                     labels={**MANAGED_BY, **spec.labels},
                     ack_deadline_seconds=60,
                     message_retention_duration=facts.api_duration(facts.RETENTION_MAX_S),
@@ -114,17 +120,17 @@ class Subscription(pulumi.ComponentResource):
                     filter=facts.PROBE_EXCLUSION_FILTER if probe_isolation else None,
                     opts=child,
                 )
-                self.dead_letter_drain = drain.id
-            self.dead_letter_topic = dl_topic.id
+                self.dead_letter_drain = resource_path("subscriptions", drain.name)
+            self.dead_letter_topic = resource_path("topics", dl_topic.name)
             dead_letter_policy = gcp.pubsub.SubscriptionDeadLetterPolicyArgs(
-                dead_letter_topic=dl_topic.id,
+                dead_letter_topic=self.dead_letter_topic,
                 max_delivery_attempts=spec.dead_letter.max_delivery_attempts,
             )
 
         self.subscription = gcp.pubsub.Subscription(
             spec.name,
             name=spec.name,
-            topic=topic.topic.id,
+            topic=topic.path,
             labels=labels,
             ack_deadline_seconds=spec.ack_deadline_seconds,
             message_retention_duration=facts.api_duration(spec.retention),
@@ -145,7 +151,7 @@ class Subscription(pulumi.ComponentResource):
             **_delivery_args(spec.delivery),
             opts=child,
         )
-        self.path = self.subscription.id
+        self.path = resource_path("subscriptions", self.subscription.name)
         if spec.dead_letter:
             # The service agent must be able to ack (pull) the source subscription to forward.
             gcp.pubsub.SubscriptionIAMMember(

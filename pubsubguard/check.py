@@ -9,7 +9,10 @@ the same from the project's virtualenv (protobuf 6) against the pack's own (prot
 share the wire.
 
 Plan values equal to `pubsubguard.plan.UNKNOWN` travel as the engine's unknown sentinel, which is
-what the CLI sends for a value not known during preview.
+what the CLI sends for a value not known during preview; secrets travel in the engine's envelope.
+Resources the program only reads (`Topic.get(...)`) are not judged, as in a preview. Each resource
+carries its provider (the default gcp provider with the stack's `gcp:*` config, or the explicit
+provider resource it names), so rules know the provider's project.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class CheckResult:
     policies: list[PolicyInfo]
     levels: dict[str, str]  # effective level of every policy
     violations: list[Violation]
+    unknown_invokes: list[dict] = field(default_factory=list)  # invokes whose results were unknown offline
+    unjudged: list[dict] = field(default_factory=list)  # {urn, resource_name, policy, properties}: not judged
 
     @property
     def mandatory(self) -> list[Violation]:
@@ -280,26 +285,42 @@ def _struct(values: dict):
     struct.update(wire_value(values))
     return struct
 
-def _provider(resource: dict, plan: dict):
-    """The default provider the CLI reports for a resource of package `gcp` (None for components)."""
-    if not resource.get("custom") or not resource["type"].startswith("gcp:"):
+def _provider(resource: dict, plan: dict, by_urn: dict):
+    """The provider the CLI reports for a resource: the explicit provider resource it names, else the
+    default provider of its package (with the stack's `<package>:*` config). None for components."""
+    if not resource.get("custom") or resource["type"].startswith("pulumi:"):
         return None
+    explicit = by_urn.get(resource.get("provider") or "")
+    if explicit is not None:
+        return _pb().AnalyzerProviderResource(
+            type=explicit["type"], name=explicit["name"], urn=explicit["urn"],
+            properties=_struct(explicit.get("inputs") or {}),
+        )
+    package = resource["type"].split(":", 1)[0]
+    config = plan.get("provider_config") or ({"project": plan["gcp_project"]} if plan.get("gcp_project") else {})
     return _pb().AnalyzerProviderResource(
-        type="pulumi:providers:gcp",
+        type=f"pulumi:providers:{package}",
         name="default",
-        urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:gcp::default",
-        properties=_struct({"project": plan.get("gcp_project")} if plan.get("gcp_project") else {}),
+        urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:{package}::default",
+        properties=_struct(config if package == "gcp" else {}),
     )
+
+
+def judged_resources(plan: dict) -> list[dict]:
+    """What the engine sends to analyzers: every registered resource, not those only read."""
+    return [r for r in plan["resources"] if not r.get("external")]
+
 
 def analyze_requests(plan: dict) -> Iterable[Any]:
     pb = _pb()
-    for resource in plan["resources"]:
+    by_urn = {r["urn"]: r for r in plan["resources"]}
+    for resource in judged_resources(plan):
         request = pb.AnalyzeRequest(
             type=resource["type"], name=resource["name"], urn=resource["urn"],
             properties=_struct(resource.get("inputs") or {}),
             options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
         )
-        provider = _provider(resource, plan)
+        provider = _provider(resource, plan, by_urn)
         if provider is not None:
             request.provider.CopyFrom(provider)
         yield request
@@ -307,7 +328,8 @@ def analyze_requests(plan: dict) -> Iterable[Any]:
 def analyze_stack_request(plan: dict):
     pb = _pb()
     request = pb.AnalyzeStackRequest()
-    for resource in plan["resources"]:
+    by_urn = {r["urn"]: r for r in plan["resources"]}
+    for resource in judged_resources(plan):
         item = request.resources.add(
             type=resource["type"], name=resource["name"], urn=resource["urn"],
             properties=_struct(resource.get("inputs") or {}),
@@ -317,7 +339,7 @@ def analyze_stack_request(plan: dict):
         )
         for key, urns in (resource.get("property_dependencies") or {}).items():
             item.propertyDependencies[key].urns.extend(urns)
-        provider = _provider(resource, plan)
+        provider = _provider(resource, plan, by_urn)
         if provider is not None:
             item.provider.CopyFrom(provider)
     return request
@@ -357,7 +379,7 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
     pb = _pb()
     pack_dir = Path(pack_dir or default_pack_dir())
     manifest = read_manifest(pack_dir)
-    workers = workers or default_workers(len(plan["resources"]))
+    workers = workers or default_workers(len(judged_resources(plan)))
     project, stack = str(plan.get("project") or "project"), str(plan.get("stack") or "stack")
     packs = [PackProcess(pack_dir, project=project, stack=stack) for _ in range(workers)]
     try:
@@ -404,9 +426,29 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
     violations.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
     return CheckResult(
         pack=info.name, pack_version=str(manifest.get("version") or info.version), stack=str(plan.get("stack")),
-        source=source, resources=len(plan["resources"]), policies=policies,
+        source=source, resources=len(judged_resources(plan)), policies=policies,
         levels={name: level for name, (level, _) in effective.items()}, violations=violations,
+        unknown_invokes=list(plan.get("unknown_invokes") or []),
+        unjudged=unjudged(plan, {name for name, (level, _) in effective.items() if level != "disabled"}),
     )
+
+
+def unjudged(plan: dict, enabled: set[str]) -> list[dict]:
+    """Which rules could not judge which resources, because a property they read was unknown."""
+    from pubsub_rules.catalog import RULES
+    from pubsub_rules.model import Resource
+    from pubsub_rules.values import plain
+
+    found = []
+    for record in judged_resources(plan):
+        resource = Resource(record["type"], record["name"], record["urn"], plain(record.get("inputs") or {}))
+        for rule in RULES:
+            if rule.name in enabled:
+                properties = rule.unjudged(resource)
+                if properties:
+                    found.append({"urn": record["urn"], "resource_type": record["type"],
+                                  "resource_name": record["name"], "policy": rule.name, "properties": properties})
+    return found
 
 def _analyze_all(packs: list[PackProcess], requests: list[Any], stack_request: Any) -> list[tuple[str, Any]]:
     """Diagnostics of every Analyze (in request order) and of the AnalyzeStack ("" subject).
@@ -455,23 +497,64 @@ def grouped(result: CheckResult) -> list[tuple[str, list[Violation]]]:
         groups.setdefault(v.urn, []).append(v)
     return sorted(groups.items(), key=lambda item: (not any(v.level == "mandatory" for v in item[1]), item[0]))
 
-def format_text(result: CheckResult) -> str:
+COMPACT_FROM = 40  # violations: above this, text output summarises per rule (the machine formats keep all)
+EXAMPLES = 3
+
+
+def format_text(result: CheckResult, compact: bool | None = None) -> str:
     lines = [
         f"pubsubguard check: {result.source or 'plan'} (stack {result.stack}), {result.resources} resources, "
         f"pack {result.pack}@{result.pack_version} ({len(result.policies)} policies)",
         "",
     ]
-    for urn, violations in grouped(result):
-        first = violations[0]
-        what = f"{first.resource_type} {first.resource_name}" if first.resource_type else "stack"
-        lines.append(f"{what}" + (f"\n  {urn}" if urn else ""))
-        for v in violations:
-            lines.append(f"  [{v.level}] {v.policy}: {v.message}")
-        lines.append("")
+    if compact is None:
+        compact = len(result.violations) > COMPACT_FROM
+    if compact:
+        lines += _per_rule(result)
+    else:
+        for urn, violations in grouped(result):
+            first = violations[0]
+            what = f"{first.resource_type} {first.resource_name}" if first.resource_type else "stack"
+            lines.append(f"{what}" + (f"\n  {urn}" if urn else ""))
+            for v in violations:
+                lines.append(f"  [{v.level}] {v.policy}: {v.message}")
+            lines.append("")
+    lines += _not_judged(result)
     mandatory, advisory = len(result.mandatory), len(result.violations) - len(result.mandatory)
     verdict = "REJECTED" if mandatory else "PASSED"
     lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}.")
     return "\n".join(lines) + "\n"
+
+
+def _per_rule(result: CheckResult) -> list[str]:
+    by_rule: dict[tuple[str, str], list[Violation]] = {}
+    for v in result.violations:
+        by_rule.setdefault((v.level, v.policy), []).append(v)
+    lines = []
+    for (level, policy), found in sorted(by_rule.items(), key=lambda item: (item[0][0] != "mandatory", item[0][1])):
+        names = sorted({v.resource_name or "stack" for v in found})
+        more = f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else ""
+        lines.append(f"[{level}] {policy}: {len(found)} violation{'s' if len(found) != 1 else ''} "
+                     f"({', '.join(names[:EXAMPLES])}{more})")
+        lines.append(f"  e.g. {found[0].message}")
+    return lines + ["", "(summary per rule; --format json or sarif lists every violation)", ""]
+
+
+def _not_judged(result: CheckResult) -> list[str]:
+    lines = []
+    if result.unknown_invokes:
+        tokens = sorted({i["token"] for i in result.unknown_invokes})
+        lines.append(f"Unknown offline: the result{'s' if len(tokens) > 1 else ''} of {', '.join(tokens)} "
+                     "(values built from them are unknown; give results with --invoke-results FILE).")
+    if result.unjudged:
+        by_rule: dict[str, set[str]] = {}
+        for entry in result.unjudged:
+            by_rule.setdefault(entry["policy"], set()).add(entry["resource_name"])
+        parts = [f"{rule} on {', '.join(sorted(names)[:EXAMPLES])}" + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
+                 for rule, names in sorted(by_rule.items())]
+        lines.append("Not judged (values unknown until deploy): " + "; ".join(parts) + ".")
+    return lines + [""] if lines else lines
+
 
 def format_json(result: CheckResult) -> str:
     return json.dumps(
@@ -481,9 +564,21 @@ def format_json(result: CheckResult) -> str:
             "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
             "levels": result.levels,
             "violations": [v.__dict__ for v in result.violations],
+            "unknown_invokes": result.unknown_invokes,
+            "unjudged": result.unjudged,
+            "error": None,
         },
         indent=2, sort_keys=True,
     ) + "\n"
+
+def format_json_error(error: UserError, *, stack: str = "", source: str = "") -> str:
+    """The JSON document when there is no verdict (the program, stack file or command line is broken)."""
+    return json.dumps(
+        {"passed": None, "stack": stack, "source": source, "violations": [],
+         "error": {"message": str(error), "kind": getattr(error, "kind", "input"), "exit_code": error.exit_code}},
+        indent=2, sort_keys=True,
+    ) + "\n"
+
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {"mandatory": "error", "advisory": "warning", "remediate": "error", "disabled": "none"}
@@ -533,6 +628,9 @@ def format_sarif(result: CheckResult, locate=None) -> str:
                                     "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
                                     "rules": rules}},
                 "automationDetails": {"id": f"pubsubguard-check/{result.stack}/"},
+                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
+                    {"level": "note", "message": {"text": line}} for line in _not_judged(result) if line
+                ]}],
                 "results": results,
             }
         ],

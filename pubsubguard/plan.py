@@ -1,19 +1,25 @@
 """Offline plan: run the Pulumi program the way the Python language host does, against a recording
-monitor, and write the resource graph.
+monitor that answers as the engine does in `pulumi preview` of a new stack, and write the resource graph.
 
 The language host runs `runpy.run_path(<main>, run_name="__main__")` inside
-`pulumi.runtime.run_in_stack`, with config from `PULUMI_CONFIG`. This does exactly that, with
-`pulumi.runtime.MockMonitor` standing in for the engine (the only part that cannot run here). The
-monitor records every RegisterResource request as the engine would receive it: type token, name,
-parent, and inputs in camelCase wire form.
+`pulumi.runtime.run_in_stack`, with config from `PULUMI_CONFIG` (`pubsubguard.project` reads
+`Pulumi.yaml` and the stack file as the CLI does). This does exactly that in a worker thread, with
+`pubsubguard.engine`'s monitor standing in for the engine (the only part that cannot run here): values
+unknown at preview stay unknown, secrets stay secrets, resource references never wait, invokes are
+answered offline. A program that makes no progress for `IDLE_TIMEOUT_S` is stopped with an error
+naming the resource it waits for; a program that raises is reported with its own file and line.
 
 Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resources sorted by URN):
 
     {"format": "pubsubguard-plan/1", "project": "pubsubguard", "stack": "dev",
-     "gcp_project": "pubsubguard-dev",
-     "resources": [{"urn", "type", "name", "custom", "parent", "id", "inputs", "dependencies",
-                    "property_dependencies"}...],
-     "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true}}
+     "gcp_project": "pubsubguard-dev", "provider_config": {"project": ..., "region": ...},
+     "resources": [{"urn", "type", "name", "custom", "parent", "id", "provider", "inputs",
+                    "dependencies", "property_dependencies", "external" (read with .get)}...],
+     "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
+     "unknown_invokes": [{"token", "args"}...]}
+
+Values unknown at preview are `UNKNOWN` (the engine's sentinel string); secrets are the engine's
+secret envelope `{"4dabf1…": "1b4706…", "value": …}`.
 """
 
 from __future__ import annotations
@@ -23,78 +29,39 @@ import json
 import os
 import runpy
 import sys
+import threading
+import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pubsubguard.engine import InvokeResults, make_monitor
+from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for unknown values
-
-
-from pubsubguard.errors import UserError, read_yaml_mapping
-
-
-class PlanError(UserError):
-    """A plan could not be made; the message is for the user (file, field, expectation)."""
+IDLE_TIMEOUT_S = 60.0  # the program registered nothing and invoked nothing for this long: it waits forever
 
 
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-def read_project(root: Path) -> dict:
-    project = read_yaml_mapping(
-        root / "Pulumi.yaml", PlanError, "run from the project root or pass --root", "a mapping with 'name', 'runtime' and 'main'"
-    )
-    if "name" not in project:
-        raise PlanError(f"{root / 'Pulumi.yaml'}: expected a mapping with 'name', 'runtime' and 'main'")
-    return project
-
-
-def read_stack_config(root: Path, stack: str) -> dict[str, Any]:
-    path = root / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-        raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise PlanError(f"{path.name}: not valid YAML: {err}") from None
-    config = data.get("config", {}) if isinstance(data, dict) else None
-    if not isinstance(config, dict):
-        raise PlanError(f"{path.name}: config: expected a mapping of 'namespace:key' to values")
-    return config
-
-
-def config_env(config: dict[str, Any]) -> str:
-    """PULUMI_CONFIG as the CLI passes it: every value a string, structured values as JSON."""
-    return json.dumps(
-        {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()},
-        sort_keys=True,
-    )
-
-
-def _project_id(config: dict[str, Any]) -> str:
-    return str(config.get("gcp:project") or "unknown-project")
-
-
-def _fake_id(type_: str, name: str, inputs: dict, project: str) -> str:
-    if type_ == "gcp:pubsub/topic:Topic":
-        return f"projects/{project}/topics/{inputs.get('name', name)}"
-    if type_ == "gcp:pubsub/subscription:Subscription":
-        return f"projects/{project}/subscriptions/{inputs.get('name', name)}"
-    return f"{name}-id"
+def _gcp_project(values: dict[str, Any]) -> str | None:
+    project = values.get("gcp:project")
+    return project if isinstance(project, str) and project != UNKNOWN else None
 
 
 @contextmanager
-def _environment(values: dict[str, str]):
+def _environment(values: dict[str, str], cwd: Path):
     saved = {key: os.environ.get(key) for key in values}
+    saved_cwd = os.getcwd()
     os.environ.update(values)
+    os.chdir(cwd)
     try:
         yield
     finally:
+        os.chdir(saved_cwd)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -102,141 +69,180 @@ def _environment(values: dict[str, str]):
                 os.environ[key] = value
 
 
-def make_plan(stack: str = "dev", root: Path | None = None) -> dict:
-    """Run the program of `root` for `stack` and return the plan (see module docstring)."""
+@contextmanager
+def _unknowns_print_as_sentinel():
+    """A value unknown at preview that a program formats into a string keeps the sentinel, so the
+    string is unknown too (the engine would never have run that code with a known value)."""
+    from pulumi.output import Unknown
+
+    saved = {name: Unknown.__dict__.get(name) for name in ("__str__", "__repr__", "__format__")}
+    Unknown.__str__ = Unknown.__repr__ = lambda self: UNKNOWN
+    Unknown.__format__ = lambda self, spec: UNKNOWN
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                delattr(Unknown, name)
+            else:
+                setattr(Unknown, name, value)
+
+
+@contextmanager
+def _counting_registrations(monitor):
+    """Counts the resources the program has constructed, to name the one a stuck plan waits for."""
+    import pulumi.resource as resource_module
+
+    saved = resource_module.register_resource, resource_module.read_resource
+
+    def counted(original):
+        def call(res, ty, name, *args, **kwargs):
+            with monitor.lock:
+                monitor.started[(ty, name)] = monitor.started.get((ty, name), 0) + 1
+            return original(res, ty, name, *args, **kwargs)
+
+        return call
+
+    resource_module.register_resource = counted(saved[0])
+    resource_module.read_resource = counted(saved[1])
+    try:
+        yield
+    finally:
+        resource_module.register_resource, resource_module.read_resource = saved
+
+
+def program_error(err: BaseException, project: Project, unknown_invokes: list[dict]) -> str:
+    """The program's own error, where it happened in the program's files: `file:line: Type: message`."""
     import pulumi
-    from pulumi.runtime import mocks, rpc, settings
 
-    root = root or project_root()
-    project = read_project(root)
-    config = read_stack_config(root, stack)
-    gcp_project = _project_id(config)
-    main = root / str(project.get("main", "."))
+    message = str(err).strip() or err.__class__.__name__
+    if isinstance(err, pulumi.RunError):
+        return message
+    place = ""
+    for frame in traceback.extract_tb(err.__traceback__):
+        try:
+            relative = Path(frame.filename).resolve().relative_to(project.root.resolve())
+        except ValueError:
+            continue
+        place = f"{relative.as_posix()}:{frame.lineno}: "
+    text = f"{place}{err.__class__.__name__}: {message}".splitlines()[0]
+    if unknown_invokes:
+        tokens = ", ".join(sorted({i["token"] for i in unknown_invokes}))
+        text += f" (offline, the results of {tokens} are unknown; give them with --invoke-results FILE)"
+    return f"the program failed: {text}"
 
-    records: dict[str, dict] = {}
-    outputs: dict[str, Any] = {}
-    offline_errors: list[str] = []
 
-    class Engine(mocks.Mocks):
-        def new_resource(self, args: mocks.MockResourceArgs):
-            if not args.custom:
-                return "", {}
-            return _fake_id(args.typ, args.name, args.inputs, gcp_project), dict(args.inputs)
-
-        def call(self, args: mocks.MockCallArgs):
-            # Invokes would ask Google Cloud; offline they cannot. Answer inertly, fail after the run.
-            if args.token == "gcp:organizations/getProject:getProject":
-                offline_errors.append(
-                    f"Pulumi.{stack}.yaml: pubsubguard:projectNumber: required offline (the plan cannot ask "
-                    "Google Cloud for the project number)"
-                )
-                return {"number": "0", "projectId": gcp_project}
-            offline_errors.append(f"the program calls {args.token}, which needs Google Cloud (not available offline)")
-            return {}
-
-    class RecordingMonitor(mocks.MockMonitor):
-        def RegisterResource(self, request):
-            response = super().RegisterResource(request)
-            mocks._ensure_event_loop()
-            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
-            records[response.urn] = {
-                "urn": response.urn,
-                "type": request.type,
-                "name": request.name,
-                "custom": bool(request.custom),
-                "parent": request.parent or None,
-                "id": response.id or None,
-                "dependencies": sorted(request.dependencies),
-                "property_dependencies": {
-                    key: sorted(value.urns)
-                    for key, value in sorted(request.propertyDependencies.items())
-                    if value.urns
-                },
-                "inputs": _plain(inputs),
-            }
-            return response
-
-        def RegisterResourceOutputs(self, request):
-            if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-                outputs.update(_plain(rpc.deserialize_properties(request.outputs, keep_unknowns=True)))
-            return super().RegisterResourceOutputs(request)
-
+def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: InvokeResults | None = None,
+              idle_timeout_s: float = IDLE_TIMEOUT_S) -> dict:
+    """Run the program of `root` for `stack` and return the plan (see module docstring)."""
+    project = read_project(Path(root or project_root()).resolve())
+    config = read_stack_config(project, stack)
+    monitor = make_monitor(invoke_results or InvokeResults())
     env = {
-        "PULUMI_CONFIG": config_env(config),
-        "PULUMI_PROJECT": project["name"],
+        **config.env(),
+        "PULUMI_PROJECT": project.name,
         "PULUMI_STACK": stack,
         "PULUMI_DRY_RUN": "true",
     }
-    saved_path = list(sys.path)
-    saved_modules = set(sys.modules)
-    with _environment(env):
+    outcome: dict[str, BaseException] = {}
+    with _environment(env, project.program_dir), _unknowns_print_as_sentinel(), _counting_registrations(monitor):
+        saved_path, saved_modules = list(sys.path), set(sys.modules)
+        worker = threading.Thread(target=_run_program, args=(project, stack, monitor, outcome), daemon=True,
+                                  name="pubsubguard-plan")
         try:
-            settings.reset_options()
-            pulumi.runtime.config.set_all_config(pulumi.runtime.get_config_env(), [])
-            monitor = RecordingMonitor(Engine())
-            settings.configure(
-                mocks.MockSettings(
-                    monitor=monitor,
-                    monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
-                    engine=mocks.MockEngine(None),
-                    project=project["name"],
-                    stack=stack,
-                    dry_run=True,
-                    organization="organization",
-                    callbacks=None,
-                )
-            )
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(
-                    pulumi.runtime.run_in_stack(lambda: runpy.run_path(str(main), run_name="__main__"))
-                )
-            finally:
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.close()
-                asyncio.set_event_loop(None)
-        except PlanError:
-            raise
-        except pulumi.RunError as err:
-            raise PlanError(str(err)) from None
+            worker.start()
+            while worker.is_alive():
+                worker.join(0.1)
+                idle = time.monotonic() - monitor.last_activity
+                if worker.is_alive() and idle > idle_timeout_s:
+                    raise PlanError(_stuck(monitor, idle_timeout_s, config.source))
         finally:
-            settings.reset_options()
             sys.path[:] = saved_path
             for name in set(sys.modules) - saved_modules:
-                if name == "__main__" or name.startswith(("infra.__main__",)):
+                if name == "__main__" or _in(sys.modules.get(name), project.program_dir):
                     sys.modules.pop(name, None)
-
-    if offline_errors:
-        raise PlanError("\n".join(dict.fromkeys(offline_errors)))
+    if "error" in outcome:
+        err = outcome["error"]
+        if isinstance(err, PlanError):
+            raise err
+        raise PlanError(program_error(err, project, monitor.unknown_invokes))
+    records = {urn: r for urn, r in monitor.records.items()}
     return {
         "format": PLAN_FORMAT,
-        "project": project["name"],
+        "project": project.name,
         "stack": stack,
-        "gcp_project": gcp_project,
+        "gcp_project": _gcp_project(config.values) or "unknown-project",
+        "provider_config": {k.split(":", 1)[1]: v for k, v in sorted(config.values.items())
+                            if k.startswith("gcp:") and isinstance(v, str)},
         "resources": [records[urn] for urn in sorted(records)],
-        "outputs": outputs,
+        "outputs": monitor.outputs,
+        "unknown_invokes": _unique(monitor.unknown_invokes),
     }
 
 
-def _plain(value: Any) -> Any:
-    """JSON-safe plain data; unknowns become the engine's sentinel string."""
-    from pulumi.runtime.rpc import UNKNOWN as RPC_UNKNOWN  # noqa: N811
+def _in(module, folder: Path) -> bool:
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    try:
+        Path(path).resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
 
-    if value is RPC_UNKNOWN:
-        return UNKNOWN
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in sorted(value.items())}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
+
+def _unique(invokes: list[dict]) -> list[dict]:
+    seen = {}
+    for invoke in invokes:
+        seen.setdefault(json.dumps(invoke, sort_keys=True), invoke)
+    return [seen[key] for key in sorted(seen)]
+
+
+def _stuck(monitor, idle_timeout_s: float, source: str) -> str:
+    with monitor.lock:
+        pending = [f"{ty} {name!r}" for (ty, name), count in sorted(monitor.started.items())
+                   if count > monitor.finished.get((ty, name), 0)]
+    what = (f"waiting for {pending[0]}" + (f" (and {len(pending) - 1} more)" if len(pending) > 1 else "")
+            + ", whose inputs never resolved") if pending else "waiting on something that never completes"
+    return f"{source}: the program made no progress for {idle_timeout_s:g} s, {what}"
+
+
+def _run_program(project: Project, stack: str, monitor, outcome: dict) -> None:
+    import pulumi
+    from pulumi.runtime import mocks, settings
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        settings.reset_options()
+        pulumi.runtime.config.set_all_config(pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env())
+        settings.configure(
+            mocks.MockSettings(
+                monitor=monitor,
+                monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+                engine=mocks.MockEngine(None),
+                project=project.name,
+                stack=stack,
+                dry_run=True,
+                organization="organization",
+                callbacks=None,
+            )
+        )
+        loop.run_until_complete(
+            pulumi.runtime.run_in_stack(lambda: runpy.run_path(str(project.main), run_name="__main__"))
+        )
+    except BaseException as err:  # noqa: BLE001 - reported to the caller as the program's error
+        outcome["error"] = err
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+        finally:
+            asyncio.set_event_loop(None)
+            settings.reset_options()
 
 
 def dumps(plan: dict) -> str:

@@ -21,17 +21,46 @@ assert len(BY_NAME) == len(RULES), "rule names must be unique"
 HEADER = """# Policy reference: the `{pack}` pack
 
 Generated from `policies/pubsub_rules/` by `python -m pubsub_rules.catalog` (run in `policies/`);
-a test keeps this file and the code in step. Facts are those of `shared/PUBSUB_FACTS.md`.
+a test keeps this file and the code in step. Facts are those of `docs/pubsub-facts.md`.
 
-Every rule reads properties through `pubsub_rules.values`: a value unknown at preview time, a missing
-value, or a value of the wrong type is "cannot judge" and produces no violation (the provider rejects
-wrong types itself). Stack rules resolve references between resources by value
-(`projects/P/topics/N` or `N` against a topic's `name`) or, when the value is unknown, by the
-property's dependencies that the engine sends with `AnalyzeStack`.
+The pack judges raw pulumi-gcp resources, so it works on any organisation's Pulumi program, in
+`pulumi preview --policy-pack policies` and offline with `pubsubguard check`.
 
-**Region-pinning contract.** A topic declares the one region its publishers use with the label
-`{publisher}`; a subscription declares the one region its consumers use with the label `{consumer}`
-(value: a region such as `us-east1`; clients then use `REGION-pubsub.googleapis.com:443`).
+**Values unknown at preview.** A value the engine does not know before deploying (an autonamed
+resource's `name`, a new resource's `id`, outputs of other resources such as a Cloud Run URL, results of
+`apply`, stack references, data sources without a given result) reaches the pack as the engine's
+unknown sentinel. Every rule reads properties through `pubsub_rules.values`: an unknown, a missing value
+or a value of the wrong type is "cannot judge" and never produces a violation (the provider rejects wrong
+types itself). `pubsubguard check` lists, after the violations (and in JSON as `unjudged`, in SARIF as
+notifications), which rules could not judge which resources because a property they read was unknown.
+Secrets (`pulumi.secret`, `secure:` config) reach the pack as the engine passes them: their value where
+the offline plan knows it, unknown where it cannot decrypt it.
+
+**References.** Stack rules resolve references between resources by value (`projects/P/topics/N`, or `N`
+in the referring resource's project) or, when the value is unknown, by the property's dependencies that
+the engine sends with `AnalyzeStack`. Identity is (project, name) as Google sees it, the project being the
+resource's `project` or, when it sets none, its provider's (`gcp:project` for the default provider). A
+dead-letter topic outside the stack (a path into another project or stack) is "cannot judge" unless
+`dead-letter-topic-has-subscription` is configured with `allowExternalTopics: false`.
+
+**Data sources (invokes) offline.** `pubsubguard check` runs the program with no cloud access: an invoke's
+result is unknown (and so is everything built from it) unless given with `--invoke-results FILE`
+(`[{{"token": "gcp:organizations/getProject:getProject", "args": {{}}, "result": {{"number": "123"}}}}]`,
+JSON or YAML; `args` omitted matches any arguments). `gcp.organizations.getIAMPolicy`, a pure function of
+its arguments, is evaluated locally. The output names every invoke whose result was unknown. Given
+`getProject` numbers also tell `dead-letter-service-agent-iam` which service agent belongs to which project.
+
+**Exit codes of `pubsubguard check`.** 0 passed (advisories may be printed), 1 rejected by a mandatory
+rule, 2 the program, the stack file, the plan or the command line is broken: one line with the program's
+own error and its file and line (`the program failed: __main__.py:9: ValueError: …`), never a traceback;
+with `--format json` the document then holds `"passed": null` and an `error` object.
+
+**Region-pinning contract (advisory by default).** A topic declares the one region its publishers use
+with the label `{publisher}`; a subscription declares the one region its consumers use with the label
+`{consumer}` (value: a region such as `us-east1`; clients then use `REGION-pubsub.googleapis.com:443`).
+Programs that do not adopt these labels get an advisory ("cannot verify region pinning: declare label
+…"), never a rejection; the mandatory rules fire only where the labels declare a violation (a value that
+is not one region, or a region the topic's storage policy excludes).
 
 **Levels.** Each rule's level is a default; override it in a policy config file, as for
 `pulumi preview --policy-pack-config` or `pubsubguard check --policy-config`:

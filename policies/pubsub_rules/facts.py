@@ -104,7 +104,10 @@ def locational_endpoint(region: str) -> str:
 GLOBAL_ENDPOINT = "pubsub.googleapis.com:443"
 
 # --- Durations ("600s" as the API and the provider write them) ---------------------------------
-_DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
+# The API's format for a google.protobuf.Duration in JSON: seconds with up to nine fractional
+# digits and an "s" suffix ("600s", "3.5s"); "7d", "10m" or a bare "5" are rejected by the API.
+API_DURATION_FORMAT = r"^\d+(\.\d{1,9})?s$"
+_DURATION_RE = re.compile(r"(\d+(?:\.\d{1,9})?)s")
 
 
 def parse_api_duration(value: object) -> float | None:
@@ -166,5 +169,20 @@ CONSUME_ROLES = (SUBSCRIBER_ROLE, "roles/pubsub.editor", "roles/pubsub.admin", "
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
 PROJECT_IAM_TYPES = (PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING)
+IAM_POLICY_TYPES = (TOPIC_IAM_POLICY, SUBSCRIPTION_IAM_POLICY)
+# Cloud Storage subscriptions (cloud_storage_config): file rotation limits.
+CLOUD_STORAGE_MAX_DURATION_MIN_S = 60
+CLOUD_STORAGE_MAX_DURATION_MAX_S = 600
+CLOUD_STORAGE_MAX_BYTES_MIN = 1000  # 1 KB
+CLOUD_STORAGE_MAX_BYTES_MAX = 10 * 1024**3  # 10 GiB
+# Export subscriptions write as the Pub/Sub service agent unless they name a service account: grants
+# that can give it write access to a BigQuery table or a Cloud Storage bucket.
+EXPORT_GRANT_TYPES = (
+    "gcp:bigquery/datasetIamMember:DatasetIamMember", "gcp:bigquery/datasetIamBinding:DatasetIamBinding",
+    "gcp:bigquery/datasetIamPolicy:DatasetIamPolicy", "gcp:bigquery/iamMember:IamMember",
+    "gcp:bigquery/iamBinding:IamBinding", "gcp:bigquery/iamPolicy:IamPolicy",
+    "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding",
+    "gcp:storage/bucketIAMPolicy:BucketIAMPolicy",
+)
 EXPIRATION_DEFAULT_S = 31 * 24 * 3600  # no expiration_policy: expires after 31 days of inactivity
 HTTPS_SCHEME = "https://"

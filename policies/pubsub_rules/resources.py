@@ -5,15 +5,15 @@ Facts are cited from `shared/PUBSUB_FACTS.md`; numbers come from `pubsub_rules.f
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any, Iterator
 
 from pubsub_rules import facts
-from pubsub_rules.rule import ADVISORY, MANDATORY, Resource, Rule
+from pubsub_rules.model import DELIVERY_BLOCKS, Resource, block, iam_members, nested
+from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
 from pubsub_rules.values import (
     UNKNOWN,
     as_duration,
-    as_list,
     as_number,
     as_str,
     enabled,
@@ -27,33 +27,13 @@ TOPIC_AND_SUB = (facts.TOPIC, facts.SUBSCRIPTION)
 SKIP_UNKNOWN = "Reports nothing when the property it reads is unknown."
 
 
-# --- Reading a subscription -----------------------------------------------------------------------
-def block(props: Any, key: str) -> Any:
-    """Whether an optional block is set: True, False (absent, null or empty) or UNKNOWN."""
-    value = get(props, key)
-    if value is UNKNOWN:
-        return UNKNOWN
-    if isinstance(value, list):  # some SDKs send a one-element list for a nested block
-        value = value[0] if value else None
-    if value is UNKNOWN:
-        return UNKNOWN
-    return isinstance(value, dict) and len(value) > 0
-
-
-def nested(props: Any, key: str) -> Any:
-    """The mapping of an optional block (first element when sent as a list), UNKNOWN, or None."""
-    value = get(props, key)
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if value is UNKNOWN or isinstance(value, dict) else None
-
-
-DELIVERY_BLOCKS = (("pushConfig", "push"), ("bigqueryConfig", "BigQuery"), ("cloudStorageConfig", "Cloud Storage"))
-
-
 def _both(left: Any, right: Any) -> bool:
     """Both switches are known to be on."""
     return left is True and right is True
+
+
+def _kind(resource: Resource) -> str:
+    return "Subscription" if resource.type == facts.SUBSCRIPTION else "Topic"
 
 
 # --- Mandatory -------------------------------------------------------------------------------------
@@ -191,35 +171,6 @@ def _push_https(sub: Resource, _config) -> Iterator[str]:
         )
 
 
-def iam_members(resource: Resource) -> list[tuple[Any, Any]]:
-    """(role, member) pairs a Pub/Sub IAM resource grants; roles or members may be UNKNOWN."""
-    props = resource.props
-    if resource.type.endswith("IAMMember"):
-        return [(as_str(get(props, "role")), as_str(get(props, "member")))]
-    if resource.type.endswith("IAMBinding"):
-        members = as_list(get(props, "members"))
-        role = as_str(get(props, "role"))
-        if members is UNKNOWN:
-            return [(role, UNKNOWN)]
-        return [(role, as_str(m)) for m in members or []]
-    if resource.type.endswith("IAMPolicy"):
-        data = get(props, "policyData")
-        if data is UNKNOWN:
-            return [(UNKNOWN, UNKNOWN)]
-        try:
-            policy = json.loads(data) if isinstance(data, str) else None
-        except ValueError:
-            return []
-        bindings = policy.get("bindings") if isinstance(policy, dict) else None
-        pairs = []
-        for binding in bindings if isinstance(bindings, list) else []:
-            if isinstance(binding, dict) and isinstance(binding.get("members"), list):
-                role = binding.get("role") if isinstance(binding.get("role"), str) else None
-                pairs += [(role, m) for m in binding["members"] if isinstance(m, str)]
-        return pairs
-    return []
-
-
 def _public_iam(resource: Resource, _config) -> Iterator[str]:
     public = sorted({m for _, m in iam_members(resource) if known(m) and m in facts.PUBLIC_MEMBERS})
     if public:
@@ -228,6 +179,104 @@ def _public_iam(resource: Resource, _config) -> Iterator[str]:
         yield (
             f"IAM resource {resource.name} grants{where} to {' and '.join(public)}, which opens the Pub/Sub "
             "resource to anyone; grant to specific principals instead."
+        )
+
+
+
+# Durations the API takes: (property path, what it is); the Cloud Storage one only on subscriptions.
+DURATION_FIELDS = (
+    ("messageRetentionDuration", "message retention"),
+    ("retryPolicy.minimumBackoff", "retry minimum backoff"),
+    ("retryPolicy.maximumBackoff", "retry maximum backoff"),
+    ("expirationPolicy.ttl", "expiration TTL"),
+    ("cloudStorageConfig.maxDuration", "Cloud Storage file duration"),
+)
+_API_DURATION = re.compile(facts.API_DURATION_FORMAT)
+
+
+def _dotted(props: Any, path: str) -> Any:
+    """The value at a dotted path through optional blocks; None or UNKNOWN where a step is."""
+    *blocks, leaf = path.split(".")
+    value = props
+    for key in blocks:
+        value = nested(value, key)
+        if not isinstance(value, dict):
+            return value
+    return get(value, leaf)
+
+
+def _duration_format(resource: Resource, _config) -> Iterator[str]:
+    for path, what in DURATION_FIELDS:
+        value = _dotted(resource.props, path)
+        if value is None or value is UNKNOWN or (path == "expirationPolicy.ttl" and value == ""):
+            continue
+        if not isinstance(value, str) or not _API_DURATION.fullmatch(value):
+            yield (
+                f"{_kind(resource)} {resource.label} sets {path} ({what}) to {value!r}, which is not a duration "
+                "the Pub/Sub API accepts (seconds with an \"s\" suffix, such as \"604800s\" for 7 days); write it "
+                "in seconds."
+            )
+
+
+def _labels(resource: Resource, _config) -> Iterator[str]:
+    labels = get(resource.props, "labels")
+    if not isinstance(labels, dict):
+        return
+    labels = {k: v for k, v in labels.items() if v is not UNKNOWN}
+    for problem in facts.label_problems(labels):
+        yield f"{_kind(resource)} {resource.label} has an invalid label: {problem}; fix the label."
+
+
+def _cloud_storage_limits(sub: Resource, _config) -> Iterator[str]:
+    config = nested(sub.props, "cloudStorageConfig")
+    if not isinstance(config, dict):
+        return
+    seconds = as_duration(config.get("maxDuration"))
+    low, high = facts.CLOUD_STORAGE_MAX_DURATION_MIN_S, facts.CLOUD_STORAGE_MAX_DURATION_MAX_S
+    if known(seconds) and not low <= seconds <= high:
+        yield (
+            f"Subscription {sub.label} sets cloudStorageConfig.maxDuration to {config.get('maxDuration')!r}, outside "
+            f"Pub/Sub's range of 1 to 10 minutes; choose from \"{low}s\" to \"{high}s\"."
+        )
+    size = as_number(config.get("maxBytes"))
+    low_b, high_b = facts.CLOUD_STORAGE_MAX_BYTES_MIN, facts.CLOUD_STORAGE_MAX_BYTES_MAX
+    if known(size) and size != 0 and not low_b <= size <= high_b:
+        yield (
+            f"Subscription {sub.label} sets cloudStorageConfig.maxBytes to {size:g}, outside Pub/Sub's range of 1 KB "
+            f"to 10 GiB; choose from {low_b} to {high_b} bytes."
+        )
+    suffix = as_str(config.get("filenameSuffix"))
+    if known(suffix) and suffix.endswith("/"):
+        yield (
+            f"Subscription {sub.label} sets cloudStorageConfig.filenameSuffix to {suffix!r}, but a file name "
+            "suffix must not end in \"/\"; drop the trailing slash."
+        )
+
+
+def _bigquery_schema_options(sub: Resource, _config) -> Iterator[str]:
+    config = nested(sub.props, "bigqueryConfig")
+    if not isinstance(config, dict):
+        return
+    if _both(enabled(config.get("useTableSchema")), enabled(config.get("useTopicSchema"))):
+        yield (
+            f"Subscription {sub.label} sets both bigqueryConfig.useTableSchema and useTopicSchema, which Pub/Sub "
+            "rejects (a BigQuery subscription writes with one schema); keep one of them."
+        )
+
+
+def _cloud_storage_vs_deadline(sub: Resource, _config) -> Iterator[str]:
+    config = nested(sub.props, "cloudStorageConfig")
+    if not isinstance(config, dict):
+        return
+    duration = as_duration(config.get("maxDuration"))
+    deadline = as_number(get(sub.props, "ackDeadlineSeconds"))
+    if deadline is None or deadline == 0:
+        deadline = facts.ACK_DEADLINE_DEFAULT_S
+    if known(duration, deadline) and duration > deadline:
+        yield (
+            f"Subscription {sub.label} batches Cloud Storage files for up to {duration:g} s but has an ack deadline "
+            f"of {deadline:g} s, so messages may expire and be redelivered (duplicates in the bucket) before a file "
+            "is written; raise ackDeadlineSeconds to at least maxDuration."
         )
 
 
@@ -323,6 +372,7 @@ RULES = [
         "Exactly-once delivery is for pull and StreamingPull subscriptions only; push does not support it.",
         _exactly_once_push,
         unknowns="Reports nothing unless both enableExactlyOnceDelivery and pushConfig are known to be set.",
+        reads=("enableExactlyOnceDelivery", "pushConfig"),
     ),
     _rule(
         "no-exactly-once-on-export",
@@ -331,6 +381,7 @@ RULES = [
         "Export subscriptions (BigQuery, Cloud Storage) do not support exactly-once delivery.",
         _exactly_once_export,
         unknowns="Reports nothing unless enableExactlyOnceDelivery and the export block are known to be set.",
+        reads=("enableExactlyOnceDelivery", "bigqueryConfig", "cloudStorageConfig"),
     ),
     _rule(
         "single-delivery-type",
@@ -339,6 +390,7 @@ RULES = [
         "A subscription has at most one of push, BigQuery or Cloud Storage config.",
         _single_delivery,
         unknowns="Counts only delivery blocks known to be set; an unknown block is not counted.",
+        reads=("pushConfig", "bigqueryConfig", "cloudStorageConfig"),
     ),
     _rule(
         "max-delivery-attempts-in-range",
@@ -346,6 +398,7 @@ RULES = [
         MANDATORY,
         "Dead-letter maxDeliveryAttempts must be 5..100 (default 5; 0 means the default).",
         _max_delivery_attempts,
+        reads=("deadLetterPolicy.maxDeliveryAttempts",),
     ),
     _rule(
         "ack-deadline-in-range",
@@ -353,6 +406,7 @@ RULES = [
         MANDATORY,
         "ack_deadline_seconds must be 10..600 (0 means the default of 10).",
         _ack_deadline,
+        reads=("ackDeadlineSeconds",),
     ),
     _rule(
         "retention-in-range",
@@ -362,6 +416,7 @@ RULES = [
         _retention,
         types=TOPIC_AND_SUB,
         unknowns="Reports nothing when the duration is unknown or not an API duration like \"600s\".",
+        reads=("messageRetentionDuration",),
     ),
     _rule(
         "expiration-ttl-at-least-one-day",
@@ -369,6 +424,7 @@ RULES = [
         MANDATORY,
         "expiration_policy.ttl is at least 1 day; \"\" means never expire.",
         _expiration_ttl,
+        reads=("expirationPolicy.ttl",),
     ),
     _rule(
         "retry-backoff-in-range",
@@ -377,6 +433,7 @@ RULES = [
         "Retry backoff is 0..600 s (defaults: minimum 10 s, maximum 600 s).",
         _retry_backoff,
         unknowns="Judges each known bound alone; compares minimum and maximum only when both are known.",
+        reads=("retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff"),
     ),
     _rule(
         "filter-size-limit",
@@ -384,6 +441,7 @@ RULES = [
         MANDATORY,
         "A subscription filter is at most 256 bytes and cannot be changed after creation.",
         _filter_size,
+        reads=("filter",),
     ),
     _rule(
         "pubsub-names-valid",
@@ -393,6 +451,7 @@ RULES = [
         _names,
         types=TOPIC_AND_SUB,
         unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
+        reads=("name",),
     ),
     _rule(
         "push-endpoint-https",
@@ -400,6 +459,7 @@ RULES = [
         MANDATORY,
         "Push endpoints are public HTTPS URLs.",
         _push_https,
+        reads=("pushConfig.pushEndpoint",),
     ),
     _rule(
         "no-public-pubsub-iam",
@@ -409,6 +469,52 @@ RULES = [
         _public_iam,
         types=facts.IAM_TYPES,
         unknowns="Judges only known members; an unknown member or policyData is not reported.",
+        reads=("member", "members", "policyData"),
+    ),
+    _rule(
+        "durations-api-format",
+        "Requires retention, backoff, expiration and Cloud Storage durations in the API's format (\"600s\").",
+        MANDATORY,
+        "Durations are google.protobuf.Duration strings: seconds with up to 9 decimals and an \"s\" suffix "
+        f"({facts.API_DURATION_FORMAT}); \"7d\" or \"5\" are rejected.",
+        _duration_format,
+        types=TOPIC_AND_SUB,
+        reads=tuple(path for path, _ in DURATION_FIELDS),
+    ),
+    _rule(
+        "labels-valid",
+        "Requires topic and subscription labels to follow GCP's label rules.",
+        MANDATORY,
+        f"Labels: {facts.LABEL_RULE}.",
+        _labels,
+        types=TOPIC_AND_SUB,
+        unknowns="Judges the known labels; an unknown labels map or value is not judged.",
+        reads=("labels",),
+    ),
+    _rule(
+        "cloud-storage-limits",
+        "Requires Cloud Storage subscriptions to keep maxDuration, maxBytes and filenameSuffix within Pub/Sub's limits.",
+        MANDATORY,
+        "cloud_storage_config: max_duration 1..10 minutes, max_bytes 1 KB..10 GiB, filename_suffix not ending in \"/\".",
+        _cloud_storage_limits,
+        reads=("cloudStorageConfig.maxDuration", "cloudStorageConfig.maxBytes", "cloudStorageConfig.filenameSuffix"),
+    ),
+    _rule(
+        "bigquery-schema-options",
+        "Prohibits setting both useTableSchema and useTopicSchema on a BigQuery subscription.",
+        MANDATORY,
+        "bigquery_config: use_table_schema and use_topic_schema cannot both be true.",
+        _bigquery_schema_options,
+        unknowns="Reports nothing unless both switches are known to be on.",
+        reads=("bigqueryConfig.useTableSchema", "bigqueryConfig.useTopicSchema"),
+    ),
+    _rule(
+        "cloud-storage-duration-vs-ack-deadline",
+        "Prohibits Cloud Storage batching longer than the subscription's ack deadline (advisory).",
+        ADVISORY,
+        "A Cloud Storage subscription holds messages until it writes a file; past the ack deadline they are redelivered.",
+        _cloud_storage_vs_deadline,
+        reads=("cloudStorageConfig.maxDuration", "ackDeadlineSeconds"),
     ),
     _rule(
         "ordering-on-push",
@@ -417,6 +523,7 @@ RULES = [
         "Push with ordering keeps only one message per ordering key outstanding at a time.",
         _ordering_push,
         unknowns="Reports nothing unless both enableMessageOrdering and pushConfig are known to be set.",
+        reads=("enableMessageOrdering", "pushConfig"),
     ),
     _rule(
         "ordering-with-dead-letter",
@@ -425,6 +532,7 @@ RULES = [
         "With a dead-letter topic, order may not be kept for dead-lettered messages (best effort).",
         _ordering_dead_letter,
         unknowns="Reports nothing unless both enableMessageOrdering and deadLetterPolicy are known to be set.",
+        reads=("enableMessageOrdering", "deadLetterPolicy"),
     ),
     _rule(
         "exactly-once-with-ordering",
@@ -433,6 +541,7 @@ RULES = [
         "Exactly-once with ordering needs in-order acks; throughput is in the thousands of messages/s.",
         _exactly_once_ordering,
         unknowns="Reports nothing unless both switches are known to be on.",
+        reads=("enableExactlyOnceDelivery", "enableMessageOrdering"),
     ),
     _rule(
         "push-oidc-token",
@@ -441,6 +550,7 @@ RULES = [
         "Push endpoints authenticate Pub/Sub with an OIDC token (push_config.oidc_token).",
         _push_oidc,
         unknowns="Reports nothing when pushConfig or its oidcToken is unknown.",
+        reads=("pushConfig.oidcToken",),
     ),
     _rule(
         "exactly-once-ack-deadline",
@@ -456,6 +566,7 @@ RULES = [
                 "description": "the smallest ack deadline accepted on an exactly-once subscription",
             }
         },
+        reads=("enableExactlyOnceDelivery", "ackDeadlineSeconds"),
     ),
     _rule(
         "subscription-expires",
@@ -464,6 +575,7 @@ RULES = [
         "Without expiration_policy a subscription expires after 31 days of inactivity; ttl \"\" = never.",
         _subscription_expires,
         unknowns="Reports nothing when expirationPolicy or its ttl is unknown.",
+        reads=("expirationPolicy.ttl",),
     ),
     _rule(
         "topic-kms-key",
@@ -473,5 +585,6 @@ RULES = [
         _topic_kms,
         types=(facts.TOPIC,),
         unknowns="An unknown kmsKeyName counts as set.",
+        reads=(),
     ),
 ]

@@ -12,26 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from pubsub_rules.values import display, plain
+from pubsub_rules.model import Resource, Stack, from_policy_resource, provider_project, reads_unknown
+from pubsub_rules.values import plain
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A resource as a rule reads it: plain properties (unknowns are `values.UNKNOWN`)."""
-
-    type: str
-    name: str
-    urn: str
-    props: Any
-    property_dependencies: Mapping[str, list[str]] = field(default_factory=dict)
-    parent: str | None = None
-
-    @property
-    def label(self) -> str:
-        return display(self.props, self.name)
 
 
 @dataclass(frozen=True)
@@ -39,12 +24,13 @@ class Rule:
     name: str
     description: str  # "Requires…" / "Prohibits…"
     level: str  # MANDATORY or ADVISORY: the default, overridable by the pack's config
-    fact: str  # the Pub/Sub fact the rule enforces (PUBSUB_FACTS.md)
+    fact: str  # the Pub/Sub fact the rule enforces (docs/pubsub-facts.md)
     unknowns: str  # what the rule does with values unknown at preview time
     check: Callable[..., Iterable[Any]]
-    types: tuple[str, ...] = ()  # resource rules: the type tokens judged; empty for stack rules
+    types: tuple[str, ...] = ()  # the type tokens judged (for stack rules: whose properties it reads)
     stack: bool = False
     config_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()  # dotted properties of `types` the judgement depends on
 
     def defaults(self) -> dict[str, Any]:
         return {key: spec["default"] for key, spec in self.config_schema.items() if "default" in spec}
@@ -58,9 +44,13 @@ class Rule:
         return list(self.check(resource, self.settings(configured)))
 
     def run_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
-        from pubsub_rules.stack import Stack
-
         return list(self.check(Stack(resources), self.settings(configured)))
+
+    def unjudged(self, resource: Resource) -> list[str]:
+        """The properties this rule reads that are unknown on `resource` (it could not judge them)."""
+        if resource.type not in self.types:
+            return []
+        return [path for path in self.reads if reads_unknown(resource.props, path)]
 
     def policy(self):
         """The SDK policy object (imports pulumi_policy: only the pack's virtualenv has it)."""
@@ -88,7 +78,8 @@ class Rule:
         def validate_resource(args, report_violation) -> None:
             if args.resource_type not in self.types:
                 return
-            resource = Resource(args.resource_type, args.name, args.urn, plain(args.props))
+            resource = Resource(args.resource_type, args.name, args.urn, plain(args.props),
+                                provider_project=provider_project(getattr(args, "provider", None)))
             for message in self.run_resource(resource, args.get_config()):
                 report_violation(message, None)
 
@@ -96,18 +87,3 @@ class Rule:
             name=self.name, description=self.description, validate=validate_resource,
             enforcement_level=level, config_schema=schema,
         )
-
-
-def from_policy_resource(resource) -> Resource:
-    """A Resource from the SDK's PolicyResource (AnalyzeStack)."""
-    parent = getattr(resource, "parent", None)
-    return Resource(
-        type=resource.resource_type,
-        name=resource.name,
-        urn=resource.urn,
-        props=plain(resource.props),
-        property_dependencies={
-            key: [dep.urn for dep in deps] for key, deps in (getattr(resource, "property_dependencies", None) or {}).items()
-        },
-        parent=parent.urn if parent is not None else None,
-    )

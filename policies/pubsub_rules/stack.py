@@ -1,190 +1,17 @@
-"""Stack rules: judgements that need more than one resource (dead-letter plumbing, region pinning).
+"""Stack rules: judgements that need more than one resource (dead-letter plumbing, IAM, region pinning).
 
-References between resources are resolved in two ways, so the rules work both on an offline plan
-(where ids are known) and in a real `pulumi preview` (where a new topic's id is unknown):
-
-1. by value: "projects/P/topics/N" or a bare "N" matches the topic whose `name` input is N (and whose
-   `project`, when both are set, is P);
-2. when the value is unknown, by the property's dependencies as the engine reports them
-   (`propertyDependencies`, e.g. `topic` -> the Topic resource it was computed from): exactly one
-   dependency of the right type resolves it.
-
-A reference resolved by neither is "unresolved" and every rule treats it as "cannot judge": no
-violation. A known reference to a topic the stack does not declare is "external".
+References between resources are resolved by `pubsub_rules.model.Stack` (by value, else by property
+dependencies); an unresolved reference is "cannot judge" and produces no violation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from pubsub_rules import facts
-from pubsub_rules.resources import iam_members, nested
-from pubsub_rules.rule import MANDATORY, Resource, Rule
-from pubsub_rules.values import UNKNOWN, as_list, enabled, get, known, resource_path_key, same_key
-
-COLLECTIONS = {facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions"}
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a reference points at: stack resources it may be, its (project, name) key, if resolved."""
-
-    resources: tuple[Resource, ...] = ()
-    key: tuple[str | None, str] | None = None
-    resolved: bool = False
-
-    @property
-    def external(self) -> bool:
-        return self.resolved and not self.resources
-
-    def describe(self) -> str:
-        if self.resources:
-            return self.resources[0].label
-        return self.key[1] if self.key else "an unknown resource"
-
-
-UNRESOLVED = Target()
-
-
-class Stack:
-    """All resources of a stack, indexed for the rules."""
-
-    def __init__(self, resources: list[Resource]):
-        self.resources = resources
-        self.by_urn = {r.urn: r for r in resources}
-        self.topics = [r for r in resources if r.type == facts.TOPIC]
-        self.subscriptions = [r for r in resources if r.type == facts.SUBSCRIPTION]
-        self.grants = [r for r in resources if r.type in facts.IAM_TYPES or r.type in facts.PROJECT_IAM_TYPES]
-        self._by_name: dict[str, dict[str, list[Resource]]] = {facts.TOPIC: {}, facts.SUBSCRIPTION: {}}
-        for resource in self.topics + self.subscriptions:
-            name = get(resource.props, "name")
-            if isinstance(name, str) and name is not UNKNOWN:
-                self._by_name[resource.type].setdefault(name, []).append(resource)
-        self._readers = None
-        self._grants = None
-
-    # --- references -------------------------------------------------------------------------------
-    def key_of(self, resource: Resource) -> tuple[str | None, str] | None:
-        name, project = get(resource.props, "name"), get(resource.props, "project")
-        if not isinstance(name, str) or name is UNKNOWN:
-            return None
-        return (project if isinstance(project, str) and project is not UNKNOWN else None), name
-
-    def resolve(self, value: Any, dependencies: list[str] | None, type_: str) -> Target:
-        """The target of a reference `value` to a resource of `type_` (see module docstring)."""
-        key = resource_path_key(value, COLLECTIONS[type_]) if isinstance(value, str) else None
-        if key is not None:
-            candidates = [r for r in self._by_name[type_].get(key[1], []) if same_key(self.key_of(r), key)]
-            return Target(tuple(candidates), key, True)
-        if value is UNKNOWN or value is None:
-            deps = [self.by_urn[u] for u in dependencies or [] if u in self.by_urn and self.by_urn[u].type == type_]
-            if len(deps) == 1:
-                return Target((deps[0],), self.key_of(deps[0]), True)
-        return UNRESOLVED
-
-    def topic_of(self, sub: Resource) -> Target:
-        return self.resolve(get(sub.props, "topic"), sub.property_dependencies.get("topic"), facts.TOPIC)
-
-    def dead_letter_topic_of(self, sub: Resource) -> Target | None:
-        """The dead-letter topic of `sub`, None without dead-lettering, UNRESOLVED when unknown."""
-        policy = get(sub.props, "deadLetterPolicy")
-        if policy is UNKNOWN:
-            return UNRESOLVED
-        policy = nested(sub.props, "deadLetterPolicy")
-        if not isinstance(policy, dict) or not policy:
-            return None
-        value = policy.get("deadLetterTopic")
-        if value is None or value == "":
-            return None
-        return self.resolve(value, sub.property_dependencies.get("deadLetterPolicy"), facts.TOPIC)
-
-    @staticmethod
-    def same(left: Target, right: Target) -> Any:
-        """Whether two targets are the same resource: True, False, or UNKNOWN when either is unresolved."""
-        if not left.resolved or not right.resolved:
-            return UNKNOWN
-        if left.resources and right.resources:
-            return bool({r.urn for r in left.resources} & {r.urn for r in right.resources})
-        return same_key(left.key, right.key)
-
-    # --- indexes (built on first use, so each rule stays linear in the number of resources) ------
-    def _reading(self) -> tuple[set[str], dict[str, list[tuple[str | None, str]]], bool]:
-        if self._readers is None:
-            urns: set[str] = set()
-            keys: dict[str, list[tuple[str | None, str]]] = {}
-            unresolved = False
-            for sub in self.subscriptions:
-                target = self.topic_of(sub)
-                if not target.resolved:
-                    unresolved = True
-                urns.update(r.urn for r in target.resources)
-                for key in [target.key] + [self.key_of(r) for r in target.resources]:
-                    if key is not None:
-                        keys.setdefault(key[1], []).append(key)
-            self._readers = (urns, keys, unresolved)
-        return self._readers
-
-    def readers(self, topic: Target) -> Any:
-        """Whether some subscription in the stack reads `topic`: True, False, or UNKNOWN."""
-        urns, keys, unresolved = self._reading()
-        if any(r.urn in urns for r in topic.resources):
-            return True
-        own_keys = [k for k in [topic.key] + [self.key_of(r) for r in topic.resources] if k is not None]
-        if any(same_key(k, read) for k in own_keys for read in keys.get(k[1], [])):
-            return True
-        return UNKNOWN if unresolved or not topic.resolved else False
-
-    def _grant_index(self):
-        if self._grants is None:
-            by_target: dict[tuple[str, str], list[Resource]] = {}
-            anywhere: list[Resource] = []  # project-level grants and grants on an unresolved target
-            for grant in self.grants:
-                if grant.type in facts.PROJECT_IAM_TYPES:
-                    anywhere.append(grant)
-                    continue
-                type_ = facts.TOPIC if grant.type in facts.TOPIC_IAM_TYPES else facts.SUBSCRIPTION
-                field = "topic" if type_ == facts.TOPIC else "subscription"
-                target = self.resolve(get(grant.props, field), grant.property_dependencies.get(field), type_)
-                if not target.resolved:
-                    anywhere.append(grant)
-                    continue
-                for r in target.resources:
-                    by_target.setdefault((type_, "urn:" + r.urn), []).append(grant)
-                for key in [target.key] + [self.key_of(r) for r in target.resources]:
-                    if key is not None:
-                        by_target.setdefault((type_, "name:" + key[1]), []).append(grant)
-            self._grants = (by_target, anywhere)
-        return self._grants
-
-    def granted(self, target: Target, type_: str, roles: tuple[str, ...]) -> bool:
-        """Whether the Pub/Sub service agent may hold one of `roles` on `target` (or its project).
-
-        Conservative: a grant whose role, member or target is unknown counts, so an unknown never
-        produces a violation.
-        """
-        by_target, anywhere = self._grant_index()
-        field = "topic" if type_ == facts.TOPIC else "subscription"
-        candidates = list(anywhere)
-        for r in target.resources:
-            candidates += by_target.get((type_, "urn:" + r.urn), [])
-        own_keys = [k for k in [target.key] + [self.key_of(r) for r in target.resources] if k is not None]
-        for key in own_keys:
-            for grant in by_target.get((type_, "name:" + key[1]), []):
-                grant_key = resource_path_key(get(grant.props, field), COLLECTIONS[type_])
-                if grant_key is None or same_key(grant_key, key):
-                    candidates.append(grant)
-        for grant in candidates:
-            for role, member in iam_members(grant):
-                role_ok = not known(role) or role in roles
-                member_ok = not known(member) or bool(facts.SERVICE_AGENT_RE.fullmatch(member))
-                if role_ok and member_ok:
-                    return True
-        return False
-
-
-def _target_of_sub(sub: Resource) -> Target:
-    return Target((sub,), None, True)
+from pubsub_rules.model import Resource, Stack, block, iam_members, nested, target_of_sub
+from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
+from pubsub_rules.values import UNKNOWN, as_bool, as_list, as_str, enabled, get, known
 
 
 # --- Rules -----------------------------------------------------------------------------------------
@@ -206,7 +33,7 @@ def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, s
         if dead_letter is None or not dead_letter.resolved:
             continue
         if dead_letter.external and config["allowExternalTopics"]:
-            continue
+            continue  # declared in another stack or project: its subscription is not visible here
         if stack.readers(dead_letter) is False:
             where = "" if dead_letter.resources else " (a topic this stack does not declare)"
             yield sub.urn, (
@@ -216,21 +43,37 @@ def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, s
             )
 
 
-def _dead_letter_iam(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+def _agent_check(sub: Resource, numbers: dict) -> Any:
+    """Which service-agent members count for `sub`: the agent of the subscription's own project when
+    its number is configured, else any Pub/Sub service agent."""
+    project = sub.project
+    own = numbers.get(project) if isinstance(project, str) else None
+
+    def member_ok(member: str) -> bool:
+        match = facts.SERVICE_AGENT_RE.fullmatch(member)
+        return bool(match) and (own is None or match.group(1) == str(own))
+
+    return member_ok, own
+
+
+def _dead_letter_iam(stack: Stack, config) -> Iterator[tuple[str, str]]:
+    numbers = config.get("projectNumbers") or {}
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
         if dead_letter is None or not dead_letter.resolved:
             continue
+        member_ok, own = _agent_check(sub, numbers)
+        agent = (f"serviceAccount:service-{own}@gcp-sa-pubsub.iam.gserviceaccount.com" if own else
+                 "service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the subscription's project")
         missing = []
-        if not stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES):
+        if not stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES, member_ok):
             missing.append(f"{facts.PUBLISHER_ROLE} on the dead-letter topic {dead_letter.describe()}")
-        if not stack.granted(_target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES):
+        if not stack.granted(target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES, member_ok):
             missing.append(f"{facts.SUBSCRIBER_ROLE} on the subscription itself")
         if missing:
             yield sub.urn, (
-                f"Subscription {sub.label} dead-letters without granting the Pub/Sub service agent "
-                f"(service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com) {' and '.join(missing)}, so "
-                "nothing is forwarded and attempts are not counted; add those IAM members."
+                f"Subscription {sub.label} dead-letters without granting the Pub/Sub service agent ({agent}) "
+                f"{' and '.join(missing)}, so nothing is forwarded and attempts are not counted; add those IAM members."
             )
 
 
@@ -242,115 +85,268 @@ def _region_label(resource: Resource, label: str) -> Any:
     return value if isinstance(value, str) and facts.REGION_RE.fullmatch(value) else None
 
 
+def _declared_region(resource: Resource, label: str) -> Any:
+    """The label's value: a string, UNKNOWN (labels or value unknown), or None (no label)."""
+    labels = get(resource.props, "labels")
+    if labels is UNKNOWN:
+        return UNKNOWN
+    value = get(labels, label) if isinstance(labels, dict) else None
+    return value if value is UNKNOWN or isinstance(value, str) else None
+
+
+def _persistence(topic: Resource) -> tuple[Any, Any]:
+    """(allowed persistence regions, enforce in transit) of a topic's storage policy."""
+    policy = nested(topic.props, "messageStoragePolicy")
+    allowed = as_list(get(policy, "allowedPersistenceRegions")) if isinstance(policy, dict) else None
+    enforce = as_bool(get(policy, "enforceInTransit")) if isinstance(policy, dict) else None
+    return allowed, enforce
+
+
+def _excludes(allowed: Any, region: str) -> bool:
+    """A known, non-empty list of allowed persistence regions without `region`."""
+    return known(allowed) and bool(allowed) and UNKNOWN not in allowed and region not in allowed
+
+
+def _exactly_once_subs(stack: Stack):
+    for sub in stack.subscriptions:
+        if enabled(get(sub.props, "enableExactlyOnceDelivery")) is True:
+            yield sub, _declared_region(sub, facts.CONSUMER_REGION_LABEL)
+
+
 def _exactly_once_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     label = facts.CONSUMER_REGION_LABEL
-    for sub in stack.subscriptions:
-        if enabled(get(sub.props, "enableExactlyOnceDelivery")) is not True:
-            continue
-        if get(sub.props, "labels") is UNKNOWN:
-            continue
-        region = _region_label(sub, label)
-        if region is None:
+    for sub, region in _exactly_once_subs(stack):
+        if region is None or region is UNKNOWN:
+            continue  # nothing declared: the advisory rule says so
+        if not facts.REGION_RE.fullmatch(region):
             yield sub.urn, (
-                f"Subscription {sub.label} is exactly-once but does not declare the one region its consumers "
-                f"connect to, and exactly-once holds only when subscribers use one region; set label "
-                f"{label} to that region and point consumers at its locational endpoint "
-                f"({facts.locational_endpoint('REGION')})."
+                f"Subscription {sub.label} is exactly-once and its label {label} declares {region!r}, which is not "
+                "one region, but exactly-once holds only when subscribers connect to one region; set the label to "
+                f"that region and point consumers at its locational endpoint ({facts.locational_endpoint('REGION')})."
             )
             continue
-        if region is UNKNOWN:
-            continue
-        topic = stack.topic_of(sub)
-        for candidate in topic.resources:
-            allowed = as_list(get(nested(candidate.props, "messageStoragePolicy"), "allowedPersistenceRegions"))
-            if known(allowed) and allowed and UNKNOWN not in allowed and region not in allowed:
+        for topic in stack.topic_of(sub).resources:
+            allowed, _ = _persistence(topic)
+            if _excludes(allowed, region):
                 yield sub.urn, (
                     f"Subscription {sub.label} pins its exactly-once consumers to {region}, but its topic "
-                    f"{candidate.label} may persist messages only in {', '.join(map(str, allowed))}; add {region} "
+                    f"{topic.label} may persist messages only in {', '.join(map(str, allowed))}; add {region} "
                     "to the topic's allowedPersistenceRegions or pin consumers to an allowed region."
                 )
 
 
-def _ordered_publishers_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
-    label = facts.PUBLISHER_REGION_LABEL
+def _exactly_once_pin_declared(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+    label = facts.CONSUMER_REGION_LABEL
+    for sub, region in _exactly_once_subs(stack):
+        if region is None:
+            yield sub.urn, (
+                f"Subscription {sub.label} is exactly-once, which holds only when subscribers connect to one "
+                f"region; cannot verify region pinning: declare label {label} with the region whose locational "
+                f"endpoint ({facts.locational_endpoint('REGION')}) its consumers use."
+            )
+
+
+def _ordered_topics(stack: Stack):
+    seen = set()
     for sub in stack.subscriptions:
         if enabled(get(sub.props, "enableMessageOrdering")) is not True:
             continue
         for topic in stack.topic_of(sub).resources:
-            if get(topic.props, "labels") is UNKNOWN:
-                continue
-            if _region_label(topic, label) is None:
-                yield sub.urn, (
-                    f"Subscription {sub.label} is ordered, but its topic {topic.label} does not pin its "
-                    "publishers to one region, and order holds only for messages published in the same "
-                    f"region; set label {label} on the topic and publish through that region's locational "
-                    "endpoint."
+            if topic.urn not in seen:
+                seen.add(topic.urn)
+                yield sub, topic, _declared_region(topic, facts.PUBLISHER_REGION_LABEL)
+
+
+def _ordered_publishers_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+    label = facts.PUBLISHER_REGION_LABEL
+    for sub, topic, region in _ordered_topics(stack):
+        if region is None or region is UNKNOWN:
+            continue
+        if not facts.REGION_RE.fullmatch(region):
+            yield sub.urn, (
+                f"Subscription {sub.label} is ordered, but its topic {topic.label} declares publishers in {region!r} "
+                f"(label {label}), which is not one region, and order holds only for messages published in the "
+                "same region; set the label to one region and publish through its locational endpoint."
+            )
+            continue
+        allowed, enforce = _persistence(topic)
+        if enforce is True and _excludes(allowed, region):
+            yield sub.urn, (
+                f"Subscription {sub.label} is ordered and its topic {topic.label} pins publishers to {region}, but "
+                f"the topic enforces in-transit storage in {', '.join(map(str, allowed))} only, so those publishes "
+                "are rejected; pin publishers to an allowed region or add it to allowedPersistenceRegions."
+            )
+
+
+def _ordered_publishers_pin_declared(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+    label = facts.PUBLISHER_REGION_LABEL
+    for sub, topic, region in _ordered_topics(stack):
+        if region is None:
+            yield sub.urn, (
+                f"Subscription {sub.label} is ordered, and order holds only for messages published in the same "
+                f"region; cannot verify region pinning: declare label {label} on its topic {topic.label} with the "
+                "region whose locational endpoint its publishers use."
+            )
+
+
+def _iam_conflicts(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+    groups: dict[str, list[Resource]] = {}
+    for grant in stack.grants:
+        if grant.type in facts.PROJECT_IAM_TYPES:
+            continue
+        type_, target = stack.target_of_grant(grant)
+        if not target.resolved:
+            continue
+        if target.resources:
+            identity = "urn:" + target.resources[0].urn if len(target.resources) == 1 else None
+        else:
+            identity = f"key:{type_}:{target.key}" if target.key and target.key[0] else None
+        if identity:
+            groups.setdefault(identity, []).append(grant)
+    for grants in groups.values():
+        policies = [g for g in grants if g.type in facts.IAM_POLICY_TYPES]
+        others = [g for g in grants if g.type not in facts.IAM_POLICY_TYPES]
+        _, target = stack.target_of_grant(grants[0])
+        for policy in policies:
+            for other in others + [p for p in policies if p is not policy][:1]:
+                yield policy.urn, (
+                    f"IAM policy {policy.name} is authoritative for {target.describe()} and {other.name} "
+                    f"({other.type.split(':')[-1]}) also sets IAM on it, so each update overwrites the other; "
+                    "keep the IAMPolicy alone or use only IAMBinding/IAMMember resources."
+                )
+        bindings = {}
+        for binding in (g for g in others if g.type.endswith("IAMBinding")):
+            role = as_str(get(binding.props, "role"))
+            if known(role):
+                bindings.setdefault(role, []).append(binding)
+        for member in (g for g in others if g.type.endswith("IAMMember")):
+            role = as_str(get(member.props, "role"))
+            for binding in bindings.get(role, []) if known(role) else []:
+                yield member.urn, (
+                    f"IAM member {member.name} grants {role} on {target.describe()}, which IAM binding "
+                    f"{binding.name} sets authoritatively, so they overwrite each other; add the member to the "
+                    "binding's members instead."
                 )
 
+
+def _export_agent_access(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+    grants = [r for r in stack.resources if r.type in facts.EXPORT_GRANT_TYPES or r.type in facts.PROJECT_IAM_TYPES]
+    agent_may_write = any(
+        not known(member) or facts.SERVICE_AGENT_RE.fullmatch(member)
+        for grant in grants for _, member in iam_members(grant)
+    )
+    for sub in stack.subscriptions:
+        for key, label, grant in (("bigqueryConfig", "BigQuery table", "roles/bigquery.dataEditor on the table"),
+                                  ("cloudStorageConfig", "Cloud Storage bucket",
+                                   "roles/storage.objectCreator and roles/storage.legacyBucketReader on the bucket")):
+            config = nested(sub.props, key)
+            if not isinstance(config, dict) or block(sub.props, key) is not True:
+                continue
+            account = get(config, "serviceAccountEmail")
+            if account is UNKNOWN or (isinstance(account, str) and account) or agent_may_write:
+                continue
+            yield sub.urn, (
+                f"Subscription {sub.label} exports to a {label} as the Pub/Sub service agent (no "
+                f"serviceAccountEmail), and this stack grants that agent nothing there; make sure "
+                f"service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com has {grant}, or set "
+                f"{key}.serviceAccountEmail."
+            )
+
+
+SUB = (facts.SUBSCRIPTION,)
+DEAD_LETTER_READS = ("topic", "deadLetterPolicy", "deadLetterPolicy.deadLetterTopic")
 
 RULES = [
     Rule(
         name="dead-letter-topic-not-source",
         description="Prohibits a subscription's dead-letter topic being the subscription's own topic.",
         level=MANDATORY,
-        fact="The dead-letter topic must differ from the subscription's topic.",
-        unknowns="Compares by value, else by property dependencies; reports nothing when either side is unresolved.",
+        fact="The dead-letter topic must differ from the subscription's topic (same project and name).",
+        unknowns=(
+            "Compares (project, name) by value, else by property dependencies; reports nothing when either side "
+            "is unresolved or could be either of two topics."
+        ),
         check=_dead_letter_not_source,
-        stack=True,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS,
     ),
     Rule(
         name="dead-letter-topic-has-subscription",
-        description="Requires every dead-letter topic to have a subscription in the stack.",
+        description="Requires every dead-letter topic declared in the stack to have a subscription in the stack.",
         level=MANDATORY,
         fact="A dead-letter topic needs a subscription of its own, or forwarded messages are lost.",
         unknowns=(
-            "Reports nothing when the dead-letter topic is unresolved, or when a subscription whose topic "
-            "is unresolved might read it."
+            "Reports nothing when the dead-letter topic is unresolved, when a subscription whose topic is "
+            "unresolved might read it, or (by default) when it is declared outside the stack."
         ),
         check=_dead_letter_has_subscription,
-        stack=True,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS,
         config_schema={
             "allowExternalTopics": {
-                "type": "boolean", "default": False,
-                "description": "accept dead-letter topics declared outside this stack (their subscription is elsewhere)",
+                "type": "boolean", "default": True,
+                "description": (
+                    "treat a dead-letter topic declared outside this stack (another stack or project) as cannot "
+                    "judge; false requires every dead-letter topic and its subscription in this stack"
+                ),
             }
         },
     ),
     Rule(
         name="dead-letter-service-agent-iam",
         description=(
-            "Requires the Pub/Sub service agent to be publisher on each dead-letter topic and subscriber "
-            "on the dead-lettering subscription."
+            "Requires the Pub/Sub service agent of the subscription's project to be publisher on each "
+            "dead-letter topic and subscriber on the dead-lettering subscription."
         ),
         level=MANDATORY,
         fact=(
-            "The service agent needs roles/pubsub.publisher on the dead-letter topic and "
+            "The service agent (service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the "
+            "subscription's project) needs roles/pubsub.publisher on the dead-letter topic and "
             "roles/pubsub.subscriber on the source subscription; without them nothing is forwarded."
         ),
         unknowns=(
-            "A grant whose role, member or target is unknown counts as present; project-level grants "
-            "count for every topic and subscription."
+            "A grant whose role, member or target is unknown counts as present; project-level grants count "
+            "for every topic and subscription; without projectNumbers any Pub/Sub service agent counts."
         ),
         check=_dead_letter_iam,
-        stack=True,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS,
+        config_schema={
+            "projectNumbers": {
+                "type": "object", "default": {},
+                "description": (
+                    "project id -> project number, so that only the service agent of the subscription's own "
+                    "project counts (pubsubguard check fills it from --invoke-results getProject answers)"
+                ),
+            }
+        },
     ),
     Rule(
         name="exactly-once-consumers-pinned",
         description=(
-            f"Requires exactly-once subscriptions to pin consumers to one region (label "
-            f"{facts.CONSUMER_REGION_LABEL}) that the topic's allowed persistence regions include."
+            f"Prohibits an exactly-once subscription whose label {facts.CONSUMER_REGION_LABEL} declares no single "
+            "region or a region outside its topic's allowed persistence regions."
         ),
         level=MANDATORY,
         fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
-        unknowns="Reports nothing when the labels, the switch, the topic or its persistence regions are unknown.",
+        unknowns="Reports nothing when the label, the switch, the topic or its persistence regions are unknown.",
         check=_exactly_once_pinned,
-        stack=True,
+        stack=True, types=SUB, reads=("enableExactlyOnceDelivery", "labels"),
+    ),
+    Rule(
+        name="exactly-once-consumers-pin-declared",
+        description=(
+            f"Requires exactly-once subscriptions to declare their consumers' region (label "
+            f"{facts.CONSUMER_REGION_LABEL}) so pinning can be verified (advisory)."
+        ),
+        level=ADVISORY,
+        fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
+        unknowns="Reports nothing when the labels or the switch are unknown.",
+        check=_exactly_once_pin_declared,
+        stack=True, types=SUB, reads=("enableExactlyOnceDelivery", "labels"),
     ),
     Rule(
         name="ordered-publishers-pinned",
         description=(
-            f"Requires the topic of an ordered subscription to pin its publishers to one region (label "
-            f"{facts.PUBLISHER_REGION_LABEL})."
+            f"Prohibits a topic of an ordered subscription whose label {facts.PUBLISHER_REGION_LABEL} declares no "
+            "single region, or a region its enforced storage policy excludes."
         ),
         level=MANDATORY,
         fact="Order holds per ordering key only for messages published in the same region.",
@@ -359,7 +355,48 @@ RULES = [
             "in the stack (its labels are not visible)."
         ),
         check=_ordered_publishers_pinned,
-        stack=True,
+        stack=True, types=SUB, reads=("enableMessageOrdering",),
+    ),
+    Rule(
+        name="ordered-publishers-pin-declared",
+        description=(
+            f"Requires the topic of an ordered subscription to declare its publishers' region (label "
+            f"{facts.PUBLISHER_REGION_LABEL}) so pinning can be verified (advisory)."
+        ),
+        level=ADVISORY,
+        fact="Order holds per ordering key only for messages published in the same region.",
+        unknowns="Reports nothing when the switch or the topic's labels are unknown, or the topic is not in the stack.",
+        check=_ordered_publishers_pin_declared,
+        stack=True, types=SUB, reads=("enableMessageOrdering",),
+    ),
+    Rule(
+        name="iam-authoritative-conflict",
+        description=(
+            "Prohibits an authoritative IAMPolicy together with another IAM resource on the same topic or "
+            "subscription, and an IAMMember for a role an IAMBinding on it sets."
+        ),
+        level=MANDATORY,
+        fact=(
+            "IAMPolicy replaces the whole policy and IAMBinding all members of its role; with other IAM "
+            "resources on the same target they overwrite each other on every update (provider docs)."
+        ),
+        unknowns="Groups grants by resolved target only; an unresolved target or unknown role is not judged.",
+        check=_iam_conflicts,
+        stack=True, types=facts.IAM_TYPES, reads=("topic", "subscription", "role"),
+    ),
+    Rule(
+        name="export-service-agent-access",
+        description=(
+            "Requires export subscriptions without a service account to have the Pub/Sub service agent's "
+            "write access visible in the stack (advisory)."
+        ),
+        level=ADVISORY,
+        fact=(
+            "BigQuery and Cloud Storage subscriptions write as the Pub/Sub service agent unless they set "
+            "service_account_email; it needs write access to the table or bucket."
+        ),
+        unknowns="A grant whose member is unknown counts; an unknown serviceAccountEmail counts as set.",
+        check=_export_agent_access,
+        stack=True, types=SUB, reads=("bigqueryConfig.serviceAccountEmail", "cloudStorageConfig.serviceAccountEmail"),
     ),
 ]
-

@@ -30,6 +30,9 @@ UNKNOWN_SENTINELS = frozenset(
 )
 
 
+SECRET_SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
 class _Unknown:
     """The one marker for "not known until the update runs"."""
 
@@ -57,6 +60,8 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, Mapping):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:  # a secret as the engine marshals it: its value
+            return plain(value.get("value"))
         target = _proxy_target(value)
         source = target if target is not None else value
         return {str(key): plain(item) for key, item in _items(source)}

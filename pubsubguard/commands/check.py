@@ -1,8 +1,9 @@
 """`pubsubguard check`: judge a stack's plan (or a saved plan) with the policy pack, as
 `pulumi preview --policy-pack policies` would, offline and without the Pulumi CLI.
 
-Exit codes: 0 no mandatory violation (advisories may be printed), 1 at least one mandatory
-violation, 2 a user error (bad option, file or missing pack virtualenv)."""
+Exit codes: 0 passed (advisories may be printed), 1 rejected by a mandatory rule, 2 the program, stack
+file, plan or command line is broken (one line naming the file and line; with `--format json` the
+document holds an `error` object instead of a verdict)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from pathlib import Path
 from pubsubguard import check as checking
 from pubsubguard import plan as planning
 from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.engine import InvokeResults
+from pubsubguard.errors import UserError
 
 FORMATS = ("text", "json", "sarif")
+GET_PROJECT = "gcp:organizations/getProject:getProject"
 
 
 def register(subparsers) -> None:
@@ -24,26 +28,61 @@ def register(subparsers) -> None:
     parser.add_argument("--plan", type=Path, help="judge this plan file (from `pubsubguard plan --out`) instead")
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     parser.add_argument(
-        "--policy-config", type=Path,
-        help="JSON policy config, as `pulumi preview --policy-pack-config`: {\"rule\": \"advisory\"|..., ...}",
+        "--policy-config", type=Path, metavar="FILE",
+        help="a JSON file of policy config, as `pulumi preview --policy-pack-config`: "
+             "{\"rule\": \"advisory\"|\"mandatory\"|\"disabled\", ...}",
     )
-    parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
+    parser.add_argument(
+        "--invoke-results", type=Path, metavar="FILE",
+        help="a JSON or YAML file of data-source results [{token, args, result}, ...]; invokes not in it "
+             "are unknown offline (gcp.organizations.getIAMPolicy is evaluated locally)",
+    )
+    compact = parser.add_mutually_exclusive_group()
+    compact.add_argument("--compact", action="store_true", default=None,
+                         help=f"text: summarise per rule (the default above {checking.COMPACT_FROM} violations)")
+    compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
+    parser.add_argument("--out", type=Path, help="write the report to this file instead of stdout")
     parser.set_defaults(run=run)
 
 
+def project_numbers(invokes: InvokeResults, plan: dict) -> dict[str, str]:
+    """Project id -> number from given getProject results (for the service-agent rule)."""
+    numbers = {}
+    entries = [(args, result) for (token, args), result in invokes.exact.items() if token == GET_PROJECT]
+    entries += [("{}", invokes.any_args[GET_PROJECT])] if GET_PROJECT in invokes.any_args else []
+    import json
+
+    for args, result in entries:
+        project = json.loads(args).get("projectId") or plan.get("gcp_project")
+        if isinstance(result.get("number"), (str, int)) and project:
+            numbers[str(project)] = str(result["number"])
+    return numbers
+
+
 def run(args) -> int:
+    source = str(args.plan) if args.plan else f"Pulumi.{args.stack}.yaml"
+    try:
+        return _run(args, source)
+    except UserError as err:
+        if args.format == "json":
+            _emit(args, checking.format_json_error(err, stack=str(args.stack or ""), source=source), None)
+        raise
+
+
+def _run(args, source: str) -> int:
     root = (args.root or planning.project_root()).resolve()
+    config = checking.read_policy_config(args.policy_config)
+    invokes = InvokeResults.load(args.invoke_results)
     if args.plan:
         plan = planning.load_plan(args.plan)
-        source = str(args.plan)
         files = [args.plan]
     else:
-        plan = planning.make_plan(args.stack, args.root)
-        source = f"Pulumi.{args.stack}.yaml"
+        plan = planning.make_plan(args.stack, root, invoke_results=invokes)
         project = planning.read_project(root)
-        main = root / str(project.get("main", "."))
-        files = [root / source] + ([main / "__main__.py"] if main.is_dir() else [main])
-    config = checking.read_policy_config(args.policy_config)
+        files = [root / source] + project.program_files
+    numbers = project_numbers(invokes, plan)
+    if numbers and "dead-letter-service-agent-iam" not in config:
+        config = {**config, "dead-letter-service-agent-iam": {"projectNumbers": numbers}}
     result = checking.run_check(
         plan, policy_config=config, source=source,
         config_source=f"--policy-config {args.policy_config}" if args.policy_config else "policy config",
@@ -53,12 +92,20 @@ def run(args) -> int:
     elif args.format == "sarif":
         text = checking.format_sarif(result, checking.source_locator(files, Path.cwd()))
     else:
-        text = checking.format_text(result)
-    if args.out:
+        text = checking.format_text(result, args.compact)
+    _emit(args, text, result)
+    return result.exit_code
+
+
+def _emit(args, text: str, result) -> None:
+    if not args.out:
+        sys.stdout.write(text)
+        return
+    try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
+    except OSError as err:
+        raise UserError(f"--out {args.out}: cannot write ({err.strerror or err.__class__.__name__})") from None
+    if result is not None:
         print(f"check: {len(result.mandatory)} mandatory, {len(result.violations) - len(result.mandatory)} "
               f"advisory -> {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return result.exit_code

@@ -7,6 +7,7 @@ from typing import Any
 
 from pulumi_policy import (
     PolicyCustomTimeouts,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
@@ -30,6 +31,13 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::project::{type_}::{name}"
 
 
+def provider(project: str | None = PROJECT) -> PolicyProviderResource:
+    """The default gcp provider as the CLI passes it (its `project` from `gcp:project`)."""
+    props = {"project": project} if project else {}
+    return PolicyProviderResource("pulumi:providers:gcp", unknown_checking_proxy(props),
+                                  "urn:pulumi:test::project::pulumi:providers:gcp::default", "default")
+
+
 _POLICIES: dict[str, Any] = {}
 
 
@@ -41,18 +49,19 @@ def policy(name: str):
 
 def validate_resource(rule: str, type_: str, props: dict, name: str = "res", config: dict | None = None) -> list[str]:
     messages: list[str] = []
-    args = ResourceValidationArgs(type_, unknown_checking_proxy(props), urn(type_, name), name, _opts(), None, config)
+    args = ResourceValidationArgs(type_, unknown_checking_proxy(props), urn(type_, name), name, _opts(), provider(), config)
     policy(rule).validate(args, lambda message, _urn=None: messages.append(message))
     return messages
 
 
 def validate_stack(rule: str, resources: list[dict], config: dict | None = None) -> list[tuple[str | None, str]]:
-    """`resources`: dicts with type, name, props and optional property_dependencies {prop: [names]}."""
+    """`resources`: dicts with type, name, props and optional property_dependencies {prop: [names]} and
+    provider_project (default: the default provider's PROJECT)."""
     built = {}
     for spec in resources:
         built[spec["name"]] = PolicyResource(
             spec["type"], unknown_checking_proxy(spec["props"]), urn(spec["type"], spec["name"]), spec["name"],
-            _opts(), None, None, [], {},
+            _opts(), provider(spec.get("provider_project", PROJECT)), None, [], {},
         )
     for spec in resources:
         for key, names in (spec.get("property_dependencies") or {}).items():

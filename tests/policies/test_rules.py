@@ -119,13 +119,67 @@ CASES = {
     "dead-letter-topic-has-subscription": (dead_letter_estate(drain=False), dead_letter_estate()),
     "dead-letter-service-agent-iam": (dead_letter_estate(publisher=False), dead_letter_estate()),
     "exactly-once-consumers-pinned": (
-        [topic("orders"), sub("s", enableExactlyOnceDelivery=True)],
-        [topic("orders", messageStoragePolicy={"allowedPersistenceRegions": ["us-east1"]}),
+        [topic("orders", messageStoragePolicy={"allowedPersistenceRegions": ["europe-west1"]}),
          sub("s", enableExactlyOnceDelivery=True, **PINNED)],
+        [topic("orders", messageStoragePolicy={"allowedPersistenceRegions": ["us-east1"]}),
+         sub("s", enableExactlyOnceDelivery=True, **PINNED), sub("t", enableExactlyOnceDelivery=True)],
+    ),
+    "exactly-once-consumers-pin-declared": (
+        [topic("orders"), sub("s", enableExactlyOnceDelivery=True)],
+        [topic("orders"), sub("s", enableExactlyOnceDelivery=True, **PINNED), sub("t")],
     ),
     "ordered-publishers-pinned": (
+        [topic("orders", labels={facts.PUBLISHER_REGION_LABEL: "multi-region"}), sub("s", enableMessageOrdering=True)],
+        [topic("orders", **PUBLISHERS), topic("other"), sub("s", enableMessageOrdering=True),
+         sub("t", "other", enableMessageOrdering=True)],
+    ),
+    "ordered-publishers-pin-declared": (
         [topic("orders"), sub("s", enableMessageOrdering=True)],
         [topic("orders", **PUBLISHERS), sub("s", enableMessageOrdering=True)],
+    ),
+    "durations-api-format": (
+        [sub("s", messageRetentionDuration="7d"), topic("t", messageRetentionDuration="86400"),
+         sub("u", retryPolicy={"minimumBackoff": "10 s"}), sub("v", expirationPolicy={"ttl": "1d"}),
+         sub("w", cloudStorageConfig={"bucket": "b", "maxDuration": "5m"})],
+        [sub("s", messageRetentionDuration="604800s"), topic("t", messageRetentionDuration="600.5s"),
+         sub("u", retryPolicy={"minimumBackoff": "0s", "maximumBackoff": "0.000000001s"}),
+         sub("v", expirationPolicy={"ttl": ""}), sub("w", cloudStorageConfig={"bucket": "b", "maxDuration": "300s"})],
+    ),
+    "labels-valid": (
+        [topic("t", labels={"Team": "checkout"}), sub("s", labels={"team": "Checkout"}),
+         sub("u", labels={"goog-x": "1"}), topic("v", labels={"k": "x" * 64})],
+        [topic("t", labels={"team": "checkout", "cost_centre": "", "env-1": "prod_2"}), sub("s")],
+    ),
+    "cloud-storage-limits": (
+        [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": "30s"}),
+         sub("t", cloudStorageConfig={"bucket": "b", "maxBytes": 999}),
+         sub("u", cloudStorageConfig={"bucket": "b", "filenameSuffix": "logs/"})],
+        [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": "600s", "maxBytes": 10 * 1024**3,
+                                      "filenameSuffix": ".avro"}), sub("t", cloudStorageConfig={"bucket": "b", "maxBytes": 0})],
+    ),
+    "bigquery-schema-options": (
+        [sub("s", bigqueryConfig={"table": "p.d.t", "useTableSchema": True, "useTopicSchema": True})],
+        [sub("s", bigqueryConfig={"table": "p.d.t", "useTableSchema": True}), sub("t", bigqueryConfig=BIGQUERY)],
+    ),
+    "cloud-storage-duration-vs-ack-deadline": (
+        [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": "300s"}, ackDeadlineSeconds=60)],
+        [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": "300s"}, ackDeadlineSeconds=300),
+         sub("t", cloudStorageConfig={"bucket": "b"})],
+    ),
+    "iam-authoritative-conflict": (
+        [topic("orders"), {"type": facts.TOPIC_IAM_POLICY, "name": "pol", "props": {"topic": "orders", "policyData": "{}"}},
+         topic_grant("m", "orders", role="roles/pubsub.viewer", member="user:a@example.com")],
+        [topic("orders"), topic("other"),
+         {"type": facts.TOPIC_IAM_POLICY, "name": "pol", "props": {"topic": "orders", "policyData": "{}"}},
+         topic_grant("m", "other"),
+         {"type": facts.TOPIC_IAM_BINDING, "name": "b", "props": {"topic": "other", "role": "roles/pubsub.viewer", "members": []}}],
+    ),
+    "export-service-agent-access": (
+        [topic("orders"), sub("s", bigqueryConfig=BIGQUERY)],
+        [topic("orders"), sub("s", bigqueryConfig={**BIGQUERY, "serviceAccountEmail": "w@p.iam.gserviceaccount.com"}),
+         sub("t", cloudStorageConfig=STORAGE),
+         {"type": "gcp:storage/bucketIAMMember:BucketIAMMember", "name": "g",
+          "props": {"bucket": "b", "role": "roles/storage.objectCreator", "member": AGENT}}],
     ),
 }
 
@@ -177,12 +231,55 @@ def test_exactly_once_ack_deadline_minimum_is_configurable():
     assert len(check("exactly-once-ack-deadline", resource, {"minimumSeconds": 120})) == 1
 
 
-def test_external_dead_letter_topic_is_reported_unless_allowed():
+def test_external_dead_letter_topic_cannot_be_judged_unless_strict():
     resources = [topic("orders"), sub("worker", deadLetterPolicy=dead_letter("shared-dlq")),
                  topic_grant("p", "shared-dlq"), sub_grant("s", "worker")]
-    (message,) = check("dead-letter-topic-has-subscription", resources)
+    assert check("dead-letter-topic-has-subscription", resources) == []
+    (message,) = check("dead-letter-topic-has-subscription", resources, {"allowExternalTopics": False})
     assert "shared-dlq" in message and "does not declare" in message
-    assert check("dead-letter-topic-has-subscription", resources, {"allowExternalTopics": True}) == []
+
+
+def test_identity_is_project_and_name_with_the_provider_project():
+    """Two topics named orders in two projects are two topics (the default provider's project counts)."""
+    other = {"type": facts.TOPIC, "name": "orders-b", "props": {"name": "orders", "project": "other-project"}}
+    worker = sub("worker", deadLetterPolicy={"deadLetterTopic": "projects/other-project/topics/orders", "maxDeliveryAttempts": 5})
+    resources = [topic("orders"), other, worker, sub("drain", "orders", project="other-project")]
+    assert check("dead-letter-topic-not-source", resources) == []
+    same = sub("worker", deadLetterPolicy=dead_letter("orders"))
+    assert len(check("dead-letter-topic-not-source", [topic("orders"), other, same])) == 1
+    # A topic in a stack whose provider project is another: "projects/P/topics/orders" is not it.
+    elsewhere = {**topic("orders"), "provider_project": "third"}
+    reader = sub("w", deps={"topic": ["orders"]}, deadLetterPolicy=dead_letter("orders"))
+    reader["props"]["topic"] = UNKNOWN
+    assert check("dead-letter-topic-not-source", [elsewhere, reader]) == []
+
+
+def test_dead_letter_grant_must_go_to_the_subscriptions_own_project_agent():
+    estate = dead_letter_estate()
+    numbers = {"projectNumbers": {PROJECT: "123456789012"}}
+    assert check("dead-letter-service-agent-iam", estate, numbers) == []
+    (message,) = check("dead-letter-service-agent-iam", estate, {"projectNumbers": {PROJECT: "999"}})
+    assert "service-999@" in message
+
+
+def test_label_contract_is_advisory_unless_the_labels_declare_a_violation():
+    assert BY_NAME["exactly-once-consumers-pin-declared"].level == "advisory"
+    assert BY_NAME["ordered-publishers-pin-declared"].level == "advisory"
+    unlabelled = [topic("orders"), sub("s", enableExactlyOnceDelivery=True, enableMessageOrdering=True)]
+    assert check("exactly-once-consumers-pinned", unlabelled) == []
+    assert check("ordered-publishers-pinned", unlabelled) == []
+    (message,) = check("exactly-once-consumers-pin-declared", unlabelled)
+    assert "cannot verify region pinning" in message and facts.CONSUMER_REGION_LABEL in message
+
+
+def test_iam_binding_and_member_for_the_same_role_conflict():
+    resources = [topic("orders"),
+                 {"type": facts.TOPIC_IAM_BINDING, "name": "b", "props": {"topic": "orders", "role": facts.PUBLISHER_ROLE, "members": []}},
+                 topic_grant("m", "orders")]
+    (message,) = check("iam-authoritative-conflict", resources)
+    assert "m" in message and "b" in message
+    other_role = [resources[0], resources[1], topic_grant("m", "orders", role=facts.SUBSCRIBER_ROLE)]
+    assert check("iam-authoritative-conflict", other_role) == []
 
 
 def test_dead_letter_iam_names_what_is_missing():
@@ -222,6 +319,7 @@ def test_exactly_once_region_outside_persistence_regions():
 def test_region_label_must_be_a_region():
     resources = [topic("orders"), sub("s", enableExactlyOnceDelivery=True, labels={facts.CONSUMER_REGION_LABEL: "anywhere"})]
     assert len(check("exactly-once-consumers-pinned", resources)) == 1
+    assert check("exactly-once-consumers-pin-declared", resources) == []
 
 
 def test_stack_violations_carry_the_subscription_urn():
@@ -249,6 +347,20 @@ UNKNOWN_CASES = {
     "exactly-once-consumers-pinned": [topic("orders"), sub("s", enableExactlyOnceDelivery=True, labels=UNKNOWN),
                                       sub("t", enableExactlyOnceDelivery=UNKNOWN)],
     "ordered-publishers-pinned": [topic("orders", labels=UNKNOWN), sub("s", enableMessageOrdering=True)],
+    "exactly-once-consumers-pin-declared": [topic("orders"), sub("s", enableExactlyOnceDelivery=True, labels=UNKNOWN),
+                                            sub("t", enableExactlyOnceDelivery=UNKNOWN)],
+    "ordered-publishers-pin-declared": [topic("orders", labels=UNKNOWN), sub("s", enableMessageOrdering=True)],
+    "durations-api-format": [sub("s", messageRetentionDuration=UNKNOWN, retryPolicy=UNKNOWN), topic("t", messageRetentionDuration=UNKNOWN)],
+    "labels-valid": [topic("t", labels=UNKNOWN), sub("s", labels={"Team": UNKNOWN})],
+    "cloud-storage-limits": [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": UNKNOWN, "maxBytes": UNKNOWN}),
+                             sub("t", cloudStorageConfig=UNKNOWN)],
+    "bigquery-schema-options": [sub("s", bigqueryConfig={"table": "t", "useTableSchema": True, "useTopicSchema": UNKNOWN})],
+    "iam-authoritative-conflict": [topic("orders"), {"type": facts.TOPIC_IAM_POLICY, "name": "pol", "props": {"topic": UNKNOWN, "policyData": "{}"}},
+                                   topic_grant("m", "orders")],
+    "export-service-agent-access": [topic("orders"), sub("s", bigqueryConfig={**BIGQUERY, "serviceAccountEmail": UNKNOWN}),
+                                    sub("t", bigqueryConfig=BIGQUERY),
+                                    {"type": "gcp:bigquery/datasetIamMember:DatasetIamMember", "name": "g",
+                                     "props": {"datasetId": "d", "role": "roles/bigquery.dataEditor", "member": UNKNOWN}}],
 }
 
 

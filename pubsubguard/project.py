@@ -1,0 +1,185 @@
+"""A Pulumi project as the CLI reads it: `Pulumi.yaml` (name, runtime, `main`, project-level `config:`)
+and a stack's `Pulumi.<stack>.yaml`, merged into the configuration the language host hands the program
+(`PULUMI_CONFIG`, every value a string, structured values as JSON; `PULUMI_CONFIG_SECRET_KEYS`).
+
+What the Pulumi CLI does and this does too:
+- project-level `config:` entries give defaults: `key: value`, or `key: {type, default | value, secret}`;
+  a key without a namespace belongs to the project (`<project>:key`); a declared key with no default
+  and no stack value is an error, as is a stack value of the wrong declared type;
+- `secure:` values are secrets. The CLI decrypts them with the stack's secrets provider; offline nothing
+  can, so the program reads the engine's unknown sentinel there (any value computed from it is unknown
+  to the policy pack, as in a preview whose secret is not known) and the key is marked secret.
+- `main:` names the program's folder (or file), relative to the project; the program runs with that
+  folder as its working directory.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pubsubguard.errors import UserError
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
+_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
+
+
+class PlanError(UserError):
+    """A plan could not be made; the message is for the user (file, field, expectation)."""
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    name: str
+    runtime: str
+    main: Path  # the program: a folder with __main__.py, or a file
+    config: dict[str, Any] = field(default_factory=dict)  # project-level `config:` as written
+
+    @property
+    def program_dir(self) -> Path:
+        return self.main if self.main.is_dir() else self.main.parent
+
+    @property
+    def program_files(self) -> list[Path]:
+        return [self.main / "__main__.py"] if self.main.is_dir() else [self.main]
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    values: dict[str, Any]  # "namespace:key" -> value (secrets: the unknown sentinel)
+    secret_keys: tuple[str, ...]
+    source: str  # "Pulumi.dev.yaml"
+
+    def env(self) -> dict[str, str]:
+        """The language host's environment for this configuration."""
+        return {
+            "PULUMI_CONFIG": json.dumps(
+                {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.values.items()}, sort_keys=True
+            ),
+            "PULUMI_CONFIG_SECRET_KEYS": json.dumps(sorted(self.secret_keys)),
+        }
+
+
+def _load_yaml(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise PlanError(f"{path}: not found ({what})") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise PlanError(f"{path}: cannot be read ({err.__class__.__name__})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise PlanError(f"{path.name}{where}: not valid YAML: {problem}") from None
+
+
+def read_project(root: Path) -> Project:
+    path = Path(root) / "Pulumi.yaml"
+    data = _load_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd")
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise PlanError(f"{path}: expected a mapping with 'name', 'runtime' and 'main'")
+    runtime = data.get("runtime")
+    runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if runtime_name != "python":
+        raise PlanError(
+            f"{path}: runtime: only Python programs can be planned offline, got {runtime_name!r} "
+            "(judge other programs with `pulumi preview --policy-pack policies`)"
+        )
+    main = Path(root) / str(data.get("main") or ".")
+    if not main.exists():
+        raise PlanError(f"{path}: main: {data.get('main')!r} does not exist in {root}")
+    if main.is_dir() and not (main / "__main__.py").exists():
+        raise PlanError(f"{path}: main: {main} has no __main__.py (the Python language host runs that file)")
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise PlanError(f"{path}: config: expected a mapping of key to a value or {{type, default}}")
+    return Project(root=Path(root), name=data["name"], runtime="python", main=main, config=config)
+
+
+def stack_names(root: Path) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in Path(root).glob("Pulumi.*.yaml"))
+
+
+def _full_key(key: str, project: str) -> str:
+    return key if ":" in key else f"{project}:{key}"
+
+
+def _unsecured(value: Any) -> tuple[Any, bool]:
+    """The value with every `secure:` leaf replaced by the unknown sentinel, and whether it had one."""
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return UNKNOWN, True
+        pairs = {k: _unsecured(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        pairs = [_unsecured(v) for v in value]
+        return [v for v, _ in pairs], any(s for _, s in pairs)
+    return value, False
+
+
+def _type_ok(value: Any, type_name: str) -> bool:
+    expected = _TYPES.get(type_name)
+    if expected is None or value == UNKNOWN:
+        return True
+    if expected is int:
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and value.lstrip("-").isdigit()
+        )
+    if expected is bool:
+        return isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false"))
+    if expected is str:
+        return not isinstance(value, (dict, list))
+    return isinstance(value, expected)
+
+
+def read_stack_config(project: Project, stack: str) -> StackConfig:
+    path = project.root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = stack_names(project.root)
+        raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
+    data = _load_yaml(path, "the stack's settings") or {}
+    config = data.get("config", {}) if isinstance(data, dict) else None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise PlanError(f"{path.name}: config: expected a mapping of 'namespace:key' to values")
+
+    values: dict[str, Any] = {}
+    secret: set[str] = set()
+    declared: dict[str, dict] = {}
+    for key, spec in project.config.items():
+        full = _full_key(str(key), project.name)
+        if isinstance(spec, dict) and ({"type", "default", "value", "secret", "description", "items"} & set(spec)):
+            declared[full] = spec
+            if "value" in spec or "default" in spec:
+                values[full] = spec["value"] if "value" in spec else spec["default"]
+            if spec.get("secret"):
+                secret.add(full)
+        else:
+            values[full] = spec
+    for key, value in config.items():
+        full = _full_key(str(key), project.name)
+        plain, had_secret = _unsecured(value)
+        values[full] = plain
+        if had_secret:
+            secret.add(full)
+    for full, spec in declared.items():
+        if full not in values:
+            raise PlanError(
+                f"{path.name}: missing configuration value {full!r} (declared in Pulumi.yaml without a default); "
+                f"set it with `pulumi config set {full.split(':', 1)[1]} VALUE`"
+            )
+        type_name = spec.get("type")
+        if type_name and not _type_ok(values[full], type_name):
+            raise PlanError(
+                f"{path.name}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
+            )
+    return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name)
