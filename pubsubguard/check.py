@@ -637,8 +637,10 @@ def format_sarif(result: CheckResult, locate=None) -> str:
     }
     return json.dumps(sarif, indent=2) + "\n"
 
-def source_locator(files: list[Path], relative_to: Path):
-    """`locate` for SARIF: the first line of `files` naming the resource, else line 1 of the first."""
+def source_locator(files: list[Path], relative_to: Path, plan: dict | None = None, root: Path | None = None):
+    """`locate` for SARIF: where the program constructs the resource (the source position the SDK sends
+    with its registration), else the first line of `files` naming it, else line 1 of the first file."""
+    positions = {r["urn"]: r["source"] for r in (plan or {}).get("resources", []) if r.get("source")}
     texts = []
     for path in files:
         try:
@@ -653,6 +655,9 @@ def source_locator(files: list[Path], relative_to: Path):
             return path.as_posix()
 
     def locate(violation: Violation) -> tuple[str, int]:
+        position = positions.get(violation.urn)
+        if position and root is not None:
+            return uri(root / position["path"]), position["line"]
         needle = violation.resource_name
         for path, lines in texts:
             for number, text in enumerate(lines, 1):

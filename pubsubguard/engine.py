@@ -228,7 +228,21 @@ def _monitor_base():
     return mocks.MockMonitor, _NoMocks
 
 
-def make_monitor(invoke_results: InvokeResults):
+def source_position(request, root: Path | None) -> dict | None:
+    """Where the program constructed the resource, relative to the project (the SDK's source position)."""
+    position = getattr(request, "sourcePosition", None)
+    if root is None or position is None or not position.uri.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    try:
+        path = Path(unquote(urlparse(position.uri).path)).resolve().relative_to(root)
+    except ValueError:
+        return None
+    return {"path": path.as_posix(), "line": position.line}
+
+
+def make_monitor(invoke_results: InvokeResults, root: Path | None = None):
     """The recording monitor (a class made here: the Pulumi SDK is imported only when a plan is made)."""
     from pulumi.runtime.proto import resource_pb2
 
@@ -267,6 +281,9 @@ def make_monitor(invoke_results: InvokeResults):
                 },
                 "inputs": inputs,
             }
+            source = source_position(request, root)
+            if source:
+                record["source"] = source
             if read_id is not None:
                 record["external"] = True
             with self.lock:

@@ -14,7 +14,8 @@ Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resource
     {"format": "pubsubguard-plan/1", "project": "pubsubguard", "stack": "dev",
      "gcp_project": "pubsubguard-dev", "provider_config": {"project": ..., "region": ...},
      "resources": [{"urn", "type", "name", "custom", "parent", "id", "provider", "inputs",
-                    "dependencies", "property_dependencies", "external" (read with .get)}...],
+                    "dependencies", "property_dependencies", "source" ({path, line} where
+                    the program constructs it), "external" (read with .get)}...],
      "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
      "unknown_invokes": [{"token", "args"}...]}
 
@@ -137,7 +138,7 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
     """Run the program of `root` for `stack` and return the plan (see module docstring)."""
     project = read_project(Path(root or project_root()).resolve())
     config = read_stack_config(project, stack)
-    monitor = make_monitor(invoke_results or InvokeResults())
+    monitor = make_monitor(invoke_results or InvokeResults(), project.root)
     env = {
         **config.env(),
         "PULUMI_PROJECT": project.name,

@@ -90,7 +90,7 @@ def _run(args, source: str) -> int:
     if args.format == "json":
         text = checking.format_json(result)
     elif args.format == "sarif":
-        text = checking.format_sarif(result, checking.source_locator(files, Path.cwd()))
+        text = checking.format_sarif(result, checking.source_locator(files, Path.cwd(), plan, root))
     else:
         text = checking.format_text(result, args.compact)
     _emit(args, text, result)
