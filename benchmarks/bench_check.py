@@ -7,11 +7,13 @@ Each topic has 3 subscriptions (pull; exactly-once pinned to a region; ordered),
 topic's pull subscription dead-letters into an auto-created topic with its drain and service-agent
 IAM, so the stack rules have real work. The estate is written as `pubsub:estate` stack config in a
 temporary project whose `main` is this repository's `infra/`, and planned with the real program.
-Prints resources, seconds and resources/s for plan, check (pack start + gRPC + rules) and both,
-the check's CPU seconds (this process plus the pack processes: comparable across loaded and idle
-machines), the pack processes used, and the check's seconds per 1,000 resources at each size
-(linear growth keeps it flat).
-Target (issue 3): the whole check of 1,000 topics under 10 s on a 2-core machine.
+Prints resources, seconds for plan, check (pack start + gRPC + rules) and both, CPU seconds of each
+(this process plus the pack processes: comparable across loaded and idle machines), milliseconds per
+resource, the peak memory of this process and of the largest pack process, and the ratio of the total
+to the goal at the sizes that have one.
+Goals (issue 17): plan + check of 1,000 topics <= 10 s; of 10,000 topics <= 60 s and <= 1 GiB.
+
+Run each size in its own process (`--topics N` once per run) for a clean peak-memory figure.
 """
 
 from __future__ import annotations
@@ -59,21 +61,48 @@ def project(directory: Path, topics: int) -> None:
     (directory / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": config}))
 
 
+GOALS_S = {1000: 10.0, 10000: 60.0}
+PACK_PEAKS_MIB: list[float] = []
+
+
+def _record_pack_peak(close):
+    """PackProcess.close, first reading the pack's peak resident memory (VmHWM) while it still runs."""
+
+    def wrapped(self):
+        if self.process is not None:
+            try:
+                status = Path(f"/proc/{self.process.pid}/status").read_text()
+                PACK_PEAKS_MIB.append(int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024)
+            except (OSError, StopIteration, ValueError):
+                pass
+        close(self)
+
+    return wrapped
+
+
+checking.PackProcess.close = _record_pack_peak(checking.PackProcess.close)
+GOAL_MEMORY_MIB = 1024
+
+
 def measure(topics: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         root = Path(tmp)
         project(root, topics)
+        cpu_start = _cpu()
         started = time.perf_counter()
         plan = planning.make_plan("bench", root)
         planned = time.perf_counter()
-        cpu_before = _cpu()
+        cpu_planned = _cpu()
         result = checking.run_check(plan, source="Pulumi.bench.yaml")
         checked = time.perf_counter()
-        cpu = _cpu() - cpu_before
+        cpu_checked = _cpu()
     return {
         "topics": topics, "resources": len(plan["resources"]), "plan_s": planned - started, "check_s": checked - planned,
-        "check_cpu_s": cpu, "workers": checking.default_workers(len(plan["resources"])),
-        "total_s": checked - started, "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
+        "plan_cpu_s": cpu_planned - cpu_start, "check_cpu_s": cpu_checked - cpu_planned,
+        "workers": checking.default_workers(len(plan["resources"])), "total_s": checked - started,
+        "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
+        "self_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "pack_mib": sum(PACK_PEAKS_MIB[-checking.default_workers(len(plan["resources"])):]),
     }
 
 
@@ -91,14 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start (wall times stretch when other work shares the cores)")
-    print(f"{'topics':>7} {'resources':>9} {'plan s':>8} {'check s':>8} {'check cpu s':>11} {'packs':>5} {'total s':>8} "
-          f"{'check res/s':>11} {'total res/s':>11} {'check s/1k res':>14} {'mandatory':>9} {'advisory':>8}")
+    print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'check s':>7} {'total s':>7} {'plan cpu':>8} {'check cpu':>9} "
+          f"{'ms/res':>6} {'packs':>5} {'self MiB':>8} {'pack MiB':>8} {'goal':>6} {'ratio':>5} {'mand.':>5} {'adv.':>6}")
     for topics in sizes:
         m = measure(topics)
-        print(f"{m['topics']:>7} {m['resources']:>9} {m['plan_s']:>8.2f} {m['check_s']:>8.2f} {m['check_cpu_s']:>11.2f} "
-              f"{m['workers']:>5} {m['total_s']:>8.2f} "
-              f"{m['resources'] / m['check_s']:>11.0f} {m['resources'] / m['total_s']:>11.0f} "
-              f"{1000 * m['check_s'] / m['resources']:>14.3f} {m['mandatory']:>9} {m['advisory']:>8}", flush=True)
+        goal = GOALS_S.get(topics)
+        print(f"{m['topics']:>7} {m['resources']:>9} {m['plan_s']:>7.2f} {m['check_s']:>7.2f} {m['total_s']:>7.2f} "
+              f"{m['plan_cpu_s']:>8.2f} {m['check_cpu_s']:>9.2f} {1000 * m['total_s'] / m['resources']:>6.2f} "
+              f"{m['workers']:>5} {m['self_mib']:>8.0f} {m['pack_mib']:>8.0f} "
+              f"{(f'{goal:.0f} s' if goal else '-'):>6} {(format(m['total_s'] / goal, '.1f') + 'x' if goal else '-'):>5} "
+              f"{m['mandatory']:>5} {m['advisory']:>6}", flush=True)
+    print(f"memory: 'self' is this process's peak (plan and check client), 'pack' the sum of the pack processes' "
+          f"peaks; goal at 10,000 topics: self + pack <= {GOAL_MEMORY_MIB} MiB")
     return 0
 
 

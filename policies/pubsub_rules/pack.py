@@ -9,10 +9,50 @@ def policies():
     return [rule.policy() for rule in RULES]
 
 
+def decode_once() -> None:
+    """The policy SDK turns a request's properties into a dict once per policy (`Analyze`: 33 times per
+    resource; `AnalyzeStack`: once per stack policy and resource); the conversion depends only on the
+    message, so convert each distinct message once. The SDK copies the dict into fresh containers before a
+    rule sees it (`deserialize_properties`), so sharing the conversion changes no result."""
+    import functools
+    import types
+
+    from pulumi_policy import policy as sdk
+
+    json_format = getattr(sdk, "json_format", None)
+    if json_format is None or not callable(getattr(json_format, "MessageToDict", None)):
+        return  # another SDK layout: leave it as it is
+    original = json_format.MessageToDict
+    struct_type = None
+    try:
+        from google.protobuf import struct_pb2
+
+        struct_type = struct_pb2.Struct
+    except ImportError:  # pragma: no cover
+        return
+
+    @functools.lru_cache(maxsize=1 << 16)
+    def from_bytes(data: bytes) -> dict:
+        message = struct_type()
+        message.ParseFromString(data)
+        return original(message)
+
+    def message_to_dict(message, *args, **kwargs):
+        if args or kwargs or not isinstance(message, struct_type):
+            return original(message, *args, **kwargs)
+        return from_bytes(message.SerializeToString(deterministic=True))
+
+    shim = types.ModuleType(json_format.__name__)
+    shim.__dict__.update({k: v for k, v in vars(json_format).items() if not k.startswith("__")})
+    shim.MessageToDict = message_to_dict
+    sdk.json_format = shim
+
+
 def build_pack():
     """Start the pack's Analyzer server: prints its port and blocks (what the Pulumi CLI runs)."""
     from pulumi_policy import EnforcementLevel, PolicyPack
 
+    decode_once()
     return PolicyPack(
         name=PACK_NAME,
         description=PACK_DESCRIPTION,
