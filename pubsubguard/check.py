@@ -311,19 +311,19 @@ def judged_resources(plan: dict) -> list[dict]:
     return [r for r in plan["resources"] if not r.get("external")]
 
 
-def analyze_requests(plan: dict) -> Iterable[Any]:
+def analyze_request(resource: dict, context: dict, by_urn: dict):
+    """The `Analyze` request the CLI sends for one resource."""
     pb = _pb()
-    by_urn = {r["urn"]: r for r in plan["resources"]}
-    for resource in judged_resources(plan):
-        request = pb.AnalyzeRequest(
-            type=resource["type"], name=resource["name"], urn=resource["urn"],
-            properties=_struct(resource.get("inputs") or {}),
-            options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
-        )
-        provider = _provider(resource, plan, by_urn)
-        if provider is not None:
-            request.provider.CopyFrom(provider)
-        yield request
+    request = pb.AnalyzeRequest(
+        type=resource["type"], name=resource["name"], urn=resource["urn"],
+        properties=_struct(resource.get("inputs") or {}),
+        options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
+    )
+    provider = _provider(resource, context, by_urn)
+    if provider is not None:
+        request.provider.CopyFrom(provider)
+    return request
+
 
 def analyze_stack_request(plan: dict):
     pb = _pb()
@@ -366,71 +366,176 @@ def default_workers(resources: int) -> int:
 
 def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
               source: str = "", config_source: str = "policy config", workers: int | None = None) -> CheckResult:
-    """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported.
+    """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported."""
+    with Judge(plan_context(plan), pack_dir=pack_dir, policy_config=policy_config, config_source=config_source,
+               workers=workers or default_workers(len(judged_resources(plan)))) as judge:
+        for record in plan["resources"]:
+            judge.analyze(record)
+        return judge.finish(plan, source)
 
-    Each `Analyze` is independent of the others, so a large plan is spread over `workers` pack
-    processes, each started and configured exactly as the CLI starts and configures its one; the
-    single `AnalyzeStack` goes to the first, concurrently. Results do not depend on `workers`.
-    """
-    from concurrent.futures import ThreadPoolExecutor
 
-    from google.protobuf import empty_pb2, json_format
+def check_program(root: Path, stack: str, *, invoke_results=None, policy_config: dict | None = None,
+                  source: str = "", config_source: str = "policy config", timings: dict | None = None):
+    """Plan the program of `root` and judge it as the engine does in a preview: the pack judges each
+    resource as the program registers it (one pack process, on the core the program leaves free); the
+    stack rules run once the program is done. Returns (plan, result); `timings` gets `plan_s` (until the
+    program is done) and `check_s` (after it)."""
+    import time
 
-    pb = _pb()
-    pack_dir = Path(pack_dir or default_pack_dir())
-    manifest = read_manifest(pack_dir)
-    workers = workers or default_workers(len(judged_resources(plan)))
-    project, stack = str(plan.get("project") or "project"), str(plan.get("stack") or "stack")
-    packs = [PackProcess(pack_dir, project=project, stack=stack) for _ in range(workers)]
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as starter:
-            for started in [starter.submit(p.__enter__) for p in packs]:
-                started.result()
-        info = packs[0].stub.GetAnalyzerInfo(empty_pb2.Empty())
-        policies = policy_infos(info)
-        initial = {
-            name: {
-                "level": _level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
-                "properties": json_format.MessageToDict(cfg.properties),
-            }
-            for name, cfg in info.initialConfig.items()
-        }
-        effective = reconcile_config(policies, initial, policy_config or {}, config_source)
-        configure = pb.ConfigureAnalyzerRequest()
-        for name, (level, props) in effective.items():
-            configure.policyConfig[name].enforcementLevel = _level_value(level)
-            configure.policyConfig[name].properties.update(props)
-        for pack in packs:
-            pack.stub.Configure(configure)
-            _configure_stack(pack.stub, plan)
+    project = planning.read_project(root)
+    header = planning.plan_header(project, stack, planning.read_stack_config(project, stack))
+    started = time.perf_counter()
+    with Judge(header, policy_config=policy_config, config_source=config_source) as judge:
+        plan = planning.make_plan(stack, root, invoke_results=invoke_results, on_resource=judge.analyze)
+        planned = time.perf_counter()
+        result = judge.finish(plan, source)
+    if timings is not None:
+        timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned)
+    return plan, result
 
-        diagnostics = _analyze_all(packs, list(analyze_requests(plan)), analyze_stack_request(plan))
-    finally:
-        for pack in packs:
+
+def plan_context(plan: dict) -> dict:
+    """What a resource's Analyze request needs besides the resource: stack, project, provider config."""
+    return {key: plan.get(key) for key in ("project", "stack", "gcp_project", "provider_config")}
+
+
+class Judge:
+    """The pack processes of one check, started and configured as the CLI does (`GetAnalyzerInfo`,
+    `Configure`, `ConfigureStack`), then `Analyze` for each resource as it is handed over — also while the
+    program is still registering resources, as the engine analyses each resource when it registers — and
+    `AnalyzeStack` once at `finish`. Each `Analyze` is independent of the others, so the work is spread
+    over `workers` pack processes, each started and configured exactly as the CLI starts its one; results
+    do not depend on `workers`. A context manager: the processes always stop."""
+
+    _DONE = object()
+
+    def __init__(self, context: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
+                 config_source: str = "policy config", workers: int = 1):
+        import queue
+        import threading
+
+        self.context = context
+        self.pack_dir = Path(pack_dir or default_pack_dir())
+        self.manifest = read_manifest(self.pack_dir)
+        self.policy_config = policy_config or {}
+        self.config_source = config_source
+        self.packs = [PackProcess(self.pack_dir, project=str(context.get("project") or "project"),
+                                  stack=str(context.get("stack") or "stack")) for _ in range(workers)]
+        self.queue: queue.Queue = queue.Queue()
+        self.by_urn: dict[str, dict] = {}
+        self.diagnostics: list[tuple[int, str, Any]] = []
+        self.errors: list[BaseException] = []
+        self.count = 0
+        self.info = None
+        self.effective: dict[str, tuple[str, dict]] = {}
+        self.threads: list = []
+        self._configured = threading.Event()
+        self._configure_request = None
+
+    def __enter__(self) -> "Judge":
+        import threading
+
+        self.threads = [threading.Thread(target=self._serve, args=(index,), daemon=True, name=f"pack-{index}")
+                        for index in range(len(self.packs))]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for _ in self.threads:
+            self.queue.put(self._DONE)
+        for pack in self.packs:
             pack.close()
 
-    by_urn = {r["urn"]: r for r in plan["resources"]}
-    violations = []
-    for subject, d in diagnostics:
-        urn = d.urn or subject
-        resource = by_urn.get(urn, {})
-        message = d.message
-        if d.description and message.startswith(d.description + "\n"):
-            message = message[len(d.description) + 1 :]
-        violations.append(
-            Violation(
-                policy=d.policyName, level=_level_name(d.enforcementLevel), message=message, urn=urn,
-                resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
+    def _serve(self, index: int) -> None:
+        """One pack: start and configure it, then Analyze what the queue hands over until done."""
+        pack = self.packs[index]
+        try:
+            pack.__enter__()
+            if index == 0:
+                self._configure_all()
+            else:
+                self._configured.wait()
+            if self.errors:
+                return
+            pack.stub.Configure(self._configure_request)
+            _configure_stack(pack.stub, self.context)
+            while (item := self.queue.get()) is not self._DONE:
+                order, request = item
+                for diagnostic in pack.stub.Analyze(request).diagnostics:
+                    self.diagnostics.append((order, request.urn, diagnostic))
+        except BaseException as err:  # noqa: BLE001 - re-raised by finish()
+            self.errors.append(err)
+            self._configured.set()
+            while self.queue.get() is not self._DONE:  # drain, so finish() never waits on this pack
+                pass
+
+    def _configure_all(self) -> None:
+        from google.protobuf import empty_pb2, json_format
+
+        pb = _pb()
+        try:
+            self.info = self.packs[0].stub.GetAnalyzerInfo(empty_pb2.Empty())
+            self.policies = policy_infos(self.info)
+            initial = {
+                name: {
+                    "level": _level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
+                    "properties": json_format.MessageToDict(cfg.properties),
+                }
+                for name, cfg in self.info.initialConfig.items()
+            }
+            self.effective = reconcile_config(self.policies, initial, self.policy_config, self.config_source)
+            configure = pb.ConfigureAnalyzerRequest()
+            for name, (level, props) in self.effective.items():
+                configure.policyConfig[name].enforcementLevel = _level_value(level)
+                configure.policyConfig[name].properties.update(props)
+            self._configure_request = configure
+        finally:
+            self._configured.set()
+
+    def analyze(self, record: dict) -> None:
+        """Hand over one registered resource (in registration order: providers before their users)."""
+        self.by_urn[record["urn"]] = record
+        if record.get("external"):
+            return
+        self.queue.put((self.count, analyze_request(record, self.context, self.by_urn)))
+        self.count += 1
+
+    def finish(self, plan: dict, source: str = "") -> CheckResult:
+        """AnalyzeStack over the whole plan once every Analyze is answered; the result."""
+        for _ in self.threads:
+            self.queue.put(self._DONE)
+        for thread in self.threads:
+            thread.join()
+        self.threads = []
+        if self.errors:
+            raise self.errors[0]
+        stack_diagnostics = list(self.packs[0].stub.AnalyzeStack(analyze_stack_request(plan)).diagnostics)
+        found = [(urn, d) for _, urn, d in sorted(self.diagnostics, key=lambda item: item[0])]
+        found += [("", d) for d in stack_diagnostics]
+        by_urn = {r["urn"]: r for r in plan["resources"]}
+        violations = []
+        for subject, d in found:
+            urn = d.urn or subject
+            resource = by_urn.get(urn, {})
+            message = d.message
+            if d.description and message.startswith(d.description + "\n"):
+                message = message[len(d.description) + 1 :]
+            violations.append(
+                Violation(
+                    policy=d.policyName, level=_level_name(d.enforcementLevel), message=message, urn=urn,
+                    resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
+                )
             )
+        violations.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
+        info, effective = self.info, self.effective
+        return CheckResult(
+            pack=info.name, pack_version=str(self.manifest.get("version") or info.version), stack=str(plan.get("stack")),
+            source=source, resources=len(judged_resources(plan)), policies=self.policies,
+            levels={name: level for name, (level, _) in effective.items()}, violations=violations,
+            unknown_invokes=list(plan.get("unknown_invokes") or []),
+            unjudged=unjudged(plan, {name for name, (level, _) in effective.items() if level != "disabled"}),
         )
-    violations.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
-    return CheckResult(
-        pack=info.name, pack_version=str(manifest.get("version") or info.version), stack=str(plan.get("stack")),
-        source=source, resources=len(judged_resources(plan)), policies=policies,
-        levels={name: level for name, (level, _) in effective.items()}, violations=violations,
-        unknown_invokes=list(plan.get("unknown_invokes") or []),
-        unjudged=unjudged(plan, {name for name, (level, _) in effective.items() if level != "disabled"}),
-    )
 
 
 def unjudged(plan: dict, enabled: set[str]) -> list[dict]:
@@ -450,39 +555,14 @@ def unjudged(plan: dict, enabled: set[str]) -> list[dict]:
                                   "resource_name": record["name"], "policy": rule.name, "properties": properties})
     return found
 
-def _analyze_all(packs: list[PackProcess], requests: list[Any], stack_request: Any) -> list[tuple[str, Any]]:
-    """Diagnostics of every Analyze (in request order) and of the AnalyzeStack ("" subject).
-
-    One thread per pack process makes blocking calls (cheaper in the gRPC Python client than many
-    outstanding futures); the first thread sends AnalyzeStack first, then every thread takes the
-    next Analyze request until none is left, which balances the load between the processes.
-    """
-    import itertools
-    from concurrent.futures import ThreadPoolExecutor
-
-    results: list[Any] = [None] * len(requests)
-    next_index = itertools.count()  # next() on a count is atomic under the GIL
-
-    def work(worker: int) -> list:
-        stub = packs[worker].stub
-        stack = list(stub.AnalyzeStack(stack_request).diagnostics) if worker == 0 else []
-        while (index := next(next_index)) < len(requests):
-            results[index] = stub.Analyze(requests[index]).diagnostics
-        return stack
-
-    with ThreadPoolExecutor(max_workers=len(packs)) as pool:
-        stack_diagnostics = [d for found in pool.map(work, range(len(packs))) for d in found]
-    diagnostics = [(request.urn, d) for request, found in zip(requests, results) for d in found]
-    return diagnostics + [("", d) for d in stack_diagnostics]
-
-def _configure_stack(stub, plan: dict) -> None:
+def _configure_stack(stub, context: dict) -> None:
     import grpc
 
     pb = _pb()
     try:
         stub.ConfigureStack(
             pb.AnalyzerStackConfigureRequest(
-                stack=str(plan.get("stack") or ""), project=str(plan.get("project") or ""),
+                stack=str(context.get("stack") or ""), project=str(context.get("project") or ""),
                 organization="organization", dry_run=True,
             )
         )

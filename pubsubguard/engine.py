@@ -228,25 +228,27 @@ def _monitor_base():
     return mocks.MockMonitor, _NoMocks
 
 
-def source_position(request, root: Path | None) -> dict | None:
-    """Where the program constructed the resource, relative to the project (the SDK's source position)."""
+def source_position(request, root_prefix: str | None) -> dict | None:
+    """Where the program constructed the resource, relative to the project (the SDK's source position).
+    `root_prefix` is the project's resolved path with a trailing separator (string work only: this runs
+    once per resource)."""
     position = getattr(request, "sourcePosition", None)
-    if root is None or position is None or not position.uri.startswith("file://"):
+    if not root_prefix or position is None or not position.uri.startswith("file://"):
         return None
-    from urllib.parse import unquote, urlparse
+    from urllib.parse import unquote
 
-    try:
-        path = Path(unquote(urlparse(position.uri).path)).resolve().relative_to(root)
-    except ValueError:
+    path = unquote(position.uri[len("file://"):])
+    if not path.startswith(root_prefix):
         return None
-    return {"path": path.as_posix(), "line": position.line}
+    return {"path": path[len(root_prefix):], "line": position.line}
 
 
-def make_monitor(invoke_results: InvokeResults, root: Path | None = None):
+def make_monitor(invoke_results: InvokeResults, root: Path | None = None, on_resource=None):
     """The recording monitor (a class made here: the Pulumi SDK is imported only when a plan is made)."""
     from pulumi.runtime.proto import resource_pb2
 
     base, no_mocks = _monitor_base()
+    root_prefix = str(Path(root).resolve()).rstrip("/") + "/" if root is not None else None
 
     class Monitor(base):
         def __init__(self):
@@ -281,7 +283,7 @@ def make_monitor(invoke_results: InvokeResults, root: Path | None = None):
                 },
                 "inputs": inputs,
             }
-            source = source_position(request, root)
+            source = source_position(request, root_prefix)
             if source:
                 record["source"] = source
             if read_id is not None:
@@ -290,6 +292,8 @@ def make_monitor(invoke_results: InvokeResults, root: Path | None = None):
                 self.records[urn] = record
                 key = (request.type, request.name)
                 self.finished[key] = self.finished.get(key, 0) + 1
+                if on_resource is not None:
+                    on_resource(record)  # under the lock: in registration order
             self.touch()
 
         def RegisterResource(self, request):

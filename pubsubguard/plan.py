@@ -160,11 +160,14 @@ def program_error(err: BaseException, project: Project, unknown_invokes: list[di
 
 
 def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: InvokeResults | None = None,
-              idle_timeout_s: float = IDLE_TIMEOUT_S) -> dict:
-    """Run the program of `root` for `stack` and return the plan (see module docstring)."""
+              idle_timeout_s: float = IDLE_TIMEOUT_S, on_resource=None) -> dict:
+    """Run the program of `root` for `stack` and return the plan (see module docstring).
+
+    `on_resource(record)`, when given, sees each resource as it registers (the engine analyses
+    resources then), from the thread that registers it."""
     project = read_project(Path(root or project_root()).resolve())
     config = read_stack_config(project, stack)
-    monitor = make_monitor(invoke_results or InvokeResults(), project.root)
+    monitor = make_monitor(invoke_results or InvokeResults(), project.root, on_resource)
     env = {
         **config.env(),
         "PULUMI_PROJECT": project.name,
@@ -196,15 +199,22 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
         raise PlanError(program_error(err, project, monitor.unknown_invokes))
     records = {urn: r for urn, r in monitor.records.items()}
     return {
+        **plan_header(project, stack, config),
+        "resources": [records[urn] for urn in sorted(records)],
+        "outputs": monitor.outputs,
+        "unknown_invokes": _unique(monitor.unknown_invokes),
+    }
+
+
+def plan_header(project: Project, stack: str, config) -> dict:
+    """The plan's fields that come from the project and stack files alone."""
+    return {
         "format": PLAN_FORMAT,
         "project": project.name,
         "stack": stack,
         "gcp_project": _gcp_project(config.values) or "unknown-project",
         "provider_config": {k.split(":", 1)[1]: v for k, v in sorted(config.values.items())
-                            if k.startswith("gcp:") and isinstance(v, str)},
-        "resources": [records[urn] for urn in sorted(records)],
-        "outputs": monitor.outputs,
-        "unknown_invokes": _unique(monitor.unknown_invokes),
+                            if k.startswith("gcp:") and isinstance(v, str) and v != UNKNOWN},
     }
 
 

@@ -73,9 +73,9 @@ def _load_yaml(path: Path, what: str) -> Any:
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         raise PlanError(f"{path}: cannot be read ({err.__class__.__name__})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when built
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise PlanError(f"{path.name}{where}: not valid YAML: {problem}") from None

@@ -59,6 +59,13 @@ def project_numbers(invokes: InvokeResults, plan: dict) -> dict[str, str]:
     return numbers
 
 
+def _with_numbers(config: dict, invokes: InvokeResults, plan: dict) -> dict:
+    numbers = project_numbers(invokes, plan)
+    if numbers and "dead-letter-service-agent-iam" not in config:
+        return {**config, "dead-letter-service-agent-iam": {"projectNumbers": numbers}}
+    return config
+
+
 def run(args) -> int:
     source = str(args.plan) if args.plan else f"Pulumi.{args.stack}.yaml"
     try:
@@ -73,20 +80,19 @@ def _run(args, source: str) -> int:
     root = (args.root or planning.project_root()).resolve()
     config = checking.read_policy_config(args.policy_config)
     invokes = InvokeResults.load(args.invoke_results)
+    config_source = f"--policy-config {args.policy_config}" if args.policy_config else "policy config"
     if args.plan:
         plan = planning.load_plan(args.plan)
         files = [args.plan]
+        result = checking.run_check(plan, policy_config=_with_numbers(config, invokes, plan), source=source,
+                                    config_source=config_source)
     else:
-        plan = planning.make_plan(args.stack, root, invoke_results=invokes)
         project = planning.read_project(root)
+        header = planning.plan_header(project, args.stack, planning.read_stack_config(project, args.stack))
+        plan, result = checking.check_program(root, args.stack, invoke_results=invokes, source=source,
+                                              policy_config=_with_numbers(config, invokes, header),
+                                              config_source=config_source)
         files = [root / source] + project.program_files
-    numbers = project_numbers(invokes, plan)
-    if numbers and "dead-letter-service-agent-iam" not in config:
-        config = {**config, "dead-letter-service-agent-iam": {"projectNumbers": numbers}}
-    result = checking.run_check(
-        plan, policy_config=config, source=source,
-        config_source=f"--policy-config {args.policy_config}" if args.policy_config else "policy config",
-    )
     if args.format == "json":
         text = checking.format_json(result)
     elif args.format == "sarif":
