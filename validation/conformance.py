@@ -864,7 +864,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
     key_a = [_seq(m) for m in got if m.message.ordering_key == "A"]
     if [s for s in key_a if s not in ("2", "3", "4")]:
         problems.append(f"key A delivered messages that were not published successfully: {key_a}")
-    elif [s for s in key_a] != sorted(set(key_a)):
+    elif list(dict.fromkeys(key_a)) != sorted(set(key_a)):  # first arrivals; a redelivery may repeat some
         problems.append(f"key A after the resume arrived out of order: {key_a}")
     story = f"injected: {injected}; next publish on A: {paused}; key A delivered {key_a}"
     if problems:
