@@ -193,6 +193,7 @@ def test_without_an_emulator_host_it_starts_and_stops_its_own(tmp_path):
     (["--target", "gcp"], {}, "--target gcp needs --project"),
     (["--target", "gcp", "--project", "p"], {"PUBSUB_EMULATOR_HOST": "127.0.0.1:1"}, "PUBSUB_EMULATOR_HOST is set"),
     (["--scenario", "no-such-scenario"], {}, "--scenario no-such-scenario: unknown"),
+    (["--target", "emulator", "--region", "us-east1"], {}, "--region: only with --target gcp"),
     (["--target", "emulator"], {"PUBSUB_EMULATOR_HOST": "127.0.0.1:1"}, "no Pub/Sub emulator answers there"),
 ])
 def test_usage_and_environment_errors_are_one_line_exit_2(argv, env, expected, tmp_path):

@@ -95,18 +95,28 @@ def new_run_id() -> str:
 class Session:
     """What the scenarios share: the target, its clients, the throwaway resources and the stop flag."""
 
-    def __init__(self, target: str, project: str, run_id: str, project_number: str | None = None):
+    def __init__(self, target: str, project: str, run_id: str, project_number: str | None = None,
+                 api_endpoint: str | None = None):
         from google.cloud import pubsub_v1
 
         self.target, self.project, self.run_id, self.project_number = target, project, run_id, project_number
-        self.publisher = pubsub_v1.PublisherClient(
-            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
-        self.subscriber = pubsub_v1.SubscriberClient()
+        # Google Cloud: a locational endpoint when given (exactly-once holds for subscribers of one region).
+        self.client_options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        self.publisher = self.new_publisher()
+        self.subscriber = pubsub_v1.SubscriberClient(client_options=self.client_options)
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._topics: list[str] = []
         self._subscriptions: list[str] = []
         self._closed = False
+
+    def new_publisher(self):
+        """A publisher with ordering enabled (its own per-key pause state), on the session's endpoint."""
+        from google.cloud import pubsub_v1
+
+        return pubsub_v1.PublisherClient(
+            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
+            client_options=self.client_options)
 
     def track(self, kind: str, path: str) -> None:
         """Remember a created resource for cleanup; one created after cleanup began is deleted at once."""
@@ -675,7 +685,8 @@ def _grant_service_agent(probe: Probe, dead_letter: str, subscription: str) -> N
     member = f"serviceAccount:{facts.pubsub_service_agent(number)}"
     for resource, role, client in ((dead_letter, facts.PUBLISHER_ROLE, probe.publisher),
                                    (subscription, facts.SUBSCRIBER_ROLE, probe.subscriber)):
-        policy = client.get_iam_policy(request={"resource": resource}, timeout=30)
+        policy = probe.call("GetIamPolicy", {"resource": resource},
+                            lambda: client.get_iam_policy(request={"resource": resource}, timeout=30))
         policy.bindings.add(role=role, members=[member])
         probe.call("SetIamPolicy", {"resource": resource, "role": role, "member": member},
                    lambda: client.set_iam_policy(request={"resource": resource, "policy": policy}, timeout=30))
@@ -820,8 +831,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
 
     topic = probe.create_topic("topic")
     subscription = probe.create_subscription("sub", topic, enable_message_ordering=True)
-    publisher = pubsub_v1.PublisherClient(
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
+    publisher = probe.session.new_publisher()
     problems = []
     try:
         # The injected failure: a message with neither data nor attributes, which Pub/Sub refuses.

@@ -40,6 +40,9 @@ def register(subparsers) -> None:
                              f"{DEFAULT_EMULATOR_PROJECT})")
     parser.add_argument("--project-number", default=None,
                         help="gcp: the project's number, to grant the Pub/Sub service agent its dead-letter roles")
+    parser.add_argument("--region", default=None,
+                        help="gcp: use the locational endpoint REGION-pubsub.googleapis.com:443 for every client "
+                             "(exactly-once holds only for subscribers of one region; default: the global endpoint)")
     parser.add_argument("--report", type=Path, default=Path("out") / "conform",
                         help="output directory for conformance.json (default: out/conform)")
     parser.add_argument("--scenario", action="append", default=None, metavar="ID",
@@ -71,6 +74,16 @@ def _check_gcp(project: str | None) -> None:
         google.auth.default()
     except DefaultCredentialsError as err:
         raise ConformError(f"--target gcp: no Google Cloud credentials ({' '.join(str(err).split())[:200]})") from None
+
+
+def _locational_endpoint(region: str | None) -> str | None:
+    from pubsub_rules import facts
+
+    if region is None:
+        return None
+    if not facts.REGION_RE.fullmatch(region):
+        raise ConformError(f"--region {region!r}: expected a region such as us-east1")
+    return facts.locational_endpoint(region)
 
 
 def _print_table(doc: dict, report: Path) -> None:
@@ -110,7 +123,9 @@ def run(args) -> int:
     emulator = None
     if args.target == "gcp":
         _check_gcp(args.project)
-        project, endpoint = args.project, None
+        project, endpoint = args.project, _locational_endpoint(args.region)
+    elif args.region:
+        raise ConformError("--region: only with --target gcp (the emulator has one endpoint)")
     else:
         from pubsubguard.emulator import Emulator, running_host
 
@@ -134,7 +149,8 @@ def _run(args, conformance, scenarios, project: str, endpoint: str | None, repor
     started, began = conformance.utc_now(), time.monotonic()
     print(f"conform: {len(scenarios)} scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, "
           f"project {project}, run {run_id}", flush=True)
-    session = conformance.Session(args.target, project, run_id, args.project_number)
+    session = conformance.Session(args.target, project, run_id, args.project_number,
+                                  api_endpoint=endpoint if args.target == "gcp" else None)
     cleanup = None
     try:
         results = conformance.run_scenarios(
