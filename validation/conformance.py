@@ -171,7 +171,10 @@ class Session:
         for kind, paths in (("subscription", left.get("subscriptions", [])), ("topic", left.get("topics", []))):
             for path in paths:
                 error = self._delete(kind, path)
-                (failed.append({"name": path, "error": error}) if error else swept.append(path))
+                if error:
+                    failed.append({"name": path, "error": error})
+                else:
+                    swept.append(path)
         return {"deleted": subscriptions + topics + swept, "failed": failed}
 
     def close(self) -> None:
@@ -336,10 +339,13 @@ class Probe:
         deadline = time.monotonic() + within_s
         received: list = []
         while not enough(received) and time.monotonic() < deadline:
-            for message in self.pull(subscription):
+            got = self.pull(subscription)
+            for message in got:
                 received.append(message)
                 if on_message is not None:
                     on_message(message)
+            if not got:
+                self.sleep(0.1)  # a target may answer an empty Pull at once
         return received
 
     def acknowledge(self, subscription: str, ack_ids: list[str]) -> Exception | None:
