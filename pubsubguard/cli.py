@@ -12,7 +12,7 @@ import sys
 
 from pubsubguard.errors import UserError
 
-COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run")
+COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform")
 
 
 def build_parser() -> argparse.ArgumentParser:
