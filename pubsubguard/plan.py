@@ -41,7 +41,7 @@ from pubsubguard.engine import InvokeResults, make_monitor
 from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
-IDLE_TIMEOUT_S = 60.0  # the program registered nothing and invoked nothing for this long: it waits forever
+IDLE_TIMEOUT_S = 60.0  # no resource constructed or registered, no invoke for this long: it waits forever
 
 
 def project_root() -> Path:
@@ -126,6 +126,7 @@ def _counting_registrations(monitor):
         def call(res, ty, name, *args, **kwargs):
             with monitor.lock:
                 monitor.started[(ty, name)] = monitor.started.get((ty, name), 0) + 1
+            monitor.touch()  # constructing resources is progress, even before any of them registers
             return original(res, ty, name, *args, **kwargs)
 
         return call
