@@ -41,7 +41,7 @@ from pubsubguard.engine import InvokeResults, make_monitor
 from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
-IDLE_TIMEOUT_S = 60.0  # no resource constructed or registered, no invoke for this long: it waits forever
+IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered, invoked or scheduled for this long: it waits forever
 
 
 def project_root() -> Path:
@@ -250,7 +250,15 @@ def _run_program(project: Project, stack: str, monitor, outcome: dict) -> None:
     import pulumi
     from pulumi.runtime import mocks, settings
 
-    loop = asyncio.new_event_loop()
+    class ProgressLoop(asyncio.SelectorEventLoop):
+        """An event loop that counts every callback it schedules as progress: a program whose loop
+        schedules nothing while outputs stay unresolved waits forever."""
+
+        def call_soon(self, *args, **kwargs):
+            monitor.touch()
+            return super().call_soon(*args, **kwargs)
+
+    loop = ProgressLoop()
     asyncio.set_event_loop(loop)
     try:
         settings.reset_options()
