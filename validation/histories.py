@@ -37,12 +37,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
+from validation.judge import DEFAULT_SKEW_US
 
 T0_US = 1_700_000_000_000_000
 MS = 1_000
 S = 1_000_000
 DEAD_LETTER_TASK = "dead-letter-drain"
-CHECK_SKEW_US = 250_000  # the checks' default tolerance; the model keeps its margins above it
+CHECK_SKEW_US = DEFAULT_SKEW_US  # the checks' default tolerance; the model keeps its margins above it
 REDELIVERY_DELAY_US = (2 * CHECK_SKEW_US + 100 * MS, 3 * S)
 
 

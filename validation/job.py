@@ -44,7 +44,8 @@ from validation import evidence
 from validation.declared import DeclaredEstate, estate_from_plan, short_name
 from validation.faults import Faults, parse_faults, poison_set
 from validation.isolation import Twins, cleanup, plan_twins
-from validation.probe import CLIENT_LOG_PREFIX, NOTES_PREFIX, READY_PREFIX
+from validation.judge import DEFAULT_SKEW_US
+from validation.probe import CLIENT_LOG_PREFIX, FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
 
 DEFAULT_FAULTS = ""
 EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
@@ -96,7 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--drain-timeout", type=float, default=None,
                       help="seconds to wait after publishing for every message to be settled (default: the "
                            f"longest probed ack deadline + {EXPIRE_MARGIN_S:.0f} s expire margin + {DRAIN_SLACK_S:.0f} s)")
-    work.add_argument("--skew-us", type=int, default=250_000, help="clock skew tolerated between tasks")
+    work.add_argument("--skew-us", type=int, default=DEFAULT_SKEW_US,
+                      help=f"clock skew tolerated between tasks (default {DEFAULT_SKEW_US})")
     out = parser.add_argument_group("output")
     out.add_argument("--report", type=Path, default=None, help="report directory (default: out/<stack>/report)")
     out.add_argument("--from-evidence", type=Path, default=None, metavar="DIR",
@@ -203,8 +205,9 @@ def config_drift(plan: dict, estate: DeclaredEstate) -> list[dict]:
         for owner in owners:
             findings.append({
                 "subscription": owner, "kind": CONFIG_DRIFT, "guarantee": guarantee, "severity": severity,
+                "form": "missing" if diff.setting == "exists" else "differs",
                 "key": None, "seq": None, "message_id": None,
-                "detail": f"{diff.path}: {diff.setting} declared {diff.declared!r}, target holds {diff.actual!r}",
+                "drift": {"path": diff.path, "setting": diff.setting, "declared": diff.declared, "actual": diff.actual},
                 "evidence": json.dumps([{"path": diff.path, "setting": diff.setting,
                                          "declared": diff.declared, "actual": diff.actual}], default=str),
             })
@@ -321,8 +324,7 @@ def run_verify(args, spark=None) -> int:
         raise
     except Exception as err:  # noqa: BLE001 - the target did not answer
         raise VerifyError(f"--target {args.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
-    missing = sorted({f["subscription"] for f in drift if f["detail"].split(": ", 1)[1].startswith("exists")
-                      and f["subscription"] in probed})
+    missing = sorted({f["subscription"] for f in drift if f["form"] == "missing" and f["subscription"] in probed})
     if missing:
         raise VerifyError(
             f"--target {args.target}: declared subscriptions missing on the target: {', '.join(missing)} "
@@ -459,7 +461,7 @@ class Probe:
         }
         self.base = {
             "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
-            "evidence_dir": str(evidence_dir), "flush_rows": 500, "flush_s": 1.0,
+            "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S,
         }
         dead_lettering = {name for name in probed if estate.subscriptions[name].declared.dead_lettering}
         self.twins = [
@@ -723,9 +725,18 @@ def from_evidence(args, spark=None) -> int:
 def check_and_report(spark, evidence_dir: Path, report: Path, terminal: bool = True) -> int:
     from validation import report as reporting
 
+    from validation.verdict import judge_run
+
     info = evidence.RunInfo.read(evidence_dir)
-    result = reporting.build(spark, evidence_dir, info)
-    reporting.write(result, report, spark, evidence_dir)
+    publishes, deliveries = reporting.read_evidence(spark, evidence_dir)
+    # The checks, the figures and the plots all read the evidence: read its part files once.
+    publishes, deliveries = publishes.cache(), deliveries.cache()
+    try:
+        result = reporting.build(judge_run(publishes, deliveries, info), info, evidence_dir, deliveries)
+    finally:
+        publishes.unpersist()
+        deliveries.unpersist()
+    reporting.write(result, report)
     if terminal:
         reporting.print_summary(result, report)
     else:
