@@ -1,7 +1,7 @@
 """A model of legal Pub/Sub delivery histories, and mutators that inject one anomaly each.
 
 `generate(subscriptions, workload, seed)` simulates, deterministically from `seed`, what Pub/Sub's
-documented semantics allow (`/work/shared/PUBSUB_FACTS.md`) for each declared subscription, and
+documented semantics allow (`docs/pubsub-facts.md`) for each declared subscription, and
 returns the evidence a probe would have recorded (`validation.evidence` schema):
 
 - at-least-once: on subscriptions without exactly-once, an acked message may be delivered again;

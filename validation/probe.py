@@ -173,7 +173,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
                             row.update(message_id=fut.result(), status="ok", error=None)
                         except Exception as err:  # noqa: BLE001 - every publish result is evidence
                             row.update(message_id=None, status="error", error=f"{type(err).__name__}: {err}")
-                            # An ordered key stays paused after a failure until resumed (PUBSUB_FACTS, seed 003).
+                            # An ordered key stays paused after a failure until resumed (docs/pubsub-facts.md, Ordering).
                             client.resume_publish(topic["path"], key)
                         with lock:
                             counts[row["status"]] += 1
