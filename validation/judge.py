@@ -312,7 +312,7 @@ class Chunk:
         # the declaration of each row's subscription
         self.ordered = np.array(config.ordered, bool)[self.sub]
         self.exactly_once = np.array(config.exactly_once, bool)[self.sub]
-        max_attempts_of = np.array([np.nan if m is None else float(m) for m in config.max_attempts])
+        max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_attempts])
         self.max_attempts = max_attempts_of[self.sub]
 
         # boundaries: keys (subscription, key) and messages (subscription, key, seq)
@@ -392,15 +392,15 @@ class Found:
 
 def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     """lost and unexpected (every subscription)."""
-    m = chunk.message
+    message = chunk.message  # each row's message
     lost = np.flatnonzero(
-        chunk.first_of_message & chunk.message_published_ok[m]
-        & (chunk.message_deliveries[m] == 0) & (chunk.message_dead_letters[m] == 0)
+        chunk.first_of_message & chunk.message_published_ok[message]
+        & (chunk.message_deliveries[message] == 0) & (chunk.message_dead_letters[message] == 0)
     )
     received = chunk.is_delivery | chunk.is_dead_letter
     unexpected = np.flatnonzero((chunk.row_kind == FOREIGN) | (received & ~chunk.known))
     return [
-        Found("lost", lost, {"published_us": chunk.message_published_us[m[lost]]}),
+        Found("lost", lost, {"published_us": chunk.message_published_us[message[lost]]}),
         Found(
             "unexpected", unexpected, {"received_us": chunk.t[unexpected]},
             form=np.where(chunk.row_kind[unexpected] == FOREIGN, "foreign", "unpublished"),
@@ -509,20 +509,20 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
 def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
     """dead_letter_missing, dead_letter_after_ack, dead_letter_early, delivery_attempts_exceeded
     (with a dead-letter policy of max_attempts)."""
-    m = chunk.message
+    message = chunk.message  # each row's message
     max_attempts = chunk.max_attempts
     judged = chunk.first_of_message & ~np.isnan(max_attempts) & chunk.known
-    attempts = np.maximum(chunk.message_deliveries, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[m]
-    forwarded = chunk.message_dead_letters[m] > 0
+    attempts = np.maximum(chunk.message_deliveries, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[message]
+    forwarded = chunk.message_dead_letters[message] > 0
     # dead_letter_early also counts the attempts the service forwarded with the message
-    early_attempts = np.maximum(attempts, np.nan_to_num(chunk.message_max_forwarded_count, nan=0.0)[m])
+    early_attempts = np.maximum(attempts, np.nan_to_num(chunk.message_max_forwarded_count, nan=0.0)[message])
     missing = np.flatnonzero(
-        judged & ~forwarded & np.isnan(chunk.message_settled_by_ack[m]) & (attempts >= max_attempts)
+        judged & ~forwarded & np.isnan(chunk.message_settled_by_ack[message]) & (attempts >= max_attempts)
     )
-    after_ack = np.flatnonzero(judged & forwarded & chunk.message_last_delivery_acked[m])
+    after_ack = np.flatnonzero(judged & forwarded & chunk.message_last_delivery_acked[message])
     early = np.flatnonzero(judged & forwarded & (early_attempts < max_attempts))
     exceeded = np.flatnonzero(judged & (attempts > max_attempts))
-    forwarded_us = chunk.message_forwarded_us[m]
+    forwarded_us = chunk.message_forwarded_us[message]
     return [
         Found("dead_letter_missing", missing, {"attempts": attempts[missing], "max_attempts": max_attempts[missing]}),
         Found("dead_letter_after_ack", after_ack, {"forwarded_us": forwarded_us[after_ack]}),
@@ -573,11 +573,11 @@ def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tu
         else np.where(found.advisory, "advisory", default_severity).tolist()
     )
     seqs = chunk.seq[rows]
-    evidence = [seqs, *(s for s in found.evidence_seqs)]
+    evidence = [seqs, *found.evidence_seqs]
     foreign = chunk.row_kind[rows] == FOREIGN
     message_hash = [chunk.att_raw[r].as_py() if is_foreign else None for r, is_foreign in zip(rows.tolist(), foreign.tolist())]
     columns = {
-        "subscription": [names[s] for s in chunk.sub[rows].tolist()],
+        "subscription": [names[sub_id] for sub_id in chunk.sub[rows].tolist()],
         "kind": [found.kind] * count,
         "row_id": (row_id_base + rows).tolist(),
         "severity": severity,
@@ -588,7 +588,7 @@ def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tu
         "key_published": chunk.key_published[chunk.key[rows]].tolist(),
         "seq": _nullable_ints(seqs),
         "form": [None] * count if found.form is None else list(found.form),
-        "ev_seqs": [[int(s) for s in per if not np.isnan(s)] for per in zip(*(e.tolist() for e in evidence))],
+        "ev_seqs": [[int(seq) for seq in per if not np.isnan(seq)] for per in zip(*(e.tolist() for e in evidence))],
         "t": chunk.t[rows].astype(np.int64).tolist(),
     }
     for name in FINDING_FACTS:
