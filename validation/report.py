@@ -10,12 +10,16 @@
                       delivery_type, topic},
          "tested": bool, "not_tested_reason": str | null,
          "guarantees": {"ordering" | "exactly_once" | "dead_letter" | "completeness": "holds" | "violated" | "not_tested"},
-         "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed
+         "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
+                                                  # absent facts left out, plus `detail`: its sentence
          "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}}}
 
 The verdict is `violated` (exit code 1) when any declared guarantee of any subscription is violated:
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
+
+The report does not judge: `build` receives a `validation.verdict.RunVerdict` and renders it; each
+finding's sentence is made from its fields by `describe`.
 """
 
 from __future__ import annotations
