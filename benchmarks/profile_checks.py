@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         ordered = u.repartition("h").sortWithinPartitions(*map(F.expr, checks._ORDER))
         timed("+ shuffle/sort", ordered)
         timed("+ Arrow (drained)", ordered.mapInArrow(_drain, "x long"))
-        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, 250_000))
+        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, judge.DEFAULT_SKEW_US))
         timed("evidence read (every column)", publishes.unionByName(deliveries, allowMissingColumns=True))
     cached = u.cache()
     cached.count()

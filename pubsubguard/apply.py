@@ -19,7 +19,7 @@ from typing import Any
 
 from pubsub_rules import facts
 
-from pubsubguard import readback
+from pubsubguard import declared, readback
 from pubsubguard.errors import UserError
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
@@ -107,7 +107,7 @@ def _wire(value: Any, key: str = "") -> Any:
         seconds = facts.parse_api_duration(value)
         if seconds is None:
             raise UserError(f"plan input {key}: expected an API duration like '600s', got {value!r}")
-        return {"seconds": int(seconds), "nanos": int(round((seconds - int(seconds)) * 1e9))}
+        return _duration(seconds)
     return value
 
 
@@ -130,29 +130,33 @@ def _build(message_type, inputs: dict, overrides: dict) -> tuple[Any, list[str]]
     return message_type(**fields), unsupported
 
 
-def topic_request(inputs: dict, project: str):
+def topic_request(topic: declared.Topic):
     from google.pubsub_v1 import types
 
-    path = readback.topic_path(inputs.get("project") or project, inputs["name"])
-    message, unsupported = _build(types.Topic, inputs, {})
-    message.name = path
+    message, unsupported = _build(types.Topic, topic.inputs, {})
+    message.name = topic.path
     return message, unsupported
 
 
-def subscription_request(inputs: dict, project: str):
+def _duration(seconds: float | int) -> dict:
+    return {"seconds": int(seconds), "nanos": int(round((seconds - int(seconds)) * 1e9))}
+
+
+def subscription_request(subscription: declared.Subscription):
+    """The API request of a declared subscription: the model's resolved paths and expiration, every
+    other plan input as the API names it."""
     from google.pubsub_v1 import types
 
-    project = inputs.get("project") or project
-    overrides: dict[str, Any] = {"topic": readback.topic_path(project, inputs["topic"])}
-    if "expirationPolicy" in inputs:
-        ttl = (inputs["expirationPolicy"] or {}).get("ttl") or ""
-        overrides["expiration_policy"] = {} if ttl == "" else {"ttl": _wire(ttl, "ttl")}  # "" = never expire
-    if (inputs.get("deadLetterPolicy") or {}).get("deadLetterTopic"):
-        policy = _wire(inputs["deadLetterPolicy"])
-        policy["dead_letter_topic"] = readback.topic_path(project, policy["dead_letter_topic"])
-        overrides["dead_letter_policy"] = policy
-    message, unsupported = _build(types.Subscription, inputs, overrides)
-    message.name = readback.subscription_path(project, inputs["name"])
+    overrides: dict[str, Any] = {"topic": subscription.topic_path}
+    if subscription.expiration_ttl is not None:  # "never": an empty policy
+        ttl = subscription.expiration_ttl
+        overrides["expiration_policy"] = {} if ttl == "never" else {"ttl": _duration(ttl)}
+    if subscription.dead_letter_topic:
+        overrides["dead_letter_policy"] = {
+            **_wire(subscription.inputs["deadLetterPolicy"]), "dead_letter_topic": subscription.dead_letter_topic
+        }
+    message, unsupported = _build(types.Subscription, subscription.inputs, overrides)
+    message.name = subscription.path
     return message, unsupported
 
 
@@ -169,25 +173,12 @@ def _unknowns(value: Any, where: str) -> list[str]:
     return []
 
 
-def _ordered(plan: dict) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-    from pubsubguard.plan import resources_of
-
-    project = plan["gcp_project"]
-    topics = resources_of(plan, facts.TOPIC)
-    subscriptions = resources_of(plan, facts.SUBSCRIPTION)
-    dead_letter_topics = {
-        readback.topic_path(project, s["inputs"]["deadLetterPolicy"]["deadLetterTopic"])
-        for s in subscriptions
-        if (s["inputs"].get("deadLetterPolicy") or {}).get("deadLetterTopic")
-    }
-
-    def topic_of(resource: dict) -> str:
-        return readback.topic_path(resource["inputs"].get("project") or project, resource["inputs"]["name"])
-
-    topics = sorted(topics, key=lambda r: (topic_of(r) not in dead_letter_topics, topic_of(r)))
+def _ordered(plan: dict, estate: declared.Estate):
+    """Topics (dead-letter topics first), subscriptions (drains first), IAM and other resources."""
+    dead_letter_topics = {s.dead_letter_topic for s in estate.subscriptions.values() if s.dead_letter_topic}
+    topics = sorted(estate.topics.values(), key=lambda t: (t.path not in dead_letter_topics, t.path))
     subscriptions = sorted(
-        subscriptions,
-        key=lambda r: (readback.topic_path(project, r["inputs"]["topic"]) not in dead_letter_topics, r["inputs"]["name"]),
+        estate.subscriptions.values(), key=lambda s: (s.topic_path not in dead_letter_topics, s.name)
     )
     iam = [r for r in plan["resources"] if r["type"] in facts.IAM_TYPES]
     handled = {facts.TOPIC, facts.SUBSCRIPTION, *facts.IAM_TYPES}
@@ -220,11 +211,8 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
     subscriber = subscriber or pubsub_v1.SubscriberClient()
     result = ApplyResult(target=target)
     project = plan["gcp_project"]
-    topics, subscriptions, iam, others = _ordered(plan)
-    steps = (
-        [("topic", r, readback.topic_path(r["inputs"].get("project") or project, r["inputs"]["name"])) for r in topics]
-        + [("subscription", r, readback.subscription_path(r["inputs"].get("project") or project, r["inputs"]["name"])) for r in subscriptions]
-    )
+    topics, subscriptions, iam, others = _ordered(plan, declared.estate(plan))
+    steps = [("topic", t, t.path) for t in topics] + [("subscription", s, s.path) for s in subscriptions]
     unavailable: Exception | None = None
     broken: set[str] = set()  # paths that do not exist after their step
     for kind, resource, path in steps:
@@ -232,17 +220,14 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
             result.outcomes.append(Outcome(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
             continue
         if kind == "subscription":
-            needs = {readback.topic_path(project, resource["inputs"]["topic"])}
-            dead_letter = (resource["inputs"].get("deadLetterPolicy") or {}).get("deadLetterTopic")
-            if dead_letter:
-                needs.add(readback.topic_path(project, dead_letter))
+            needs = {resource.topic_path, resource.dead_letter_topic} - {None}
             missing = sorted(needs & broken)
             if missing:
                 broken.add(path)
                 result.outcomes.append(Outcome(path, kind, NOT_ATTEMPTED, f"needs {', '.join(missing)}, which does not exist"))
                 continue
         try:
-            outcomes = _apply_one(kind, resource["inputs"], project, path, publisher, subscriber)
+            outcomes = _apply_one(kind, resource, publisher, subscriber)
         except Exception as err:  # noqa: BLE001 - every API error becomes an outcome, none escapes unreported
             if _is_unavailable(err):
                 unavailable = err
@@ -267,22 +252,22 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
     return result
 
 
-def _apply_one(kind: str, inputs: dict, project: str, path: str, publisher, subscriber) -> list[Outcome]:
+def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publisher, subscriber) -> list[Outcome]:
     from google.api_core import exceptions
     from google.protobuf import field_mask_pb2
 
+    path = resource.path
+    declared_settings = resource.settings()
     if kind == "topic":
-        request, unsupported = topic_request(inputs, project)
+        request, unsupported = topic_request(resource)
         get = lambda: publisher.get_topic(topic=path)  # noqa: E731
         create = lambda message: publisher.create_topic(request=message)  # noqa: E731
-        declared_settings = readback.declared_topic(inputs, project, path)
         normalise, update_fields = readback.actual_topic, _TOPIC_UPDATE_FIELDS
         update = lambda mask: publisher.update_topic(request={"topic": request, "update_mask": mask})  # noqa: E731
     else:
-        request, unsupported = subscription_request(inputs, project)
+        request, unsupported = subscription_request(resource)
         get = lambda: subscriber.get_subscription(subscription=path)  # noqa: E731
         create = lambda message: subscriber.create_subscription(request=message)  # noqa: E731
-        declared_settings = readback.declared_subscription(inputs, project, path)
         normalise, update_fields = readback.actual_subscription, _SUBSCRIPTION_UPDATE_FIELDS
         update = lambda mask: subscriber.update_subscription(request={"subscription": request, "update_mask": mask})  # noqa: E731
     outcomes = [Outcome(path, kind, NOT_APPLIED, f"plan input {item} is not an API field of {kind}s") for item in unsupported]

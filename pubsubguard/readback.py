@@ -1,6 +1,6 @@
 """Declared vs. actual: one vocabulary of settings for what a plan declares and what a target holds.
 
-- `declared(plan)` reads the plan's camelCase `inputs` (see `pubsubguard plan`).
+- `declared(plan)`: the settings of the declared model (`pubsubguard.declared`, read from the plan once).
 - `actual(paths, ...)` reads topics and subscriptions through the admin API (the emulator or Google
   Cloud, selected by PUBSUB_EMULATOR_HOST only) and normalises them the same way.
 - `differences(declared, actual)` is the pure comparison; every difference is returned, none is
@@ -27,10 +27,9 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from pubsub_rules import facts
+from pubsubguard.declared import PlanValueError, estate, is_topic, subscription_path, topic_path
 
-from pubsubguard.errors import UserError
-from pubsubguard.plan import UNKNOWN, resources_of
+__all__ = ["Difference", "ReadbackError", "actual", "declared", "differences", "is_topic", "subscription_path", "topic_path"]
 
 TOPIC_SETTINGS = ("kind", "labels", "retention_seconds", "storage_regions", "enforce_in_transit", "kms_key")
 SUBSCRIPTION_SETTINGS = (
@@ -43,125 +42,27 @@ SUBSCRIPTION_SETTINGS = (
 
 @dataclass(frozen=True)
 class Difference:
+    """One setting the target does not hold as declared."""
+
     path: str
-    setting: str
+    setting: str  # a setting of the vocabulary above; "exists" for a missing resource
     declared: Any
     actual: Any
 
-
-class ReadbackError(UserError):
-    """A plan value that cannot be compared (unknown until deploy, or malformed)."""
-
-
-# --- Paths -------------------------------------------------------------------------------------
-def topic_path(project: str, name: str) -> str:
-    return name if name.startswith("projects/") else f"projects/{project}/topics/{name}"
+    @property
+    def kind(self) -> str:
+        """missing (the resource does not exist) | differs."""
+        return "missing" if self.setting == "exists" else "differs"
 
 
-def subscription_path(project: str, name: str) -> str:
-    return name if name.startswith("projects/") else f"projects/{project}/subscriptions/{name}"
-
-
-def is_topic(path: str) -> bool:
-    return "/topics/" in path
+ReadbackError = PlanValueError  # a plan value that cannot be compared (unknown until deploy, or malformed)
 
 
 # --- Declared ----------------------------------------------------------------------------------
-def _seconds(value: Any, where: str) -> float | int:
-    seconds = facts.parse_api_duration(value)
-    if seconds is None:
-        raise ReadbackError(f"{where}: expected an API duration like '600s', got {value!r}")
-    return int(seconds) if seconds == int(seconds) else seconds
-
-
-def _known(value: Any, where: str) -> Any:
-    if value == UNKNOWN:
-        raise ReadbackError(f"{where}: unknown until deploy; compare against a plan whose values are known")
-    return value
-
-
-def declared_topic(inputs: dict, project: str, where: str = "topic") -> dict:
-    storage = inputs.get("messageStoragePolicy")
-    settings = {
-        "kind": "topic",
-        "labels": dict(inputs.get("labels") or {}),
-        "retention_seconds": (
-            _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
-            if inputs.get("messageRetentionDuration") else None
-        ),
-        "kms_key": inputs.get("kmsKeyName") or None,
-    }
-    if storage:
-        settings["storage_regions"] = sorted(storage.get("allowedPersistenceRegions") or [])
-        settings["enforce_in_transit"] = bool(storage.get("enforceInTransit"))
-    return settings
-
-
-def declared_subscription(inputs: dict, project: str, where: str = "subscription") -> dict:
-    dead_letter = inputs.get("deadLetterPolicy") or {}
-    retry = inputs.get("retryPolicy")
-    push = inputs.get("pushConfig") or {}
-    oidc = push.get("oidcToken") or {}
-    bigquery = inputs.get("bigqueryConfig") or {}
-    storage = inputs.get("cloudStorageConfig") or {}
-    settings = {
-        "kind": "subscription",
-        "topic": topic_path(project, _known(inputs.get("topic"), f"{where}.topic")),
-        "ordering": bool(inputs.get("enableMessageOrdering")),
-        "exactly_once": bool(inputs.get("enableExactlyOnceDelivery")),
-        "retain_acked_messages": bool(inputs.get("retainAckedMessages")),
-        "filter": inputs.get("filter") or None,
-        "labels": dict(inputs.get("labels") or {}),
-        "dead_letter_topic": (
-            topic_path(project, _known(dead_letter["deadLetterTopic"], f"{where}.deadLetterPolicy.deadLetterTopic"))
-            if dead_letter.get("deadLetterTopic") else None
-        ),
-        "max_delivery_attempts": (
-            dead_letter.get("maxDeliveryAttempts", facts.MAX_DELIVERY_ATTEMPTS_DEFAULT) if dead_letter else None
-        ),
-        "retry_min_backoff_s": None,
-        "retry_max_backoff_s": None,
-        "delivery": "push" if push else "bigquery" if bigquery else "cloud_storage" if storage else "pull",
-        "push_endpoint": push.get("pushEndpoint") or None,
-    }
-    if "ackDeadlineSeconds" in inputs:
-        settings["ack_deadline_seconds"] = inputs["ackDeadlineSeconds"]
-    if inputs.get("messageRetentionDuration"):
-        settings["retention_seconds"] = _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
-    if retry is not None:
-        for key, setting in (("minimumBackoff", "retry_min_backoff_s"), ("maximumBackoff", "retry_max_backoff_s")):
-            if retry.get(key):
-                settings[setting] = _seconds(retry[key], f"{where}.retryPolicy.{key}")
-            else:
-                settings.pop(setting)  # the service fills its default; not compared
-    if "expirationPolicy" in inputs:
-        ttl = (inputs["expirationPolicy"] or {}).get("ttl") or ""
-        settings["expiration_ttl"] = "never" if ttl == "" else _seconds(ttl, f"{where}.expirationPolicy.ttl")
-    if push:
-        settings["push_oidc_service_account"] = oidc.get("serviceAccountEmail") or None
-        settings["push_audience"] = oidc.get("audience") or None
-    if bigquery:
-        settings["bigquery_table"] = bigquery.get("table")
-    if storage:
-        settings["cloud_storage_bucket"] = storage.get("bucket")
-    return settings
-
-
 def declared(plan: dict) -> dict[str, dict]:
-    """Resource path -> normalised declared settings, for every topic and subscription in the plan."""
-    project = plan["gcp_project"]
-    result: dict[str, dict] = {}
-    for resource in resources_of(plan, facts.TOPIC):
-        inputs = resource["inputs"]
-        where = f"plan resource {resource['name']!r}"
-        path = topic_path(inputs.get("project") or project, _known(inputs.get("name"), f"{where}.name"))
-        result[path] = declared_topic(inputs, inputs.get("project") or project, where)
-    for resource in resources_of(plan, facts.SUBSCRIPTION):
-        inputs = resource["inputs"]
-        where = f"plan resource {resource['name']!r}"
-        path = subscription_path(inputs.get("project") or project, _known(inputs.get("name"), f"{where}.name"))
-        result[path] = declared_subscription(inputs, inputs.get("project") or project, where)
-    return result
+    """Resource path -> normalised declared settings, for every topic and subscription in the plan
+    (read once into the declared model, `pubsubguard.declared`)."""
+    return estate(plan).settings()
 
 
 # --- Actual ------------------------------------------------------------------------------------

@@ -12,6 +12,16 @@ import pytest
 collect_ignore = [] if importlib.util.find_spec("pulumi_policy") else ["policies"]
 
 
+def pytest_terminal_summary(terminalreporter):
+    """How many generated histories and mutations the property tests checked (a report, not a test)."""
+    import sys
+
+    histories = sys.modules.get("test_histories")
+    if histories is not None and histories.COUNTS["histories"]:
+        terminalreporter.write_sep("-", "property tests")
+        terminalreporter.write_line(f"checked {histories.COUNTS}")
+
+
 @pytest.fixture(scope="session")
 def spark():
     from validation.session import spark_session

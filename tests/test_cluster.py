@@ -124,6 +124,12 @@ def _normalised(report: Path) -> dict:
     return data
 
 
+def test_local_spark_binds_to_loopback_only(spark):
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.master").startswith("local")
+    assert (conf.get("spark.driver.host"), conf.get("spark.driver.bindAddress")) == ("127.0.0.1", "127.0.0.1")
+
+
 def test_job_on_standalone_cluster_reports_like_local(spark, cluster, tmp_path):
     url, ui, env = cluster
     legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=3, messages_per_key=8, poison_rate=0.1, fault_rate=0.3), seed=11,
@@ -135,8 +141,8 @@ def test_job_on_standalone_cluster_reports_like_local(spark, cluster, tmp_path):
         str(SPARK_HOME / "bin" / "spark-submit"), "--master", url, "--driver-memory", "1g", "--executor-memory", "1g",
         "--total-executor-cores", "1", "--py-files", str(_py_files(tmp_path / "pubsubguard.zip")),
         str(ROOT / "validation" / "job.py"), "--from-evidence", str(evidence_dir), "--report", str(tmp_path / "cluster"),
-        "--master", url, "--no-progress",
-    ]  # fmt: skip
+        "--no-progress",
+    ]  # fmt: skip  (no job --master: spark-submit's --master decides, the job's default must not override it)
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-4000:]
     apps = _status(ui)

@@ -14,7 +14,7 @@ import pytest
 
 from pubsubguard.apply import apply_plan
 from pubsubguard.plan import make_plan, project_root
-from validation import job
+from validation import driver, job
 
 pytestmark = pytest.mark.emulator
 
@@ -161,9 +161,9 @@ def test_verify_crash_holds_few_messages_and_they_come_back_elsewhere(spark, emu
     assert not list(evidence.glob("_ready-*")), "the subscribers' readiness markers are removed"
     deliveries = ds.dataset(evidence / "deliveries").to_table().to_pylist()
     held = [d for d in deliveries if d["action"] == "crash"]
-    # The crashing task pulls job.CRASH_PREFETCH messages per twin at a time and dies after holding a
+    # The crashing task pulls driver.CRASH_PREFETCH messages per twin at a time and dies after holding a
     # few: what it holds is bounded by one pull per twin, not the backlog.
-    assert 1 <= len(held) <= job.CRASH_PREFETCH * 4, held
+    assert 1 <= len(held) <= driver.CRASH_PREFETCH * 4, held
     crasher = {d["subscriber_task"] for d in held}
     assert len(crasher) == 1
     # Observed: every held message is redelivered, after its 10 s deadline, to another task, and acked.

@@ -52,6 +52,8 @@ def test_sigterm_keeps_evidence_and_leaves_no_twins(spark, emulator, tmp_path):
     output = process.communicate(timeout=120)[0].decode()
     assert process.returncode != 0, output
     assert twins_left(topic) == [], output
+    # Spark's log lines went to the report directory, not the terminal
+    assert (report / "spark.log").exists() and "log4j" not in output, output
 
     from validation import job
 

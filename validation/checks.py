@@ -81,7 +81,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from validation import judge
+from validation import evidence, judge
 from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
@@ -120,7 +120,15 @@ STATS_SCHEMA = T.StructType(
 
 
 _CORE_COLUMNS = (
-    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "detail", "ev_seqs", "t", "key_published"
+    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *judge.FINDING_FACTS,
+    "ev_seqs", "t", "key_published",
+)
+# judge's flat facts as the finding's records (evidence.FINDING_COLUMNS)
+_FINDING_RECORDS = (
+    "named_struct('previous', previous_seq, 'blocking', blocking_seq) AS seqs",
+    "named_struct('seen', attempts, 'max', max_attempts) AS attempts",
+    "named_struct(" + ", ".join(f"'{name}', {name}" for name in evidence.TIMES) + ") AS times",
+    "ev_seqs AS evidence_seqs",
 )
 
 
@@ -231,7 +239,7 @@ def _one_pass(
     config = judge.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
         ordered=tuple(bool(s.ordering) for s in subscriptions),
-        eod=tuple(bool(s.exactly_once) for s in subscriptions),
+        exactly_once=tuple(bool(s.exactly_once) for s in subscriptions),
         max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
     )
 
@@ -336,7 +344,7 @@ def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
         )
     )
     return core.join(ev, "row_id", "left").selectExpr(
-        "subscription", "kind", "guarantee", "severity", "key", "seq", "message_id", "detail",
+        "subscription", "kind", "guarantee", "severity", "form", "key", "seq", "message_id", *_FINDING_RECORDS,
         "concat('[', coalesce(array_join(transform(ev, x -> x.row), ','), ''), ']') AS evidence",
     )
 
@@ -346,7 +354,7 @@ def run_checks(
     deliveries: DataFrame,
     subscriptions: list[DeclaredSubscription],
     *,
-    skew_us: int = 250_000,
+    skew_us: int = judge.DEFAULT_SKEW_US,
     chunk_rows: int = judge.CHUNK_ROWS,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+from pubsub_rules import facts
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
@@ -87,7 +88,7 @@ class DeclaredSubscription:
     topic: str
     ordering: bool = False
     exactly_once: bool = False
-    ack_deadline_s: int = 10
+    ack_deadline_s: int = facts.ACK_DEADLINE_DEFAULT_S
     max_delivery_attempts: int | None = None  # None: no dead-letter policy
     dead_letter_topic: str | None = None
     delivery_type: str = "pull"  # pull | push | bigquery | cloud_storage
@@ -137,8 +138,25 @@ FINDING_KINDS = {
 }
 GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness")
 
+# A finding is data (what was observed), not a sentence; `validation.report.describe` renders one.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):
-#   subscription string, kind string, guarantee string, severity string,
-#   key string, seq long, message_id string, detail string,
-#   evidence string (JSON array of the delivery/publish rows that prove it)
-FINDING_COLUMNS = ("subscription", "kind", "guarantee", "severity", "key", "seq", "message_id", "detail", "evidence")
+#   subscription, kind, guarantee, severity: strings (FINDING_KINDS)
+#   form            string: the kind's form (judge.FORMS: e.g. out_of_order skip | regression |
+#                   rewind_without_replay; config_drift missing | differs), null for kinds without
+#   key, seq, message_id  the message the finding is about (null where none)
+#   seqs            struct<previous, blocking>: out_of_order's seq delivered before, and the earliest
+#                   seq not settled at the time (skip, regression)
+#   attempts        struct<seen, max>: dead-letter kinds' delivery attempts seen and declared maximum
+#   times           struct<TIMES>: microseconds since the epoch (judge.FINDING_FACTS says which kind
+#                   sets which)
+#   evidence_seqs   array<long>: the seqs of the key whose rows prove it
+#   evidence        string: JSON array of the delivery/publish rows that prove it
+# A config_drift finding (validation.drift) has no seqs, attempts, times, evidence_seqs; instead
+#   drift           {path, setting, declared, actual}
+TIMES = (
+    "published_us", "received_us", "acked_us", "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us"
+)
+FINDING_COLUMNS = (
+    "subscription", "kind", "guarantee", "severity", "form", "key", "seq", "message_id", "seqs", "attempts", "times",
+    "evidence_seqs", "evidence",
+)

@@ -1,7 +1,7 @@
 """A model of legal Pub/Sub delivery histories, and mutators that inject one anomaly each.
 
 `generate(subscriptions, workload, seed)` simulates, deterministically from `seed`, what Pub/Sub's
-documented semantics allow (`/work/shared/PUBSUB_FACTS.md`) for each declared subscription, and
+documented semantics allow (`docs/pubsub-facts.md`) for each declared subscription, and
 returns the evidence a probe would have recorded (`validation.evidence` schema):
 
 - at-least-once: on subscriptions without exactly-once, an acked message may be delivered again;
@@ -37,12 +37,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
+from validation.judge import DEFAULT_SKEW_US
 
 T0_US = 1_700_000_000_000_000
 MS = 1_000
 S = 1_000_000
 DEAD_LETTER_TASK = "dead-letter-drain"
-CHECK_SKEW_US = 250_000  # the checks' default tolerance; the model keeps its margins above it
+CHECK_SKEW_US = DEFAULT_SKEW_US  # the checks' default tolerance; the model keeps its margins above it
 REDELIVERY_DELAY_US = (2 * CHECK_SKEW_US + 100 * MS, 3 * S)
 
 

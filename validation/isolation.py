@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pubsub_rules import facts
 
 from pubsubguard.errors import UserError
-from validation.declared import DeclaredEstate, DeclaredTarget, short_name
+from pubsubguard.declared import Estate, Subscription, short_name
 
 PROBE_LABEL = "pubsubguard-probe"
 TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
@@ -84,31 +84,30 @@ class TwinSpec:
         return request
 
 
-def plan_twins(estate: DeclaredEstate, run_id: str) -> list[TwinSpec]:
+def plan_twins(estate: Estate, run_id: str) -> list[TwinSpec]:
     """The twins for every probed subscription, plus drain twins so every dead-letter topic is read."""
     project_prefix = f"projects/{estate.project}/subscriptions/"
     twins: list[TwinSpec] = []
-    probed: list[DeclaredTarget] = [t for t in estate.subscriptions.values() if t.not_probed is None]
+    probed: list[Subscription] = [t for t in estate.subscriptions.values() if t.not_probed is None]
     read_topics = {t.topic_path for t in probed}
     for target in probed:
-        d = target.declared
         twins.append(
             TwinSpec(
-                path=project_prefix + twin_name(d.name, run_id),
+                path=project_prefix + twin_name(target.name, run_id),
                 topic_path=target.topic_path,
-                declared_name=d.name,
-                ordering=d.ordering,
-                exactly_once=d.exactly_once,
-                ack_deadline_s=d.ack_deadline_s,
-                dead_letter_topic=target.dead_letter_topic if d.dead_lettering else None,
-                max_delivery_attempts=d.max_delivery_attempts,
+                declared_name=target.name,
+                ordering=target.ordering,
+                exactly_once=target.exactly_once,
+                ack_deadline_s=int(target.effective_ack_deadline_s),
+                dead_letter_topic=target.dead_letter_topic if target.dead_lettering else None,
+                max_delivery_attempts=target.max_delivery_attempts,
                 retry_min_backoff_s=target.retry_min_backoff_s,
                 retry_max_backoff_s=target.retry_max_backoff_s,
                 consumer_endpoint=target.consumer_endpoint,
             )
         )
     for target in probed:
-        if not target.declared.dead_lettering or target.dead_letter_topic in read_topics:
+        if not target.dead_lettering or target.dead_letter_topic in read_topics:
             continue  # no dead letters, or a twin on that topic already reads them
         drain = short_name(target.dead_letter_drain) if target.dead_letter_drain else f"{short_name(target.dead_letter_topic)}-drain"
         twins.append(

@@ -5,20 +5,27 @@ within partitions by (key hashes, seq, foreign, time, row kind) and hands each p
 `judge_partition` (Spark's `mapInArrow`). The definitions of the findings are in `checks.py`'s
 docstring and `docs/checks.md`; this module is their only implementation.
 
+Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart from rendering):
+`_read_chunk` computes the per-row, per-message and per-key arrays of a chunk once (`Chunk`); then
+one function per guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by
+`GUARANTEE_CHECKS`) returns `Found` records: the rows that raise a finding kind and the facts each
+finding states (form, seqs, attempts, times). The pass writes those facts as columns
+(`FINDING_FACTS`); sentences are rendered from them by `validation.report.describe`, not here.
+
 Everything is vectorised with NumPy over a chunk of whole keys (a key never straddles two chunks,
 so memory is bounded by the chunk size, not the partition, plus the partition's latencies: 8 bytes
 per message). Conventions:
 - nullable numbers are float64 with NaN for null (microsecond timestamps stay exact below 2**53);
   `np.fmin`/`np.fmax` ignore NaN as SQL's min/max/least/greatest ignore null, and a comparison
   with NaN is false as a SQL comparison with null is not true;
-- "message" arrays (one element per (subscription, key, seq)) are indexed by `mid`, the message
-  of each row; "key" flags mark the first row or message of each (subscription, key).
+- "message" arrays (one element per (subscription, key, seq)) are indexed by `Chunk.message`, the
+  message of each row; "first" flags mark the first row or message of each key or message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -32,13 +39,16 @@ INF = float(2**62)  # "never settled"
 HOTTEST_KEYS = 5
 LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
 CHUNK_ROWS = 1 << 18
+# clock skew tolerated between subscriber tasks (checks' docstring, "Clock skew"); `verify --skew-us`
+DEFAULT_SKEW_US = 250_000
 
 # Columns `judge_partition` reads (made by `checks._unified`). Spark's Arrow writer costs about as
 # much per column as the rest of the pass, so the row is packed into six numbers:
 #   h       xxhash64(sub_id, key)
 #   meta    murmur3(sub_id, key) << 32 | (deadline_s + 1, 0 for none) << DEADLINE_SHIFT | sub_id << 5
-#           | ok << 4 | act << 2 | rk; the two hashes (96 bits) are the key's identity in the pass.
-#           ok: publish status ok, or ack/nack returned success with a time; act: ACT_*; rk: PUBLISH..
+#           | ok << 4 | act << 2 | row kind; the two hashes (96 bits) are the key's identity in the
+#           pass. ok: publish status ok, or ack/nack returned success with a time; act: ACT_*; row
+#           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
 #   att     a delivery's delivery_attempt; a dead-letter row's forwarded delivery count; a foreign
@@ -47,9 +57,32 @@ INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
 SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
 MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
 
-# Findings carry the coordinates of their row (h, h2, src = rk, seq, t; mh for a foreign row);
-# `checks` joins them to the evidence rows for the key, the message id and the proof. Hottest-key
-# rows carry (h, h2).
+# What a finding states besides its kind, subscription, seq and form (null where it does not apply):
+#   previous_seq          out_of_order: the seq delivered just before, on the key (none: the first)
+#   blocking_seq          out_of_order skip/regression: the earliest seq not settled at that time
+#   attempts              dead-letter kinds: delivery attempts seen (see checks' docstring)
+#   max_attempts          dead-letter kinds: the declared max_delivery_attempts
+#   published_us          lost: the first successful publish
+#   received_us           the finding's delivery (or dead-letter) row was received
+#   acked_us              duplicate_after_ack: the earlier successful ack; stale_ack_accepted: the ack
+#   outstanding_until_us  duplicate_while_outstanding: when the earlier delivery stopped being outstanding
+#   deadline_us           stale_ack_accepted late_ack: when the delivery's deadline passed
+#   superseded_us         stale_ack_accepted superseded: the later delivery that superseded the ack id
+#   forwarded_us          dead_letter_after_ack, dead_letter_early: when it was forwarded
+FINDING_FACTS = (
+    "previous_seq", "blocking_seq", "attempts", "max_attempts", "published_us", "received_us", "acked_us",
+    "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us",
+)
+# The forms a finding kind takes (`form`; kinds absent here have none).
+FORMS = {
+    "unexpected": ("foreign", "unpublished"),
+    "stale_ack_accepted": ("late_ack", "superseded"),
+    "out_of_order": ("skip", "regression", "rewind_without_replay"),
+}
+
+# Findings carry the coordinates of their row (h, h2, src = row kind, seq, t; mh for a foreign
+# row); `checks` joins them to the evidence rows for the key, the message id and the proof.
+# Hottest-key rows carry (h, h2).
 OUTPUT_SCHEMA = pa.schema(
     [
         ("subscription", pa.string()),
@@ -61,7 +94,8 @@ OUTPUT_SCHEMA = pa.schema(
         ("src", pa.int8()),
         ("mh", pa.int64()),
         ("seq", pa.int64()),
-        ("detail", pa.string()),
+        ("form", pa.string()),
+        *((name, pa.int64()) for name in FINDING_FACTS),
         ("ev_seqs", pa.list_(pa.int64())),
         ("t", pa.int64()),
         ("published", pa.int64()),
@@ -83,7 +117,7 @@ class SubscriptionConfig:
 
     names: tuple[str, ...]
     ordered: tuple[bool, ...]
-    eod: tuple[bool, ...]
+    exactly_once: tuple[bool, ...]
     max_attempts: tuple[int | None, ...]
 
 
@@ -173,17 +207,17 @@ def _whole_segments(selected: np.ndarray):
     return rows if len(rows) else None
 
 
-def _settle_prefix(settle_val, exists_m, mks, seq_m):
+def _settle_prefix(settle_time, exists, first_of_key, seqs):
     """Per message of whole keys: the latest settle time of the key's earlier messages (settle
     prefix), and the seq that blocks -- the earliest of the latest-settled earlier messages."""
-    prefix_settle = _seg_cummax(settle_val, mks, exclusive=True)
-    key_first_msg = np.flatnonzero(mks)[_seg_ids(mks)]
-    record = exists_m & (np.isnan(prefix_settle) | (settle_val > prefix_settle))
-    last_record = np.maximum.accumulate(np.where(record, np.arange(len(mks)), -1))
-    blocking_at = np.full(len(mks), -1)
+    prefix_settle = _seg_cummax(settle_time, first_of_key, exclusive=True)
+    key_first_message = np.flatnonzero(first_of_key)[_seg_ids(first_of_key)]
+    record = exists & (np.isnan(prefix_settle) | (settle_time > prefix_settle))
+    last_record = np.maximum.accumulate(np.where(record, np.arange(len(first_of_key)), -1))
+    blocking_at = np.full(len(first_of_key), -1)
     blocking_at[1:] = last_record[:-1]
-    blocking_at[blocking_at < key_first_msg] = -1  # a record of an earlier key
-    return prefix_settle, np.where(blocking_at >= 0, seq_m[np.maximum(blocking_at, 0)], np.nan)
+    blocking_at[blocking_at < key_first_message] = -1  # a record of an earlier key
+    return prefix_settle, np.where(blocking_at >= 0, seqs[np.maximum(blocking_at, 0)], np.nan)
 
 
 def _arr(table: pa.Table, name: str) -> pa.Array:
@@ -226,18 +260,18 @@ def judge_partition(
         cut = _last_key_start(table)
         if cut == 0:  # one key so far: keep reading
             continue
-        yield from _judge_chunk(table.slice(0, cut), config, skew_us, (partition << 40) + offset, latencies)
+        yield _judge_chunk(table.slice(0, cut), config, skew_us, (partition << 40) + offset, latencies)
         offset += cut
         rest = table.slice(cut)
         pending, pending_rows = rest.to_batches(), rest.num_rows
     if pending_rows:
         table = pa.Table.from_batches(pending).combine_chunks()
-        yield from _judge_chunk(table, config, skew_us, (partition << 40) + offset, latencies)
+        yield _judge_chunk(table, config, skew_us, (partition << 40) + offset, latencies)
     if latencies:
         out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
-        for s, parts in sorted(latencies.items()):
+        for sub_id, parts in sorted(latencies.items()):
             values, weights = latency_summary(np.concatenate(parts))
-            _append_row(out, subscription=config.names[s], latency_ms=values, latency_w=weights)
+            _append_row(out, subscription=config.names[sub_id], latency_ms=values, latency_w=weights)
         yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -246,287 +280,361 @@ def _last_key_start(table: pa.Table) -> int:
     return int(np.flatnonzero(_key_starts(_ints(table, "h"), _ints(table, "meta") >> 32))[-1])
 
 
+class Chunk:
+    """The arrays of one chunk of whole keys, computed once; every guarantee reads them.
+
+    Per row (the chunk's rows, sorted): the unpacked input columns, the row's message and key, and
+    its subscription's declaration. Per message (`message_*`, indexed by `message`): counts, first
+    and last times, how it settled. Per key (`key_*`, indexed by `key`).
+    """
+
+    def __init__(self, table: pa.Table, config: SubscriptionConfig):
+        n = self.rows = table.num_rows
+        self.h = _ints(table, "h")
+        meta = _ints(table, "meta").astype(np.int64)
+        self.h2 = meta >> 32
+        self.sub = (meta >> 5) & (MAX_SUBSCRIPTIONS - 1)
+        self.ok = ((meta >> 4) & 1).astype(bool)
+        self.act = (meta >> 2) & 3
+        self.row_kind = meta & 3
+        deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
+        deadline_s[deadline_s < 0] = np.nan
+        self.seq = seq = _floats(_arr(table, "seq"))
+        self.t = t = _ints(table, "t").astype(np.float64)
+        self.ack_t = ack_t = _floats(_arr(table, "ack_t"))
+        self.att_raw = _arr(table, "att")
+        att = _floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
+        # end: when a delivery stopped being outstanding
+        self.deadline_end = t + deadline_s * 1e6
+        acked_or_nacked = ((self.act == ACT_ACK) | (self.act == ACT_NACK)) & self.ok
+        self.end = np.where(acked_or_nacked, np.fmin(ack_t, self.deadline_end), self.deadline_end)
+
+        # the declaration of each row's subscription
+        self.ordered = np.array(config.ordered, bool)[self.sub]
+        self.exactly_once = np.array(config.exactly_once, bool)[self.sub]
+        max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_attempts])
+        self.max_attempts = max_attempts_of[self.sub]
+
+        # boundaries: keys (subscription, key) and messages (subscription, key, seq)
+        self.first_of_key = _key_starts(self.h, self.h2)
+        self.first_of_message = first_of_message = self.first_of_key.copy()
+        first_of_message[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
+        self.message = _seg_ids(first_of_message)
+        self.message_start = message_start = np.flatnonzero(first_of_message)
+        self.key_start = key_start = np.flatnonzero(self.first_of_key)
+        self.key = _seg_ids(self.first_of_key)
+
+        self.is_publish = is_publish = self.row_kind == PUBLISH
+        self.is_delivery = is_delivery = self.row_kind == DELIVERY
+        self.is_dead_letter = is_dead_letter = self.row_kind == DEAD_LETTER
+        self.acked = acked = is_delivery & ((self.act == ACT_ACK) | (self.act == ACT_LATE_ACK)) & self.ok
+        self.valid_ack = valid_ack = is_delivery & (self.act == ACT_ACK) & self.ok
+        self.delivery_t = np.where(is_delivery, t, np.nan)
+        self.delivery_end = np.where(is_delivery, self.end, np.nan)
+
+        def per_message_count(flags):
+            return _seg_count(flags, message_start)
+
+        # per message
+        self.message_known = per_message_count(is_publish) > 0
+        self.message_published_ok = per_message_count(is_publish & self.ok) > 0
+        self.message_published_us = _seg_min(np.where(is_publish & self.ok, t, np.nan), message_start)
+        self.message_deliveries = per_message_count(is_delivery)
+        self.message_dead_letters = per_message_count(is_dead_letter)
+        self.message_first_received = _seg_min(self.delivery_t, message_start)
+        self.message_max_attempt = _seg_max(np.where(is_delivery, att, np.nan), message_start)
+        self.message_max_forwarded_count = _seg_max(np.where(is_dead_letter, att, np.nan), message_start)
+        self.message_forwarded_us = _seg_min(np.where(is_dead_letter, t, np.nan), message_start)
+        self.message_settled_by_ack = _seg_min(np.where(acked, ack_t, np.nan), message_start)
+        self.message_first_valid_ack = _seg_min(np.where(valid_ack, ack_t, np.nan), message_start)
+        self.message_last_end = _seg_max(self.delivery_end, message_start)
+        # the latest delivery of a message is its last delivery row (rows are sorted by time within it)
+        last_delivery = (
+            np.maximum.reduceat(np.where(is_delivery, np.arange(n), -1), message_start) if n else np.zeros(0, np.int64)
+        )
+        self.message_last_delivery_acked = np.where(last_delivery >= 0, valid_ack[np.maximum(last_delivery, 0)], False)
+        self.message_exists = self.message_known & (
+            self.message_published_ok | (self.message_deliveries > 0) | (self.message_dead_letters > 0)
+        )
+        self.message_settled = np.fmin(
+            self.message_settled_by_ack,
+            np.where(self.message_dead_letters > 0, np.fmin(self.message_forwarded_us, self.message_last_end), np.nan),
+        )
+        self.message_seq = seq[message_start]
+        self.message_sub = self.sub[message_start]
+        self.message_first_of_key = self.first_of_key[message_start]
+
+        # per key
+        self.key_deliveries = _seg_count(is_delivery, key_start)
+        self.key_has_dead_letter = _seg_count(is_dead_letter, key_start) > 0
+        self.key_published = _seg_count(is_publish, key_start) > 0
+        # per row: its (key, seq) was published by this run
+        self.known = self.message_known[self.message]
+
+
+
+@dataclass(frozen=True)
+class Found:
+    """The findings of one kind in a chunk: the rows that raise them and what each states.
+
+    `facts` holds arrays aligned with `rows` (NaN: does not apply), named from FINDING_FACTS;
+    `form` one of FORMS[kind] per finding; `advisory` marks findings downgraded from the kind's
+    severity; `evidence_seqs` are seqs (NaN: none) whose rows prove the finding beside its own.
+    """
+
+    kind: str
+    rows: np.ndarray
+    facts: dict[str, np.ndarray] = field(default_factory=dict)
+    form: np.ndarray | None = None
+    advisory: np.ndarray | None = None
+    evidence_seqs: tuple[np.ndarray, ...] = ()
+
+
+def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
+    """lost and unexpected (every subscription)."""
+    message = chunk.message  # each row's message
+    lost = np.flatnonzero(
+        chunk.first_of_message & chunk.message_published_ok[message]
+        & (chunk.message_deliveries[message] == 0) & (chunk.message_dead_letters[message] == 0)
+    )
+    received = chunk.is_delivery | chunk.is_dead_letter
+    unexpected = np.flatnonzero((chunk.row_kind == FOREIGN) | (received & ~chunk.known))
+    return [
+        Found("lost", lost, {"published_us": chunk.message_published_us[message[lost]]}),
+        Found(
+            "unexpected", unexpected, {"received_us": chunk.t[unexpected]},
+            form=np.where(chunk.row_kind[unexpected] == FOREIGN, "foreign", "unpublished"),
+        ),
+    ]
+
+
+def exactly_once(chunk: Chunk, skew_us: int) -> list[Found]:
+    """duplicate_after_ack, duplicate_while_outstanding, stale_ack_accepted (where declared)."""
+    n, t, ack_t = chunk.rows, chunk.t, chunk.ack_t
+    # when the earlier deliveries of the message ended, when the next was received: for exactly-once rows only
+    previous_end, next_received = np.full(n, np.nan), np.full(n, np.nan)
+    rows = _whole_segments(chunk.exactly_once)
+    if rows is not None:
+        previous_end[rows] = _seg_cummax(chunk.delivery_end[rows], chunk.first_of_message[rows], exclusive=True)
+        next_received[rows] = _seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_message[rows])
+    deliveries = chunk.exactly_once & chunk.is_delivery
+    first_valid_ack = chunk.message_first_valid_ack[chunk.message]
+    after_ack = np.flatnonzero(deliveries & (t > first_valid_ack + skew_us))
+    while_outstanding = np.flatnonzero(deliveries & (t < previous_end - skew_us))
+    late = chunk.act == ACT_LATE_ACK
+    accepted = deliveries & ((chunk.act == ACT_ACK) | late) & chunk.ok
+    superseded = next_received < ack_t - skew_us
+    stale = np.flatnonzero(accepted & (late | superseded))
+    stale_late = late[stale]
+    return [
+        Found("duplicate_after_ack", after_ack, {"received_us": t[after_ack], "acked_us": first_valid_ack[after_ack]}),
+        Found(
+            "duplicate_while_outstanding", while_outstanding,
+            {"received_us": t[while_outstanding], "outstanding_until_us": previous_end[while_outstanding]},
+        ),
+        Found(
+            "stale_ack_accepted", stale,
+            {
+                "received_us": t[stale],
+                "acked_us": ack_t[stale],
+                "deadline_us": np.where(stale_late, chunk.end[stale], np.nan),
+                "superseded_us": np.where(stale_late, np.nan, next_received[stale]),
+            },
+            form=np.where(stale_late, "late_ack", "superseded"),
+        ),
+    ]
+
+
+_SKIP, _REGRESSION, _REWIND = 1, 2, 3  # out_of_order forms, in FORMS["out_of_order"] order
+
+
+def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
+    """out_of_order (where declared): this run's deliveries on ordered subscriptions, per key in
+    receive order, form runs; a run start must not pass a seq that was not settled."""
+    selected = np.flatnonzero(chunk.ordered & chunk.is_delivery & chunk.known)
+    if len(selected) == 0:
+        return []
+    seq, t, message = chunk.seq, chunk.t, chunk.message
+    # the settle prefix and blocking seq of each message: on ordered keys only
+    settle_time = np.where(
+        chunk.message_exists, np.where(np.isnan(chunk.message_settled), INF, chunk.message_settled), np.nan
+    )
+    # the message's position among the key's published-and-existing messages (failed publishes leave no gap)
+    counted = np.cumsum(chunk.message_exists)
+    key_first_message = np.flatnonzero(chunk.message_first_of_key)
+    before_key = (counted - chunk.message_exists)[key_first_message][_seg_ids(chunk.message_first_of_key)]
+    position_of_message = (counted - before_key).astype(np.float64)
+    prefix_settled, blocking_seq = np.full(len(settle_time), np.nan), np.full(len(settle_time), np.nan)
+    ordered_messages = _whole_segments(chunk.ordered[chunk.message_start])
+    if ordered_messages is not None:
+        prefix_settled[ordered_messages], blocking_seq[ordered_messages] = _settle_prefix(
+            settle_time[ordered_messages], chunk.message_exists[ordered_messages],
+            chunk.message_first_of_key[ordered_messages], chunk.message_seq[ordered_messages],
+        )
+
+    received = selected[np.lexsort((seq[selected], t[selected], chunk.key[selected]))]  # per key, receive order
+    key_of = chunk.key[received]
+    run_of_key = np.ones(len(received), bool)
+    run_of_key[1:] = key_of[1:] != key_of[:-1]
+    position = position_of_message[message[received]]
+    previous_position = np.full(len(received), np.nan)
+    previous_position[1:] = position[:-1]
+    previous_position[run_of_key] = np.nan
+    previous_seq = np.full(len(received), np.nan)
+    previous_seq[1:] = seq[received][:-1]
+    previous_seq[run_of_key] = np.nan
+    high_water = _seg_cummax(position, run_of_key, exclusive=True)
+    first = np.isnan(previous_position)
+    starts_run = first | (position != previous_position + 1)
+    unsettled = prefix_settled[message[received]] > t[received] + skew_us
+    forward = first | (position > previous_position)
+    skip = starts_run & unsettled & forward
+    regression = starts_run & unsettled & ~forward
+    rewind = starts_run & ~unsettled & (position > previous_position + 1) & (previous_position < high_water)
+    form = np.where(skip, _SKIP, np.where(regression, _REGRESSION, np.where(rewind, _REWIND, 0)))
+    hit = form > 0
+    rows, form, previous = received[hit], form[hit], previous_seq[hit]
+    blocking = np.where(form == _REWIND, np.nan, blocking_seq[message[rows]])
+    # with a dead-letter policy, order is best effort for dead-lettered messages
+    advisory = ~np.isnan(chunk.max_attempts[rows]) & chunk.key_has_dead_letter[chunk.key[rows]]
+    return [
+        Found(
+            "out_of_order", rows, {"received_us": t[rows], "previous_seq": previous, "blocking_seq": blocking},
+            form=np.array(FORMS["out_of_order"], object)[form - 1], advisory=advisory,
+            evidence_seqs=(previous, np.where(form == _REWIND, previous + 1, blocking)),
+        )
+    ]
+
+
+def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
+    """dead_letter_missing, dead_letter_after_ack, dead_letter_early, delivery_attempts_exceeded
+    (with a dead-letter policy of max_attempts)."""
+    message = chunk.message  # each row's message
+    max_attempts = chunk.max_attempts
+    judged = chunk.first_of_message & ~np.isnan(max_attempts) & chunk.known
+    attempts = np.maximum(chunk.message_deliveries, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[message]
+    forwarded = chunk.message_dead_letters[message] > 0
+    # dead_letter_early also counts the attempts the service forwarded with the message
+    early_attempts = np.maximum(attempts, np.nan_to_num(chunk.message_max_forwarded_count, nan=0.0)[message])
+    missing = np.flatnonzero(
+        judged & ~forwarded & np.isnan(chunk.message_settled_by_ack[message]) & (attempts >= max_attempts)
+    )
+    after_ack = np.flatnonzero(judged & forwarded & chunk.message_last_delivery_acked[message])
+    early = np.flatnonzero(judged & forwarded & (early_attempts < max_attempts))
+    exceeded = np.flatnonzero(judged & (attempts > max_attempts))
+    forwarded_us = chunk.message_forwarded_us[message]
+    return [
+        Found("dead_letter_missing", missing, {"attempts": attempts[missing], "max_attempts": max_attempts[missing]}),
+        Found("dead_letter_after_ack", after_ack, {"forwarded_us": forwarded_us[after_ack]}),
+        Found(
+            "dead_letter_early", early,
+            {"forwarded_us": forwarded_us[early], "attempts": early_attempts[early], "max_attempts": max_attempts[early]},
+        ),
+        Found(
+            "delivery_attempts_exceeded", exceeded,
+            {"attempts": attempts[exceeded], "max_attempts": max_attempts[exceeded]},
+        ),
+    ]
+
+
+# the checker: one function per guarantee, composed (every one runs on every chunk)
+GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = {
+    "completeness": completeness,
+    "exactly_once": exactly_once,
+    "ordering": ordering,
+    "dead_letter": dead_letter,
+}
+
+
 def _judge_chunk(
     table: pa.Table, config: SubscriptionConfig, skew_us: int, row_id_base: int, latencies: dict[int, list[np.ndarray]]
-) -> Iterator[pa.RecordBatch]:
-    n = table.num_rows
-    h, meta = _ints(table, "h"), _ints(table, "meta").astype(np.int64)
-    h2 = meta >> 32
-    sub = (meta >> 5) & (MAX_SUBSCRIPTIONS - 1)
-    ok, act, rk = ((meta >> 4) & 1).astype(bool), (meta >> 2) & 3, meta & 3
-    deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
-    deadline_s[deadline_s < 0] = np.nan
-    seq = _floats(_arr(table, "seq"))
-    t = _ints(table, "t").astype(np.float64)
-    ack_t = _floats(_arr(table, "ack_t"))
-    att_raw = _arr(table, "att")
-    att = _floats(att_raw, safe=False)  # a foreign row's message hash is not used as a number
-    # end(d): when a delivery stopped being outstanding
-    deadline_end = t + deadline_s * 1e6
-    end = np.where(((act == ACT_ACK) | (act == ACT_NACK)) & ok, np.fmin(ack_t, deadline_end), deadline_end)
-
-    ordered_of = np.array(config.ordered, bool)
-    eod_of = np.array(config.eod, bool)
-    max_att_of = np.array([np.nan if m is None else float(m) for m in config.max_attempts])
-
-    # -- boundaries: keys (subscription, key) and messages (subscription, key, seq)
-    ks = _key_starts(h, h2)
-    ms = ks.copy()
-    ms[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
-    mid = _seg_ids(ms)
-    mstart = np.flatnonzero(ms)
-    kstart = np.flatnonzero(ks)
-    kid = _seg_ids(ks)
-
-    is_pub, is_del, is_dl = rk == PUBLISH, rk == DELIVERY, rk == DEAD_LETTER
-    acked = is_del & ((act == ACT_ACK) | (act == ACT_LATE_ACK)) & ok
-    valid_ack = is_del & (act == ACT_ACK) & ok
-    del_t = np.where(is_del, t, np.nan)
-    del_end = np.where(is_del, end, np.nan)
-
-    def count_m(flags):
-        return _seg_count(flags, mstart)
-
-    # -- per message
-    known_m = count_m(is_pub) > 0
-    pub_ok_m = count_m(is_pub & ok) > 0
-    pub_t_m = _seg_min(np.where(is_pub & ok, t, np.nan), mstart)
-    n_del_m = count_m(is_del)
-    n_dl_m = count_m(is_dl)
-    first_recv_m = _seg_min(del_t, mstart)
-    max_attempt_m = _seg_max(np.where(is_del, att, np.nan), mstart)
-    max_dl_count_m = _seg_max(np.where(is_dl, att, np.nan), mstart)
-    dl_t_m = _seg_min(np.where(is_dl, t, np.nan), mstart)
-    settle_ack_m = _seg_min(np.where(acked, ack_t, np.nan), mstart)
-    first_valid_ack_m = _seg_min(np.where(valid_ack, ack_t, np.nan), mstart)
-    last_end_m = _seg_max(del_end, mstart)
-    # the latest delivery of a message is its last delivery row (rows are sorted by time within it)
-    last_del = np.maximum.reduceat(np.where(is_del, np.arange(n), -1), mstart) if n else np.zeros(0, np.int64)
-    last_delivery_acked_m = np.where(last_del >= 0, valid_ack[np.maximum(last_del, 0)], False)
-
-    exists_m = known_m & (pub_ok_m | (n_del_m > 0) | (n_dl_m > 0))
-    settle_m = np.fmin(settle_ack_m, np.where(n_dl_m > 0, np.fmin(dl_t_m, last_end_m), np.nan))
-
-    # -- per key, over its messages in seq order
-    mks = ks[mstart]  # first message of a key
-    counted = np.cumsum(exists_m)
-    key_first_msg = np.flatnonzero(mks)
-    before_key = (counted - exists_m)[key_first_msg][_seg_ids(mks)]
-    idx_m = (counted - before_key).astype(np.float64)  # published-and-existing seqs <= this one
-    settle_val = np.where(exists_m, np.where(np.isnan(settle_m), INF, settle_m), np.nan)
-    seq_m = seq[mstart]
-    # the settle prefix and blocking seq only matter for ordering: computed on ordered keys only
-    prefix_settle_m, blocking_seq_m = np.full(len(mstart), np.nan), np.full(len(mstart), np.nan)
-    om = _whole_segments(ordered_of[sub[mstart]])
-    if om is not None:
-        prefix_settle_m[om], blocking_seq_m[om] = _settle_prefix(settle_val[om], exists_m[om], mks[om], seq_m[om])
-    key_deliveries_k = _seg_count(is_del, kstart)
-    key_has_dl_k = _seg_count(is_dl, kstart) > 0
-    key_published_k = _seg_count(is_pub, kstart) > 0
-
-    # -- per row
-    known = known_m[mid]
-    first = ms
-    # when the earlier deliveries ended, when the next was received: for exactly-once rows only
-    prev_end, next_recv = np.full(n, np.nan), np.full(n, np.nan)
-    er = _whole_segments(eod_of[sub])
-    if er is not None:
-        prev_end[er] = _seg_cummax(del_end[er], ms[er], exclusive=True)
-        next_recv[er] = _seg_cummin_after(del_t[er], ms[er])
-    ordered = ordered_of[sub]
-    eod = eod_of[sub]
-    max_att = max_att_of[sub]
-
-    found: list[tuple[str, np.ndarray]] = []  # (kind, row indices)
-
-    def mark(kind, cond):
-        rows = np.flatnonzero(cond)
-        if len(rows):
-            found.append((kind, rows))
-
-    # completeness
-    mark("lost", first & pub_ok_m[mid] & (n_del_m[mid] == 0) & (n_dl_m[mid] == 0))
-    mark("unexpected", (rk == FOREIGN) | ((is_del | is_dl) & ~known))
-    # exactly-once
-    eod_del = eod & is_del
-    fva = first_valid_ack_m[mid]
-    mark("duplicate_after_ack", eod_del & (t > fva + skew_us))
-    mark("duplicate_while_outstanding", eod_del & (t < prev_end - skew_us))
-    accepted = eod_del & ((act == ACT_ACK) | (act == ACT_LATE_ACK)) & ok
-    superseded = next_recv < ack_t - skew_us
-    mark("stale_ack_accepted", accepted & ((act == ACT_LATE_ACK) | superseded))
-    # ordering: this run's deliveries on ordered subscriptions, per key in receive order
-    sel = np.flatnonzero(ordered & is_del & known)
-    ooo_rows, ooo_form, ooo_prev_seq = np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0)
-    if len(sel):
-        o = sel[np.lexsort((seq[sel], t[sel], kid[sel]))]
-        ko = kid[o]
-        rstart = np.ones(len(o), bool)
-        rstart[1:] = ko[1:] != ko[:-1]
-        idx = idx_m[mid[o]]
-        prev_idx = np.full(len(o), np.nan)
-        prev_idx[1:] = idx[:-1]
-        prev_idx[rstart] = np.nan
-        prev_seq = np.full(len(o), np.nan)
-        prev_seq[1:] = seq[o][:-1]
-        prev_seq[rstart] = np.nan
-        high_idx = _seg_cummax(idx, rstart, exclusive=True)
-        no_prev = np.isnan(prev_idx)
-        start = no_prev | (idx != prev_idx + 1)
-        ps = prefix_settle_m[mid[o]]
-        unsettled = ps > t[o] + skew_us
-        forward = no_prev | (idx > prev_idx)
-        skip = start & unsettled & forward
-        regression = start & unsettled & ~forward
-        rewind = start & ~unsettled & (idx > prev_idx + 1) & (prev_idx < high_idx)
-        form = np.where(skip, 1, np.where(regression, 2, np.where(rewind, 3, 0))).astype(np.int8)
-        hit = form > 0
-        ooo_rows, ooo_form, ooo_prev_seq = o[hit], form[hit], prev_seq[hit]
-        if len(ooo_rows):
-            found.append(("out_of_order", ooo_rows))
-    # dead-lettering
-    dl = first & ~np.isnan(max_att) & known
-    attempts = np.maximum(n_del_m, np.nan_to_num(max_attempt_m, nan=0.0))[mid]
-    n_dl = n_dl_m[mid]
-    mark("dead_letter_missing", dl & (n_dl == 0) & np.isnan(settle_ack_m[mid]) & (attempts >= max_att))
-    mark("dead_letter_after_ack", dl & (n_dl > 0) & last_delivery_acked_m[mid])
-    early_attempts = np.maximum(attempts, np.nan_to_num(max_dl_count_m, nan=0.0)[mid])
-    mark("dead_letter_early", dl & (n_dl > 0) & (early_attempts < max_att))
-    mark("delivery_attempts_exceeded", dl & (attempts > max_att))
-
-    # -- finding rows
-    names = config.names
+) -> pa.RecordBatch:
+    chunk = Chunk(table, config)
     out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
-    if found:
-        ooo_info = {int(r): (int(f), p) for r, f, p in zip(ooo_rows, ooo_form, ooo_prev_seq)}
-        for kind, rows in found:
-            for r in rows.tolist():
-                m = mid[r]
-                detail, ev, severity = _describe(
-                    kind, r, m, t, seq, ack_t, end, next_recv, prev_end, act, rk,
-                    pub_t_m, first_valid_ack_m, dl_t_m, attempts, early_attempts, max_att,
-                    ooo_info.get(r), blocking_seq_m, key_has_dl_k[kid[r]],
-                )
-                _append_finding(
-                    out, names[sub[r]], kind, row_id_base + r, severity, (int(h[r]), int(h2[r]), int(rk[r]), bool(key_published_k[kid[r]])),
-                    att_raw[r].as_py() if rk[r] == FOREIGN else None, seq[r], detail, ev, t[r],
-                )
+    for check in GUARANTEE_CHECKS.values():
+        for found in check(chunk, skew_us):
+            if len(found.rows):
+                _append_findings(out, found, chunk, config.names, row_id_base)
+    _append_statistics(out, chunk, config.names, latencies)
+    return pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
-    # -- statistics: per subscription of this chunk one row, plus its top keys (counted with
-    # bincount over subscription ids: linear in the rows whatever the number of subscriptions)
-    n_subs = len(names)
-    sub_m = sub[mstart]
+
+def _nullable_ints(values: np.ndarray) -> list[int | None]:
+    return [None if np.isnan(v) else int(v) for v in values.tolist()]
+
+
+def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tuple[str, ...], row_id_base: int) -> None:
+    """One output row per finding of `found`, with the coordinates of its row and its facts."""
+    rows = found.rows
+    count = len(rows)
+    default_severity = FINDING_KINDS[found.kind][1]
+    severity = (
+        [default_severity] * count if found.advisory is None
+        else np.where(found.advisory, "advisory", default_severity).tolist()
+    )
+    seqs = chunk.seq[rows]
+    evidence = [seqs, *found.evidence_seqs]
+    foreign = chunk.row_kind[rows] == FOREIGN
+    message_hash = [chunk.att_raw[r].as_py() if is_foreign else None for r, is_foreign in zip(rows.tolist(), foreign.tolist())]
+    columns = {
+        "subscription": [names[sub_id] for sub_id in chunk.sub[rows].tolist()],
+        "kind": [found.kind] * count,
+        "row_id": (row_id_base + rows).tolist(),
+        "severity": severity,
+        "h": chunk.h[rows].tolist(),
+        "h2": chunk.h2[rows].tolist(),
+        "src": chunk.row_kind[rows].tolist(),
+        "mh": message_hash,
+        "key_published": chunk.key_published[chunk.key[rows]].tolist(),
+        "seq": _nullable_ints(seqs),
+        "form": [None] * count if found.form is None else list(found.form),
+        "ev_seqs": [[int(seq) for seq in per if not np.isnan(seq)] for per in zip(*(e.tolist() for e in evidence))],
+        "t": chunk.t[rows].astype(np.int64).tolist(),
+    }
+    for name in FINDING_FACTS:
+        columns[name] = _nullable_ints(found.facts[name]) if name in found.facts else [None] * count
+    for name, values in out.items():
+        values.extend(columns.get(name, [None] * count))
+
+
+def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...], latencies: dict[int, list[np.ndarray]]) -> None:
+    """Per subscription of this chunk one row, plus its top keys (counted with bincount over
+    subscription ids: linear in the rows whatever the number of subscriptions); its latencies
+    join `latencies`."""
+    subscriptions = len(names)
+    sub, message_sub, known = chunk.sub, chunk.message_sub, chunk.message_known
 
     def per_sub(ids):
-        return np.bincount(ids, minlength=n_subs)
+        return np.bincount(ids, minlength=subscriptions)
 
-    published = per_sub(sub[is_pub & ok])
-    delivered = per_sub(sub[is_del])
-    distinct = per_sub(sub_m[known_m & (n_del_m > 0)])
-    acked_n = per_sub(sub_m[known_m & ~np.isnan(settle_ack_m)])
-    dead_lettered = per_sub(sub_m[known_m & (n_dl_m > 0)])
-    timed = np.flatnonzero(known_m & ~np.isnan(pub_t_m) & ~np.isnan(first_recv_m))
-    timed = timed[np.argsort(sub_m[timed], kind="stable")]
-    lat_subs, lat_begin = np.unique(sub_m[timed], return_index=True)
-    latency_of = dict(zip(lat_subs.tolist(), np.split((first_recv_m[timed] - pub_t_m[timed]) / 1000.0, lat_begin[1:])))
+    published = per_sub(sub[chunk.is_publish & chunk.ok])
+    delivered = per_sub(sub[chunk.is_delivery])
+    distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
+    acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
+    dead_lettered = per_sub(message_sub[known & (chunk.message_dead_letters > 0)])
+    timed = np.flatnonzero(known & ~np.isnan(chunk.message_published_us) & ~np.isnan(chunk.message_first_received))
+    timed = timed[np.argsort(message_sub[timed], kind="stable")]
+    latency_subs, latency_begin = np.unique(message_sub[timed], return_index=True)
+    latency_ms = (chunk.message_first_received[timed] - chunk.message_published_us[timed]) / 1000.0
+    latency_of = dict(zip(latency_subs.tolist(), np.split(latency_ms, latency_begin[1:])))
     # this chunk's top keys per subscription by (deliveries, h, h2): the order `summarise` merges them in
-    key_sub, kh, kh2 = sub[kstart], h[kstart], h2[kstart]
-    hot = np.flatnonzero(key_deliveries_k > 0)
-    hot = hot[np.lexsort((kh2[hot], kh[hot], key_deliveries_k[hot], key_sub[hot]))]
-    hot_end = np.searchsorted(key_sub[hot], np.arange(n_subs), side="right")
+    key_start, key_deliveries = chunk.key_start, chunk.key_deliveries
+    key_sub, key_h, key_h2 = sub[key_start], chunk.h[key_start], chunk.h2[key_start]
+    hot = np.flatnonzero(key_deliveries > 0)
+    hot = hot[np.lexsort((key_h2[hot], key_h[hot], key_deliveries[hot], key_sub[hot]))]
+    hot_end = np.searchsorted(key_sub[hot], np.arange(subscriptions), side="right")
     for s in np.flatnonzero(per_sub(sub)).tolist():
-        _append_stats(
-            out, names[s], published=int(published[s]), delivered=int(delivered[s]), distinct=int(distinct[s]),
-            acked=int(acked_n[s]), dead_lettered=int(dead_lettered[s]),
+        _append_row(
+            out, subscription=names[s], published=int(published[s]), delivered=int(delivered[s]),
+            distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
         )
         latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
         begin = hot_end[s - 1] if s else 0
         for k in hot[max(begin, hot_end[s] - HOTTEST_KEYS) : hot_end[s]][::-1].tolist():
-            _append_hot_key(out, names[s], (int(kh[k]), int(kh2[k]), bool(key_published_k[k])), int(key_deliveries_k[k]))
-    yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
-
-
-def _describe(kind, r, m, t, seq, ack_t, end, next_recv, prev_end, act, rk, pub_t_m, fva_m, dl_t_m,
-              attempts, early_attempts, max_att, ooo, blocking_seq_m, key_has_dl):
-    """detail, evidence seqs and severity of one finding at row r (message m)."""
-    severity = FINDING_KINDS[kind][1]
-    ev = [int(seq[r])] if not np.isnan(seq[r]) else []
-    i = int
-    if kind == "lost":
-        detail = f"published at {i(pub_t_m[m])} (status ok) and never delivered nor dead-lettered"
-    elif kind == "unexpected":
-        if rk[r] == FOREIGN:
-            detail = f"received at {i(t[r])} a message without this run's probe attributes (another run, or not a probe message)"
-        else:
-            detail = f"received at {i(t[r])} a message (key, seq) this run never published"
-    elif kind == "duplicate_after_ack":
-        detail = (
-            f"delivered again at {i(t[r])}, {(t[r] - fva_m[m]) / 1e6:.3f} s after a successful ack at {i(fva_m[m])}"
-        )
-    elif kind == "duplicate_while_outstanding":
-        detail = (
-            f"delivered again at {i(t[r])} while an earlier delivery was outstanding until {i(prev_end[r])} "
-            "(no nack, deadline not passed)"
-        )
-    elif kind == "stale_ack_accepted":
-        if act[r] == ACT_LATE_ACK:
-            detail = f"ack sent at {i(ack_t[r])} after the deadline ({i(end[r])}) returned success"
-        else:
-            detail = (
-                f"ack sent at {i(ack_t[r])} returned success although a later delivery at {i(next_recv[r])} "
-                "superseded its ack id"
+            _append_row(
+                out, subscription=names[s], h=int(key_h[k]), h2=int(key_h2[k]),
+                key_published=bool(chunk.key_published[k]), key_deliveries=int(key_deliveries[k]),
             )
-    elif kind == "out_of_order":
-        form, prev_seq = ooo
-        name = {1: "skip", 2: "regression", 3: "rewind_without_replay"}[form]
-        blocking = blocking_seq_m[m]
-        if form == 3:
-            detail = (
-                f"rewind_without_replay: seq {i(seq[r])} received at {i(t[r])} right after seq {i(prev_seq)}, "
-                "below the highest seq delivered so far: the rewind stopped replaying"
-            )
-            third = prev_seq + 1
-        else:
-            after = "(none)" if np.isnan(prev_seq) else str(i(prev_seq))
-            blocked = "?" if np.isnan(blocking) else str(i(blocking))
-            detail = f"{name}: seq {i(seq[r])} received at {i(t[r])} started a run after seq {after} while seq {blocked} was not settled"
-            third = blocking
-        ev += [i(x) for x in (prev_seq, third) if not np.isnan(x)]
-        if not np.isnan(max_att[r]) and key_has_dl:
-            detail += "; advisory: the key has a dead-lettered message and order is best effort for those"
-            severity = "advisory"
-    elif kind == "dead_letter_missing":
-        detail = (
-            f"{i(attempts[r])} delivery attempts, never acked, not forwarded to the dead-letter topic (max {i(max_att[r])})"
-        )
-    elif kind == "dead_letter_after_ack":
-        detail = f"forwarded at {i(dl_t_m[m])} although its last delivery was acked with success"
-    elif kind == "dead_letter_early":
-        detail = (
-            f"forwarded at {i(dl_t_m[m])} after {i(early_attempts[r])} delivery attempts, fewer than the declared "
-            f"{i(max_att[r])}"
-        )
-    elif kind == "delivery_attempts_exceeded":
-        detail = f"{i(attempts[r])} delivery attempts, more than the declared {i(max_att[r])} (best effort)"
-    else:  # pragma: no cover - every kind above is marked by the pass
-        raise AssertionError(kind)
-    return detail, ev, severity
-
-
-def _append_finding(out, subscription, kind, row_id, severity, coordinates, mh, seq, detail, ev, t):
-    h, h2, src, published = coordinates
-    _append_row(
-        out, subscription=subscription, kind=kind, row_id=row_id, severity=severity, h=h, h2=h2, src=src, mh=mh,
-        key_published=published,
-        seq=None if np.isnan(seq) else int(seq), detail=detail, ev_seqs=ev, t=int(t),
-    )
-
-
-def _append_stats(out, subscription, *, published, delivered, distinct, acked, dead_lettered):
-    _append_row(
-        out, subscription=subscription, published=published, delivered=delivered, distinct_delivered=distinct,
-        acked=acked, dead_lettered=dead_lettered,
-    )
 
 
 def _append_row(out, **values):
@@ -555,11 +663,6 @@ def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple
         idx = np.append(idx, n - 1)
         weights = np.append(weights, n - step * (len(idx) - 1))
     return v[idx], weights
-
-
-def _append_hot_key(out, subscription, key, deliveries):
-    h, h2, published = key
-    _append_row(out, subscription=subscription, h=h, h2=h2, key_published=published, key_deliveries=deliveries)
 
 
 def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> list[float | None]:

@@ -53,10 +53,14 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+# an evidence part file is written every FLUSH_ROWS rows or FLUSH_S seconds, whichever comes first
+FLUSH_ROWS, FLUSH_S = 500, 1.0
+
+
 class PartWriter:
     """Buffered Parquet part files: `<directory>/part-<prefix>-<n>.parquet`, flushed by size and by time."""
 
-    def __init__(self, directory: Path, schema: pa.Schema, prefix: str, flush_rows: int = 500, flush_s: float = 1.0):
+    def __init__(self, directory: Path, schema: pa.Schema, prefix: str, flush_rows: int = FLUSH_ROWS, flush_s: float = FLUSH_S):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.schema = schema
@@ -137,7 +141,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
     writer = PartWriter(Path(spec["evidence_dir"]) / "publishes", evidence.PUBLISH_SCHEMA, task,
-                        spec.get("flush_rows", 500), spec.get("flush_s", 1.0))
+                        spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
     wait_for_subscriber(Path(spec["evidence_dir"]), spec.get("ready_timeout_s", 0))
     clients: dict[str, object] = {}
     pending: list = []
@@ -169,7 +173,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
                             row.update(message_id=fut.result(), status="ok", error=None)
                         except Exception as err:  # noqa: BLE001 - every publish result is evidence
                             row.update(message_id=None, status="error", error=f"{type(err).__name__}: {err}")
-                            # An ordered key stays paused after a failure until resumed (PUBSUB_FACTS, seed 003).
+                            # An ordered key stays paused after a failure until resumed (docs/pubsub-facts.md, Ordering).
                             client.resume_publish(topic["path"], key)
                         with lock:
                             counts[row["status"]] += 1
@@ -281,7 +285,7 @@ class _Subscriber:
         self.task = spec["task_id"]
         self.faults = Faults(**spec["faults"])
         self.writer = PartWriter(Path(spec["evidence_dir"]) / "deliveries", evidence.DELIVERY_SCHEMA, self.task,
-                                 spec.get("flush_rows", 500), spec.get("flush_s", 1.0))
+                                 spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
         self.lock = threading.Lock()
         self.seen: dict[tuple, int] = {}

@@ -10,12 +10,16 @@
                       delivery_type, topic},
          "tested": bool, "not_tested_reason": str | null,
          "guarantees": {"ordering" | "exactly_once" | "dead_letter" | "completeness": "holds" | "violated" | "not_tested"},
-         "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed
+         "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
+                                                  # absent facts left out, plus `detail`: its sentence
          "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}}}
 
 The verdict is `violated` (exit code 1) when any declared guarantee of any subscription is violated:
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
+
+The report does not judge: `build` receives a `validation.verdict.RunVerdict` and renders it; each
+finding's sentence is made from its fields by `describe`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from validation import evidence
+from validation.verdict import RunVerdict
 
 REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 8
@@ -46,65 +51,24 @@ def read_evidence(spark, evidence_dir: Path):
     return tuple(frames)
 
 
-def _finding(row: dict) -> dict:
-    out = dict(row)
-    try:
-        out["evidence"] = json.loads(out["evidence"]) if isinstance(out.get("evidence"), str) else out.get("evidence")
-    except json.JSONDecodeError:
-        pass
-    return out
-
-
-def build(spark, evidence_dir: Path, info: evidence.RunInfo) -> dict:
-    """Run the checks on the evidence and assemble the report (plus the data its plots need)."""
-    from pyspark.sql import functions as F
-
-    from validation.checks import guarantee_status, run_checks
-
-    publishes, deliveries = read_evidence(spark, evidence_dir)
-    # The checks, the figures and the plots all read the evidence: read its part files once.
-    publishes, deliveries = publishes.cache(), deliveries.cache()
-    try:
-        return _build(spark, evidence_dir, info, publishes, deliveries)
-    finally:
-        publishes.unpersist()
-        deliveries.unpersist()
-
-
-def _build(spark, evidence_dir: Path, info: evidence.RunInfo, publishes, deliveries) -> dict:
-    from pyspark.sql import functions as F
-
-    from validation.checks import guarantee_status, run_checks
-
-    probed = [s for s in info.subscriptions if s.name not in info.tested]
-    results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", 250_000)))
-    findings = [_finding(r.asDict(recursive=True)) for r in results.findings.collect()]
-    stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
-    drift = [_finding(f) for f in info.parameters.get("config_drift", [])]
-    poison_topics = {
-        r["topic"] for r in publishes.where(F.col("poison") & (F.col("status") == "ok")).select("topic").distinct().collect()
-    }
-    all_findings = findings + drift
-
+def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, deliveries) -> dict:
+    """The report of a judged run (plus the data its plots need, read from `deliveries`): the
+    verdict's findings with their sentences, per subscription."""
+    findings = [{**f, "detail": describe(f)} for f in verdict.findings]
     subscriptions = {}
-    verdict = "holds"
     for sub in info.subscriptions:
-        tested = sub.name not in info.tested
-        status = guarantee_status(all_findings, sub, tested=tested, poison_published=sub.topic in poison_topics)
-        if "violated" in status.values():
-            verdict = "violated"
         by_kind: dict[str, list] = {}
-        for f in all_findings:
+        for f in findings:
             if f["subscription"] == sub.name:
                 by_kind.setdefault(f["kind"], []).append(f)
-        figures = stats.get(sub.name)
+        figures = verdict.stats.get(sub.name)
         if figures:
             figures = {k: v for k, v in figures.items() if k != "subscription"}
         subscriptions[sub.name] = {
             "declared": asdict(sub),
-            "tested": tested,
+            "tested": sub.name not in info.tested,
             "not_tested_reason": info.tested.get(sub.name),
-            "guarantees": status,
+            "guarantees": verdict.guarantees[sub.name],
             "findings": by_kind,
             "figures": figures,
         }
@@ -113,25 +77,14 @@ def _build(spark, evidence_dir: Path, info: evidence.RunInfo, publishes, deliver
         "run_id": info.run_id,
         "target": info.target,
         "stack": info.parameters.get("stack"),
-        "verdict": verdict,
-        "exit_code": 1 if verdict == "violated" else 0,
+        "verdict": verdict.verdict,
+        "exit_code": 1 if verdict.verdict == "violated" else 0,
         "parameters": {k: v for k, v in info.parameters.items() if k not in ("config_drift", "observations")},
-        "observations": list(info.parameters.get("observations", [])),
-        "config_drift": drift,
+        "observations": [*info.parameters.get("observations", []), *verdict.observations],
+        "config_drift": [f for f in findings if f["kind"] == "config_drift"],
         "subscriptions": subscriptions,
         "evidence": str(evidence_dir),
     }
-    created = info.parameters.get("twins_created_us")
-    if created:
-        replayed = deliveries.where(
-            (F.col("probe_run").isNull() | (F.col("probe_run") != info.run_id)) & (F.col("publish_time_us") < created)
-        ).count()
-        if replayed:
-            result["observations"].append(
-                f"{replayed} deliveries on the probe's new twin subscriptions were messages published before the "
-                "twins existed (foreign to this run, reported as `unexpected`): this target delivers a topic's "
-                "retained backlog to a newly created subscription"
-            )
     result["_plots"] = _plot_data(deliveries, info, findings)
     return result
 
@@ -172,8 +125,71 @@ def _plot_data(deliveries, info: evidence.RunInfo, findings: list[dict]) -> dict
     return {"latency": latency, "attempts": attempts, "timelines": timelines}
 
 
+# ------------------------------------------------------------------------------------- sentences
+def describe(finding: dict) -> str:
+    """The sentence a report shows for a finding, rendered from its fields alone."""
+    kind, form = finding["kind"], finding.get("form")
+    times = finding.get("times") or {}
+    seqs = finding.get("seqs") or {}
+    attempts = finding.get("attempts") or {}
+    received, seq = times.get("received_us"), finding.get("seq")
+    if kind == "config_drift":
+        drift = finding["drift"]
+        return f"{drift['path']}: {drift['setting']} declared {drift['declared']!r}, target holds {drift['actual']!r}"
+    if kind == "lost":
+        return f"published at {times['published_us']} (status ok) and never delivered nor dead-lettered"
+    if kind == "unexpected":
+        if form == "foreign":
+            return f"received at {received} a message without this run's probe attributes (another run, or not a probe message)"
+        return f"received at {received} a message (key, seq) this run never published"
+    if kind == "duplicate_after_ack":
+        acked = times["acked_us"]
+        return f"delivered again at {received}, {(received - acked) / 1e6:.3f} s after a successful ack at {acked}"
+    if kind == "duplicate_while_outstanding":
+        return (
+            f"delivered again at {received} while an earlier delivery was outstanding until "
+            f"{times['outstanding_until_us']} (no nack, deadline not passed)"
+        )
+    if kind == "stale_ack_accepted":
+        if form == "late_ack":
+            return f"ack sent at {times['acked_us']} after the deadline ({times['deadline_us']}) returned success"
+        return (
+            f"ack sent at {times['acked_us']} returned success although a later delivery at "
+            f"{times['superseded_us']} superseded its ack id"
+        )
+    if kind == "out_of_order":
+        previous = seqs.get("previous")
+        if form == "rewind_without_replay":
+            sentence = (
+                f"rewind_without_replay: seq {seq} received at {received} right after seq {previous}, "
+                "below the highest seq delivered so far: the rewind stopped replaying"
+            )
+        else:
+            after = "(none)" if previous is None else previous
+            blocked = "?" if seqs.get("blocking") is None else seqs["blocking"]
+            sentence = f"{form}: seq {seq} received at {received} started a run after seq {after} while seq {blocked} was not settled"
+        if finding["severity"] == "advisory":
+            sentence += "; advisory: the key has a dead-lettered message and order is best effort for those"
+        return sentence
+    if kind == "dead_letter_missing":
+        return (
+            f"{attempts['seen']} delivery attempts, never acked, not forwarded to the dead-letter topic "
+            f"(max {attempts['max']})"
+        )
+    if kind == "dead_letter_after_ack":
+        return f"forwarded at {times['forwarded_us']} although its last delivery was acked with success"
+    if kind == "dead_letter_early":
+        return (
+            f"forwarded at {times['forwarded_us']} after {attempts['seen']} delivery attempts, fewer than the "
+            f"declared {attempts['max']}"
+        )
+    if kind == "delivery_attempts_exceeded":
+        return f"{attempts['seen']} delivery attempts, more than the declared {attempts['max']} (best effort)"
+    raise ValueError(f"finding kind {kind!r}: no sentence for it")
+
+
 # ------------------------------------------------------------------------------------- outputs
-def write(result: dict, report: Path, spark=None, evidence_dir: Path | None = None) -> None:
+def write(result: dict, report: Path) -> None:
     report.mkdir(parents=True, exist_ok=True)
     public = {k: v for k, v in result.items() if not k.startswith("_")}
     public["report_html"] = str(report / "report.html")

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from pubsubguard import apply as applying
+from pubsubguard import declared
 from pubsubguard import emulator as emu
 from pubsubguard import plan as planning
 from pubsubguard import readback
@@ -50,7 +51,7 @@ def run(args) -> int:
     if not args.emulator:
         raise UserError("--emulator is required: apply targets the local emulator; deploy to Google Cloud with `pulumi up`")
     host = emu.running_host(args.root)
-    plan = load(args)
+    plan = declared.plan_from(args.plan, args.stack, args.root)
     os.environ[emu.HOST_ENV] = host  # the clients select the emulator through this variable only
     result = applying.apply_plan(plan, target=host)
     wanted = readback.declared(plan)

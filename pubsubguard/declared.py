@@ -1,0 +1,359 @@
+"""The declared estate as deployed: one typed, frozen model, read from a plan once.
+
+Named `declared` for the side of the comparison it stands on: what the plan declares the target
+should hold, where `pubsubguard.readback.actual` is what the target does hold. A plan (`pubsubguard
+plan`) is the resource graph Pulumi would deploy: pulumi-gcp inputs in camelCase plus the stack
+outputs. `estate(plan)` reads the inputs of every topic and subscription once into `Topic` and
+`Subscription` (paths resolved, durations in seconds, the delivery type derived once) and adds what
+only the stack outputs say (regions, locational endpoints, dead-letter drains, probe isolation),
+when the plan has them (a plan of another Pulumi program has none). Everything downstream reads this
+model: apply's requests (`Topic.inputs` for the fields the model does not name), the readback
+vocabulary and drift (`settings()`), probe isolation's twins, the probe's specs, the checks'
+subscription config and the report (`validation.target.checked`).
+
+`plan_from(plan_file, stack, root)` is the one plan loader of `verify`, `run` and `apply`: the plan
+of `--plan FILE`, or one made offline from `--stack`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pubsub_rules import facts
+
+from pubsubguard.errors import UserError
+
+PULL, PUSH, BIGQUERY, CLOUD_STORAGE = "pull", "push", "bigquery", "cloud_storage"
+
+
+class PlanValueError(UserError):
+    """A plan value that cannot be read (unknown until deploy, or malformed)."""
+
+
+# --- Paths -------------------------------------------------------------------------------------
+def topic_path(project: str, name: str) -> str:
+    return name if name.startswith("projects/") else f"projects/{project}/topics/{name}"
+
+
+def subscription_path(project: str, name: str) -> str:
+    return name if name.startswith("projects/") else f"projects/{project}/subscriptions/{name}"
+
+
+def is_topic(path: str) -> bool:
+    return "/topics/" in path
+
+
+def short_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+# --- The model ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Topic:
+    name: str  # as declared (the plan's `name` input)
+    path: str
+    project: str
+    labels: dict[str, str]
+    retention_s: float | int | None  # None: no topic retention
+    storage_regions: tuple[str, ...] | None  # None: no message storage policy declared
+    enforce_in_transit: bool | None  # None: no message storage policy declared
+    kms_key: str | None  # None: Google-managed
+    publisher_region: str | None = None  # stack outputs
+    publisher_endpoint: str = facts.GLOBAL_ENDPOINT
+    inputs: dict = field(default_factory=dict, compare=False, repr=False)  # the plan's, for apply's request
+
+    def settings(self) -> dict:
+        """The readback vocabulary (`pubsubguard.readback`): the settings compared with the target."""
+        settings = {"kind": "topic", "labels": dict(self.labels), "retention_seconds": self.retention_s, "kms_key": self.kms_key}
+        if self.storage_regions is not None:
+            settings["storage_regions"] = list(self.storage_regions)
+            settings["enforce_in_transit"] = self.enforce_in_transit
+        return settings
+
+
+@dataclass(frozen=True)
+class Subscription:
+    name: str
+    path: str
+    project: str
+    topic: str  # the topic's declared name
+    topic_path: str
+    delivery: str  # PULL | PUSH | BIGQUERY | CLOUD_STORAGE
+    ordering: bool
+    exactly_once: bool
+    ack_deadline_s: int | None  # None: not declared (the service's default)
+    retention_s: float | int | None  # None: not declared
+    retain_acked_messages: bool
+    filter: str | None
+    labels: dict[str, str]
+    dead_letter_topic: str | None  # path
+    max_delivery_attempts: int | None  # None: no dead-letter policy
+    retry_declared: bool
+    retry_min_backoff_s: float | int | None  # None: the service's default
+    retry_max_backoff_s: float | int | None
+    expiration_ttl: str | float | int | None  # "never", seconds, or None: not declared
+    push_endpoint: str | None = None
+    push_oidc_service_account: str | None = None
+    push_audience: str | None = None
+    bigquery_table: str | None = None
+    cloud_storage_bucket: str | None = None
+    export_configs: tuple[str, ...] = ()  # BIGQUERY and/or CLOUD_STORAGE: the export configs declared
+    consumer_region: str | None = None  # stack outputs
+    consumer_endpoint: str = facts.GLOBAL_ENDPOINT
+    dead_letter_drain: str | None = None  # path of the drain of an auto-created dead-letter topic
+    inputs: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def dead_lettering(self) -> bool:
+        return self.max_delivery_attempts is not None
+
+    @property
+    def effective_ack_deadline_s(self) -> int:
+        return self.ack_deadline_s if self.ack_deadline_s is not None else facts.ACK_DEADLINE_DEFAULT_S
+
+    @property
+    def not_probed(self) -> str | None:
+        """Why the verification probe does not read it (None: it does)."""
+        if self.delivery == PULL:
+            return None
+        return (
+            f"{self.delivery} subscription: the service delivers it, a probe cannot pull from it without "
+            "changing its delivery type"
+        )
+
+    def settings(self) -> dict:
+        """The readback vocabulary (`pubsubguard.readback`); a setting the plan leaves to the
+        service's default is absent (not compared)."""
+        settings = {
+            "kind": "subscription",
+            "topic": self.topic_path,
+            "ordering": self.ordering,
+            "exactly_once": self.exactly_once,
+            "retain_acked_messages": self.retain_acked_messages,
+            "filter": self.filter,
+            "labels": dict(self.labels),
+            "dead_letter_topic": self.dead_letter_topic,
+            "max_delivery_attempts": self.max_delivery_attempts,
+            "retry_min_backoff_s": None,
+            "retry_max_backoff_s": None,
+            "delivery": self.delivery,
+            "push_endpoint": self.push_endpoint,
+        }
+        if self.ack_deadline_s is not None:
+            settings["ack_deadline_seconds"] = self.ack_deadline_s
+        if self.retention_s is not None:
+            settings["retention_seconds"] = self.retention_s
+        if self.retry_declared:
+            for setting, value in (("retry_min_backoff_s", self.retry_min_backoff_s), ("retry_max_backoff_s", self.retry_max_backoff_s)):
+                if value is None:
+                    settings.pop(setting)  # the service fills its default; not compared
+                else:
+                    settings[setting] = value
+        if self.expiration_ttl is not None:
+            settings["expiration_ttl"] = self.expiration_ttl
+        if self.delivery == PUSH:
+            settings["push_oidc_service_account"] = self.push_oidc_service_account
+            settings["push_audience"] = self.push_audience
+        if BIGQUERY in self.export_configs:
+            settings["bigquery_table"] = self.bigquery_table
+        if CLOUD_STORAGE in self.export_configs:
+            settings["cloud_storage_bucket"] = self.cloud_storage_bucket
+        return settings
+
+
+@dataclass(frozen=True)
+class Estate:
+    project: str
+    stack: str
+    topics: dict[str, Topic]  # by declared name, in the plan's order
+    subscriptions: dict[str, Subscription]  # by declared name, in the plan's order
+    probe_isolation: bool = False  # stack output: production subscriptions exclude probe messages
+    drains: dict[str, str] = field(default_factory=dict)  # drain path -> dead-letter topic path
+    # the names the stack outputs list: the estate as its stack declares it, without plumbing
+    # (auto-created dead-letter topics and drains); None: the plan has no such outputs
+    output_names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+    def settings(self) -> dict[str, dict]:
+        """Resource path -> settings, every topic then every subscription (readback vocabulary)."""
+        return {
+            **{t.path: t.settings() for t in self.topics.values()},
+            **{s.path: s.settings() for s in self.subscriptions.values()},
+        }
+
+    def declared_by_stack(self) -> Estate:
+        """The topics and subscriptions the stack outputs list (sorted by name): what this project's
+        program declares, without its plumbing. Raises when the plan has no such outputs."""
+        if self.output_names is None:
+            raise PlanValueError(
+                f"plan for stack {self.stack!r}: outputs: expected 'topics' and 'subscriptions' "
+                "(the stack outputs of this project's Pulumi program)"
+            )
+        topic_names, subscription_names = self.output_names
+        for kind, names, held in (("topic", topic_names, self.topics), ("subscription", subscription_names, self.subscriptions)):
+            for name in names:
+                if name not in held:
+                    raise PlanValueError(f"plan: {kind} {name!r} is in the stack outputs but not among the resources")
+        return replace(
+            self,
+            topics={name: self.topics[name] for name in sorted(topic_names)},
+            subscriptions={name: self.subscriptions[name] for name in sorted(subscription_names)},
+        )
+
+
+# --- Reading a plan ----------------------------------------------------------------------------
+def _seconds(value: Any, where: str) -> float | int:
+    seconds = facts.parse_api_duration(value)
+    if seconds is None:
+        raise PlanValueError(f"{where}: expected an API duration like '600s', got {value!r}")
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def _known(value: Any, where: str) -> Any:
+    from pubsubguard.plan import UNKNOWN
+
+    if value == UNKNOWN:
+        raise PlanValueError(f"{where}: unknown until deploy; compare against a plan whose values are known")
+    return value
+
+
+def delivery_type(inputs: dict) -> str:
+    if inputs.get("pushConfig"):
+        return PUSH
+    if inputs.get("bigqueryConfig"):
+        return BIGQUERY
+    if inputs.get("cloudStorageConfig"):
+        return CLOUD_STORAGE
+    return PULL
+
+
+def read_topic(inputs: dict, project: str, where: str = "topic", outputs: dict | None = None) -> Topic:
+    project = inputs.get("project") or project
+    name = _known(inputs.get("name"), f"{where}.name")
+    storage = inputs.get("messageStoragePolicy")
+    out = outputs or {}
+    return Topic(
+        name=short_name(name),
+        path=topic_path(project, name),
+        project=project,
+        labels=dict(inputs.get("labels") or {}),
+        retention_s=(
+            _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
+            if inputs.get("messageRetentionDuration") else None
+        ),
+        storage_regions=tuple(sorted(storage.get("allowedPersistenceRegions") or [])) if storage else None,
+        enforce_in_transit=bool(storage.get("enforceInTransit")) if storage else None,
+        kms_key=inputs.get("kmsKeyName") or None,
+        publisher_region=out.get("publisher_region"),
+        publisher_endpoint=out.get("publisher_endpoint") or facts.GLOBAL_ENDPOINT,
+        inputs=inputs,
+    )
+
+
+def read_subscription(inputs: dict, project: str, where: str = "subscription", outputs: dict | None = None) -> Subscription:
+    project = inputs.get("project") or project
+    name = _known(inputs.get("name"), f"{where}.name")
+    topic = _known(inputs.get("topic"), f"{where}.topic")
+    dead_letter = inputs.get("deadLetterPolicy") or {}
+    retry = inputs.get("retryPolicy")
+    push = inputs.get("pushConfig") or {}
+    oidc = push.get("oidcToken") or {}
+    expiration = None
+    if "expirationPolicy" in inputs:
+        ttl = (inputs["expirationPolicy"] or {}).get("ttl") or ""
+        expiration = "never" if ttl == "" else _seconds(ttl, f"{where}.expirationPolicy.ttl")
+    retry_backoff = {}
+    for key in ("minimumBackoff", "maximumBackoff"):
+        value = (retry or {}).get(key)
+        retry_backoff[key] = _seconds(value, f"{where}.retryPolicy.{key}") if value else None
+    out = outputs or {}
+    return Subscription(
+        name=short_name(name),
+        path=subscription_path(project, name),
+        project=project,
+        topic=short_name(topic),
+        topic_path=topic_path(project, topic),
+        delivery=delivery_type(inputs),
+        ordering=bool(inputs.get("enableMessageOrdering")),
+        exactly_once=bool(inputs.get("enableExactlyOnceDelivery")),
+        ack_deadline_s=inputs.get("ackDeadlineSeconds"),
+        retention_s=(
+            _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
+            if inputs.get("messageRetentionDuration") else None
+        ),
+        retain_acked_messages=bool(inputs.get("retainAckedMessages")),
+        filter=inputs.get("filter") or None,
+        labels=dict(inputs.get("labels") or {}),
+        dead_letter_topic=(
+            topic_path(project, _known(dead_letter["deadLetterTopic"], f"{where}.deadLetterPolicy.deadLetterTopic"))
+            if dead_letter.get("deadLetterTopic") else None
+        ),
+        max_delivery_attempts=(
+            int(dead_letter.get("maxDeliveryAttempts") or facts.MAX_DELIVERY_ATTEMPTS_DEFAULT) if dead_letter else None
+        ),
+        retry_declared=retry is not None,
+        retry_min_backoff_s=retry_backoff["minimumBackoff"],
+        retry_max_backoff_s=retry_backoff["maximumBackoff"],
+        expiration_ttl=expiration,
+        push_endpoint=push.get("pushEndpoint") or None,
+        push_oidc_service_account=oidc.get("serviceAccountEmail") or None,
+        push_audience=oidc.get("audience") or None,
+        bigquery_table=(inputs.get("bigqueryConfig") or {}).get("table"),
+        cloud_storage_bucket=(inputs.get("cloudStorageConfig") or {}).get("bucket"),
+        export_configs=tuple(kind for kind, key in ((BIGQUERY, "bigqueryConfig"), (CLOUD_STORAGE, "cloudStorageConfig")) if inputs.get(key)),
+        consumer_region=out.get("consumer_region"),
+        consumer_endpoint=out.get("consumer_endpoint") or facts.GLOBAL_ENDPOINT,
+        dead_letter_drain=out.get("dead_letter_drain"),
+        inputs=inputs,
+    )
+
+
+def estate(plan: dict) -> Estate:
+    """The plan's topics and subscriptions, read once (see the module docstring)."""
+    from pubsubguard.plan import resources_of
+
+    for key in ("gcp_project", "resources"):
+        if key not in plan:
+            raise PlanValueError(f"plan: missing {key!r} (make a plan with `pubsubguard plan --out FILE`)")
+    project = plan["gcp_project"]
+    outputs = plan.get("outputs") or {}
+    topic_outputs, subscription_outputs = outputs.get("topics") or {}, outputs.get("subscriptions") or {}
+    topics: dict[str, Topic] = {}
+    for resource in resources_of(plan, facts.TOPIC):
+        where = f"plan resource {resource['name']!r}"
+        inputs = resource["inputs"]
+        name = short_name(_known(inputs.get("name"), f"{where}.name"))
+        topics[name] = read_topic(inputs, project, where, topic_outputs.get(name))
+    subscriptions: dict[str, Subscription] = {}
+    for resource in resources_of(plan, facts.SUBSCRIPTION):
+        where = f"plan resource {resource['name']!r}"
+        inputs = resource["inputs"]
+        name = short_name(_known(inputs.get("name"), f"{where}.name"))
+        subscriptions[name] = read_subscription(inputs, project, where, subscription_outputs.get(name))
+    drains = {
+        out["dead_letter_drain"]: out["dead_letter_topic"] for out in subscription_outputs.values() if out.get("dead_letter_drain")
+    }
+    return Estate(
+        project=project or "unknown-project",
+        stack=plan.get("stack") or "unknown",
+        topics=topics,
+        subscriptions=subscriptions,
+        probe_isolation=bool(outputs.get("probe_isolation")),
+        drains=drains,
+        output_names=(
+            (tuple(topic_outputs), tuple(subscription_outputs)) if "topics" in outputs and "subscriptions" in outputs else None
+        ),
+    )
+
+
+# --- The one plan loader -------------------------------------------------------------------------
+def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = None) -> dict:
+    """The plan of `--plan FILE`, or one made offline from `--stack` (default dev); both is a usage error."""
+    from pubsubguard import plan as planning
+
+    if plan_file is not None and stack is not None:
+        raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
+    if plan_file is not None:
+        return planning.load_plan(plan_file)
+    return planning.make_plan(stack or "dev", root)

@@ -1,0 +1,398 @@
+"""The probe driver: from a resolved target to recorded evidence.
+
+`probe(args, spark)` checks the target's config (each difference a `config_drift` finding), runs the
+filter canary, creates the probe twins (isolation), runs the publisher job (partitioned by ordering
+key) and the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a
+crashed task is replaced) through `ProbeDriver`, drains until every published message is settled
+per subscription or `--drain-timeout`, and deletes the twins (also on SIGINT/SIGTERM). It returns
+the Spark session, the evidence directory and the report directory for the checks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from pubsub_rules import facts
+
+from pubsubguard.errors import UserError
+from validation import evidence
+from pubsubguard.declared import short_name
+from validation.drift import config_drift, missing_subscriptions
+from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
+from validation.faults import Faults, parse_faults, poison_set
+from validation.isolation import Twins, plan_twins
+from validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
+from validation.progress import EvidenceTally, progress_bars
+from validation.session import spark_session
+from validation.signals import interruptible
+from validation.target import checked, load_estate, resolve_target
+
+EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
+# Added to the longest ack deadline for the default drain timeout: a message held by a crashed task or
+# by the expire fault is redelivered one deadline later (it expires at most once, validation.faults).
+DRAIN_SLACK_S = 30.0
+CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
+CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
+READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
+PUBLISH_JOB_GROUP = "pubsubguard-publish"  # + the run id: the Spark job group of its publisher job
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise VerifyError(f"{name}: expected a positive number, got {value}")
+
+
+def default_drain_timeout(twin_specs) -> float:
+    """The longest ack deadline of a probed twin + the expire margin + slack (see DRAIN_SLACK_S)."""
+    deadlines = [t.ack_deadline_s for t in twin_specs if not t.drain] or [facts.ACK_DEADLINE_DEFAULT_S]
+    return max(deadlines) + EXPIRE_MARGIN_S + DRAIN_SLACK_S
+
+
+def report_dir(args, stack: str) -> Path:
+    """--report, else out/<stack>/report."""
+    return (args.report or Path("out") / stack / "report").resolve()
+
+
+def fresh_evidence_dir(report: Path) -> Path:
+    directory = report / "evidence"
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / "run.json").exists():
+            raise VerifyError(f"--report {report}: {directory} exists and is not evidence of a run; choose another directory")
+        shutil.rmtree(directory)  # a previous run's evidence in our own output directory
+    (directory / "publishes").mkdir(parents=True)
+    (directory / "deliveries").mkdir(parents=True)
+    return directory
+
+
+def probe(args, spark=None):
+    """Probe the target of `args`: (Spark session, evidence directory, report directory)."""
+    faults = parse_faults(args.faults)
+    for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
+        if getattr(args, name) is not None:
+            _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    everything, estate = load_estate(args)
+    emulator_host = resolve_target(args, estate)
+    run_id = uuid.uuid4().hex
+    report = report_dir(args, estate.stack)
+    probed = [name for name, t in estate.subscriptions.items() if t.not_probed is None]
+    if not probed:
+        raise VerifyError(f"stack {estate.stack!r}: no pull subscription to probe (push/export ones are not probed)")
+    twin_specs = plan_twins(estate, run_id)
+    if args.drain_timeout is None:
+        args.drain_timeout = default_drain_timeout(twin_specs)
+    observations: list[str] = []
+    if args.target == "emulator":
+        observations.append(
+            "endpoint pinning not exercised on this target: all traffic goes to the emulator host "
+            f"{emulator_host}; the declared publisher/consumer endpoints are used only with --target gcp"
+        )
+
+    # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
+    # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
+    session = spark or spark_session(args.master, log_dir=report)
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    # The config check doubles as the reachability check: nothing is created before it answers.
+    try:
+        drift = config_drift(everything, estate)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the target did not answer
+        raise VerifyError(f"--target {args.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
+    missing = [name for name in missing_subscriptions(drift) if name in probed]
+    if missing:
+        raise VerifyError(
+            f"--target {args.target}: declared subscriptions missing on the target: {', '.join(missing)} "
+            "(apply the stack first: `pubsubguard apply --emulator`)"
+        )
+
+    evidence_dir = fresh_evidence_dir(report)
+    tested = {name: t.not_probed for name, t in estate.subscriptions.items() if t.not_probed}
+    parameters = {
+        "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
+        "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
+        "drain_timeout_s": args.drain_timeout, "skew_us": args.skew_us, "master": session.sparkContext.master,
+        "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
+    }
+    info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
+                            parameters=parameters, tested=tested)
+    info.write(evidence_dir)
+
+    canary = filter_canary(publisher, subscriber, estate.project, run_id)
+    if canary is not None:
+        observations.append(canary)
+
+    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber)
+    stop_file = evidence_dir / "_stop"
+    with interruptible():
+        try:
+            twins.create()
+            parameters["twins_created_us"] = time.time_ns() // 1000
+            ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
+                        probed, stop_file, observations).run()
+        finally:
+            stop_file.touch()
+            session.sparkContext.cancelAllJobs()
+            for ready in evidence_dir.glob(f"{READY_PREFIX}*"):
+                ready.unlink(missing_ok=True)
+            for notes in sorted(evidence_dir.glob(f"{NOTES_PREFIX}*.txt")):
+                observations.extend(line for line in notes.read_text().splitlines() if line)
+            observations.extend(client_log_summary(evidence_dir))
+            left = twins.delete()
+            if left:
+                observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
+            info.write(evidence_dir)  # observations so far, also when interrupted
+            stop_file.unlink(missing_ok=True)
+    return session, evidence_dir, report
+
+
+def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:
+    """Does the target enforce subscription filters? Isolation rests on them; try on a private topic."""
+    topic = f"projects/{project}/topics/pubsubguard-canary-{run_id[:8]}"
+    subs = {
+        "probe": (f"projects/{project}/subscriptions/pubsubguard-canary-probe-{run_id[:8]}", facts.probe_filter(run_id)),
+        "production": (f"projects/{project}/subscriptions/pubsubguard-canary-prod-{run_id[:8]}", facts.PROBE_EXCLUSION_FILTER),
+    }
+    created = []
+    try:
+        publisher.create_topic(name=topic, timeout=30)
+        created.append(("topic", topic))
+        for path, filter_ in subs.values():
+            subscriber.create_subscription(request={"name": path, "topic": topic, "filter": filter_}, timeout=30)
+            created.append(("sub", path))
+        publisher.publish(topic, b"canary", **{facts.PROBE_ATTRIBUTE: run_id}).result(timeout=30)
+        publisher.publish(topic, b"canary").result(timeout=30)
+        seen = {}
+        for role, (path, _) in subs.items():
+            got = 0
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and got < 2:
+                response = subscriber.pull(subscription=path, max_messages=10, timeout=5)
+                got += len(response.received_messages)
+                if response.received_messages:
+                    subscriber.acknowledge(subscription=path, ack_ids=[m.ack_id for m in response.received_messages])
+                elif got:
+                    break
+            seen[role] = got
+        if seen["probe"] == 1 and seen["production"] == 1:
+            return None
+        return (
+            f"subscription filters NOT enforced by this target: of one probe and one non-probe message, the "
+            f"probe-only filter passed {seen['probe']} and the probe-excluding filter passed {seen['production']}; "
+            "production subscriptions here also receive probe messages and twins receive foreign ones "
+            "(isolation holds only where filters are enforced)"
+        )
+    except Exception as err:  # noqa: BLE001 - an observation, not a failure of the run
+        return f"filter canary could not run: {type(err).__name__}: {err}"
+    finally:
+        for kind, path in reversed(created):
+            try:
+                if kind == "sub":
+                    subscriber.delete_subscription(subscription=path, timeout=30)
+                else:
+                    publisher.delete_topic(topic=path, timeout=30)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class ProbeDriver:
+    """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
+
+    def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path, emulator_host,
+                 twin_specs, probed, stop_file: Path, observations: list[str]):
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.args = args
+        self.estate = estate
+        self.faults = faults
+        self.run_id = run_id
+        self.evidence_dir = evidence_dir
+        self.stop_file = stop_file
+        self.observations = observations
+        self.probed = probed
+        self.keys = [f"key-{i:03d}" for i in range(args.keys)]
+        topics = sorted({estate.subscriptions[name].topic for name in probed})
+        self.topics = [
+            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
+            for name in topics
+        ]
+        self.poison = {
+            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, args.messages_per_key, faults.poison))
+            for t in self.topics
+        }
+        self.base = {
+            "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
+            "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S,
+        }
+        dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
+        self.twins = [
+            {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
+             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
+            for t in twin_specs
+        ]
+        self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
+        self.errors: list[BaseException] = []
+        self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
+        self.publish_done = threading.Event()
+        self.crashes = 0
+        self.task_counter = 0
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    # -- jobs ------------------------------------------------------------------------------
+    def _publish_job(self) -> None:
+        from functools import partial
+
+        from validation.probe import publish_partition
+
+        spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
+                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()},
+                "ready_timeout_s": READY_TIMEOUT_S}
+        slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
+        try:
+            self.sc.setJobGroup(self.publish_group, "pubsubguard probe: publish")
+            self.sc.parallelize(self.keys, min(len(self.keys), slots)).mapPartitions(
+                partial(publish_partition, spec)).collect()
+        except BaseException as err:  # noqa: BLE001
+            if not self.stop_file.exists():
+                self.errors.append(err)
+        finally:
+            self.publish_done.set()
+
+    def _subscriber_spec(self, crash_after: int | None) -> dict:
+        with self.lock:
+            task_id = f"sub-{self.task_counter}"
+            self.task_counter += 1
+        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
+                "faults": self.faults.as_dict(), "stop_file": str(self.stop_file), "crash_after": crash_after,
+                "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3,
+                "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
+
+    def _subscriber_job(self, spec: dict) -> None:
+        from functools import partial
+
+        from validation.probe import subscribe_partition
+
+        try:
+            self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
+            self.sc.parallelize([0], 1).mapPartitions(partial(subscribe_partition, spec)).collect()
+        except BaseException as err:  # noqa: BLE001
+            if self.stop_file.exists():
+                return
+            full = str(err) or type(err).__name__
+            failure_file = self.evidence_dir / f"failure-{spec['task_id']}.txt"
+            failure_file.write_text(full + "\n")
+            text = spark_cause(full)
+            if spec["crash_after"] is not None:
+                self.observations.append(f"subscriber task {spec['task_id']} crashed as injected (crash fault); "
+                                         f"Spark reported: {text} (full text: {failure_file})")
+            else:
+                self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text} "
+                                         f"(full text: {failure_file})")
+            replacement = self._subscriber_spec(None)
+            self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
+            self._start(self._subscriber_job, replacement)
+
+    def _start(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self.lock:
+            self.threads.append(thread)
+        thread.start()
+
+    def _wait_ready(self, task_id: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not (self.evidence_dir / f"{READY_PREFIX}{task_id}").exists():
+            if time.monotonic() > deadline or self.errors:
+                self.observations.append(f"subscriber task {task_id} was not reading within {timeout_s:.0f}s; "
+                                         "the other subscriber tasks were started anyway")
+                return
+            time.sleep(0.05)
+
+    def _wait_for_publisher_slot(self, timeout_s: float = 180.0) -> None:
+        """Subscriber tasks hold their slot for the whole run: submitting them before the publisher's
+        tasks are running could leave the publisher without a slot until they end."""
+        tracker = self.sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while not self.publish_done.is_set():
+            # This run's group only: a reused SparkContext still lists earlier runs' finished publish jobs.
+            for job_id in tracker.getJobIdsForGroup(self.publish_group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage and (stage.numActiveTasks > 0 or stage.numCompletedTasks > 0):
+                        return
+            if time.monotonic() > deadline:
+                raise VerifyError(f"the publisher job got no Spark slot within {timeout_s:.0f}s "
+                                  f"(master {self.sc.master}, default parallelism {self.sc.defaultParallelism})")
+            time.sleep(0.1)
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self) -> None:
+        slots = self.sc.defaultParallelism
+        if self.args.subscribers > slots:
+            raise VerifyError(f"--subscribers {self.args.subscribers}: Spark master {self.sc.master} has {slots} task "
+                              "slots and each subscriber task holds one for the whole run; the others would never "
+                              f"start (use --subscribers {slots} or fewer, or a master with more slots)")
+        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        # The crashing task dies early (it starts before publishing, so its first deliveries come at
+        # once) and its held messages come back one deadline later.
+        crash_after = max(1, min(CRASH_AFTER_MAX, total // (self.args.subscribers * 4)))
+        if self.faults.crash:
+            quiet_crash_logs(self.sc, True)
+        try:
+            self._run(total, crash_after)
+        finally:
+            if self.faults.crash:
+                quiet_crash_logs(self.sc, False)
+
+    def _run(self, total: int, crash_after: int) -> None:
+        self._start(self._publish_job)
+        self._wait_for_publisher_slot()
+        for index in range(self.args.subscribers):
+            spec = self._subscriber_spec(crash_after if index < self.faults.crash else None)
+            self._start(self._subscriber_job, spec)
+            if spec["crash_after"] is not None:
+                # The crashing task must have its slot (and be reading) before the others are submitted:
+                # else another may take the slot beside the publisher and leave it nothing to hold.
+                self._wait_ready(spec["task_id"])
+        if self.faults.crash > self.args.subscribers:
+            self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
+                                     f"{self.args.subscribers} crash(es) injected")
+        topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
+        tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id)
+        published_target = len(self.keys) * self.args.messages_per_key * len(self.topics)
+        with progress_bars(not self.args.no_progress) as progress:
+            pub_bar = progress.add_task("publishing", total=published_target)
+            drain_bar = progress.add_task("draining (settled per subscription)", total=None)
+            drain_deadline = None
+            while True:
+                time.sleep(0.5)
+                tally.refresh()
+                progress.update(pub_bar, completed=tally.publish_rows)
+                expected = tally.expected()
+                progress.update(drain_bar, completed=tally.done(), total=expected or None)
+                if self.errors:
+                    raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
+                if self.publish_done.is_set():
+                    if drain_deadline is None:
+                        drain_deadline = time.monotonic() + self.args.drain_timeout
+                    if tally.done() >= expected:
+                        break
+                    if time.monotonic() > drain_deadline:
+                        per_sub = ", ".join(f"{name} {n}" for name, n in sorted(tally.unsettled().items()))
+                        self.observations.append(
+                            f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
+                            f"{expected} published messages not settled (acked with success or dead-lettered) per "
+                            f"subscription: {per_sub}")
+                        break
+        self.stop_file.touch()
+        for thread in list(self.threads):
+            thread.join(timeout=30)
+

@@ -1,0 +1,70 @@
+"""Why a Spark job of the probe failed, in one line; and keeping Spark's own death notices of an
+injected crash off the terminal (the full text goes to `<evidence>/failure-<task>.txt`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pubsubguard.errors import UserError
+from validation.probe import CLIENT_LOG_PREFIX
+
+# Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
+# failure's full text goes to <evidence>/failure-<task>.txt and the report instead.
+CRASH_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.api.python.PythonRunner", "org.apache.spark.api.python.PythonGatewayServer")
+
+
+class VerifyError(UserError):
+    """The verification run cannot go on: the message says which option or input and what was expected."""
+
+
+def spark_cause(text: str) -> str:
+    """The line of a Spark job failure that says why (not py4j's "An error occurred while calling ...")."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "Python worker exited unexpectedly" in line:
+            return "Python worker exited unexpectedly (crashed)"
+    python_errors = [line for line in lines if re.match(r"^([a-z_][\w]*\.)+[A-Z]\w*: ", line)
+                     and not line.startswith(("org.", "java.", "py4j.", "scala."))]
+    if python_errors:
+        return python_errors[-1][:300]
+    for line in lines:
+        if "Exception" in line and "An error occurred while calling" not in line:
+            return line[:300]
+    return (lines[0] if lines else "no message")[:300]
+
+
+_saved_levels: dict[str, object] = {}
+
+
+def quiet_crash_logs(sc, quiet: bool) -> None:
+    """Silence (or restore) Spark's ERROR lines for a task's death while crashes are injected."""
+    try:
+        jvm = sc._jvm
+        log_manager = jvm.org.apache.logging.log4j.LogManager
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in CRASH_LOGGERS:
+            if quiet:
+                _saved_levels[name] = log_manager.getLogger(name).getLevel()
+                configurator.setLevel(name, off)
+            elif name in _saved_levels:
+                configurator.setLevel(name, _saved_levels.pop(name))
+    except Exception:  # noqa: BLE001 - a cluster without log4j 2 keeps its logs; nothing else depends on it
+        pass
+
+
+def client_log_summary(evidence_dir: Path) -> list[str]:
+    """One observation per task whose client library logged warnings: the count and the commonest."""
+    from collections import Counter
+
+    out = []
+    for path in sorted(evidence_dir.glob(f"{CLIENT_LOG_PREFIX}*.txt")):
+        records = Counter(line.split(" for message ordering key:")[0][:160] for line in path.read_text().splitlines()
+                          if line.startswith(("WARNING ", "ERROR ", "CRITICAL ")))
+        if records:
+            common = "; ".join(f"{text!r} x{n}" for text, n in records.most_common(3))
+            out.append(f"the Pub/Sub client library in {path.stem[len(CLIENT_LOG_PREFIX):]} logged "
+                       f"{sum(records.values())} warnings/errors (commonest: {common}); full text: {path}")
+    return out

@@ -1,0 +1,72 @@
+"""A run's verdict: the checks run on its evidence, with the config drift found before the probe,
+folded per subscription and guarantee (Jepsen's `merge-valid`: a guarantee that was not exercised
+is `not_tested`, never `holds`).
+
+`judge_run(publishes, deliveries, info)` is the one place the checks run for a verification run;
+the report (`validation.report.build`) receives its `RunVerdict` and renders it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from validation import evidence
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    findings: list[dict]  # the checks' findings, then the config drift (records: evidence.FINDING_COLUMNS)
+    stats: dict[str, dict]  # subscription -> figures (checks.STATS_SCHEMA)
+    guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | not_tested
+    observations: list[str]  # what the evidence shows about the target beyond the findings
+    verdict: str  # holds | violated
+
+
+def finding_record(row: dict) -> dict:
+    """A finding row of the checks as a plain record: evidence parsed, absent facts left out."""
+    record = dict(row)
+    if isinstance(record.get("evidence"), str):
+        record["evidence"] = json.loads(record["evidence"])
+    for name in ("seqs", "attempts", "times"):
+        present = {k: v for k, v in (record.get(name) or {}).items() if v is not None}
+        record[name] = present or None
+    return record
+
+
+def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
+    """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
+    verdict per declared subscription and guarantee."""
+    from pyspark.sql import functions as F
+
+    from validation.checks import guarantee_status, run_checks
+    from validation.judge import DEFAULT_SKEW_US
+
+    probed = [s for s in info.subscriptions if s.name not in info.tested]
+    results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)))
+    findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
+    findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
+    stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
+    poison_topics = {
+        r["topic"] for r in publishes.where(F.col("poison") & (F.col("status") == "ok")).select("topic").distinct().collect()
+    }
+    guarantees = {
+        sub.name: guarantee_status(
+            findings, sub, tested=sub.name not in info.tested, poison_published=sub.topic in poison_topics
+        )
+        for sub in info.subscriptions
+    }
+    violated = any("violated" in status.values() for status in guarantees.values())
+    observations = []
+    created = info.parameters.get("twins_created_us")
+    if created:
+        replayed = deliveries.where(
+            (F.col("probe_run").isNull() | (F.col("probe_run") != info.run_id)) & (F.col("publish_time_us") < created)
+        ).count()
+        if replayed:
+            observations.append(
+                f"{replayed} deliveries on the probe's new twin subscriptions were messages published before the "
+                "twins existed (foreign to this run, reported as `unexpected`): this target delivers a topic's "
+                "retained backlog to a newly created subscription"
+            )
+    return RunVerdict(findings, stats, guarantees, observations, "violated" if violated else "holds")
