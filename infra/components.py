@@ -7,7 +7,9 @@ from typing import Mapping
 
 import pulumi
 import pulumi_gcp as gcp
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 
 from infra import estate as model
 
@@ -62,7 +64,7 @@ class Topic(pulumi.ComponentResource):
         # The path from the project and name (a new topic's id is unknown until it is created).
         self.path = resource_path("topics", self.topic.name)
         if receives_dead_letters:
-            # The service agent forwards dead letters into this topic (PUBSUB_FACTS: dead-letter topics).
+            # The service agent forwards dead letters into this topic (docs/pubsub-facts.md: dead-letter topics).
             dead_letter_publisher(f"{spec.name}-dead-letter-publisher", self.topic, service_agent, child)
         self.register_outputs({"path": self.path})
 
@@ -117,7 +119,7 @@ class Subscription(pulumi.ComponentResource):
                     ack_deadline_seconds=60,
                     message_retention_duration=facts.api_duration(facts.RETENTION_MAX_S),
                     expiration_policy=gcp.pubsub.SubscriptionExpirationPolicyArgs(ttl=""),
-                    filter=facts.PROBE_EXCLUSION_FILTER if probe_isolation else None,
+                    filter=probe_contract.PROBE_EXCLUSION_FILTER if probe_isolation else None,
                     opts=child,
                 )
                 self.dead_letter_drain = resource_path("subscriptions", drain.name)
@@ -137,7 +139,7 @@ class Subscription(pulumi.ComponentResource):
             retain_acked_messages=spec.retain_acked_messages or None,
             enable_message_ordering=spec.ordering,
             enable_exactly_once_delivery=spec.exactly_once,
-            filter=facts.with_probe_exclusion(spec.filter) if probe_isolation else spec.filter,
+            filter=probe_contract.with_probe_exclusion(spec.filter) if probe_isolation else spec.filter,
             expiration_policy=_expiration(spec.expiration),
             retry_policy=(
                 gcp.pubsub.SubscriptionRetryPolicyArgs(

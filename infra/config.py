@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_gcp as gcp
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 from infra.estate import Estate, EstateError, load_estate
 

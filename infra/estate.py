@@ -32,7 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 # --- Durations ---------------------------------------------------------------------------------
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

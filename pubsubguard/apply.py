@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 from pubsubguard import declared, readback
 from pubsubguard.errors import UserError

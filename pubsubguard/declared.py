@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 from pubsubguard.errors import UserError
 

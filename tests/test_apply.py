@@ -19,7 +19,7 @@ import uuid
 import pytest
 from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 from pubsubguard import apply as applying
 from pubsubguard import readback

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2 as pb
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.catalog import BY_NAME, PACK_NAME
 from pubsubguard import check as checking
 from pubsubguard import cli

@@ -4,7 +4,9 @@ and what apply, readback, isolation and the checks take from it."""
 from __future__ import annotations
 
 import pytest
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 
 from pubsubguard import declared
 from pubsubguard.errors import UserError
@@ -51,7 +53,7 @@ def test_a_subscription_as_declared_and_deployed(dev_plan):
     assert ordered.dead_letter_drain == f"projects/{PROJECT}/subscriptions/orders-ordered-dead-letter-drain"
     assert ordered.max_delivery_attempts == 5 and ordered.dead_lettering
     assert (ordered.consumer_region, ordered.consumer_endpoint) == ("us-east1", "us-east1-pubsub.googleapis.com:443")
-    assert ordered.filter == facts.PROBE_EXCLUSION_FILTER  # probe_isolation
+    assert ordered.filter == probe_contract.PROBE_EXCLUSION_FILTER  # probe_isolation
     eod = subs["orders-exactly-once"]
     assert (eod.retry_min_backoff_s, eod.retry_max_backoff_s) == (1, 10)
     assert subs["orders-ordered-exactly-once"].expiration_ttl == "never"

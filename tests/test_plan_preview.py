@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsubguard import cli
 from pubsubguard.engine import SECRET_SIG, SIG, InvokeResults
 from pubsubguard.plan import UNKNOWN, PlanError, make_plan

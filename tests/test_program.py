@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 from pubsubguard.plan import UNKNOWN, PlanError, dumps, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,9 +135,9 @@ def test_region_labels_and_endpoint_outputs(plan):
 
 def test_probe_isolation_excludes_probe_messages_from_every_declared_subscription(plan):
     for resource in by(plan, facts.SUBSCRIPTION).values():
-        assert facts.PROBE_EXCLUSION_FILTER in resource["inputs"]["filter"], resource["urn"]
+        assert probe_contract.PROBE_EXCLUSION_FILTER in resource["inputs"]["filter"], resource["urn"]
     assert by(plan, facts.SUBSCRIPTION)["payments-exactly-once"]["inputs"]["filter"] == (
-        f"(attributes:currency) AND {facts.PROBE_EXCLUSION_FILTER}"
+        f"(attributes:currency) AND {probe_contract.PROBE_EXCLUSION_FILTER}"
     )
 
 

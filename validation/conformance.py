@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 HOLDS, VIOLATED, UNSUPPORTED, INCONCLUSIVE = "holds", "violated", "unsupported", "inconclusive"
 RESULTS = (HOLDS, VIOLATED, UNSUPPORTED, INCONCLUSIVE)

@@ -16,7 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 
 from pubsubguard.errors import UserError
 from validation import evidence
@@ -156,8 +158,8 @@ def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | Non
     """Does the target enforce subscription filters? Isolation rests on them; try on a private topic."""
     topic = f"projects/{project}/topics/pubsubguard-canary-{run_id[:8]}"
     subs = {
-        "probe": (f"projects/{project}/subscriptions/pubsubguard-canary-probe-{run_id[:8]}", facts.probe_filter(run_id)),
-        "production": (f"projects/{project}/subscriptions/pubsubguard-canary-prod-{run_id[:8]}", facts.PROBE_EXCLUSION_FILTER),
+        "probe": (f"projects/{project}/subscriptions/pubsubguard-canary-probe-{run_id[:8]}", probe_contract.probe_filter(run_id)),
+        "production": (f"projects/{project}/subscriptions/pubsubguard-canary-prod-{run_id[:8]}", probe_contract.PROBE_EXCLUSION_FILTER),
     }
     created = []
     try:
@@ -166,7 +168,7 @@ def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | Non
         for path, filter_ in subs.values():
             subscriber.create_subscription(request={"name": path, "topic": topic, "filter": filter_}, timeout=30)
             created.append(("sub", path))
-        publisher.publish(topic, b"canary", **{facts.PROBE_ATTRIBUTE: run_id}).result(timeout=30)
+        publisher.publish(topic, b"canary", **{probe_contract.PROBE_ATTRIBUTE: run_id}).result(timeout=30)
         publisher.publish(topic, b"canary").result(timeout=30)
         seen = {}
         for role, (path, _) in subs.items():

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [

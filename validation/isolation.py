@@ -4,14 +4,14 @@ For each declared pull subscription `<sub>` the probe creates a *twin* `<sub>-pr
 same topic with the same ordering, exactly-once, ack deadline, retry and dead-letter policy (same
 dead-letter topic), plus:
 
-- filter `facts.probe_filter(run_id)`: the twin sees only this run's messages;
+- filter `probe_contract.probe_filter(run_id)`: the twin sees only this run's messages;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
 - for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
   so forwarded probe messages are read by the probe, not by the production drain.
 
 Production subscriptions declared with `probe_isolation` exclude probe messages by filter
-(`facts.with_probe_exclusion`), so the probe's publishes neither reach nor delay their consumers.
+(`probe_contract.with_probe_exclusion`), so the probe's publishes neither reach nor delay their consumers.
 Twins are deleted in `finally` and on SIGINT/SIGTERM (`Twins.delete`); `pubsubguard verify --cleanup`
 deletes leftovers by label and name pattern (after SIGKILL). See docs/verification.md.
 """
@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 
 from pubsubguard.errors import UserError
 from pubsubguard.declared import Estate, Subscription, short_name
@@ -67,7 +69,7 @@ class TwinSpec:
             "ack_deadline_seconds": self.ack_deadline_s,
             "enable_message_ordering": self.ordering,
             "enable_exactly_once_delivery": self.exactly_once,
-            "filter": facts.probe_filter(run_id),
+            "filter": probe_contract.probe_filter(run_id),
             "labels": {PROBE_LABEL: run_id},
             "expiration_policy": {"ttl": {"seconds": TWIN_TTL_S}},
         }

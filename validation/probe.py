@@ -8,7 +8,7 @@ by a `PartWriter`, which flushes a Parquet part file every `flush_rows` rows or 
 
 Publisher: one `PublisherClient(PublisherOptions(enable_message_ordering=True))` per task, pointed at
 the topic's declared publisher endpoint (`client_options={"api_endpoint": ...}`) on Google Cloud; each
-message carries `facts.PROBE_ATTRIBUTE=<run id>`, `key`, `seq`, `poison`. A failed publish on an
+message carries `probe_contract.PROBE_ATTRIBUTE=<run id>`, `key`, `seq`, `poison`. A failed publish on an
 ordering key is recorded and the key resumed with `resume_publish`.
 
 Subscriber: one streaming pull per twin subscription (through the declared consumer endpoint), lease
@@ -38,7 +38,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pubsub_rules import facts
+import pubsub_facts as facts
+
+from infra import probe_contract
 
 from validation import evidence
 from validation.faults import Faults, delivery_action
@@ -162,7 +164,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
                     is_poison = (key, seq) in poison
                     future = client.publish(
                         topic["path"], PAYLOAD, ordering_key=key,
-                        **{facts.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
+                        **{probe_contract.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
                            "poison": "1" if is_poison else "0"},
                     )
 
@@ -307,9 +309,9 @@ class _Subscriber:
             "subscription": twin["declared_name"],
             "kind": "delivery",
             "message_id": message.message_id,
-            "key": attributes.get("key") if attributes.get(facts.PROBE_ATTRIBUTE) else None,
-            "seq": int(seq) if seq is not None and seq.isdigit() and attributes.get(facts.PROBE_ATTRIBUTE) else None,
-            "probe_run": attributes.get(facts.PROBE_ATTRIBUTE),
+            "key": attributes.get("key") if attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
+            "seq": int(seq) if seq is not None and seq.isdigit() and attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
+            "probe_run": attributes.get(probe_contract.PROBE_ATTRIBUTE),
             "delivery_attempt": message.delivery_attempt,
             "receive_time_us": received_us,
             "publish_time_us": int(publish_time.timestamp() * 1_000_000) if publish_time else None,

@@ -72,7 +72,7 @@ is not one region, or a region the topic's storage policy excludes).
 
 
 def markdown() -> str:
-    from pubsub_rules import facts
+    import pubsub_facts as facts
 
     text = HEADER.format(pack=PACK_NAME, publisher=facts.PUBLISHER_REGION_LABEL, consumer=facts.CONSUMER_REGION_LABEL)
     for rule in RULES:

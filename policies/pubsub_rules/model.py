@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.values import UNKNOWN, as_list, as_str, display, get, known, plain, resource_path_key
 
 COLLECTIONS = {facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions"}

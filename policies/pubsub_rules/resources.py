@@ -1,6 +1,6 @@
 """Resource rules: each judges one topic, subscription or IAM resource on its own properties.
 
-Facts are cited from `shared/PUBSUB_FACTS.md`; numbers come from `pubsub_rules.facts`.
+Facts are cited from `docs/pubsub-facts.md`; numbers come from `pubsub_facts`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.model import DELIVERY_BLOCKS, Resource, block, iam_members, nested
 from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
 from pubsub_rules.values import (

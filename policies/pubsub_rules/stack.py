@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.model import Resource, Stack, block, iam_members, nested, target_of_sub
 from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
 from pubsub_rules.values import UNKNOWN, as_bool, as_list, as_str, enabled, get, known

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 
 # The engine's sentinels for values unknown during preview (pulumi_policy.proxy; the CLI marshals
 # every computed value as the string sentinel).

@@ -77,7 +77,7 @@ def _check_gcp(project: str | None) -> None:
 
 
 def _locational_endpoint(region: str | None) -> str | None:
-    from pubsub_rules import facts
+    import pubsub_facts as facts
 
     if region is None:
         return None

@@ -15,7 +15,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.catalog import BY_NAME
 
 UNKNOWN = UNKNOWN_STRING_VALUE  # what the CLI sends for any value unknown during preview

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pack_harness import UNKNOWN, validate_resource, validate_stack
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.catalog import RULES
 
 RESOURCE_RULES = [r for r in RULES if not r.stack]

@@ -17,7 +17,7 @@ from pack_harness import (
     topic_grant,
     validate_stack,
 )
-from pubsub_rules import facts
+import pubsub_facts as facts
 from pubsub_rules.catalog import BY_NAME, RULES
 
 PUSH = {"pushEndpoint": "https://orders.example.com/push", "oidcToken": {"serviceAccountEmail": "p@x.iam.gserviceaccount.com"}}

@@ -1,8 +1,8 @@
-"""Pub/Sub limits, names and contracts: the one source of these facts for the project.
-
-Pure Python with no third-party imports, so that both the policy pack (in its own virtualenv) and
-the estate model (`infra.estate`) read the same numbers. Each fact names where it comes from
-(`shared/PUBSUB_FACTS.md` and the Google documents it cites).
+"""Pub/Sub's documented facts: limits, names, formats, roles, type tokens, endpoints. The one source of
+these for the project, a leaf package (no imports but the standard library) so that the policy pack in
+its own virtualenv, the estate model (`infra.estate`), the declared model and the verification job read
+the same numbers. Each fact names where it comes from (`docs/pubsub-facts.md` and the Google documents
+it cites). This tool's own conventions (the probe contract) live in `infra.probe_contract`.
 """
 
 from __future__ import annotations
@@ -140,25 +140,7 @@ PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 PUBLISHER_REGION_LABEL = "pubsubguard-publisher-region"
 CONSUMER_REGION_LABEL = "pubsubguard-consumer-region"
 
-# --- Probe isolation contract (validation/) ----------------------------------------------------
-# Messages the verification probe publishes carry this attribute (value: the run id). Subscriptions
-# declared with probe isolation exclude them with PROBE_EXCLUSION_FILTER; the probe's own twin
-# subscriptions select exactly one run with probe_filter(run_id).
-PROBE_ATTRIBUTE = "pubsubguard_probe"
-PROBE_EXCLUSION_FILTER = f"NOT attributes:{PROBE_ATTRIBUTE}"
-
-
-def probe_filter(run_id: str) -> str:
-    return f'attributes.{PROBE_ATTRIBUTE} = "{run_id}"'
-
-
-def with_probe_exclusion(user_filter: str | None) -> str:
-    """The filter a probe-isolated subscription is declared with: the user's filter AND no probe."""
-    if user_filter:
-        return f"({user_filter}) AND {PROBE_EXCLUSION_FILTER}"
-    return PROBE_EXCLUSION_FILTER
-
-# --- Additions for the policy pack --------------------------------------------------------------
+# --- IAM and defaults the policy pack reads --------------------------------------------------------------
 # Retry policy defaults when a bound is not set (Pub/Sub API).
 RETRY_MIN_BACKOFF_DEFAULT_S = 10
 RETRY_MAX_BACKOFF_DEFAULT_S = 600
