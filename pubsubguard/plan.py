@@ -90,6 +90,23 @@ def _unknowns_print_as_sentinel():
 
 
 @contextmanager
+def _no_cyclic_gc():
+    """The SDK allocates a dozen objects per resource property (outputs, futures, tasks) that live until
+    the program ends; the cyclic collector's full passes over that growing heap made planning quadratic
+    (1,000 topics: 47 s with it, 25 s without, 8 % more memory). Reference counting still frees what it
+    can; the collector is back on (as it was) when the plan is made."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextmanager
 def _outputs_awaited_in_linear_time():
     """The SDK waits for outstanding outputs with `asyncio.wait(pending, FIRST_COMPLETED)` in a loop,
     which re-arms a callback on every pending task after each completion: quadratic in the number of
@@ -177,7 +194,7 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
     }
     outcome: dict[str, BaseException] = {}
     with _environment(env, project.program_dir), _unknowns_print_as_sentinel(), _counting_registrations(monitor), \
-            _outputs_awaited_in_linear_time():
+            _outputs_awaited_in_linear_time(), _no_cyclic_gc():
         saved_path, saved_modules = list(sys.path), set(sys.modules)
         worker = threading.Thread(target=_run_program, args=(project, stack, monitor, outcome), daemon=True,
                                   name="pubsubguard-plan")
