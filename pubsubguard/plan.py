@@ -207,9 +207,7 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
                     raise PlanError(_stuck(monitor, idle_timeout_s, config.source))
         finally:
             sys.path[:] = saved_path
-            for name in set(sys.modules) - saved_modules:
-                if name == "__main__" or _in(sys.modules.get(name), project.program_dir):
-                    sys.modules.pop(name, None)
+            _forget_program_modules(set(sys.modules) - saved_modules, project.program_dir)
     if "error" in outcome:
         err = outcome["error"]
         if isinstance(err, PlanError):
@@ -234,6 +232,17 @@ def plan_header(project: Project, stack: str, config) -> dict:
         "provider_config": {k.split(":", 1)[1]: v for k, v in sorted(config.values.items())
                             if k.startswith("gcp:") and isinstance(v, str) and v != UNKNOWN},
     }
+
+
+def _forget_program_modules(names: set[str], folder: Path) -> None:
+    """Drop the modules the program imported from its own folder, and their names on the packages
+    that stay (else `from pkg import mod` would find a stale module beside a fresh `pkg.mod`)."""
+    for name in sorted(names, key=lambda n: -n.count(".")):
+        if name == "__main__" or _in(sys.modules.get(name), folder):
+            sys.modules.pop(name, None)
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+                delattr(sys.modules[parent], child)
 
 
 def _in(module, folder: Path) -> bool:
