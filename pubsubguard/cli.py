@@ -1,25 +1,52 @@
 """`pubsubguard`: the one entry point. Each subcommand lives in `pubsubguard.commands.<name>` and
 exposes `register(subparsers)`, which adds its parser with `set_defaults(run=function)`; `run(args)`
-returns the exit code. User errors are raised as `pubsubguard.errors.UserError` (or a subclass) and
-printed as one message, never a traceback."""
+returns the exit code.
+
+Exit codes: 0 ok / passed / holds, 1 rejected / violated, 2 usage, input or environment error,
+130 interrupted. Every error is one line on stderr, `pubsubguard COMMAND: what, where, the fix`:
+user errors (`pubsubguard.errors.UserError`) and bad options as they are; an OS error (a file that
+cannot be read or written) with the file; anything unexpected with its type and message and a
+pointer to `PUBSUBGUARD_DEBUG=1`, which re-raises it so the traceback is printed (a bug is never
+hidden, only kept off the user's terminal until asked for)."""
 
 from __future__ import annotations
 
-import argparse
+import atexit
 import importlib
+import logging
+import os
 import signal
 import sys
+import threading
+from importlib import metadata
 
+from pubsubguard.commands import options
 from pubsubguard.errors import UserError
 
 COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform")
+DEBUG_ENV = "PUBSUBGUARD_DEBUG"
+EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
+
+the project is the current directory (-C DIR for another); the stack is -s NAME (default dev).
+example (the whole flow on the local emulator):
+  pubsubguard run -s dev
+  pubsubguard COMMAND --help    # options, defaults, exit codes and an example for each command"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def version() -> str:
+    try:
+        return metadata.version("pubsubguard")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> options.Parser:
+    parser = options.Parser(
         prog="pubsubguard",
         description="Declare, judge and prove a Google Cloud Pub/Sub estate with delivery guarantees.",
+        epilog=EXAMPLE, formatter_class=options.HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"pubsubguard {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -36,19 +63,88 @@ def _terminate(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _os_error(err: OSError) -> str:
+    where = " -> ".join(str(name) for name in (err.filename, err.filename2) if name)
+    what = err.strerror or str(err)
+    return f"{where}: {what}" if where else f"{type(err).__name__}: {what}"
+
+
+def _quiet_threads(command: str) -> None:
+    """An exception that ends a helper thread (a py4j or gRPC callback after Ctrl-C, ...) is one line."""
+
+    def hook(args):
+        if _debug():
+            return threading.__excepthook__(args)
+        if issubclass(args.exc_type, (KeyboardInterrupt, SystemExit)):
+            return
+        name = args.thread.name if args.thread else "a thread"
+        print(f"pubsubguard {command}: in {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr)
+
+    threading.excepthook = hook
+    # py4j logs a stack trace for every call cut short when the JVM goes away (Ctrl-C): not for the user.
+    if not _debug():
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a bad option (its one line is printed)
+        return done.code if isinstance(done.code, int) else 2
     # SIGTERM unwinds like Ctrl-C, so every `finally` runs: emulators stopped, probe twins deleted.
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
+    _quiet_threads(args.command)
+    atexit.unregister(_close_stray_event_loops)  # once, also when `run` calls main for each step
+    atexit.register(_close_stray_event_loops)
+    prefix = f"pubsubguard {args.command}:"
     try:
         return int(args.run(args) or 0)
     except UserError as err:
-        print(f"pubsubguard {args.command}: {err}", file=sys.stderr)
+        print(f"{prefix} {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print(f"pubsubguard {args.command}: interrupted", file=sys.stderr)
+        print(f"{prefix} interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `pubsubguard plan | head`: the reader went away; not an error of ours
+        _silence_stdout()
+        return 0
+    except OSError as err:
+        if _debug():
+            raise
+        print(f"{prefix} {_os_error(err)} (run with {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - a bug: one line here, the traceback on request
+        if _debug():
+            raise
+        print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
+              "for the traceback and report it)", file=sys.stderr)
+        return 2
+
+
+def _close_stray_event_loops() -> None:
+    """Close the event loops the Pulumi SDK leaves behind. Its mock monitor's `_ensure_event_loop()`
+    makes one in each executor thread that registers a resource and never closes it; collected at
+    interpreter shutdown after their self-pipe sockets, they printed "Exception ignored in
+    BaseEventLoop.__del__ ... ValueError: Invalid file descriptor: -1" now and then. At exit
+    (atexit runs before that teardown) every loop that is not running is closed properly."""
+    import asyncio
+    import gc
+
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncio.AbstractEventLoop) and not obj.is_running() and not obj.is_closed():
+            obj.close()
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

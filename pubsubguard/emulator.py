@@ -16,7 +16,7 @@ to stderr and exits 2 (`scripts/setup.sh` calls it).
 
 Client code selects the emulator only through `PUBSUB_EMULATOR_HOST`; `running_host()` says which
 emulator a command should use: that variable first, then the state file the CLI writes
-(`.pubsubguard/emulator.json` under the project root).
+(`.pubsubguard/emulator.json` under the project directory: one emulator per project).
 """
 
 from __future__ import annotations
@@ -85,11 +85,16 @@ def _locate_launcher() -> Path:
     return path
 
 
-def _locate_java() -> str:
+def find_java() -> str | None:
+    """The java Spark and the emulator's launcher would run: JAVA_HOME/bin/java, else java on PATH."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and _executable(Path(java_home) / "bin" / "java"):
         return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
+    return shutil.which("java")
+
+
+def _locate_java() -> str:
+    found = find_java()
     if not found:
         raise EmulatorMissing("Java was not found (no java on PATH, JAVA_HOME unset or without bin/java)")
     return found
@@ -234,9 +239,8 @@ class Emulator:
 
 
 def state_path(root: Path | None = None) -> Path:
-    from pubsubguard.plan import project_root
-
-    return (root or project_root()) / STATE_FILE
+    """The project's emulator state file (root: the project directory, default the current one)."""
+    return (root or Path.cwd()) / STATE_FILE
 
 
 def load_state(root: Path | None = None) -> Emulator | None:

@@ -22,6 +22,7 @@ from pubsubguard import declared
 from pubsubguard import emulator as emu
 from pubsubguard import plan as planning
 from pubsubguard import readback
+from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
 
@@ -29,13 +30,18 @@ DIFFERS = "≠"
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "apply", help="create the plan's topics and subscriptions on the emulator and compare what it holds"
+    parser = options.add_command(
+        subparsers, "apply", "create the plan's topics and subscriptions on the emulator and compare what it holds",
+        exit_codes={0: "every planned topic and subscription exists on the emulator (differences are listed)",
+                    1: "some could not be created",
+                    2: "bad option, project, stack file or plan; no emulator running"},
+        example="pubsubguard emulator start && pubsubguard apply --emulator -s dev",
     )
     parser.add_argument("--emulator", action="store_true", help="target the running emulator (required)")
     add_stack_arguments(parser)
     parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
-    parser.add_argument("--plan", type=Path, default=None, help="apply this plan file instead of planning --stack")
+    parser.add_argument("--plan", type=options.input_file, default=None, metavar="FILE",
+                        help="apply this plan FILE instead of planning --stack (default: plan --stack dev)")
     parser.set_defaults(run=run)
 
 
