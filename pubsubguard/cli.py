@@ -59,7 +59,14 @@ def build_parser() -> options.Parser:
     return parser
 
 
-def _terminate(signum, _frame):
+_interrupted = threading.Event()
+
+
+def _interrupt(signum, _frame):
+    """Ctrl-C and SIGTERM unwind as KeyboardInterrupt, so every `finally` runs (emulators stopped,
+    probe twins deleted). The flag remembers it: an interrupt that lands inside a library (an import
+    cut short, a py4j call) can surface as some other exception, which is then still "interrupted"."""
+    _interrupted.set()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -91,13 +98,16 @@ def _quiet_threads(command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            if signal.getsignal(sig) is default:
+                signal.signal(sig, _interrupt)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a bad option (its one line is printed)
         return done.code if isinstance(done.code, int) else 2
-    # SIGTERM unwinds like Ctrl-C, so every `finally` runs: emulators stopped, probe twins deleted.
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
+    except KeyboardInterrupt:
+        return _interrupted_exit("pubsubguard:")
     _quiet_threads(args.command)
     atexit.unregister(_close_stray_event_loops)  # once, also when `run` calls main for each step
     atexit.register(_close_stray_event_loops)
@@ -108,22 +118,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix} {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print(f"{prefix} interrupted", file=sys.stderr)
-        return 130
+        return _interrupted_exit(prefix)
     except BrokenPipeError:  # `pubsubguard plan | head`: the reader went away; not an error of ours
         _silence_stdout()
         return 0
     except OSError as err:
+        if _interrupted.is_set():
+            return _interrupted_exit(prefix)
         if _debug():
             raise
         print(f"{prefix} {_os_error(err)} (run with {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - a bug: one line here, the traceback on request
+        if _interrupted.is_set():
+            return _interrupted_exit(prefix)
         if _debug():
             raise
         print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
               "for the traceback and report it)", file=sys.stderr)
         return 2
+
+
+def _interrupted_exit(prefix: str) -> int:
+    print(f"{prefix} interrupted", file=sys.stderr)
+    return 130
 
 
 def _close_stray_event_loops() -> None:
