@@ -1,0 +1,242 @@
+"""The command line as a user meets it, driven as a subprocess: the project is the current directory
+(`-C` for another), options are validated before any work, every failure is one line with the right
+exit code and never a traceback, `--help` shows defaults, exit codes and an example."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run")
+
+
+def cli(*argv: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsubguard", *argv], capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or ROOT, env={**os.environ, "NO_GCE_CHECK": "true", **(env or {})},
+    )
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    return done
+
+
+def one_line(done: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    """The run failed with `code` and exactly one stderr line holding every fragment."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == code, done.stderr
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of the project (Pulumi.yaml, the dev stack, the program) somewhere else."""
+    copy = tmp_path / "myproj"
+    copy.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "infra", copy / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+# --- the project directory ------------------------------------------------------------------------
+def test_the_project_is_the_current_directory(project):
+    stack = project / "Pulumi.dev.yaml"
+    stack.write_text(stack.read_text().replace("name: orders\n", "name: receipts\n", 1))
+    here = cli("plan", cwd=project)
+    assert here.returncode == 0, here.stderr
+    topics = {r["inputs"]["name"] for r in json.loads(here.stdout)["resources"] if r["type"] == "gcp:pubsub/topic:Topic"}
+    assert "receipts" in topics and "orders" not in topics
+    for option in ("-C", "--cwd", "--root"):
+        there = cli("plan", option, str(project), "-s", "dev", cwd=ROOT / "docs")
+        assert there.stdout == here.stdout, option
+
+
+def test_a_directory_without_a_project_is_named(tmp_path):
+    one_line(cli("plan", cwd=tmp_path), 2, f"{tmp_path / 'Pulumi.yaml'}: not found")
+    one_line(cli("check", "-C", str(tmp_path / "nope")), 2, "-C/--cwd", "nope: not a directory")
+
+
+@pytest.mark.emulator
+def test_two_projects_run_two_emulators_and_stop_only_their_own(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    env = {"PUBSUB_EMULATOR_HOST": ""}
+    hosts = {}
+    try:
+        for directory in (first, second):
+            started = cli("emulator", "start", cwd=directory, env=env)
+            assert started.returncode == 0, started.stderr
+            hosts[directory] = started.stdout.strip().split("=", 1)[1]
+            assert (directory / ".pubsubguard" / "emulator.json").is_file()
+        assert hosts[first] != hosts[second]
+        stopped = cli("emulator", "stop", "-C", str(first), env=env)
+        assert stopped.returncode == 0 and hosts[first] in stopped.stderr
+        assert cli("emulator", "status", cwd=first, env=env).returncode == 1
+        status = cli("emulator", "status", cwd=second, env=env)
+        assert status.returncode == 0 and hosts[second] in status.stdout, status.stdout
+    finally:
+        for directory in (first, second):
+            cli("emulator", "stop", cwd=directory, env=env)
+
+
+# --- help, version ------------------------------------------------------------------------------------
+def test_version_comes_from_the_package_metadata():
+    from importlib import metadata
+
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"pubsubguard {metadata.version('pubsubguard')}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_defaults_exit_codes_and_an_example(command):
+    done = cli(command, "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    assert "exit codes:" in text and "130 interrupted" in text and "2 " in text
+    assert f"pubsubguard {command}" in text.split("example:")[1]
+    if command != "emulator":
+        assert "-s STACK, --stack STACK" in text and "(default: dev)" in text
+    assert "-C DIR, --cwd DIR, --root DIR" in text and "(default: the current directory)" in text
+
+
+def test_every_option_has_help():
+    from pubsubguard.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest}: no help"
+
+
+def test_help_names_what_out_and_policy_config_are():
+    assert "write the plan JSON to this FILE" in " ".join(cli("plan", "--help").stdout.split())
+    check = " ".join(cli("check", "--help").stdout.split())
+    assert "write the report to this FILE" in check and "a FILE of JSON" in check
+    assert "output DIRECTORY" in " ".join(cli("run", "--help").stdout.split())
+    assert "report DIRECTORY" in " ".join(cli("verify", "--help").stdout.split())
+
+
+# --- options validated at parse time --------------------------------------------------------------
+@pytest.mark.parametrize("argv, says", [
+    (("verify", "--skew-us", "-1"), "argument --skew-us: expected a whole number of at least 0, got -1"),
+    (("verify", "--keys", "0"), "argument --keys: expected a whole number of at least 1, got 0"),
+    (("verify", "--drain-timeout", "-5"), "argument --drain-timeout: expected a number of seconds greater than 0"),
+    (("verify", "--faults", "garbage"), "argument --faults: 'garbage' is not name=value"),
+    (("verify", "--master", "bogus[x]"), "argument --master: 'bogus[x]' is not a Spark master URL"),
+    (("verify", "--master", "local[0]"), "argument --master: 'local[0]' is not a Spark master URL"),
+    (("run", "--keys", "0"), "argument --keys: expected a whole number of at least 1, got 0"),
+    (("run", "--faults", "nack=2"), "argument --faults: nack=2: expected a fraction from 0 to 1"),
+    (("run", "--messages-per-key", "x"), "argument --messages-per-key: expected a whole number"),
+    (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
+    (("check", "--policy-config", "no-such.json"), "argument --policy-config: no-such.json: no such file"),
+    (("apply", "--emulator", "--plan", "no-such.json"), "argument --plan: no-such.json: no such file"),
+])
+def test_bad_options_are_one_line_before_any_work(argv, says, tmp_path):
+    started = time.monotonic()
+    one_line(cli(*argv, cwd=tmp_path), 2, f"pubsubguard {argv[0]}: {says}", f"`pubsubguard {argv[0]} --help`")
+    assert time.monotonic() - started < 20  # nothing planned, started or applied
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,3]", "local[*,2]",
+                                    "spark://host-1.example:7077", "spark://a:7077,b:7077", "yarn",
+                                    "k8s://https://api:443", "mesos://zk://zk:2181/mesos"])
+def test_spark_master_urls_are_accepted(master):
+    from pubsubguard.commands.verify import spark_master
+
+    assert spark_master(master) == master
+
+
+# --- output paths checked before any work ---------------------------------------------------------
+@pytest.mark.parametrize("argv, option", [
+    (("plan", "--out", "{file}/plan.json"), "--out"),
+    (("check", "--out", "{file}/r.sarif"), "--out"),
+    (("verify", "--report", "{file}/report"), "--report"),
+    (("run", "--out", "{file}/out"), "--out"),
+])
+def test_outputs_under_a_regular_file(argv, option, tmp_path):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    argv = [a.format(file=file) for a in argv]
+    one_line(cli(*argv), 2, f"argument {option}:", f"{file} is a file, so nothing can be created under it")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("argv, option", [
+    (("check", "--out", "/proc/x.sarif"), "--out"),
+    (("plan", "--out", "/proc/plan.json"), "--out"),
+    (("verify", "--report", "/proc/report"), "--report"),
+])
+def test_outputs_in_an_unwritable_place(argv, option):
+    one_line(cli(*argv), 2, f"argument {option}:", "cannot write in /proc")
+
+
+def test_out_that_is_a_directory(tmp_path):
+    one_line(cli("plan", "--out", str(tmp_path)), 2, "argument --out:", "is a directory (expected a file name)")
+
+
+# --- environment errors, found before Spark starts -------------------------------------------------
+def test_verify_gcp_without_credentials(tmp_path):
+    env = {"HOME": str(tmp_path), "GOOGLE_APPLICATION_CREDENTIALS": "", "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+           "PUBSUB_EMULATOR_HOST": ""}
+    started = time.monotonic()
+    one_line(cli("verify", "--target", "gcp", "--report", str(tmp_path / "r"), env=env), 2,
+             "--target gcp: no Google Cloud credentials", "gcloud auth application-default login",
+             "GOOGLE_APPLICATION_CREDENTIALS")
+    assert time.monotonic() - started < 20 and not (tmp_path / "r").exists()
+
+
+def test_verify_and_run_without_java(tmp_path):
+    env = {"PATH": str(tmp_path), "JAVA_HOME": ""}
+    for argv in (("verify", "--report", str(tmp_path / "r")), ("run", "--out", str(tmp_path / "o"))):
+        one_line(cli(*argv, env=env), 2, "Java was not found", "openjdk-17-jre-headless", "JAVA_HOME")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "o").exists()
+
+
+def test_unexpected_errors_are_one_line_with_the_debug_switch(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "pubsubguard-plan/1"}))
+    one_line(cli("check", "--plan", str(plan)), 2, "pubsubguard check: unexpected error: KeyError",
+             "PUBSUBGUARD_DEBUG=1")
+    debug = subprocess.run([sys.executable, "-m", "pubsubguard", "check", "--plan", str(plan)], capture_output=True,
+                           text=True, env={**os.environ, "PUBSUBGUARD_DEBUG": "1"}, cwd=ROOT, timeout=120)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr  # the bug, with its traceback, on request
+
+
+def test_plan_to_stdout_ends_cleanly():
+    """The Pulumi SDK's stray event loops are closed at exit (they printed an asyncio trace now and then)."""
+    for _ in range(4):
+        done = cli("plan")
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def _interrupt_after(delay: float, *argv: str) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pubsubguard", *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(delay)
+    os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+    _, err = process.communicate(timeout=60)
+    return subprocess.CompletedProcess(process.args, process.returncode, "", err)
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0])
+def test_ctrl_c_is_one_line_and_130(delay):
+    done = _interrupt_after(delay, "plan")
+    if done.returncode == 0:
+        pytest.fail(f"plan finished within {delay}s; interrupt earlier")
+    assert "Traceback" not in done.stderr
+    one_line(done, 130, "interrupted")
