@@ -59,6 +59,9 @@ def run(args) -> int:
     host = emu.running_host(args.root)
     plan = declared.plan_from(args.plan, args.stack, args.root)
     os.environ[emu.HOST_ENV] = host  # the clients select the emulator through this variable only
+    receiver = emu.recorded_push_receiver(args.root, host)
+    if receiver:  # push subscriptions point at the emulator's own loopback receiver (else one in this process)
+        os.environ.setdefault(emu.PUSH_RECEIVER_ENV, receiver)
     result = applying.apply_plan(plan, target=host)
     wanted = readback.declared(plan)
     held = readback.actual(wanted)

@@ -57,8 +57,8 @@ def start(args) -> int:
     state_dir = emu.state_path(args.root).parent
     started = emu.Emulator.start(project=args.project, port=args.port, state_dir=state_dir, timeout=args.timeout)
     path = emu.save_state(started, args.root)
-    print(f"emulator: running at {started.host} (pid {started.pid}, project {started.project}); "
-          f"state {path}, log {started.log}", file=sys.stderr)
+    print(f"emulator: running at {started.host} (pid {started.pid}, project {started.project}); push "
+          f"subscriptions go to {started.push_receiver}; state {path}, log {started.log}", file=sys.stderr)
     print(f"export {emu.HOST_ENV}={started.host}")
     return 0
 

@@ -43,7 +43,7 @@ def _step(title: str) -> None:
 def run(args) -> int:
     from pubsubguard import cli
     from pubsubguard.commands import verify
-    from pubsubguard.emulator import Emulator
+    from pubsubguard.emulator import PUSH_RECEIVER_ENV, Emulator
     from pubsubguard.plan import load_plan
 
     out = (args.out or args.root / "out" / args.stack).absolute()
@@ -86,7 +86,8 @@ def run(args) -> int:
         _step("emulator: starting the Pub/Sub emulator on a free loopback port")
         emulator = Emulator.start(project=load_plan(plan_file)["gcp_project"], state_dir=out / "emulator")
         os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-        print(f"emulator at {emulator.host} (log {emulator.log})")
+        os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
+        print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
     try:
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
         applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
@@ -98,6 +99,7 @@ def run(args) -> int:
         if emulator is not None:
             emulator.stop()
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+            os.environ.pop(PUSH_RECEIVER_ENV, None)
     elapsed = f"{time.monotonic() - started:.0f}s"
     if (report / "report.json").exists():
         print(f"\nrun: done in {elapsed}; report: {report / 'report.html'} (json: {report / 'report.json'}); "
