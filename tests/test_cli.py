@@ -353,3 +353,40 @@ def test_the_emulator_pushes_to_its_sidecar_receiver_only(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.killpg(started.pgid, 0)
     assert not emu.answers(started.push_receiver, expect=b"pubsubguard push receiver")
+
+
+# --- apply's output -----------------------------------------------------------------------------------
+@pytest.mark.emulator
+def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator, tmp_path):
+    import uuid
+
+    from pubsubguard import readback
+    from pubsubguard.plan import make_plan
+
+    plan = make_plan("dev", ROOT)
+    project = f"pubsubguard-c{uuid.uuid4().hex[:12]}"
+    plan = json.loads(json.dumps(plan).replace(f"projects/{plan['gcp_project']}/", f"projects/{project}/"))
+    plan["gcp_project"] = project
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    env = {"PUBSUB_EMULATOR_HOST": emulator.host, "COLUMNS": "400"}
+
+    first = cli("apply", "--emulator", "--plan", str(plan_file), env=env)
+    assert first.returncode == 0, first.stderr
+    rows = [line for line in first.stdout.splitlines() if line.startswith("│ ") and line.split("│")[1].strip()]
+    outcome_rows = [line.split("│")[1].strip() for line in rows if "│ subscription " in line or "│ topic " in line]
+    assert len(outcome_rows) == len(set(outcome_rows)) == len(readback.declared(plan))  # each resource once
+    assert "created, partly not applied" in first.stdout
+    settings = {line.split("│")[2].strip() for line in rows if line.count("│") == 6}
+    assert settings == {"retention_seconds"}  # only what differs (the drains' retention the emulator caps)
+
+    everything = cli("apply", "--emulator", "--plan", str(plan_file), "--show", "all", env=env)
+    assert everything.returncode == 0
+    assert {"ack_deadline_seconds", "ordering", "exactly_once"} <= {
+        line.split("│")[2].strip() for line in everything.stdout.splitlines() if line.count("│") == 6}
+    assert len(everything.stdout.splitlines()) > 2 * len(first.stdout.splitlines())
+
+    again = cli("apply", "--emulator", "--plan", str(plan_file), env=env)
+    assert f"apply: unchanged {len(readback.declared(plan))}," in again.stdout
+    assert "nothing changed" in again.stdout
+    assert not any("│ topic " in line and "unchanged" in line for line in again.stdout.splitlines())
