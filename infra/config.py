@@ -44,7 +44,7 @@ def _json(text: str):
 def service_agent() -> pulumi.Input[str]:
     """The Pub/Sub service agent: from `pubsubguard:projectNumber`, else the getProject invoke."""
     number = pulumi.Config(NAMESPACE).get("projectNumber")
-    if number and number.startswith("{") and is_secret(_json(number)):
+    if number and is_secret(_json(number) if number.startswith("{") else number):
         raise pulumi.RunError(f"Pulumi.{pulumi.get_stack()}.yaml: {NAMESPACE}:projectNumber: {SECRET_MESSAGE}")
     if number:
         if not number.isdigit():

@@ -377,13 +377,19 @@ def _message(error: dict) -> str:
 
 SECRET_MESSAGE = (
     "a secret (`secure:`), which the offline plan cannot decrypt (it runs without the stack's secrets "
-    "provider or passphrase); write this value in plain text, or preview with `pulumi preview`, which decrypts it"
+    "provider or passphrase, so the value is unknown here); write this value in plain text, or preview "
+    "with `pulumi preview`, which decrypts it"
 )
 
 
 def is_secret(value: Any) -> bool:
-    """A Pulumi config value encrypted in the stack file: `{secure: <ciphertext>}`."""
-    return isinstance(value, dict) and list(value) == ["secure"] and isinstance(value["secure"], str)
+    """A `secure:` value of the stack file: as written (`{secure: <ciphertext>}`) or as the offline
+    plan hands it to the program (the engine's sentinel for a value unknown at preview)."""
+    from pulumi.runtime.rpc import UNKNOWN
+
+    if isinstance(value, dict):
+        return list(value) == ["secure"] and isinstance(value["secure"], str)
+    return value == UNKNOWN
 
 
 def secret_paths(data: Any, loc: tuple = ()) -> list[tuple]:
