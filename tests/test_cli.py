@@ -93,7 +93,7 @@ def test_two_projects_run_two_emulators_and_stop_only_their_own(tmp_path):
 # --- the stack file ---------------------------------------------------------------------------------
 def test_yaml_errors_name_the_stack_file_line_and_column(project):
     (project / "Pulumi.broken.yaml").write_text("config:\n  gcp:project: x\n  pubsubguard:estate: {topics: [\n")
-    for argv in (("plan", "-s", "broken"), ("check", "-s", "broken"), ("apply", "--emulator", "-s", "broken")):
+    for argv in (("plan", "-s", "broken"), ("check", "-s", "broken"), ("verify", "-s", "broken")):
         line = one_line(cli(*argv, cwd=project, env={"PUBSUB_EMULATOR_HOST": ""}), 2, "Pulumi.broken.yaml:4:1: not valid YAML")
         assert "<unicode string>" not in line
 

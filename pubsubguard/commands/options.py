@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pubsubguard.errors import UserError
 
-INTERRUPTED = "130 interrupted (Ctrl-C or SIGTERM)"
+INTERRUPTED = (130, "interrupted (Ctrl-C or SIGTERM)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,8 +35,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def epilog(exit_codes: dict[int, str], example: str) -> str:
-    codes = "\n".join(f"  {code}  {text}" for code, text in sorted(exit_codes.items()))
-    return f"exit codes:\n{codes}\n  {INTERRUPTED}\n\nexample:\n  {example}"
+    codes = "\n".join(f"  {code:<4}{text}" for code, text in sorted({**exit_codes, INTERRUPTED[0]: INTERRUPTED[1]}.items()))
+    return f"exit codes:\n{codes}\n\nexample:\n  {example}"
 
 
 def add_command(subparsers, name: str, help: str, exit_codes: dict[int, str], example: str, **kwargs):
