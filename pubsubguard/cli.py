@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from importlib import metadata
+from pathlib import Path
 
 from pubsubguard.commands import options
 from pubsubguard.errors import UserError
@@ -80,21 +81,83 @@ def _os_error(err: OSError) -> str:
     return f"{where}: {what}" if where else f"{type(err).__name__}: {what}"
 
 
-def _quiet_threads(command: str) -> None:
-    """An exception that ends a helper thread (a py4j or gRPC callback after Ctrl-C, ...) is one line."""
+class _NoTraceback(logging.Formatter):
+    """A library's log record as its message alone: the traceback it carries is not for the user."""
+
+    def formatException(self, ei) -> str:  # noqa: N802 - the logging API
+        return ""
+
+    def formatStack(self, stack_info) -> str:  # noqa: N802
+        return ""
+
+
+def _not_an_interrupt(record: logging.LogRecord) -> bool:
+    """Dropped: py4j's own records ("KeyboardInterrupt while sending command.", "Exception while sending
+    command." with the trace of every call Ctrl-C cut short; the error that matters reaches the command,
+    which prints it once), and any record whose exception an interrupt caused."""
+    if "py4j" in Path(record.pathname).parts:
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return False
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return True
+
+
+_QUIET = logging.StreamHandler(sys.stderr)
+_QUIET.setLevel(logging.WARNING)  # what Python prints when nothing is configured (logging.lastResort)
+_QUIET.setFormatter(_NoTraceback("%(message)s"))
+_QUIET.addFilter(_not_an_interrupt)
+
+
+def _quiet_libraries(command: str) -> None:
+    """Libraries' tracebacks stay off the terminal (PUBSUBGUARD_DEBUG=1 shows them): an exception that
+    ends a helper thread is one line, a library's log record is its message alone."""
+    if _debug():
+        return
 
     def hook(args):
-        if _debug():
-            return threading.__excepthook__(args)
         if issubclass(args.exc_type, (KeyboardInterrupt, SystemExit)):
             return
         name = args.thread.name if args.thread else "a thread"
         print(f"pubsubguard {command}: in {name}: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr)
 
     threading.excepthook = hook
-    # py4j logs a stack trace for every call cut short when the JVM goes away (Ctrl-C): not for the user.
-    if not _debug():
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    if not logging.root.handlers:
+        logging.root.addHandler(_QUIET)
+
+
+def _end_children() -> None:
+    """After an interrupt, end the processes this one started and that share its process group (a
+    Spark JVM still starting ignores Ctrl-C and would print its own stack trace later). Emulators run
+    in groups of their own and are stopped by the commands' `finally`."""
+    me, group = os.getpid(), os.getpgid(0)
+    try:
+        stats = [path.read_text() for path in Path("/proc").glob("[0-9]*/stat")]
+    except OSError:
+        return
+    children: dict[int, list[int]] = {}
+    for stat in stats:
+        try:
+            fields = stat.rsplit(")", 1)[1].split()
+            pid = int(stat.split(" ", 1)[0])
+            children.setdefault(int(fields[1]), []).append(pid)
+        except (IndexError, ValueError):
+            continue
+    pending, found = list(children.get(me, [])), []
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    for pid in found:
+        try:
+            if os.getpgid(pid) == group:
+                os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 2
     except KeyboardInterrupt:
         return _interrupted_exit("pubsubguard:")
-    _quiet_threads(args.command)
+    _quiet_libraries(args.command)
     atexit.unregister(_close_stray_event_loops)  # once, also when `run` calls main for each step
     atexit.register(_close_stray_event_loops)
     prefix = f"pubsubguard {args.command}:"
@@ -140,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupted_exit(prefix: str) -> int:
+    _interrupted.set()
+    _end_children()
     print(f"{prefix} interrupted", file=sys.stderr)
     return 130
 

@@ -390,3 +390,44 @@ def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator
     assert f"apply: unchanged {len(readback.declared(plan))}," in again.stdout
     assert "nothing changed" in again.stdout
     assert not any("│ topic " in line and "unchanged" in line for line in again.stdout.splitlines())
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append((int(stat.parent.name), (stat.parent / "cmdline").read_bytes().decode(errors="replace")))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.emulator
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(emulator, tmp_path):
+    """Interrupted once Spark's JVM is launched: exit 130, one line, and the JVM (which ignores
+    Ctrl-C and would print its own stack trace later) is ended with the command."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pubsubguard", "verify", "--report", str(tmp_path / "r")], cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PUBSUB_EMULATOR_HOST": emulator.host},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 90
+    while not any("java" in cmd for _, cmd in _children(process.pid)) and time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        _, err = process.communicate(timeout=60)  # a JVM left behind would hold stderr open
+    finally:
+        time.sleep(2)
+        left = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
+        for pid in left:
+            os.kill(int(pid), signal.SIGKILL)
+    assert not left, "processes left in the command's group"
+    lines = [line for line in err.splitlines() if line.startswith("pubsubguard") or "Traceback" in line or "\tat " in line]
+    assert lines == ["pubsubguard verify: interrupted"], err
+    assert process.returncode == 130

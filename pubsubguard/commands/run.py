@@ -16,6 +16,7 @@ from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
+INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
 
 
 def register(subparsers) -> None:
@@ -77,6 +78,8 @@ def run(args) -> int:
 
     _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
     checked = cli.main(["check", "--plan", str(plan_file), "--format", "text"])
+    if checked == INTERRUPTED:
+        return checked
     if checked != 0:
         print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
         return checked
