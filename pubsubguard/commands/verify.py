@@ -10,6 +10,7 @@ Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or envi
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 from pathlib import Path
@@ -119,11 +120,16 @@ def check_credentials() -> None:
     import google.auth
     from google.auth import exceptions
 
+    quiet = logging.getLogger("google.auth")  # its "metadata server unavailable" is said below, once
+    saved = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         google.auth.default()
     except exceptions.DefaultCredentialsError as err:
         first = str(err).split(". ")[0].strip().rstrip(".")
         raise UserError(f"--target gcp: no Google Cloud credentials ({first}); {CREDENTIALS_HINT}") from None
+    finally:
+        quiet.setLevel(saved)
 
 
 def run(args) -> int:
