@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pubsubguard import apply as applying
 from pubsubguard import declared
 from pubsubguard import emulator as emu
-from pubsubguard import plan as planning
 from pubsubguard import readback
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
@@ -46,14 +45,6 @@ def register(subparsers) -> None:
                         help="changes: resources changed or not fully applied, and settings that differ; "
                              "all: every resource and every declared setting beside what the emulator holds")
     parser.set_defaults(run=run)
-
-
-def load(args) -> dict:
-    if args.plan is not None and args.stack is not None:
-        raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
-    if args.plan is not None:
-        return planning.load_plan(args.plan)
-    return planning.make_plan(args.stack or "dev", args.root)
 
 
 def run(args) -> int:

@@ -58,8 +58,7 @@ def run(args) -> int:
         "--report", str(report),
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
-    verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report,
-                                        master=verify.DEFAULT_MASTER), report)
+    verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
     if own_emulator:
         Emulator.command()  # raises (with the install hint) when the emulator or Java is missing
@@ -70,7 +69,7 @@ def run(args) -> int:
     # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
     from validation.session import spark_session
 
-    spark_session(verify.DEFAULT_MASTER)  # what verify uses by default; it gets this session
+    spark_session(log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
     _step(f"plan: stack {args.stack!r} -> {plan_file}")
     planned = cli.main(["plan", *project, "--out", str(plan_file)])
     if planned != 0:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 from pathlib import Path
 
+from pubsubguard import plan as planning
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
+from validation.session import DEFAULT_MASTER
 
 # Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
 # local[*,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], yarn, k8s://..., mesos://...
@@ -29,7 +30,6 @@ _MASTER = re.compile(
     r"|k8s://\S+"
     r"|mesos://\S+"
 )
-DEFAULT_MASTER = "local[2]"  # validation.job's default: what `run` starts its session with
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
 CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
                     "to a service account key file")
@@ -65,7 +65,8 @@ REFINED = (
     ("report", options.output_directory, "report DIRECTORY: report.json, report.html and evidence/ "
                                           "(default: <project>/out/<stack>/report)"),
     ("from_evidence", evidence_directory, None),
-    ("master", spark_master, f"Spark master URL: {MASTER_FORMS}"),
+    ("master", spark_master, f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's "
+                             f"--master wins; default: {DEFAULT_MASTER})"),
 )
 
 
@@ -93,25 +94,24 @@ def register(subparsers) -> None:
         conflict_handler="resolve",
     )
     add_verify_arguments(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(stack=None, run=run)  # validation.target: --plan and --stack exclude each other
 
 
-def preflight(args, report_default: Path) -> None:
+def preflight(args) -> None:
     """What verify needs, checked before any plan, Spark session or client exists; UserError otherwise.
-    Fills the default report directory (under the project) and keeps a local Spark on loopback."""
+    Fills the default report directory: `<project>/out/<stack>/report` (from evidence: beside it)."""
     from pubsubguard.emulator import find_java
 
     if args.target == "gcp" and not args.from_evidence:
         check_credentials()
     if args.cleanup:  # deletes probe twins: no Spark, no report
         return
-    if args.report is None:
-        args.report = report_default
-    options.require_writable(args.report, "--report", directory=True)
+    if args.report is None and not args.from_evidence:
+        stack = args.stack or (planning.load_plan(args.plan)["stack"] if args.plan else "dev")
+        args.report = args.root / "out" / stack / "report"
+        options.require_writable(args.report, "--report", directory=True)
     if find_java() is None:
         raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
-    if args.master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver binds to loopback, not the LAN
 
 
 def check_credentials() -> None:
@@ -135,5 +135,5 @@ def check_credentials() -> None:
 def run(args) -> int:
     from validation.job import run as run_job
 
-    preflight(args, args.root / "out" / args.stack / "report")
+    preflight(args)
     return run_job(args)
