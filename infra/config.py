@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pulumi
 import pulumi_gcp as gcp
 import pubsub_facts as facts
 
-from infra.estate import Estate, EstateError, load_estate
+from infra.estate import SECRET_MESSAGE, Estate, EstateError, is_secret, load_estate
 
 NAMESPACE = "pubsubguard"
 
@@ -21,15 +23,29 @@ def read_estate() -> Estate:
         raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: expected a mapping with 'topics' ({err})") from None
     if raw is None:
         raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: required config key is missing (see README, 'The estate')")
+    if is_secret(raw):
+        raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: {SECRET_MESSAGE}")
     try:
-        return load_estate(raw, source, prefix=f"{NAMESPACE}:estate")
+        estate = load_estate(raw, source, prefix=f"{NAMESPACE}:estate")
     except EstateError as err:
         raise pulumi.RunError(str(err)) from None
+    if not estate.topics:
+        pulumi.log.warn(f"{source}: {NAMESPACE}:estate.topics: the estate declares no topics; nothing is created")
+    return estate
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def service_agent() -> pulumi.Input[str]:
     """The Pub/Sub service agent: from `pubsubguard:projectNumber`, else the getProject invoke."""
     number = pulumi.Config(NAMESPACE).get("projectNumber")
+    if number and is_secret(_json(number) if number.startswith("{") else number):
+        raise pulumi.RunError(f"Pulumi.{pulumi.get_stack()}.yaml: {NAMESPACE}:projectNumber: {SECRET_MESSAGE}")
     if number:
         if not number.isdigit():
             raise pulumi.RunError(

@@ -21,7 +21,9 @@ wrong to deploy (push with exactly-once, ...) are the policy pack's job and are 
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -72,6 +74,15 @@ def _name(value: Any) -> str:
 def _region(value: Any) -> str:
     if not isinstance(value, str) or not facts.REGION_RE.fullmatch(value):
         raise ValueError(f"expected a Google Cloud region like 'us-east1', got {value!r}")
+    return value
+
+
+def _labels(value: Any) -> Any:
+    """GCP's label rules (keys and values: lowercase letters, digits, '_' and '-', at most 63
+    characters, keys starting with a letter; at most 64 labels)."""
+    problems = facts.label_problems(value)
+    if problems:
+        raise ValueError("; ".join(problems))
     return value
 
 
@@ -162,6 +173,7 @@ class Subscription(_Strict):
     consumer_region: str | None = None
 
     _name = field_validator("name", mode="before")(staticmethod(_name))
+    _labels = field_validator("labels", mode="before")(staticmethod(_labels))
     _region = field_validator("consumer_region", mode="before")(
         staticmethod(lambda v: None if v is None else _region(v))
     )
@@ -206,6 +218,7 @@ class Topic(_Strict):
     subscriptions: list[Subscription] = Field(default_factory=list)
 
     _name = field_validator("name", mode="before")(staticmethod(_name))
+    _labels = field_validator("labels", mode="before")(staticmethod(_labels))
     _region = field_validator("publisher_region", mode="before")(
         staticmethod(lambda v: None if v is None else _region(v))
     )
@@ -311,11 +324,44 @@ def field_path(prefix: str, loc: tuple) -> str:
 _TAGS = {"pull", "push", "bigquery", "cloud_storage", "function-after", "function-before", "function-plain"}
 
 
+_DELIVERIES = {"pull": PullDelivery, "push": PushDelivery, "bigquery": BigQueryDelivery,
+               "cloud_storage": CloudStorageDelivery}
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _known_fields(loc: tuple) -> list[str]:
+    """The field names allowed where `loc` (pydantic's raw location, delivery tags included) ends."""
+    model: type[BaseModel] | None = Estate
+    for part in loc[:-1]:
+        if part in _DELIVERIES:  # the delivery union's tag
+            model = _DELIVERIES[part]
+            continue
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        models = _models_in(field.annotation) if field is not None else []
+        model = models[0] if len(models) == 1 else None
+    return list(model.model_fields) if model is not None else []
+
+
+def _unknown_field(loc: tuple) -> str:
+    known = _known_fields(loc)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown field; did you mean {close[0]!r}?"
+    return f"unknown field (expected one of: {', '.join(known)})" if known else "unknown field"
+
+
 def _message(error: dict) -> str:
     kind = error["type"]
     msg = error["msg"]
     if kind == "extra_forbidden":
-        return "unknown field"
+        return _unknown_field(tuple(error["loc"]))
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
@@ -329,10 +375,40 @@ def _message(error: dict) -> str:
     return msg
 
 
+SECRET_MESSAGE = (
+    "a secret (`secure:`), which the offline plan cannot decrypt (it runs without the stack's secrets "
+    "provider or passphrase, so the value is unknown here); write this value in plain text, or preview "
+    "with `pulumi preview`, which decrypts it"
+)
+
+
+def is_secret(value: Any) -> bool:
+    """A `secure:` value of the stack file: as written (`{secure: <ciphertext>}`) or as the offline
+    plan hands it to the program (the engine's sentinel for a value unknown at preview)."""
+    from pulumi.runtime.rpc import UNKNOWN
+
+    if isinstance(value, dict):
+        return list(value) == ["secure"] and isinstance(value["secure"], str)
+    return value == UNKNOWN
+
+
+def secret_paths(data: Any, loc: tuple = ()) -> list[tuple]:
+    if is_secret(data):
+        return [loc]
+    if isinstance(data, dict):
+        return [path for key, value in data.items() for path in secret_paths(value, loc + (key,))]
+    if isinstance(data, list):
+        return [path for index, value in enumerate(data) for path in secret_paths(value, loc + (index,))]
+    return []
+
+
 def load_estate(data: Any, source: str, prefix: str = "pubsubguard:estate") -> Estate:
     """Validate `data` (the parsed config value) into an Estate, or raise EstateError naming each field."""
     if isinstance(data, str):
         raise EstateError(source, [(prefix, "expected a mapping with 'topics', got a string")])
+    secrets = secret_paths(data)
+    if secrets:
+        raise EstateError(source, [(field_path(prefix, loc), SECRET_MESSAGE) for loc in secrets])
     try:
         return Estate.model_validate(data)
     except _FieldError as err:

@@ -14,14 +14,23 @@ Java must be on PATH (or under JAVA_HOME), as the launcher needs it.
 `python -m pubsubguard.emulator --locate` prints the command and exits 0, or prints the install hint
 to stderr and exits 2 (`scripts/setup.sh` calls it).
 
+Beside the emulator runs a sidecar (`python -m pubsubguard.emulator --sidecar`, in the emulator's
+process group, so `stop()` ends both): it writes the emulator's output to a bounded log (two files
+of at most `LOG_MAX_BYTES / 2`: `emulator-PORT.log` and `.log.1`) and serves the push receiver, a
+small HTTP server on loopback that records every push and answers 204. Push subscriptions applied
+to the emulator point at it (`emulator_push_config`), never at the stack's real endpoints: a demo
+sends nothing anywhere but loopback.
+
 Client code selects the emulator only through `PUBSUB_EMULATOR_HOST`; `running_host()` says which
 emulator a command should use: that variable first, then the state file the CLI writes
-(`.pubsubguard/emulator.json` under the project root).
+(`.pubsubguard/emulator.json` under the project directory: one emulator per project).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import http.server
 import json
 import os
 import shutil
@@ -30,8 +39,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +54,9 @@ HOST_ENV = "PUBSUB_EMULATOR_HOST"
 LAUNCHER = "cloud-pubsub-emulator"
 LOOPBACK = "127.0.0.1"
 STATE_FILE = Path(".pubsubguard") / "emulator.json"
+PUSH_RECEIVER_ENV = "PUBSUBGUARD_PUSH_RECEIVER"  # host:port of the push receiver apply points push subscriptions at
+PUSH_PATH = "/push/"
+LOG_MAX_BYTES = 16 * 1024 * 1024  # the emulator's log, both files together
 INSTALL_HINT = (
     "install the Pub/Sub emulator and Java 17: on Debian/Ubuntu "
     "`apt-get install google-cloud-cli-pubsub-emulator openjdk-17-jre-headless`; elsewhere "
@@ -85,11 +99,16 @@ def _locate_launcher() -> Path:
     return path
 
 
-def _locate_java() -> str:
+def find_java() -> str | None:
+    """The java Spark and the emulator's launcher would run: JAVA_HOME/bin/java, else java on PATH."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and _executable(Path(java_home) / "bin" / "java"):
         return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
+    return shutil.which("java")
+
+
+def _locate_java() -> str:
+    found = find_java()
     if not found:
         raise EmulatorMissing("Java was not found (no java on PATH, JAVA_HOME unset or without bin/java)")
     return found
@@ -101,11 +120,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def answers(host: str, timeout: float = 1.0) -> bool:
-    """True when an emulator answers at host ("127.0.0.1:PORT"): its HTTP root says "Ok"."""
+def answers(host: str, timeout: float = 1.0, expect: bytes = b"Ok") -> bool:
+    """True when an emulator answers at host ("127.0.0.1:PORT"): its HTTP root says "Ok" (or `expect`)."""
     try:
         with urllib.request.urlopen(f"http://{host}/", timeout=timeout) as response:
-            return response.status == 200 and response.read().strip() == b"Ok"
+            return response.status == 200 and response.read().strip() == expect
     except (OSError, urllib.error.URLError, ValueError):
         return False
 
@@ -129,6 +148,147 @@ def _log_tail(path: Path | None, lines: int = 15) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def _group(pgid: int) -> dict:
+    """Popen arguments that put the child in process group `pgid` (0: a new group of its own)."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": pgid}
+    return {"preexec_fn": lambda: os.setpgid(0, pgid)}
+
+
+# --- Push receiver and the emulator's sidecar --------------------------------------------------------
+@dataclass(frozen=True)
+class Push:
+    """One push the receiver got: the subscription it was for, the endpoint the stack declares."""
+
+    subscription: str
+    declared_endpoint: str
+    body_bytes: int
+    received_us: int
+
+
+class PushReceiver:
+    """A threaded HTTP server on loopback that records each push (the last `keep`) and answers 204.
+    `on_push` (optional) sees every push too (the sidecar logs them)."""
+
+    def __init__(self, port: int = 0, keep: int = 10_000, on_push=None):
+        self.pushes: collections.deque[Push] = collections.deque(maxlen=keep)
+        self.count = 0
+        self._on_push = on_push
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                url = urllib.parse.urlsplit(self.path)
+                subscription = urllib.parse.unquote(url.path.removeprefix(PUSH_PATH)) if url.path.startswith(PUSH_PATH) else ""
+                endpoint = urllib.parse.parse_qs(url.query).get("endpoint", [""])[0]
+                receiver._record(Push(subscription, endpoint, length, time.time_ns() // 1000))
+                self.send_response(204)
+                self.end_headers()
+
+            def do_GET(self):  # noqa: N802 - a liveness answer
+                body = b"pubsubguard push receiver\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args):  # the records are the log
+                pass
+
+        self._server = http.server.ThreadingHTTPServer((LOOPBACK, port), Handler)
+        self._server.daemon_threads = True
+        self.host = f"{LOOPBACK}:{self._server.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    def _record(self, push: Push) -> None:
+        with self._lock:
+            self.pushes.append(push)
+            self.count += 1
+        if self._on_push is not None:
+            self._on_push(push)
+
+    def start(self) -> "PushReceiver":
+        self._thread = threading.Thread(target=self._server.serve_forever, name="push-receiver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def local_push_endpoint(endpoint: str, subscription: str, receiver: str) -> str:
+    """The receiver's URL standing in for a declared push endpoint (kept in the query, for the record)."""
+    return (f"http://{receiver}{PUSH_PATH}{urllib.parse.quote(subscription, safe='')}"
+            f"?endpoint={urllib.parse.quote(endpoint, safe='')}")
+
+
+_fallback_receiver: PushReceiver | None = None
+
+
+def push_receiver_host() -> str:
+    """The receiver push subscriptions on the emulator point at: PUBSUBGUARD_PUSH_RECEIVER (the
+    emulator's sidecar, set by `pubsubguard apply` and `run`), else one started in this process."""
+    global _fallback_receiver
+    host = os.environ.get(PUSH_RECEIVER_ENV)
+    if host:
+        return host
+    if _fallback_receiver is None:
+        _fallback_receiver = PushReceiver().start()
+    return _fallback_receiver.host
+
+
+def emulator_push_config(push_config: dict, subscription: str) -> dict:
+    """A plan's `pushConfig` (camelCase inputs) as applied to the emulator: the endpoint replaced by
+    the local receiver's URL, everything else (OIDC token, attributes) kept."""
+    declared = str(push_config.get("pushEndpoint") or "")
+    return {**push_config, "pushEndpoint": local_push_endpoint(declared, subscription, push_receiver_host())}
+
+
+class BoundedLog:
+    """Lines appended to `path`; past half the budget the file becomes `path.1` (replacing the
+    previous one) and a new one starts, so both together stay under `max_bytes`."""
+
+    def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES):
+        self.path = Path(path)
+        self.limit = max(1024, max_bytes // 2)
+        self._lock = threading.Lock()
+        self._file = self.path.open("ab")
+
+    def write(self, line: bytes) -> None:
+        with self._lock:
+            if self._file.tell() + len(line) > self.limit:
+                self._file.close()
+                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                self._file = self.path.open("ab")
+            self._file.write(line[: self.limit])
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def sidecar(log: Path, receiver_port: int, max_bytes: int = LOG_MAX_BYTES) -> int:
+    """The emulator's companion process: its output (stdin) into a bounded log, the push receiver
+    on `receiver_port`. Ends when the emulator's output ends (the emulator is gone)."""
+    bounded = BoundedLog(log, max_bytes)
+
+    def logged(push: Push) -> None:
+        bounded.write(f"pubsubguard push receiver: push for {push.subscription} ({push.body_bytes} bytes; "
+                      f"declared endpoint {push.declared_endpoint})\n".encode())
+
+    receiver = PushReceiver(receiver_port, keep=1, on_push=logged).start()
+    bounded.write(f"pubsubguard push receiver: listening on {receiver.host}\n".encode())
+    for line in sys.stdin.buffer:
+        bounded.write(line)
+    receiver.stop()
+    bounded.close()
+    return 0
+
+
 @dataclass
 class Emulator:
     host: str
@@ -137,6 +297,8 @@ class Emulator:
     pid: int | None = None
     pgid: int | None = None
     log: Path | None = None
+    push_receiver: str | None = None  # host:port of the sidecar's push receiver
+    sidecar: subprocess.Popen | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     @staticmethod
@@ -164,22 +326,37 @@ class Emulator:
         state_dir = Path(state_dir) if state_dir is not None else Path(tempfile.mkdtemp(prefix="pubsubguard-emulator-"))
         state_dir.mkdir(parents=True, exist_ok=True)
         log = state_dir / f"emulator-{port}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [*argv, f"--host={LOOPBACK}", f"--port={port}"],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: stop() ends the JVM with it
+        receiver_port = free_port()
+        # Its own process group (Ctrl-C in the terminal does not reach it; stop() ends the JVM with it).
+        process = subprocess.Popen(
+            [*argv, f"--host={LOOPBACK}", f"--port={port}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            **_group(0),
+        )
+        # The sidecar joins the emulator's group, reads its output into the bounded log and serves pushes.
+        with log.with_suffix(".sidecar.err").open("wb") as errors:
+            sidecar_process = subprocess.Popen(
+                [sys.executable, "-m", "pubsubguard.emulator", "--sidecar", str(log), "--receiver-port", str(receiver_port)],
+                stdin=process.stdout, stdout=subprocess.DEVNULL, stderr=errors, **_group(process.pid),
             )
-        emulator = cls(host=host, project=project, process=process, pid=process.pid, pgid=process.pid, log=log)
+        process.stdout.close()  # the sidecar holds the pipe now
+        emulator = cls(host=host, project=project, process=process, pid=process.pid, pgid=process.pid, log=log,
+                       push_receiver=f"{LOOPBACK}:{receiver_port}", sidecar=sidecar_process)
         deadline = time.monotonic() + timeout
-        while not answers(host):
-            if process.poll() is not None:
-                raise EmulatorError(
-                    f"the emulator exited with code {process.returncode} before answering on {host}; "
-                    f"log {log}:\n{_log_tail(log)}"
-                )
+        while not (answers(host) and answers(emulator.push_receiver, expect=b"pubsubguard push receiver")):
+            for what, child in (("the emulator", process), ("its log and push receiver sidecar", sidecar_process)):
+                if child.poll() is not None:
+                    try:  # the sidecar logs the emulator's last words, then ends with its output
+                        sidecar_process.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    emulator.stop()
+                    raise EmulatorError(
+                        f"{what} exited with code {child.returncode} before answering on {host}; "
+                        f"log {log}:\n{_log_tail(log)}{_log_tail(log.with_suffix('.sidecar.err'))}"
+                    )
             if time.monotonic() > deadline:
                 emulator.stop()
                 raise EmulatorError(f"the emulator did not answer on {host} within {timeout:g}s; log {log}:\n{_log_tail(log)}")
@@ -215,6 +392,8 @@ class Emulator:
             elif self.pid is not None and pid_alive(self.pid):
                 time.sleep(0.2)
                 continue
+            if self.sidecar is not None:
+                self.sidecar.poll()  # reaped when ended, or the group would hold its zombie
             try:  # the leader is gone; the group may still hold children
                 os.killpg(self.pgid, 0)
             except ProcessLookupError:
@@ -225,18 +404,17 @@ class Emulator:
     # State for the CLI: the emulator outlives `pubsubguard emulator start`.
     def state(self) -> dict:
         return {"pid": self.pid, "pgid": self.pgid, "host": self.host, "project": self.project,
-                "log": str(self.log) if self.log else None}
+                "log": str(self.log) if self.log else None, "push_receiver": self.push_receiver}
 
     @classmethod
     def from_state(cls, data: dict) -> "Emulator":
         return cls(host=data["host"], project=data["project"], pid=data.get("pid"), pgid=data.get("pgid"),
-                   log=Path(data["log"]) if data.get("log") else None)
+                   log=Path(data["log"]) if data.get("log") else None, push_receiver=data.get("push_receiver"))
 
 
 def state_path(root: Path | None = None) -> Path:
-    from pubsubguard.plan import project_root
-
-    return (root or project_root()) / STATE_FILE
+    """The project's emulator state file (root: the project directory, default the current one)."""
+    return (root or Path.cwd()) / STATE_FILE
 
 
 def load_state(root: Path | None = None) -> Emulator | None:
@@ -278,10 +456,25 @@ def running_host(root: Path | None = None) -> str:
     return emulator.host
 
 
+def recorded_push_receiver(root: Path | None, host: str) -> str | None:
+    """The push receiver of the project's recorded emulator when that is the emulator at `host`."""
+    recorded = load_state(root)
+    if recorded is None or recorded.host != host or not recorded.push_receiver:
+        return None
+    return recorded.push_receiver if answers(recorded.push_receiver, expect=b"pubsubguard push receiver") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pubsubguard.emulator", description="Locate the Pub/Sub emulator.")
-    parser.add_argument("--locate", action="store_true", required=True, help="print the emulator command, or the install hint")
-    parser.parse_args(argv)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--locate", action="store_true", help="print the emulator command, or the install hint")
+    mode.add_argument("--sidecar", type=Path, metavar="LOG",
+                      help="(started by Emulator.start) log stdin to LOG, bounded, and serve the push receiver")
+    parser.add_argument("--receiver-port", type=int, default=0, help="the push receiver's loopback port")
+    args = parser.parse_args(argv)
+    if args.sidecar:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # ends with the emulator (its output closes) or SIGTERM
+        return sidecar(args.sidecar, args.receiver_port)
     try:
         print(" ".join(Emulator.command()))
     except EmulatorMissing as err:

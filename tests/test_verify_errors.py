@@ -67,6 +67,10 @@ def test_cli_gcp_without_probe_isolation_refused(tmp_path, capsys, monkeypatch):
     import json
 
     plan_file.write_text(json.dumps(plan))
+    # Credentials are found (not used: the refusal comes before any client exists).
+    key = tmp_path / "adc.json"
+    key.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "x", "refresh_token": "x"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     code = cli.main(["verify", "--plan", str(plan_file), "--target", "gcp", "--report", str(tmp_path / "r")])
     assert code == 2
     assert "does not declare probe_isolation" in capsys.readouterr().err

@@ -14,37 +14,37 @@ emulator refused or changed are reported and marked, not hidden); 1 when some co
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from pubsubguard import apply as applying
 from pubsubguard import declared
 from pubsubguard import emulator as emu
-from pubsubguard import plan as planning
 from pubsubguard import readback
+from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
 
 DIFFERS = "≠"
+SHOW = ("changes", "all")
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "apply", help="create the plan's topics and subscriptions on the emulator and compare what it holds"
+    parser = options.add_command(
+        subparsers, "apply", "create the plan's topics and subscriptions on the emulator and compare what it holds",
+        exit_codes={0: "every planned topic and subscription exists on the emulator (differences are listed)",
+                    1: "some could not be created",
+                    2: "bad option, project, stack file or plan; no emulator running"},
+        example="pubsubguard emulator start && pubsubguard apply --emulator -s dev",
     )
     parser.add_argument("--emulator", action="store_true", help="target the running emulator (required)")
     add_stack_arguments(parser)
     parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
-    parser.add_argument("--plan", type=Path, default=None, help="apply this plan file instead of planning --stack")
+    parser.add_argument("--plan", type=options.input_file, default=None, metavar="FILE",
+                        help="apply this plan FILE instead of planning --stack (default: plan --stack dev)")
+    parser.add_argument("--show", choices=SHOW, default="changes",
+                        help="changes: resources changed or not fully applied, and settings that differ; "
+                             "all: every resource and every declared setting beside what the emulator holds")
     parser.set_defaults(run=run)
-
-
-def load(args) -> dict:
-    if args.plan is not None and args.stack is not None:
-        raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
-    if args.plan is not None:
-        return planning.load_plan(args.plan)
-    return planning.make_plan(args.stack or "dev", args.root)
 
 
 def run(args) -> int:
@@ -53,13 +53,21 @@ def run(args) -> int:
     host = emu.running_host(args.root)
     plan = declared.plan_from(args.plan, args.stack, args.root)
     os.environ[emu.HOST_ENV] = host  # the clients select the emulator through this variable only
+    receiver = emu.recorded_push_receiver(args.root, host)
+    if receiver:  # push subscriptions point at the emulator's own loopback receiver (else one in this process)
+        os.environ.setdefault(emu.PUSH_RECEIVER_ENV, receiver)
     result = applying.apply_plan(plan, target=host)
     wanted = readback.declared(plan)
     held = readback.actual(wanted)
     diffs = readback.differences(wanted, held)
+    show_all = args.show == "all"
     console = _console()
-    console.print(outcome_table(result, plan))
-    console.print(comparison_table(wanted, held, diffs))
+    outcomes = outcome_table(result, plan, show_all)
+    if outcomes.row_count:
+        console.print(outcomes)
+    comparison = comparison_table(wanted, held, diffs, show_all)
+    if comparison.row_count:
+        console.print(comparison)
     console.print(summary(result, diffs), highlight=False)
     return 0 if result.complete else 1
 
@@ -91,26 +99,64 @@ _STYLES = {
 }
 
 
-def outcome_table(result: applying.ApplyResult, plan: dict):
+@dataclass
+class ResourceOutcome:
+    """Every outcome of one resource, in order (created, then a setting not applied, ...)."""
+
+    path: str
+    kind: str
+    actions: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def action(self) -> str:
+        """The resource's own fate: what happened to it, not to one of its settings."""
+        main = [a for a in self.actions if a != applying.NOT_APPLIED]
+        return main[0] if main else applying.NOT_APPLIED
+
+    @property
+    def notable(self) -> bool:
+        return self.action != applying.UNCHANGED or len(self.actions) > 1
+
+
+def by_resource(result: applying.ApplyResult) -> list[ResourceOutcome]:
+    merged: dict[str, ResourceOutcome] = {}
+    for outcome in result.outcomes:
+        entry = merged.setdefault(outcome.path, ResourceOutcome(outcome.path, outcome.kind))
+        entry.actions.append(outcome.action)
+        if outcome.detail:
+            entry.details.append(outcome.detail)
+    return list(merged.values())
+
+
+def outcome_table(result: applying.ApplyResult, plan: dict, show_all: bool = False):
+    """One row per resource; unless `show_all`, only those created, updated or not (fully) applied."""
     from rich.table import Table
 
     table = Table(title=f"apply: project {plan['gcp_project']} on {result.target}", title_justify="left")
     for column in ("resource", "kind", "outcome", "detail"):
         table.add_column(column, overflow="fold")
-    for outcome in result.outcomes:
-        style = _STYLES.get(outcome.action, "")
-        table.add_row(_short(outcome.path), outcome.kind, f"[{style}]{outcome.action}[/]", outcome.detail)
+    for entry in by_resource(result):
+        if not (show_all or entry.notable):
+            continue
+        style = _STYLES.get(entry.action, "")
+        label = f"[{style}]{entry.action}[/]"
+        if entry.action != applying.NOT_APPLIED and applying.NOT_APPLIED in entry.actions:
+            label += f", [{_STYLES[applying.NOT_APPLIED]}]partly {applying.NOT_APPLIED}[/]"
+        table.add_row(_short(entry.path), entry.kind, label, "; ".join(entry.details))
     return table
 
 
-def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diffs: list[readback.Difference]):
-    """Every declared setting beside what the target holds; differences marked. Settings the plan
-    leaves to the service's default are shown as "(default)" (when the target holds a value for
-    them) and not compared."""
+def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diffs: list[readback.Difference],
+                     show_all: bool = False):
+    """Declared settings beside what the target holds, differences marked; unless `show_all`, only
+    the differences (and missing resources). Settings the plan leaves to the service's default are
+    shown as "(default)" (when the target holds a value for them) and not compared."""
     from rich.table import Table
 
     differing = {(d.path, d.setting) for d in diffs}
-    table = Table(title="declared vs. actual", title_justify="left")
+    table = Table(title="declared vs. actual" + ("" if show_all else ": differences (--show all for every setting)"),
+                  title_justify="left")
     table.add_column("resource", overflow="fold")
     table.add_column("setting")
     table.add_column("declared", overflow="fold")
@@ -124,10 +170,11 @@ def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diff
             continue
         # Settings the plan leaves to the service: shown when the target holds a value for them.
         names = list(settings) + [name for name in actual if name not in settings and actual[name] is not None]
+        rows = 0
         for name in names:
-            if name == "kind":
-                continue
             mark = (path, name) in differing
+            if name == "kind" or not (show_all or mark):
+                continue
             declared_text = _show(settings[name]) if name in settings else "[dim](default)[/]"
             actual_text = _show(actual.get(name))
             table.add_row(
@@ -136,26 +183,38 @@ def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diff
                 f"[bold red]{DIFFERS}[/]" if mark else "",
             )
             first = ""
-        table.add_section()
+            rows += 1
+        if rows:
+            table.add_section()
     return table
 
 
+EXAMPLES = 5  # differences named in the summary line; the table lists them all
+
+
 def summary(result: applying.ApplyResult, diffs: list[readback.Difference]) -> str:
+    """Counts per resource (each once, by its own fate), what was not created, the differences."""
+    entries = by_resource(result)
+    fates = [entry.action for entry in entries]
     counts = ", ".join(
-        f"{action} {result.count(action)}"
+        f"{action} {fates.count(action)}"
         for action in (applying.CREATED, applying.UPDATED, applying.UNCHANGED, applying.NOT_APPLIED,
                        applying.FAILED, applying.NOT_ATTEMPTED)
-        if result.count(action)
+        if fates.count(action)
     )
-    lines = [f"apply: {counts}."]
+    partly = sum(1 for entry in entries if entry.action != applying.NOT_APPLIED and applying.NOT_APPLIED in entry.actions)
+    lines = [f"apply: {counts}" + (f"; {partly} of them partly not applied (a setting the target refused)" if partly else "")
+             + f" ({len(entries)} resources, each counted once)."]
     if not result.changed:
         lines.append("apply: nothing changed on the emulator.")
     if not result.complete:
-        missing = [o.path for o in result.outcomes if o.action in applying.PROBLEMS]
+        missing = [entry.path for entry in entries if entry.action in applying.PROBLEMS]
         lines.append(f"apply: INCOMPLETE: {len(missing)} not created: {', '.join(map(_short, missing))}.")
     if diffs:
+        named = "; ".join(f"{_short(d.path)} {d.setting}" for d in diffs[:EXAMPLES])
+        more = f"; and {len(diffs) - EXAMPLES} more" if len(diffs) > EXAMPLES else ""
         lines.append(f"readback: {len(diffs)} difference{'s' if len(diffs) != 1 else ''} between declared and actual "
-                     f"(marked {DIFFERS}): " + "; ".join(f"{_short(d.path)} {d.setting}" for d in diffs) + ".")
+                     f"(marked {DIFFERS} above): {named}{more}.")
     else:
         lines.append("readback: the emulator holds every declared setting as declared.")
     return "\n".join(lines)

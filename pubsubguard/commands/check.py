@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pubsubguard import check as checking
 from pubsubguard import plan as planning
+from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.engine import InvokeResults
 from pubsubguard.errors import UserError
@@ -21,27 +22,33 @@ GET_PROJECT = "gcp:organizations/getProject:getProject"
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "check", help="judge the plan with the Pub/Sub policy pack (exit 1 on a mandatory violation)"
+    parser = options.add_command(
+        subparsers, "check", "judge the plan with the Pub/Sub policy pack (exit 1 on a mandatory violation)",
+        exit_codes={0: "PASSED: no mandatory violation (advisories may be listed)",
+                    1: "REJECTED: at least one mandatory violation",
+                    2: "bad option, program, stack file, plan or policy config; the pack's virtualenv missing"},
+        example="pubsubguard check -s dev --format sarif --out pubsubguard.sarif",
     )
     add_stack_arguments(parser)
-    parser.add_argument("--plan", type=Path, help="judge this plan file (from `pubsubguard plan --out`) instead")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("--plan", type=options.input_file, metavar="FILE",
+                        help="judge this plan FILE (from `pubsubguard plan --out`) instead of planning --stack")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.add_argument(
-        "--policy-config", type=Path, metavar="FILE",
-        help="a JSON file of policy config, as `pulumi preview --policy-pack-config`: "
-             "{\"rule\": \"advisory\"|\"mandatory\"|\"disabled\", ...}",
+        "--policy-config", type=options.input_file, metavar="FILE",
+        help='a FILE of JSON, as `pulumi preview --policy-pack-config FILE` takes: '
+             '{"rule": "advisory"|"mandatory"|"disabled", ...} (default: the pack\'s levels)',
     )
     parser.add_argument(
-        "--invoke-results", type=Path, metavar="FILE",
-        help="a JSON or YAML file of data-source results [{token, args, result}, ...]; invokes not in it "
-             "are unknown offline (gcp.organizations.getIAMPolicy is evaluated locally)",
+        "--invoke-results", type=options.input_file, metavar="FILE",
+        help="a JSON or YAML FILE of data-source results [{token, args, result}, ...]; invokes not in it "
+             "are unknown offline (gcp.organizations.getIAMPolicy is evaluated locally) (default: none)",
     )
     compact = parser.add_mutually_exclusive_group()
     compact.add_argument("--compact", action="store_true", default=None,
                          help=f"text: summarise per rule (the default above {checking.COMPACT_FROM} violations)")
     compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
-    parser.add_argument("--out", type=Path, help="write the report to this file instead of stdout")
+    parser.add_argument("--out", type=options.output_file, metavar="FILE",
+                        help="write the report to this FILE (default: stdout)")
     parser.set_defaults(run=run)
 
 
@@ -77,7 +84,7 @@ def run(args) -> int:
 
 
 def _run(args, source: str) -> int:
-    root = (args.root or planning.project_root()).resolve()
+    root = args.root
     config = checking.read_policy_config(args.policy_config)
     invokes = InvokeResults.load(args.invoke_results)
     config_source = f"--policy-config {args.policy_config}" if args.policy_config else "policy config"
@@ -105,13 +112,9 @@ def _run(args, source: str) -> int:
 
 def _emit(args, text: str, result) -> None:
     if not args.out:
-        sys.stdout.write(text)
+        options.write_stdout(text)
         return
-    try:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    except OSError as err:
-        raise UserError(f"--out {args.out}: cannot write ({err.strerror or err.__class__.__name__})") from None
+    options.write_text(args.out, text, "--out")
     if result is not None:
         print(f"check: {len(result.mandatory)} mandatory, {len(result.violations) - len(result.mandatory)} "
               f"advisory -> {args.out}", file=sys.stderr)

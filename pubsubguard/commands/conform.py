@@ -14,6 +14,9 @@ import os
 import time
 from pathlib import Path
 
+from pubsubguard.commands import options
+from pubsubguard.commands.plan import add_project_argument
+from pubsubguard.commands.verify import check_credentials
 from pubsubguard.errors import UserError
 
 DEFAULT_EMULATOR_PROJECT = "pubsubguard-conform"
@@ -25,16 +28,16 @@ class ConformError(UserError):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "conform",
-        help="directed scenarios: which documented Pub/Sub behaviours does the target keep?",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example: pubsubguard conform --target emulator --report out/conform",
+    parser = options.add_command(
+        subparsers, "conform", "directed scenarios: which documented Pub/Sub behaviours does the target keep?",
+        exit_codes={0: "no scenario violated", 1: "at least one scenario violated",
+                    2: "bad option; no emulator, credentials or project"},
+        example="pubsubguard conform --target emulator --report out/conform",
     )
+    add_project_argument(parser)
     parser.add_argument("--target", choices=("emulator", "gcp"), default="emulator",
                         help="emulator: PUBSUB_EMULATOR_HOST, else one started for the run; gcp: Google Cloud "
-                             "with application default credentials (default: emulator)")
+                             "with application default credentials")
     parser.add_argument("--project", default=None,
                         help=f"project for the throwaway resources (required with gcp; emulator default: "
                              f"{DEFAULT_EMULATOR_PROJECT})")
@@ -43,8 +46,8 @@ def register(subparsers) -> None:
     parser.add_argument("--region", default=None,
                         help="gcp: use the locational endpoint REGION-pubsub.googleapis.com:443 for every client "
                              "(exactly-once holds only for subscribers of one region; default: the global endpoint)")
-    parser.add_argument("--report", type=Path, default=Path("out") / "conform",
-                        help="output directory for conformance.json (default: out/conform)")
+    parser.add_argument("--report", type=options.output_directory, default=None, metavar="DIR",
+                        help="output DIRECTORY for conformance.json (default: <project>/out/conform)")
     parser.add_argument("--scenario", action="append", default=None, metavar="ID",
                         help="run only this scenario (repeatable; default: all)")
     parser.set_defaults(run=run)
@@ -67,13 +70,7 @@ def _check_gcp(project: str | None) -> None:
         raise ConformError("--target gcp needs --project (the project that holds the throwaway resources)")
     if os.environ.get("PUBSUB_EMULATOR_HOST"):
         raise ConformError("--target gcp: PUBSUB_EMULATOR_HOST is set, so clients would talk to an emulator; unset it")
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        google.auth.default()
-    except DefaultCredentialsError as err:
-        raise ConformError(f"--target gcp: no Google Cloud credentials ({' '.join(str(err).split())[:200]})") from None
+    check_credentials()
 
 
 def _locational_endpoint(region: str | None) -> str | None:
@@ -114,7 +111,7 @@ def run(args) -> int:
     from validation import conformance
 
     scenarios = _select(args.scenario)
-    report = args.report.resolve()
+    report = (args.report or args.root / "out" / "conform").resolve()
     try:
         report.mkdir(parents=True, exist_ok=True)
     except OSError as err:

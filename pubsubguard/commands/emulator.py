@@ -1,7 +1,8 @@
 """`pubsubguard emulator start|stop|status`: one real Pub/Sub emulator on a free loopback port.
 
 The emulator outlives the command; its pid, process group, host and project are kept in
-`.pubsubguard/emulator.json` under the project root (with its log beside it). `start` reuses a
+`.pubsubguard/emulator.json` under the project directory (the current one, or `-C DIR`), with its
+log beside it: each project has its own emulator, and `stop` ends only that one. `start` reuses a
 running one and prints `export PUBSUB_EMULATOR_HOST=...` on stdout, so `eval "$(pubsubguard emulator
 start)"` points the shell at it.
 """
@@ -12,15 +13,25 @@ import sys
 from pathlib import Path
 
 from pubsubguard import emulator as emu
+from pubsubguard.commands import options
+from pubsubguard.commands.plan import add_project_argument
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("emulator", help="start, stop or inspect the local Pub/Sub emulator")
-    parser.add_argument("action", choices=("start", "stop", "status"))
-    parser.add_argument("--root", type=Path, default=None, help="project directory (state in ROOT/.pubsubguard/)")
-    parser.add_argument("--project", default="pubsubguard-dev", help="project id clients use (default: pubsubguard-dev)")
-    parser.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
-    parser.add_argument("--timeout", type=float, default=90, help="seconds to wait for it to answer (default: 90)")
+    parser = options.add_command(
+        subparsers, "emulator", "start, stop or inspect this project's local Pub/Sub emulator",
+        exit_codes={0: "started (or already running) / stopped / status: running",
+                    1: "status: not running",
+                    2: "bad option; the emulator or Java is not installed; it did not start"},
+        example='eval "$(pubsubguard emulator start)"   # exports PUBSUB_EMULATOR_HOST for this shell',
+    )
+    parser.add_argument("action", choices=("start", "stop", "status"),
+                        help="start one (or reuse the running one), stop it, or say whether it runs")
+    add_project_argument(parser)
+    parser.add_argument("--project", default="pubsubguard-dev", help="Google Cloud project id the clients use")
+    parser.add_argument("--port", type=options.port, default=None, help="loopback port (default: a free one)")
+    parser.add_argument("--timeout", type=options.positive_seconds, default=90,
+                        help="seconds to wait for it to answer")
     parser.set_defaults(run=run)
 
 
@@ -46,8 +57,8 @@ def start(args) -> int:
     state_dir = emu.state_path(args.root).parent
     started = emu.Emulator.start(project=args.project, port=args.port, state_dir=state_dir, timeout=args.timeout)
     path = emu.save_state(started, args.root)
-    print(f"emulator: running at {started.host} (pid {started.pid}, project {started.project}); "
-          f"state {path}, log {started.log}", file=sys.stderr)
+    print(f"emulator: running at {started.host} (pid {started.pid}, project {started.project}); push "
+          f"subscriptions go to {started.push_receiver}; state {path}, log {started.log}", file=sys.stderr)
     print(f"export {emu.HOST_ENV}={started.host}")
     return 0
 

@@ -1,27 +1,39 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
-with faults, report — for one stack. Each step is the same subcommand a user can run alone."""
+with faults, report — for one stack. Each step is the same subcommand a user can run alone.
+
+Every option (the verify step's included) is validated, and Java, the emulator and the output
+directory are found, before the first step starts."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
+from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
+INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "run", help="the whole flow on the local emulator: plan, check, apply, verify with faults, report"
+    parser = options.add_command(
+        subparsers, "run", "the whole flow on the local emulator: plan, check, apply, verify with faults, report",
+        exit_codes={0: "the plan passed the pack and every declared guarantee holds on the emulator",
+                    1: "the pack rejected the plan, apply was incomplete, or a guarantee is violated",
+                    2: "bad option, project or stack file; no emulator or Java"},
+        example="pubsubguard run -s dev --faults nack=0.1,crash=1 --keys 4",
     )
     add_stack_arguments(parser)
-    parser.add_argument("--out", type=Path, default=None, help="output directory (default: out/<stack>)")
-    parser.add_argument("--faults", default=DEFAULT_FAULTS, help=f"fault spec for verify (default: {DEFAULT_FAULTS})")
-    parser.add_argument("--keys", type=int, default=8)
-    parser.add_argument("--messages-per-key", type=int, default=25)
+    parser.add_argument("--out", type=options.output_directory, default=None, metavar="DIR",
+                        help="output DIRECTORY: plan.json, report/, emulator/ (default: <project>/out/<stack>)")
+    parser.add_argument("--faults", type=options.faults, default=DEFAULT_FAULTS,
+                        help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N")
+    parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
+    parser.add_argument("--messages-per-key", type=options.positive_int, default=25, help="messages published per key")
     parser.set_defaults(run=run)
 
 
@@ -31,58 +43,69 @@ def _step(title: str) -> None:
 
 def run(args) -> int:
     from pubsubguard import cli
-    from pubsubguard.emulator import Emulator
-    from pubsubguard.plan import load_plan, make_plan
+    from pubsubguard.commands import verify
+    from pubsubguard.emulator import PUSH_RECEIVER_ENV, Emulator
+    from pubsubguard.plan import load_plan
 
-    root = args.root or Path.cwd()
-    out = (args.out or root / "out" / args.stack).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = (args.out or args.root / "out" / args.stack).absolute()
+    options.require_writable(out, "--out", directory=True)
     plan_file = out / "plan.json"
-    stack = ["--stack", args.stack] + (["--root", str(args.root)] if args.root else [])
+    report = out / "report"
+    project = ["--stack", args.stack, "--cwd", str(args.root)]
+    verify_argv = [
+        "verify", "--cwd", str(args.root), "--plan", str(plan_file), "--target", "emulator",
+        "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
+        "--report", str(report),
+    ]
+    # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
+    verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))
+    own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
+    if own_emulator:
+        Emulator.command()  # raises (with the install hint) when the emulator or Java is missing
+    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel (check,
     # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
     from validation.session import spark_session
 
-    spark_session("local[2]")  # what verify uses by default; it gets this session
+    spark_session(log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
     _step(f"plan: stack {args.stack!r} -> {plan_file}")
-    if cli.main(["plan", *stack, "--out", str(plan_file)]) != 0:
-        return 2
+    planned = cli.main(["plan", *project, "--out", str(plan_file)])
+    if planned != 0:
+        return planned
 
     _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
     checked = cli.main(["check", "--plan", str(plan_file), "--format", "text"])
+    if checked == INTERRUPTED:
+        return checked
     if checked != 0:
         print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
         return checked
 
     emulator = None
-    if not os.environ.get("PUBSUB_EMULATOR_HOST"):
+    if own_emulator:
         _step("emulator: starting the Pub/Sub emulator on a free loopback port")
         emulator = Emulator.start(project=load_plan(plan_file)["gcp_project"], state_dir=out / "emulator")
         os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-        print(f"emulator at {emulator.host}")
+        os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
+        print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
     try:
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
         applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
         if applied != 0:
             return applied
         _step(f"verify: probe with faults {args.faults!r}, check with Spark, report")
-        verdict = cli.main(
-            [
-                "verify",
-                "--plan", str(plan_file),
-                "--target", "emulator",
-                "--faults", args.faults,
-                "--keys", str(args.keys),
-                "--messages-per-key", str(args.messages_per_key),
-                "--report", str(out / "report"),
-            ]
-        )
+        verdict = cli.main(verify_argv)
     finally:
         if emulator is not None:
             emulator.stop()
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-    print(f"\nrun: done in {time.monotonic() - started:.0f}s; report: {out / 'report' / 'report.html'} "
-          f"(json: {out / 'report' / 'report.json'}); verify exit code {verdict}")
+            os.environ.pop(PUSH_RECEIVER_ENV, None)
+    elapsed = f"{time.monotonic() - started:.0f}s"
+    if (report / "report.json").exists():
+        print(f"\nrun: done in {elapsed}; report: {report / 'report.html'} (json: {report / 'report.json'}); "
+              f"verify exit code {verdict}")
+    else:
+        print(f"\nrun: stopped after {elapsed}: verify exit code {verdict}, no report written", file=sys.stderr)
     return verdict

@@ -1,23 +1,139 @@
 """`pubsubguard verify`: probe the deployed estate with the PySpark verification job, check, report.
 
-The job itself is `validation.job` (also runnable unchanged with spark-submit, see its docstring).
-Exit code 0: every declared guarantee holds; 1: one is violated; 2: user error.
+The job itself is `validation.job` (also runnable unchanged with spark-submit, see its docstring); its
+options are declared there. Here they get the CLI's conventions (`-s`, `-C`, validation at parse time,
+defaults relative to the project) and a pre-flight that decides, before Spark starts, whatever can be
+decided without it: a writable report directory, Java, credentials for `--target gcp`.
+Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or environment error.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
+import re
+from pathlib import Path
 
-def register(subparsers) -> None:
+from pubsubguard import plan as planning
+from pubsubguard.commands import options
+from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.errors import UserError
+from validation.session import DEFAULT_MASTER
+
+# Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
+# local[*,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], yarn, k8s://..., mesos://...
+_MASTER = re.compile(
+    r"local(\[([1-9]\d*|\*)(,[1-9]\d*)?\])?"
+    r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|spark://[\w.-]+:\d{1,5}(,[\w.-]+:\d{1,5})*"
+    r"|yarn"
+    r"|k8s://\S+"
+    r"|mesos://\S+"
+)
+MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
+CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+                    "to a service account key file")
+JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
+             "and put `java` on PATH or set JAVA_HOME")
+
+
+def spark_master(text: str) -> str:
+    if not _MASTER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master URL (expected {MASTER_FORMS})")
+    return text.strip()
+
+
+def evidence_directory(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a directory (expected the evidence/ directory of a report)")
+    return path
+
+
+# (dest, type, help): the job's options as the CLI validates and explains them.
+REFINED = (
+    ("plan", options.input_file, "a plan FILE (`pubsubguard plan --out`) instead of planning --stack"),
+    ("target", None, "where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
+                     "`pubsubguard emulator`) or gcp (Application Default Credentials)"),
+    ("faults", options.faults, "faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber "
+                               "tasks killed); e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
+    ("keys", options.positive_int, "ordering keys per topic"),
+    ("messages_per_key", options.positive_int, "messages published per key"),
+    ("subscribers", options.positive_int, "subscriber tasks"),
+    ("drain_timeout", options.positive_seconds, None),
+    ("skew_us", options.non_negative_int, "clock skew tolerated between tasks, in microseconds"),
+    ("report", options.output_directory, "report DIRECTORY: report.json, report.html and evidence/ "
+                                          "(default: <project>/out/<stack>/report)"),
+    ("from_evidence", evidence_directory, None),
+    ("master", spark_master, f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's "
+                             f"--master wins; default: {DEFAULT_MASTER})"),
+)
+
+
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's options (validation.job.add_arguments) with `-s/--stack`, `-C/--cwd` and validators."""
     from validation.job import add_arguments
 
-    parser = subparsers.add_parser(
-        "verify", help="probe the deployed estate (Spark), check the guarantees, write the report"
-    )
     add_arguments(parser)
-    parser.set_defaults(run=run)
+    add_stack_arguments(parser)  # replaces the job's --stack/--root (the parser resolves conflicts)
+    actions = {action.dest: action for action in parser._actions}
+    actions["plan"].metavar, actions["report"].metavar = "FILE", "DIR"
+    for dest, type_, help_ in REFINED:
+        if type_ is not None:
+            actions[dest].type = type_
+        if help_ is not None:
+            actions[dest].help = help_
+
+
+def register(subparsers) -> None:
+    parser = options.add_command(
+        subparsers, "verify", "probe the deployed estate (Spark), check the guarantees, write the report",
+        exit_codes={0: "every declared guarantee holds", 1: "a declared guarantee is violated",
+                    2: "bad option, project, plan or evidence; no emulator, Java or credentials"},
+        example="pubsubguard verify -s dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1",
+        conflict_handler="resolve",
+    )
+    add_verify_arguments(parser)
+    parser.set_defaults(stack=None, run=run)  # validation.target: --plan and --stack exclude each other
+
+
+def preflight(args) -> None:
+    """What verify needs, checked before any plan, Spark session or client exists; UserError otherwise.
+    Fills the default report directory: `<project>/out/<stack>/report` (from evidence: beside it)."""
+    from pubsubguard.emulator import find_java
+
+    if args.target == "gcp" and not args.from_evidence:
+        check_credentials()
+    if args.cleanup:  # deletes probe twins: no Spark, no report
+        return
+    if args.report is None and not args.from_evidence:
+        stack = args.stack or (planning.load_plan(args.plan)["stack"] if args.plan else "dev")
+        args.report = args.root / "out" / stack / "report"
+        options.require_writable(args.report, "--report", directory=True)
+    if find_java() is None:
+        raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
+
+
+def check_credentials() -> None:
+    """`--target gcp`: Application Default Credentials exist (found, not used: nothing is contacted
+    unless the metadata server of a Google Cloud machine is where they come from)."""
+    import google.auth
+    from google.auth import exceptions
+
+    quiet = logging.getLogger("google.auth")  # its "metadata server unavailable" is said below, once
+    saved = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        google.auth.default()
+    except exceptions.DefaultCredentialsError as err:
+        first = str(err).split(". ")[0].strip().rstrip(".")
+        raise UserError(f"--target gcp: no Google Cloud credentials ({first}); {CREDENTIALS_HINT}") from None
+    finally:
+        quiet.setLevel(saved)
 
 
 def run(args) -> int:
     from validation.job import run as run_job
 
+    preflight(args)
     return run_job(args)
