@@ -1,6 +1,7 @@
 """The layout tells the architecture: no import cycle between the project's modules, nor between its
-folders (`pubsubguard/commands` is a folder of its own: the CLI sits above the rooms it drives), and
-the Pub/Sub facts are a leaf that imports nothing of the project."""
+folders (`pubsubguard/commands` is a folder of its own: the CLI sits above the rooms it drives; the
+entry point `pubsubguard.cli` and `pubsubguard.__main__` belong to that layer), and the Pub/Sub facts are
+a leaf that imports nothing of the project."""
 
 from __future__ import annotations
 
@@ -66,7 +67,12 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+ENTRY_POINTS = {"pubsubguard.cli", "pubsubguard.__main__"}
+
+
 def folder(module: str, known: dict[str, Path]) -> str:
+    if module in ENTRY_POINTS:
+        return "pubsubguard/commands"
     return known[module].parent.relative_to(ROOT).as_posix()
 
 
