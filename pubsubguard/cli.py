@@ -171,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 2
     except KeyboardInterrupt:
         return _interrupted_exit("pubsubguard:")
+    except ImportError as err:  # an installation that does not match the code (a package added since)
+        if _debug():
+            raise
+        print(f"pubsubguard: cannot load the commands: {type(err).__name__}: {err} (the installation is out of "
+              f"date or broken: run `bash scripts/setup.sh`; {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        return 2
     _quiet_libraries(args.command)
     atexit.unregister(_close_stray_event_loops)  # once, also when `run` calls main for each step
     atexit.register(_close_stray_event_loops)

@@ -260,26 +260,6 @@ def test_plan_to_stdout_ends_cleanly():
         assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
-def _interrupt_after(delay: float, *argv: str) -> subprocess.CompletedProcess:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pubsubguard", *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    time.sleep(delay)
-    os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
-    _, err = process.communicate(timeout=60)
-    return subprocess.CompletedProcess(process.args, process.returncode, "", err)
-
-
-@pytest.mark.parametrize("delay", [0.3, 1.0])
-def test_ctrl_c_is_one_line_and_130(delay):
-    done = _interrupt_after(delay, "plan")
-    if done.returncode == 0:
-        pytest.fail(f"plan finished within {delay}s; interrupt earlier")
-    assert "Traceback" not in done.stderr
-    one_line(done, 130, "interrupted")
-
-
 # --- the emulator sends nothing anywhere but loopback ---------------------------------------------
 def test_push_endpoints_map_to_the_local_receiver(monkeypatch):
     from urllib.parse import urlsplit
@@ -408,31 +388,55 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.emulator
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(emulator, tmp_path):
-    """Interrupted once Spark's JVM is launched: exit 130, one line, and the JVM (which ignores
-    Ctrl-C and would print its own stack trace later) is ended with the command."""
+def _interrupt_when(child: str, argv: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
+    """Run the CLI, send Ctrl-C (to its whole group, as a terminal does) once a child process whose
+    command line holds `child` runs; (the finished run, processes left in its group, then killed)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "pubsubguard", "verify", "--report", str(tmp_path / "r")], cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PUBSUB_EMULATOR_HOST": emulator.host},
+        [sys.executable, "-m", "pubsubguard", *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, env={**os.environ, **(env or {})},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
-    while not any("java" in cmd for _, cmd in _children(process.pid)) and time.monotonic() < deadline:
+    while not any(child in cmd for _, cmd in _children(process.pid)) and time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read()
-        time.sleep(0.1)
-    time.sleep(1.0)
+        time.sleep(0.05)
+    time.sleep(0.5)
     os.killpg(process.pid, signal.SIGINT)
     try:
-        _, err = process.communicate(timeout=60)  # a JVM left behind would hold stderr open
+        _, err = process.communicate(timeout=60)  # a child left behind would hold stderr open
     finally:
         time.sleep(2)
         left = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
         for pid in left:
             os.kill(int(pid), signal.SIGKILL)
+    return subprocess.CompletedProcess(process.args, process.returncode, "", err), left
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_ctrl_c_during_the_policy_check_is_one_line_and_130():
+    done, left = _interrupt_when("pulumi.policy", ["check", "-s", "dev"])
     assert not left, "processes left in the command's group"
+    one_line(done, 130, "pubsubguard check: interrupted")
+
+
+@pytest.mark.emulator
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(emulator, tmp_path):
+    """Interrupted once Spark's JVM is launched: exit 130, one line, and the JVM (which ignores
+    Ctrl-C and would print its own stack trace later) is ended with the command."""
+    done, left = _interrupt_when("java", ["verify", "--report", str(tmp_path / "r")],
+                                 env={"PUBSUB_EMULATOR_HOST": emulator.host})
+    assert not left, "processes left in the command's group"
+    err = done.stderr
     lines = [line for line in err.splitlines() if line.startswith("pubsubguard") or "Traceback" in line or "\tat " in line]
     assert lines == ["pubsubguard verify: interrupted"], err
-    assert process.returncode == 130
+    assert done.returncode == 130
+
+
+def test_a_broken_installation_is_one_line():
+    """A module the commands import is missing (an install older than the code): one line, exit 2."""
+    code = ("import sys; sys.modules['pubsubguard.apply'] = None; from pubsubguard.cli import main; "
+            "sys.exit(main(['plan', '--help']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "Traceback" not in done.stderr
+    one_line(done, 2, "pubsubguard: cannot load the commands: ModuleNotFoundError", "bash scripts/setup.sh")
