@@ -13,13 +13,14 @@ does not.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pubsub_facts as facts
 
-from pubsubguard import declared, readback
+from pubsubguard import declared, emulator, readback
 from pubsubguard.errors import UserError
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
@@ -151,6 +152,9 @@ def subscription_request(subscription: declared.Subscription):
     if subscription.expiration_ttl is not None:  # "never": an empty policy
         ttl = subscription.expiration_ttl
         overrides["expiration_policy"] = {} if ttl == "never" else {"ttl": _duration(ttl)}
+    if subscription.inputs.get("pushConfig") and os.environ.get(emulator.HOST_ENV):
+        # The emulator pushes to a loopback receiver, never to the stack's real endpoints.
+        overrides["push_config"] = _wire(emulator.emulator_push_config(subscription.inputs["pushConfig"], subscription.name))
     if subscription.dead_letter_topic:
         overrides["dead_letter_policy"] = {
             **_wire(subscription.inputs["deadLetterPolicy"]), "dead_letter_topic": subscription.dead_letter_topic

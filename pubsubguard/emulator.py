@@ -226,6 +226,17 @@ def local_push_endpoint(endpoint: str, subscription: str, receiver: str) -> str:
             f"?endpoint={urllib.parse.quote(endpoint, safe='')}")
 
 
+def stood_in_for(endpoint: str) -> str:
+    """The declared endpoint a local receiver URL stands in for (see `local_push_endpoint`); any other
+    endpoint as it is."""
+    parsed = urllib.parse.urlparse(endpoint or "")
+    if parsed.scheme == "http" and parsed.hostname in ("127.0.0.1", "localhost") and parsed.path.startswith(PUSH_PATH):
+        declared = urllib.parse.parse_qs(parsed.query).get("endpoint")
+        if declared:
+            return declared[0]
+    return endpoint
+
+
 _fallback_receiver: PushReceiver | None = None
 
 

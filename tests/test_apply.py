@@ -22,6 +22,7 @@ from google.protobuf import field_mask_pb2
 import pubsub_facts as facts
 
 from pubsubguard import apply as applying
+from pubsubguard import emulator as emulator_module
 from pubsubguard import readback
 from pubsubguard.errors import UserError
 from pubsubguard.plan import UNKNOWN, make_plan, resources_of
@@ -265,3 +266,16 @@ def test_cli_apply_without_a_running_emulator_is_a_clear_error(tmp_path):
 
     done = _cli("apply", env={})
     assert done.returncode == 2 and "--emulator is required" in done.stderr
+
+
+def test_push_subscriptions_on_the_emulator_point_at_the_loopback_receiver(emulator, dev_plan):
+    """The emulator never pushes to the stack's real endpoints; readback reports the endpoint declared."""
+    plan = isolated(dev_plan)
+    applying.apply_plan(plan, target=emulator.host)
+    pushed = [p for p, s in readback.declared(plan).items() if not readback.is_topic(p) and s.get("push_endpoint")]
+    assert pushed
+    subscriber = pubsub_v1.SubscriberClient()
+    for path in pushed:
+        held = subscriber.get_subscription(subscription=path).push_config.push_endpoint
+        assert held.startswith("http://127.0.0.1:"), held
+        assert readback.declared(plan)[path]["push_endpoint"] == emulator_module.stood_in_for(held)
