@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pubsubguard import plan as planning
 from pubsubguard.errors import UserError, read_yaml_mapping

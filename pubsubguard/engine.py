@@ -67,10 +67,6 @@ def decode(value: Any) -> Any:
     return value
 
 
-def is_unknown(value: Any) -> bool:
-    return value == UNKNOWN
-
-
 def contains_unknown(value: Any) -> bool:
     if isinstance(value, dict):
         return any(contains_unknown(v) for v in value.values())
