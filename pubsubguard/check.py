@@ -17,10 +17,12 @@ provider resource it names), so rules know the provider's project.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +113,7 @@ class PackProcess:
         self.channel = None
         self.stub = None
         self.port: int | None = None
+        self.on_close = None  # called with the pack's peak memory (MiB) just before it stops
 
     def __enter__(self) -> "PackProcess":
         self.process = subprocess.Popen(
@@ -163,6 +166,8 @@ class PackProcess:
             raise CheckError(f"policy pack {self.pack_dir}: printed {line!r} where the CLI expects its port") from None
 
     def close(self) -> None:
+        if self.process is not None and self.on_close is not None:
+            self.on_close(_peak_mib(self.process.pid) or 0.0)
         if self.channel is not None:
             self.channel.close()
             self.channel = None
@@ -359,6 +364,7 @@ def policy_infos(info) -> list[PolicyInfo]:
         )
     return result
 
+IN_FLIGHT = 16  # Analyze calls outstanding per pack process: a call's round trip (~2 ms) overlaps the next ones
 PARALLEL_FROM_RESOURCES = 400  # below this, one pack process (starting another costs ~0.6 s)
 
 def default_workers(resources: int) -> int:
@@ -377,21 +383,135 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
 def check_program(root: Path, stack: str, *, invoke_results=None, policy_config: dict | None = None,
                   source: str = "", config_source: str = "policy config", timings: dict | None = None):
     """Plan the program of `root` and judge it as the engine does in a preview: the pack judges each
-    resource as the program registers it (one pack process, on the core the program leaves free); the
-    stack rules run once the program is done. Returns (plan, result); `timings` gets `plan_s` (until the
-    program is done) and `check_s` (after it)."""
+    resource as the program registers it; the stack rules run once the program is done. The judging
+    client runs in a process of its own (`JudgeProcess`), so the program keeps this process's
+    interpreter to itself and the pack works on the core the program leaves free. Returns
+    (plan, result); `timings` gets `plan_s` (until the program is done), `check_s` (after it) and the
+    peak memory of the judge and pack processes in MiB (`judge_mib`, `pack_mib`)."""
     import time
 
     project = planning.read_project(root)
     header = planning.plan_header(project, stack, planning.read_stack_config(project, stack))
     started = time.perf_counter()
-    with Judge(header, policy_config=policy_config, config_source=config_source) as judge:
+    with JudgeProcess(header, policy_config=policy_config, config_source=config_source) as judge:
         plan = planning.make_plan(stack, root, invoke_results=invoke_results, on_resource=judge.analyze)
         planned = time.perf_counter()
-        result = judge.finish(plan, source)
+        result, peaks = judge.finish(plan, source)
     if timings is not None:
-        timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned)
+        timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned, **peaks)
     return plan, result
+
+
+class JudgeProcess:
+    """A `Judge` (one pack process) driven from a process of its own: `analyze` sends each registered
+    resource down a pipe, `finish` sends the plan and receives the result. A context manager: the
+    process (and with it the pack) has stopped when it exits. The process runs in a session of its own,
+    so Ctrl-C reaches only the command, which closes the pipe: that stops the judge and its pack."""
+
+    def __init__(self, context: dict, **judge_options):
+        self.context, self.options = context, judge_options
+        self.process: subprocess.Popen | None = None
+        self.sending = self.receiving = None
+        self.broken = False
+
+    def __enter__(self) -> "JudgeProcess":
+        from multiprocessing.connection import Connection
+
+        from_parent, to_child = os.pipe()
+        from_child, to_parent = os.pipe()
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", f"from pubsubguard.check import judge_main; judge_main({from_parent}, {to_parent})"],
+                pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        finally:
+            os.close(from_parent)
+            os.close(to_parent)
+        self.sending = Connection(to_child, readable=False)
+        self.receiving = Connection(from_child, writable=False)
+        self.sending.send((self.context, self.options))
+        return self
+
+    def analyze(self, record: dict) -> None:
+        if self.broken:
+            return
+        try:
+            self.sending.send(("analyze", record))
+        except OSError:  # the judge exited; finish() says so
+            self.broken = True
+
+    def finish(self, plan: dict, source: str = "") -> tuple[CheckResult, dict]:
+        try:
+            self.sending.send(("finish", plan, source))
+            kind, value, peaks = self.receiving.recv()
+        except (OSError, EOFError):
+            code = self.process.wait(timeout=30) if self.process else None
+            raise CheckError(f"the policy check's process exited unexpectedly (exit code {code})") from None
+        if kind == "error":
+            raise value
+        return value, peaks
+
+    def __exit__(self, *exc) -> None:
+        for connection in (self.sending, self.receiving):
+            if connection is not None:
+                connection.close()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def judge_main(receive_fd: int, send_fd: int) -> None:
+    """The judge process (`JudgeProcess`): a Judge fed from the pipe until `finish`, or until it closes."""
+    import pickle
+    from multiprocessing.connection import Connection
+
+    receiving, sending = Connection(receive_fd, writable=False), Connection(send_fd, readable=False)
+    peaks: dict[str, float] = {}
+    try:
+        try:
+            context, options = receiving.recv()
+        except EOFError:
+            return
+        with Judge(context, **options) as judge:
+            for pack in judge.packs:
+                pack.on_close = lambda peak: peaks.update(pack_mib=max(peak, peaks.get("pack_mib", 0.0)))
+            while True:
+                try:
+                    message = receiving.recv()
+                except EOFError:  # the command stopped (an error in the program, Ctrl-C): stop too
+                    return
+                if message[0] == "analyze":
+                    judge.analyze(message[1])
+                    continue
+                _, plan, source = message
+                try:
+                    reply = ("result", judge.finish(plan, source))
+                except BaseException as err:  # noqa: BLE001 - handed to the command, which reports it
+                    try:
+                        pickle.dumps(err)
+                    except Exception:  # noqa: BLE001 - an error that cannot cross processes: its text does
+                        err = CheckError(f"the policy check failed: {type(err).__name__}: {err}")
+                    reply = ("error", err)
+                break
+        peaks["judge_mib"] = _peak_mib(os.getpid()) or 0.0
+        sending.send((*reply, peaks))
+    finally:
+        receiving.close()
+        sending.close()
+
+
+def _peak_mib(pid: int) -> float | None:
+    """A running process's peak resident memory (Linux's VmHWM), in MiB; None where unknown."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 def plan_context(plan: dict) -> dict:
@@ -460,10 +580,20 @@ class Judge:
                 return
             pack.stub.Configure(self._configure_request)
             _configure_stack(pack.stub, self.context)
+            in_flight: collections.deque = collections.deque()
+
+            def collect() -> None:
+                order, urn, answer = in_flight.popleft()
+                for diagnostic in answer.result().diagnostics:
+                    self.diagnostics.append((order, urn, diagnostic))
+
             while (item := self.queue.get()) is not self._DONE:
                 order, request = item
-                for diagnostic in pack.stub.Analyze(request).diagnostics:
-                    self.diagnostics.append((order, request.urn, diagnostic))
+                in_flight.append((order, request.urn, pack.stub.Analyze.future(request)))
+                while in_flight and (len(in_flight) >= IN_FLIGHT or in_flight[0][2].done()):
+                    collect()
+            while in_flight:
+                collect()
         except BaseException as err:  # noqa: BLE001 - re-raised by finish()
             self.errors.append(err)
             self._configured.set()

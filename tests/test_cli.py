@@ -388,27 +388,49 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    found, frontier = [], [pid]
+    while frontier:
+        children = _children(frontier.pop())
+        found += children
+        frontier += [child for child, _ in children]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:1]
+    except OSError:
+        return False
+
+
 def _interrupt_when(child: str, argv: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
-    """Run the CLI, send Ctrl-C (to its whole group, as a terminal does) once a child process whose
-    command line holds `child` runs; (the finished run, processes left in its group, then killed)."""
+    """Run the CLI, send Ctrl-C (to its whole group, as a terminal does) once a descendant process whose
+    command line holds `child` runs; (the finished run, processes left: in its group or descended from
+    it, then killed)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "pubsubguard", *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, start_new_session=True, env={**os.environ, **(env or {})},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
-    while not any(child in cmd for _, cmd in _children(process.pid)) and time.monotonic() < deadline:
+    while not any(child in cmd for _, cmd in _descendants(process.pid)) and time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read()
         time.sleep(0.05)
     time.sleep(0.5)
+    descendants = [pid for pid, _ in _descendants(process.pid)]
     os.killpg(process.pid, signal.SIGINT)
     try:
         _, err = process.communicate(timeout=60)  # a child left behind would hold stderr open
     finally:
         time.sleep(2)
         left = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
+        left += [str(pid) for pid in descendants if _alive(pid) and str(pid) not in left]
         for pid in left:
-            os.kill(int(pid), signal.SIGKILL)
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     return subprocess.CompletedProcess(process.args, process.returncode, "", err), left
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pubsub_facts as facts
-from pubsub_rules.values import UNKNOWN, as_list, as_str, display, get, known, plain, resource_path_key
+from pubsub_rules.values import UNKNOWN, as_list, as_str, display, get, known, plain_props, resource_path_key
 
 COLLECTIONS = {facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions"}
 DELIVERY_BLOCKS = (("pushConfig", "push"), ("bigqueryConfig", "BigQuery"), ("cloudStorageConfig", "Cloud Storage"))
@@ -59,7 +59,7 @@ def provider_project(provider: Any) -> str | None:
     """The `project` a provider resource (as the SDK passes it) is configured with."""
     if provider is None:
         return None
-    value = plain(getattr(provider, "props", None) or {}).get("project")
+    value = plain_props(getattr(provider, "props", None) or {}).get("project")
     return value if isinstance(value, str) and value else None
 
 
@@ -70,7 +70,7 @@ def from_policy_resource(resource) -> Resource:
         type=resource.resource_type,
         name=resource.name,
         urn=resource.urn,
-        props=plain(resource.props),
+        props=plain_props(resource.props),
         property_dependencies={
             key: [dep.urn for dep in deps] for key, deps in (getattr(resource, "property_dependencies", None) or {}).items()
         },

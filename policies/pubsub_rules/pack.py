@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pubsub_rules.catalog import PACK_DESCRIPTION, PACK_NAME, RULES
+from pubsub_rules.values import same_for_same_object
 
 
 def policies():
@@ -10,10 +11,13 @@ def policies():
 
 
 def decode_once() -> None:
-    """The policy SDK turns a request's properties into a dict once per policy (`Analyze`: 33 times per
-    resource; `AnalyzeStack`: once per stack policy and resource); the conversion depends only on the
-    message, so convert each distinct message once. The SDK copies the dict into fresh containers before a
-    rule sees it (`deserialize_properties`), so sharing the conversion changes no result."""
+    """The policy SDK turns a request's properties into a dict, then into fresh containers
+    (`deserialize_properties`), then wraps them in read-only proxies (`unknown_checking_proxy`), once per
+    policy (`Analyze`: 33 times per resource; `AnalyzeStack`: once per stack policy and resource). Each
+    step depends only on its input, so each distinct message is converted once and every policy gets the
+    same proxies. No rule writes to its properties (rules read them through `values.plain_props`, which
+    copies them into plain data once), so sharing changes no result: the pack's tests judge the same
+    cases either way. Measured: `benchmarks/bench_check.py` (see README)."""
     import functools
     import types
 
@@ -37,15 +41,22 @@ def decode_once() -> None:
         message.ParseFromString(data)
         return original(message)
 
+    # By identity only across the policies of one Analyze call (the message holds its whole request);
+    # AnalyzeStack's resources are matched by their bytes.
+    struct_to_dict = same_for_same_object(lambda message: from_bytes(message.SerializeToString(deterministic=True)), 64)
+
     def message_to_dict(message, *args, **kwargs):
         if args or kwargs or not isinstance(message, struct_type):
             return original(message, *args, **kwargs)
-        return from_bytes(message.SerializeToString(deterministic=True))
+        return struct_to_dict(message)
 
     shim = types.ModuleType(json_format.__name__)
     shim.__dict__.update({k: v for k, v in vars(json_format).items() if not k.startswith("__")})
     shim.MessageToDict = message_to_dict
     sdk.json_format = shim
+    for name in ("deserialize_properties", "unknown_checking_proxy"):
+        if callable(getattr(sdk, name, None)):
+            setattr(sdk, name, same_for_same_object(getattr(sdk, name)))
 
 
 def build_pack():

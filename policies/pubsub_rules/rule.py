@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pubsub_rules.model import Resource, Stack, from_policy_resource, provider_project, reads_unknown
-from pubsub_rules.values import plain
+from pubsub_rules.values import plain_props
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -78,7 +78,7 @@ class Rule:
         def validate_resource(args, report_violation) -> None:
             if args.resource_type not in self.types:
                 return
-            resource = Resource(args.resource_type, args.name, args.urn, plain(args.props),
+            resource = Resource(args.resource_type, args.name, args.urn, plain_props(args.props),
                                 provider_project=provider_project(getattr(args, "provider", None)))
             for message in self.run_resource(resource, args.get_config()):
                 report_violation(message, None)

@@ -10,8 +10,10 @@ it reports nothing, so an unknown never produces a violation and a wrong type ne
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Callable
 
 import pubsub_facts as facts
 
@@ -70,6 +72,34 @@ def plain(value: Any) -> Any:
         source = target if target is not None else value
         return [plain(item) for item in list(source)]
     return value  # assets, archives, secrets' payloads: no rule reads them
+
+
+def same_for_same_object(convert: Callable[[Any], Any], size: int = 1 << 16) -> Callable[[Any], Any]:
+    """`convert`, answered once per distinct argument object (by identity; the argument is held while it
+    is remembered, so its identity is not reused). For conversions whose result depends only on an
+    argument nobody mutates: the SDK's per-policy conversions of one request's properties."""
+    remembered: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+    lock = threading.Lock()
+
+    def converted(value: Any) -> Any:
+        key = id(value)
+        with lock:
+            hit = remembered.get(key)
+            if hit is not None and hit[0] is value:
+                remembered.move_to_end(key)
+                return hit[1]
+        result = convert(value)
+        with lock:
+            remembered[key] = (value, result)
+            if len(remembered) > size:
+                remembered.popitem(last=False)
+        return result
+
+    return converted
+
+
+plain_props = same_for_same_object(plain)
+"""`plain` of a resource's whole property bag (the SDK hands every policy the same one: see pack.py)."""
 
 
 def _proxy_target(value: Any) -> Any:
