@@ -41,7 +41,7 @@ from pubsubguard.engine import InvokeResults, make_monitor
 from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
-IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered, invoked or scheduled for this long: it waits forever
+IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered or invoked, the thread waiting or blocked in one place this long: stuck
 
 
 def project_root() -> Path:
@@ -253,8 +253,11 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
                                   name="pubsubguard-plan")
         try:
             worker.start()
+            where: list = []
             while worker.is_alive():
                 worker.join(0.1)
+                if _busy(worker, where):
+                    monitor.touch()
                 idle = time.monotonic() - monitor.last_activity
                 if worker.is_alive() and idle > idle_timeout_s:
                     raise PlanError(_stuck(monitor, idle_timeout_s, config.source))
@@ -316,6 +319,19 @@ def _unique(invokes: list[dict]) -> list[dict]:
     return [seen[key] for key in sorted(seen)]
 
 
+def _busy(worker: threading.Thread, last: list) -> bool:
+    """Whether the program's thread moved since the last sample (`last` holds where it was) and is not
+    waiting in its event loop's `select`: a loop that waits there, or a thread blocked in one place, for
+    `IDLE_TIMEOUT_S` with outputs unresolved waits forever (nothing else can wake the loop: RPCs run
+    inline). Sampled from outside, so the program pays nothing per callback."""
+    frame = sys._current_frames().get(worker.ident)
+    if frame is None or (frame.f_code.co_name == "select" and frame.f_code.co_filename.endswith("selectors.py")):
+        return False
+    where = (id(frame), frame.f_lasti, frame.f_lineno)
+    moved, last[:] = where != tuple(last), where
+    return moved
+
+
 def _stuck(monitor, idle_timeout_s: float, source: str) -> str:
     with monitor.lock:
         pending = [f"{ty} {name!r}" for (ty, name), count in sorted(monitor.started.items())
@@ -330,12 +346,7 @@ def _run_program(project: Project, stack: str, monitor, outcome: dict) -> None:
     from pulumi.runtime import mocks, settings
 
     class ProgressLoop(asyncio.SelectorEventLoop):
-        """An event loop that counts every callback it schedules as progress: a program whose loop
-        schedules nothing while outputs stay unresolved waits forever."""
-
-        def call_soon(self, *args, **kwargs):
-            monitor.touch()
-            return super().call_soon(*args, **kwargs)
+        """The program's event loop (its progress is watched from outside: `_busy`)."""
 
         def run_in_executor(self, executor, func, *args):
             """The SDK sends each RPC from a thread pool so the loop runs on while a remote engine

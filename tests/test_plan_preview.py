@@ -132,6 +132,20 @@ def test_a_stuck_program_stops_naming_the_resource_it_waits_for(tmp_path):
         make_plan("dev", root, idle_timeout_s=2)
 
 
+def test_a_program_blocked_outside_its_event_loop_is_stuck_too(tmp_path):
+    """The watchdog samples where the program's thread is: blocked in one place (here a lock nobody
+    releases, after constructing a topic) is no progress, as waiting in the loop's select is."""
+    root = program(tmp_path, """
+        import threading, pulumi_gcp as gcp
+        gcp.pubsub.Topic("before", name="before")
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
+    """)
+    with pytest.raises(PlanError, match=r"no progress for 2 s"):
+        make_plan("dev", root, idle_timeout_s=2)
+
+
 def test_a_failing_program_is_reported_with_its_file_and_line(tmp_path, capsys):
     root = program(tmp_path, """
         import pulumi_gcp as gcp
