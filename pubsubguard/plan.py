@@ -186,6 +186,29 @@ def _stack_traces_without_source_text():
 
 
 @contextmanager
+def _resource_types_once_per_class():
+    """The SDK derives a resource class's property types from its annotations (`resource_types`) each
+    time a resource of that class resolves its outputs; they depend only on the class, so each class's
+    are derived once while the program runs (the SDK only reads them)."""
+    from pulumi import _types
+
+    saved = _types.resource_types
+    derived: dict[type, dict] = {}
+
+    def resource_types(resource_cls: type) -> dict:
+        try:
+            return derived[resource_cls]
+        except KeyError:
+            return derived.setdefault(resource_cls, saved(resource_cls))
+
+    _types.resource_types = resource_types
+    try:
+        yield
+    finally:
+        _types.resource_types = saved
+
+
+@contextmanager
 def _counting_registrations(monitor):
     """Counts the resources the program has constructed, to name the one a stuck plan waits for."""
     import pulumi.resource as resource_module
@@ -247,7 +270,8 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
     }
     outcome: dict[str, BaseException] = {}
     with _environment(env, project.program_dir), _unknowns_print_as_sentinel(), _counting_registrations(monitor), \
-            _outputs_awaited_in_linear_time(), _no_cyclic_gc(), _stack_traces_without_source_text():
+            _outputs_awaited_in_linear_time(), _no_cyclic_gc(), _stack_traces_without_source_text(), \
+            _resource_types_once_per_class():
         saved_path, saved_modules = list(sys.path), set(sys.modules)
         worker = threading.Thread(target=_run_program, args=(project, stack, monitor, outcome), daemon=True,
                                   name="pubsubguard-plan")
