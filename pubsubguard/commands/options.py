@@ -29,7 +29,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         if "default:" in text or "%(default)" in text or not action.option_strings:
             return text
-        if action.default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction):
+        if action.default in (None, False, argparse.SUPPRESS) or isinstance(action, (argparse._HelpAction, argparse._StoreConstAction)):
             return text
         return f"{text} (default: %(default)s)"
 
