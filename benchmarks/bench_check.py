@@ -90,6 +90,23 @@ def measure(topics: int) -> dict:
     }
 
 
+def plan_only(sizes: list[int]) -> int:
+    from pubsubguard import plan as planning
+
+    print(f"load average {os.getloadavg()[0]:.1f} at start")
+    print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'cpu s':>7} {'cpu ms/res':>10} {'peak MiB':>8}")
+    for topics in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
+            project(Path(tmp), topics)
+            wall, cpu = time.perf_counter(), _cpu()
+            plan = planning.make_plan("bench", Path(tmp))
+            wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+        resources = len(plan["resources"])
+        print(f"{topics:>7} {resources:>9} {wall:>7.2f} {cpu:>7.2f} {1000 * cpu / resources:>10.2f} "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:>8.0f}", flush=True)
+    return 0
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the pack processes)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -99,9 +116,13 @@ def _cpu() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, action="append", help="estate size in topics (repeatable; default 100, 1000, 3000)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="only run the program (`pubsubguard plan`): its wall and CPU seconds and peak memory")
     args = parser.parse_args(argv)
     sizes = args.topics or [100, 1000, 3000]
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    if args.plan_only:
+        return plan_only(sizes)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start (wall times stretch when other work shares the cores)")
     print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'check s':>7} {'total s':>7} {'cpu s':>7} "
