@@ -320,6 +320,10 @@ def pinning_findings(record: dict, subscriptions, published_ok: dict[str, int]) 
                 if used != topic["endpoint"]:
                     findings.append(finding(sub.name, "publisher", declared=topic["endpoint"], used=used,
                                             resource=topic["path"], requests=requests, messages=messages))
+                elif used == facts.GLOBAL_ENDPOINT:  # as declared, but not pinned: the pack's finding too
+                    findings.append({**finding(sub.name, "declared_global", declared=used, used=used,
+                                               resource=topic["path"], requests=requests, messages=messages),
+                                     "severity": "advisory"})
             unseen = published_ok.get(sub.topic, 0) - sum(m for _, m in seen.values())
             if unseen > 0:
                 findings.append(finding(sub.name, "unobserved_publish", declared=topic["endpoint"], used=None,
@@ -332,10 +336,11 @@ def pinning_findings(record: dict, subscriptions, published_ok: dict[str, int]) 
                 if row["method"] in CONSUMER_METHODS and row["resource"] in twins:
                     seen[row["endpoint"]][0] += row["requests"]
             for used, (requests, _) in sorted(seen.items()):
-                if used != consumer["endpoint"]:
-                    findings.append(finding(sub.name, "consumer", declared=consumer["endpoint"], used=used,
-                                            resource=sorted(twins)[0] if twins else None, requests=requests,
-                                            messages=None))
+                if used != consumer["endpoint"] or used == facts.GLOBAL_ENDPOINT:
+                    found = finding(sub.name, "consumer" if used != consumer["endpoint"] else "declared_global",
+                                    declared=consumer["endpoint"], used=used,
+                                    resource=sorted(twins)[0] if twins else None, requests=requests, messages=None)
+                    findings.append(found if used != consumer["endpoint"] else {**found, "severity": "advisory"})
             pulled = any(row["method"] in ("StreamingPull", "Pull") and row["resource"] in twins
                          and row["endpoint"] == consumer["endpoint"] for row in rows)
             if not pulled:

@@ -5,6 +5,8 @@ same topic with the same ordering, exactly-once, ack deadline, retry and dead-le
 dead-letter topic), plus:
 
 - filter `probe_contract.probe_filter(run_id)`: the twin sees only this run's messages;
+- for a twin with dead-lettering, the Pub/Sub service agent as `roles/pubsub.subscriber` on it (as the
+  program grants it on the subscription it copies; `validation.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
 - for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
@@ -27,6 +29,7 @@ from infra import probe_contract
 
 from pubsubguard.errors import UserError
 from pubsubguard.declared import Estate, Subscription, short_name
+from validation.access import grant_subscriber, revoke_subscriber
 
 PROBE_LABEL = "pubsubguard-probe"
 TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
@@ -133,7 +136,10 @@ class Twins:
     run_id: str
     specs: list[TwinSpec]
     subscriber: object  # google.cloud.pubsub_v1.SubscriberClient (admin calls)
+    service_agent: str | None = None  # granted roles/pubsub.subscriber on dead-lettering twins
     created: list[str] = field(default_factory=list)
+    iam: list[dict] = field(default_factory=list)  # every grant / revoke and the target's answer (run.json)
+    granted: set[str] = field(default_factory=set)
 
     def create(self) -> None:
         from google.api_core import exceptions
@@ -149,14 +155,35 @@ class Twins:
             except exceptions.GoogleAPICallError as err:
                 raise IsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
             self.created.append(spec.path)
+            if spec.dead_letter_topic:
+                self._grant(spec)
+
+    def _grant(self, spec: TwinSpec) -> None:
+        """The service agent's subscriber grant, without which Pub/Sub cannot forward the twin's dead letters."""
+        if self.service_agent is None:
+            self.iam.append({"resource": spec.path, "call": "setIamPolicy", "result": "not attempted",
+                             "detail": "the plan names no Pub/Sub service agent"})
+            return
+        answer = grant_subscriber(self.subscriber, spec.path, self.service_agent)
+        self.iam.append(answer.as_dict())
+        if answer.result == "refused":
+            raise IsolationError(
+                f"cannot grant {facts.SUBSCRIBER_ROLE} to {self.service_agent} on probe twin {short_name(spec.path)} "
+                f"({answer.detail}); the run's identity needs pubsub.subscriptions.setIamPolicy on it"
+            )
+        if answer.result == "granted":
+            self.granted.add(spec.path)
 
     def delete(self) -> list[str]:
-        """Delete every created twin; returns the paths that could not be deleted."""
+        """Delete every created twin (its grant revoked first); returns the paths that could not be deleted."""
         from google.api_core import exceptions
 
         failed = []
         while self.created:
             path = self.created.pop()
+            if path in self.granted:
+                self.iam.append(revoke_subscriber(self.subscriber, path, self.service_agent).as_dict())
+                self.granted.discard(path)
             try:
                 self.subscriber.delete_subscription(subscription=path, timeout=30)
             except exceptions.NotFound:

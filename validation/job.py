@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--plan", type=Path, default=None, help="a plan file (`pubsubguard plan --out`) instead of --stack")
     source.add_argument("--target", choices=("emulator", "gcp"), default="emulator")
     source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
+    source.add_argument("--endpoint", action="append", default=None, metavar="REGION=HOST:PORT",
+                        help="map a declared locational endpoint (REGION, or `global` for the global endpoint) to a "
+                             "host; repeatable. A loopback host is dialled without TLS or credentials and its "
+                             "traffic is recorded (endpoint_pinning)")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")
     work = parser.add_argument_group("workload")

@@ -56,7 +56,9 @@ REFINED = (
     ("target", None, "where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
                      "`pubsubguard emulator`) or gcp (Application Default Credentials)"),
     ("faults", options.faults, "faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber "
-                               "tasks killed); e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
+                               "tasks killed), misroute=1 (publishers on the global endpoint); "
+                               "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
+    ("endpoint", options.endpoint_mapping, None),
     ("keys", options.positive_int, "ordering keys per topic"),
     ("messages_per_key", options.positive_int, "messages published per key"),
     ("subscribers", options.positive_int, "subscriber tasks"),
@@ -102,8 +104,8 @@ def preflight(args) -> None:
     Fills the default report directory: `<project>/out/<stack>/report` (from evidence: beside it)."""
     from pubsubguard.emulator import find_java
 
-    if args.target == "gcp" and not args.from_evidence:
-        check_credentials()
+    if args.target == "gcp" and not args.from_evidence and not loopback_only(args.endpoint):
+        check_credentials()  # with loopback stand-ins only, the probe decides once it knows the endpoints
     if args.cleanup:  # deletes probe twins: no Spark, no report
         return
     if args.report is None and not args.from_evidence:
@@ -112,6 +114,14 @@ def preflight(args) -> None:
         options.require_writable(args.report, "--report", directory=True)
     if find_java() is None:
         raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
+
+
+def loopback_only(endpoint_items: list[str] | None) -> bool:
+    """`--endpoint` maps the global endpoint and every other one it names to loopback stand-ins."""
+    from validation.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
+
+    mapping = parse_endpoint_map(endpoint_items)
+    return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())
 
 
 def check_credentials() -> None:
