@@ -225,12 +225,15 @@ class _Forward:
         stream = {"resource": ""}
 
         def upstream_requests():
-            for raw in requests:
-                resource, messages = _resource(method, raw)
-                stream["resource"] = stream["resource"] or resource  # a stream names it in its first request
-                listener.record(client, method, stream["resource"], peer, requests=1, messages=messages,
-                                request_bytes=len(raw))
-                yield raw
+            try:
+                for raw in requests:
+                    resource, messages = _resource(method, raw)
+                    stream["resource"] = stream["resource"] or resource  # a stream names it in its first request
+                    listener.record(client, method, stream["resource"], peer, requests=1, messages=messages,
+                                    request_bytes=len(raw))
+                    yield raw
+            except grpc.RpcError:
+                return  # the client went away (cancelled its stream): the upstream call is cancelled with it
 
         call = listener.channel.stream_stream(method)(upstream_requests(), metadata=metadata,
                                                      timeout=context.time_remaining())
