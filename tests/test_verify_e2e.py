@@ -43,15 +43,15 @@ STACK_YAML = """config:
 """
 
 
-def make_estate(tmp_path: Path) -> tuple[Path, dict, str]:
-    """A project dir with its own stack; returns (plan file, plan, topic name)."""
+def make_estate(tmp_path: Path, stack_yaml: str = STACK_YAML) -> tuple[Path, dict, str]:
+    """A project dir with its own stack (`stack_yaml`, `{t}` the topic); returns (plan file, plan, topic name)."""
     topic = f"vt-{uuid.uuid4().hex[:8]}"
     root = tmp_path / "project"
     root.mkdir()
     (root / "Pulumi.yaml").write_text(
         f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n"
     )
-    (root / "Pulumi.test.yaml").write_text(STACK_YAML.format(t=topic))
+    (root / "Pulumi.test.yaml").write_text(stack_yaml.format(t=topic))
     plan = make_plan("test", root)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))

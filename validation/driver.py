@@ -26,7 +26,7 @@ from pubsubguard.declared import short_name
 from validation.drift import config_drift, missing_subscriptions
 from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from validation.faults import Faults, parse_faults, poison_set
-from validation.isolation import Twins, plan_twins
+from validation.isolation import Twins, not_probed, plan_twins
 from validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
 from validation.progress import EvidenceTally, progress_bars
 from validation.session import spark_session
@@ -80,10 +80,11 @@ def probe(args, spark=None):
     emulator_host = resolve_target(args, estate)
     run_id = uuid.uuid4().hex
     report = report_dir(args, estate.stack)
-    probed = [name for name, t in estate.subscriptions.items() if t.not_probed is None]
+    receiver, push_url = push_receiver(args)
+    probed = [name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None]
     if not probed:
-        raise VerifyError(f"stack {estate.stack!r}: no pull subscription to probe (push/export ones are not probed)")
-    twin_specs = plan_twins(estate, run_id)
+        raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
+    twin_specs = plan_twins(estate, run_id, push_url)
     if args.drain_timeout is None:
         args.drain_timeout = default_drain_timeout(twin_specs)
     observations: list[str] = []
@@ -101,11 +102,33 @@ def probe(args, spark=None):
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(args.master, log_dir=report)
     listeners = endpoints.Listeners(upstreams).start()
+    if receiver is not None:
+        receiver.start()
     try:
         return _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-                      observations, mapping, listeners, run_identity)
+                      observations, mapping, listeners, run_identity, (receiver, push_url))
     finally:
         listeners.stop()
+        if receiver is not None:
+            receiver.stop()
+
+
+def push_receiver(args):
+    """(the probe's push receiver, bound but not started; the URL push twins push to) or (None, None):
+    on the emulator a loopback receiver it reaches directly, on Google Cloud the `--push-receiver` URL
+    that forwards to the receiver's loopback port `--push-port`."""
+    from pubsubguard.emulator import PushReceiver
+
+    url = getattr(args, "push_receiver", None)
+    if args.target == "emulator":
+        receiver = PushReceiver(0, keep=1)
+        return receiver, f"http://{receiver.host}"
+    if url:
+        try:
+            return PushReceiver(args.push_port, keep=1), url
+        except OSError as err:
+            raise VerifyError(f"--push-port {args.push_port}: cannot listen on loopback: {err.strerror}") from None
+    return None, None
 
 
 def run_endpoints(estate, probed: list[str], twin_specs) -> set[str]:
@@ -139,7 +162,7 @@ def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listen
 
 
 def _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-           observations, mapping, listeners, run_identity):
+           observations, mapping, listeners, run_identity, push):
     dialled = {**mapping, **listeners.mapping}
     publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
@@ -179,7 +202,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         )
 
     evidence_dir = fresh_evidence_dir(report)
-    tested = {name: t.not_probed for name, t in estate.subscriptions.items() if t.not_probed}
+    tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
         "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
@@ -203,7 +226,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
             ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
-                        probed, stop_file, observations, dialled).run()
+                        probed, stop_file, observations, dialled, push[0]).run()
         finally:
             stop_file.touch()
             session.sparkContext.cancelAllJobs()
@@ -278,7 +301,8 @@ class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
     def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path, emulator_host,
-                 twin_specs, probed, stop_file: Path, observations: list[str], dialled: dict[str, str]):
+                 twin_specs, probed, stop_file: Path, observations: list[str], dialled: dict[str, str],
+                 receiver=None):
         self.spark = spark
         self.sc = spark.sparkContext
         self.args = args
@@ -309,6 +333,11 @@ class ProbeDriver:
              "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
             for t in twin_specs
         ]
+        pushed = {t.path for t in twin_specs if t.push_endpoint}
+        self.push_twins = [t for t in self.twins if t["path"] in pushed]
+        self.twins = [t for t in self.twins if t["path"] not in pushed]
+        self.receiver = receiver
+        self.push = None
         self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
         self.errors: list[BaseException] = []
         self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
@@ -373,6 +402,19 @@ class ProbeDriver:
             self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
             self._start(self._subscriber_job, replacement)
 
+    def _start_push(self) -> None:
+        """The push twins' subscriber answers the receiver's pushes from now on (validation.push)."""
+        from validation.push import PushSubscriber
+
+        if not self.push_twins:
+            return
+        spec = {**self.base, "task_id": "push", "twins": self.push_twins, "twin_to_declared": self.twin_to_declared,
+                "faults": self.faults.as_dict(), "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
+        self.push = PushSubscriber(spec)
+        self.receiver.answer = self.push.answer
+        if not self.twins:
+            self.push.ready()  # no pull task will say it reads: the publisher need not wait
+
     def _start(self, target, *args) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
         with self.lock:
@@ -420,8 +462,12 @@ class ProbeDriver:
         if self.faults.crash:
             quiet_crash_logs(self.sc, True)
         try:
+            self._start_push()
             self._run(total, crash_after)
         finally:
+            if self.push is not None:
+                self.receiver.answer = None
+                self.push.close()
             if self.faults.crash:
                 quiet_crash_logs(self.sc, False)
 

@@ -1,10 +1,13 @@
 """Probe isolation: the probe never consumes from a declared subscription.
 
-For each declared pull subscription `<sub>` the probe creates a *twin* `<sub>-probe-<run8>` on the
+For each declared pull subscription `<sub>` (and push subscription, when the run has a push receiver:
+validation.push) the probe creates a *twin* `<sub>-probe-<run8>` on the
 same topic with the same ordering, exactly-once, ack deadline, retry and dead-letter policy (same
 dead-letter topic), plus:
 
 - filter `probe_contract.probe_filter(run_id)`: the twin sees only this run's messages;
+- for a push subscription, the run's push receiver as its endpoint (no OIDC token: the receiver is the
+  probe's own);
 - for a twin with dead-lettering, the Pub/Sub service agent as `roles/pubsub.subscriber` on it (as the
   program grants it on the subscription it copies; `validation.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
@@ -21,6 +24,7 @@ deletes leftovers by label and name pattern (after SIGKILL). See docs/verificati
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 
 import pubsub_facts as facts
@@ -28,7 +32,7 @@ import pubsub_facts as facts
 from infra import probe_contract
 
 from pubsubguard.errors import UserError
-from pubsubguard.declared import Estate, Subscription, short_name
+from pubsubguard.declared import PUSH, Estate, Subscription, short_name
 from validation.access import grant_subscriber, revoke_subscriber
 
 PROBE_LABEL = "pubsubguard-probe"
@@ -64,6 +68,7 @@ class TwinSpec:
     retry_max_backoff_s: float | None = None
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
     drain: bool = False  # a dead-letter drain twin (not a declared subscription)
+    push_endpoint: str | None = None  # a push twin: the run's receiver (validation.push)
 
     def request(self, run_id: str) -> dict:
         request = {
@@ -76,6 +81,8 @@ class TwinSpec:
             "labels": {PROBE_LABEL: run_id},
             "expiration_policy": {"ttl": {"seconds": TWIN_TTL_S}},
         }
+        if self.push_endpoint:
+            request["push_config"] = {"push_endpoint": self.push_endpoint}
         if self.dead_letter_topic:
             request["dead_letter_policy"] = {
                 "dead_letter_topic": self.dead_letter_topic,
@@ -89,16 +96,35 @@ class TwinSpec:
         return request
 
 
-def plan_twins(estate: Estate, run_id: str) -> list[TwinSpec]:
-    """The twins for every probed subscription, plus drain twins so every dead-letter topic is read."""
+NO_PUSH_RECEIVER = ("push subscription: no push receiver the service can reach on this target; give "
+                    "--push-receiver URL (a URL that reaches the probe's loopback receiver) to probe it")
+
+
+def not_probed(subscription: Subscription, push_url: str | None) -> str | None:
+    """Why the probe does not read `subscription` (None: it does), given the run's push receiver URL."""
+    if subscription.delivery == PUSH:
+        return None if push_url else NO_PUSH_RECEIVER
+    return subscription.not_probed
+
+
+def twin_push_endpoint(push_url: str, twin_path: str) -> str:
+    """Where a push twin pushes: the run's receiver, the twin's name in the path (validation.push)."""
+    return f"{push_url.rstrip('/')}/push/{urllib.parse.quote(short_name(twin_path), safe='')}"
+
+
+def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list[TwinSpec]:
+    """The twins for every probed subscription (push ones pushing to `push_url`, the run's receiver),
+    plus drain twins so every dead-letter topic is read."""
     project_prefix = f"projects/{estate.project}/subscriptions/"
     twins: list[TwinSpec] = []
-    probed: list[Subscription] = [t for t in estate.subscriptions.values() if t.not_probed is None]
+    probed: list[Subscription] = [t for t in estate.subscriptions.values() if not_probed(t, push_url) is None]
     read_topics = {t.topic_path for t in probed}
     for target in probed:
+        path = project_prefix + twin_name(target.name, run_id)
         twins.append(
             TwinSpec(
-                path=project_prefix + twin_name(target.name, run_id),
+                path=path,
+                push_endpoint=twin_push_endpoint(push_url, path) if target.delivery == PUSH else None,
                 topic_path=target.topic_path,
                 declared_name=target.name,
                 ordering=target.ordering,
