@@ -10,7 +10,8 @@ one, push subscriptions are `not_tested` with that reason). The receiver is the 
   by the pull subscriber's own code (`validation.probe._Subscriber`: the same faults, poison and
   dead-letter handling, the same row), through a message adapter whose ack is the HTTP answer;
 - ack -> 204, nack (fault or poison) -> 500, expire -> no answer until the ack deadline (+ margin) has
-  passed (the service counts the push as expired; recorded `expire`), then 204 to close the request.
+  passed (Pub/Sub counts the push as unanswered and redelivers it), then 204 (recorded `late_ack`, as
+  the pull subscriber's ack with a stale ack id; the run ending first: `expire`).
 
 Ordering, exactly-once, dead-lettering and completeness are then checked on these rows like on
 pulled ones. The crash fault does not apply to push (the receiver runs in the driver).
@@ -90,12 +91,16 @@ class PushSubscriber(_Subscriber):
         return message.status or LATE_STATUS
 
     def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
-        """A held push: its deadline has passed unanswered (`expire`); close the request now."""
+        """A held push: its deadline has passed unanswered; answer 204 now, as the pull subscriber acks
+        with the stale ack id (`late_ack`). Whether the target took it as an ack, the deliveries that
+        follow (or not) show: the emulator does (docs/emulator.md), Pub/Sub redelivers."""
         with self.lock:
             if self.held.pop(id(row), None) is None:
                 return
             message = self.pending.get(ack_id)
-        row["action"] = "expire"
+        row["action"] = "late_ack"
+        row["ack_time_us"] = int(time.time() * 1_000_000)
+        row["ack_result"] = "success" if message is not None else "other"  # "other": the request was gone
         self.writer.add(row)
         if message is not None:
             message._answer(LATE_STATUS)
