@@ -22,7 +22,7 @@ from infra import probe_contract
 
 from pubsubguard.errors import UserError
 from validation import access, endpoints, evidence
-from pubsubguard.declared import short_name
+from pubsubguard.declared import PUSH, short_name
 from validation.drift import config_drift, missing_subscriptions
 from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from validation.faults import Faults, parse_faults, poison_set
@@ -154,7 +154,7 @@ def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listen
             "subscriptions": {
                 name: {"endpoint": estate.subscriptions[name].consumer_endpoint,
                        "twins": [t.path for t in twin_specs if t.declared_name == name]}
-                for name in probed
+                for name in probed if estate.subscriptions[name].delivery != PUSH  # pushed: no consumer client
             },
         },
         "traffic": [],
