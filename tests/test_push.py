@@ -99,3 +99,19 @@ def test_push_faults_dead_letter_as_declared_and_late_answers_violate_exactly_on
     assert code == report["exit_code"] == 1 and report["verdict"] == "violated"
     for suffix in ("push", "push-ordered", "push-dl"):
         assert subs[f"{topic}-{suffix}"]["guarantees"]["completeness"] == "holds", subs[f"{topic}-{suffix}"]["findings"]
+
+
+def test_on_google_cloud_push_is_not_tested_without_a_receiver_url():
+    from pubsubguard.declared import estate
+    from pubsubguard.plan import make_plan
+    from validation.isolation import NO_PUSH_RECEIVER, not_probed, plan_twins
+
+    dev = estate(make_plan("dev")).declared_by_stack()
+    push = dev.subscriptions["orders-push"]
+    assert not_probed(push, None) == NO_PUSH_RECEIVER and "--push-receiver URL" in NO_PUSH_RECEIVER
+    assert not_probed(push, "https://probe.example.net/hook") is None
+    assert not_probed(dev.subscriptions["orders-ordered"], None) is None
+    (twin,) = [t for t in plan_twins(dev, "0123456789abcdef", "https://probe.example.net/hook") if t.declared_name == "orders-push"]
+    assert twin.request("0123456789abcdef")["push_config"] == {
+        "push_endpoint": f"https://probe.example.net/hook/push/orders-push-probe-01234567"}
+    assert not [t for t in plan_twins(dev, "0123456789abcdef") if t.declared_name == "orders-push"]
