@@ -7,18 +7,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pubsubguard.apply import apply_plan
-from test_verify_e2e import make_estate, twins_left, verify
+from test_verify_e2e import ONE_TOPIC_STACK, make_estate, twins_left, verify
 
 pytestmark = pytest.mark.emulator
 
-PUSH_YAML = """config:
-  gcp:project: pubsubguard-dev
-  pubsubguard:projectNumber: "100000000001"
-  pubsubguard:estate:
-    probe_isolation: true
-    topics:
-      - name: {t}
-        subscriptions:
+PUSH_YAML = ONE_TOPIC_STACK + """\
           - name: {t}-push
             ack_deadline_seconds: 10
             delivery: {{type: push, endpoint: "https://example.com/push"}}

@@ -18,7 +18,8 @@ from validation import driver, job
 
 pytestmark = pytest.mark.emulator
 
-STACK_YAML = """config:
+# One topic {t} whose subscriptions follow (test_push.py declares its own).
+ONE_TOPIC_STACK = """config:
   gcp:project: pubsubguard-dev
   pubsubguard:projectNumber: "100000000001"
   pubsubguard:estate:
@@ -26,7 +27,8 @@ STACK_YAML = """config:
     topics:
       - name: {t}
         subscriptions:
-          - name: {t}-ordered
+"""
+STACK_YAML = ONE_TOPIC_STACK + """          - name: {t}-ordered
             ordering: true
             ack_deadline_seconds: 10
             dead_letter: {{max_delivery_attempts: 5}}
