@@ -15,13 +15,36 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import pubsub_facts as facts
 
+from pubsubguard.errors import UserError
+
+CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+                    "to a service account key file")
 PUBLISH_PERMISSIONS = ("pubsub.topics.publish", "pubsub.topics.attachSubscription")
 ATTACH_PERMISSIONS = ("pubsub.topics.attachSubscription",)
 READ_PERMISSIONS = ("pubsub.subscriptions.get",)
+
+
+def check_credentials() -> None:
+    """`--target gcp`: Application Default Credentials exist (found, not used: nothing is contacted
+    unless the metadata server of a Google Cloud machine is where they come from)."""
+    import google.auth
+    from google.auth import exceptions
+
+    quiet = logging.getLogger("google.auth")  # its "metadata server unavailable" is said below, once
+    saved = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        google.auth.default()
+    except exceptions.DefaultCredentialsError as err:
+        first = str(err).split(". ")[0].strip().rstrip(".")
+        raise UserError(f"--target gcp: no Google Cloud credentials ({first}); {CREDENTIALS_HINT}") from None
+    finally:
+        quiet.setLevel(saved)
 
 
 def identity(target: str, all_loopback: bool) -> str:

@@ -93,9 +93,7 @@ def probe(args, spark=None):
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
     if args.target == "gcp" and not all_loopback:
-        from pubsubguard.commands.verify import check_credentials
-
-        check_credentials()
+        access.check_credentials()
     run_identity = access.identity(args.target, all_loopback)
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched

@@ -316,14 +316,14 @@ def render_html(result: dict) -> str:
 
 def access_line(result: dict) -> str:
     """Who the run was, on which project, through which endpoints (run.json parameters)."""
-    parameters = result["parameters"]
+    parameters = result.get("parameters") or {}
     dialled = (parameters.get("endpoints") or {}).get("dialled") or {}
     through = ", ".join(f"{endpoint} -> {address}" for endpoint, address in sorted(dialled.items())) or "as declared"
     return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
             f"endpoints {through}")
 
 
-SUMMARY_MIN_WIDTH = 160  # when stdout is not a terminal (a log, CI): wide enough for the whole table
+SUMMARY_MIN_WIDTH = 200  # when stdout is not a terminal (a log, CI): wide enough for the whole table
 
 
 def _console():

@@ -10,7 +10,6 @@ Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or envi
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from pubsubguard import plan as planning
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
+from validation.access import check_credentials
 from validation.session import DEFAULT_MASTER
 
 # Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
@@ -31,8 +31,6 @@ _MASTER = re.compile(
     r"|mesos://\S+"
 )
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
-CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-                    "to a service account key file")
 JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
              "and put `java` on PATH or set JAVA_HOME")
 
@@ -122,24 +120,6 @@ def loopback_only(endpoint_items: list[str] | None) -> bool:
 
     mapping = parse_endpoint_map(endpoint_items)
     return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())
-
-
-def check_credentials() -> None:
-    """`--target gcp`: Application Default Credentials exist (found, not used: nothing is contacted
-    unless the metadata server of a Google Cloud machine is where they come from)."""
-    import google.auth
-    from google.auth import exceptions
-
-    quiet = logging.getLogger("google.auth")  # its "metadata server unavailable" is said below, once
-    saved = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        google.auth.default()
-    except exceptions.DefaultCredentialsError as err:
-        first = str(err).split(". ")[0].strip().rstrip(".")
-        raise UserError(f"--target gcp: no Google Cloud credentials ({first}); {CREDENTIALS_HINT}") from None
-    finally:
-        quiet.setLevel(saved)
 
 
 def run(args) -> int:
