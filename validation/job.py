@@ -19,6 +19,9 @@ submitter decides the master: the job's `--master` applies only when none is con
 This module is the entry point only; the rooms of a run:
     validation/target.py    the declared estate from the plan, the target (emulator or gcp) resolved
     validation/driver.py    config drift check, filter canary, twins, publisher and subscriber jobs, drain
+    validation/endpoints.py the endpoint map, recording listeners, clients per endpoint, endpoint_pinning
+    validation/access.py    identity, testIamPermissions, the twins' service agent grant
+    validation/push.py      the push twins' receiver answers (per the fault plan)
     validation/drift.py     declared vs. deployed as `config_drift` findings
     validation/progress.py  the evidence tally and progress bars
     validation/failures.py  why a Spark job failed, in one line; crash log silencing; VerifyError
