@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on gcp, a URL Pub/Sub can push to that reaches the probe's push receiver on loopback "
                              "port --push-port; push subscriptions are probed through it (else not_tested)")
     source.add_argument("--push-port", type=int, default=8080,
-                        help="the loopback port of the probe's push receiver with --push-receiver (default 8080)")
+                        help="the loopback port of the probe's push receiver with --push-receiver")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")
     work = parser.add_argument_group("workload")
