@@ -174,6 +174,8 @@ class Estate:
     # the names the stack outputs list: the estate as its stack declares it, without plumbing
     # (auto-created dead-letter topics and drains); None: the plan has no such outputs
     output_names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # the Pub/Sub service agent the plan grants dead-lettering roles to (`serviceAccount:service-N@…`)
+    service_agent: str | None = None
 
     def settings(self) -> dict[str, dict]:
         """Resource path -> settings, every topic then every subscription (readback vocabulary)."""
@@ -334,6 +336,10 @@ def estate(plan: dict) -> Estate:
     drains = {
         out["dead_letter_drain"]: out["dead_letter_topic"] for out in subscription_outputs.values() if out.get("dead_letter_drain")
     }
+    agents = sorted({
+        r["inputs"]["member"] for kind in (facts.SUBSCRIPTION_IAM_MEMBER, facts.TOPIC_IAM_MEMBER)
+        for r in resources_of(plan, kind) if facts.SERVICE_AGENT_RE.fullmatch(str(r["inputs"].get("member", "")))
+    })
     return Estate(
         project=project or "unknown-project",
         stack=plan.get("stack") or "unknown",
@@ -344,6 +350,7 @@ def estate(plan: dict) -> Estate:
         output_names=(
             (tuple(topic_outputs), tuple(subscription_outputs)) if "topics" in outputs and "subscriptions" in outputs else None
         ),
+        service_agent=agents[0] if agents else None,
     )
 
 

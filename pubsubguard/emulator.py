@@ -168,24 +168,27 @@ class Push:
 
 class PushReceiver:
     """A threaded HTTP server on loopback that records each push (the last `keep`) and answers 204.
-    `on_push` (optional) sees every push too (the sidecar logs them)."""
+    `on_push` (optional) sees every push too (the sidecar logs them); `answer(subscription, body)`
+    (optional; the verification probe's `validation.push`) decides the HTTP status instead."""
 
-    def __init__(self, port: int = 0, keep: int = 10_000, on_push=None):
+    def __init__(self, port: int = 0, keep: int = 10_000, on_push=None, answer=None):
         self.pushes: collections.deque[Push] = collections.deque(maxlen=keep)
         self.count = 0
         self._on_push = on_push
+        self.answer = answer
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
+                body = self.rfile.read(length)
                 url = urllib.parse.urlsplit(self.path)
                 subscription = urllib.parse.unquote(url.path.removeprefix(PUSH_PATH)) if url.path.startswith(PUSH_PATH) else ""
                 endpoint = urllib.parse.parse_qs(url.query).get("endpoint", [""])[0]
                 receiver._record(Push(subscription, endpoint, length, time.time_ns() // 1000))
-                self.send_response(204)
+                self.send_response(receiver.answer(subscription, body) if receiver.answer else 204)
+                self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_GET(self):  # noqa: N802 - a liveness answer

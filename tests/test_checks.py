@@ -273,8 +273,15 @@ def test_guarantee_status():
         "exactly_once": "not_tested",
         "dead_letter": "holds",
         "completeness": "violated",
+        "endpoint_pinning": "not_tested",  # its endpoints were not observed
     }
     assert guarantee_status(f, sub, tested=True, poison_published=False)["dead_letter"] == "not_tested"
+    pinned = [{"subscription": "s", "guarantee": "endpoint_pinning", "severity": "error"}]
+    assert guarantee_status(pinned, sub, tested=True, poison_published=False,
+                            endpoints_observed=True)["endpoint_pinning"] == "violated"
+    assert guarantee_status([], sub, tested=True, poison_published=False, endpoints_observed=True)["endpoint_pinning"] == "holds"
+    plain = DeclaredSubscription("s", "t")  # neither ordering nor exactly-once: nothing to pin
+    assert guarantee_status([], plain, tested=True, poison_published=False, endpoints_observed=True)["endpoint_pinning"] == "not_tested"
     assert set(guarantee_status(f, sub, tested=False, poison_published=True).values()) == {"not_tested"}
 
 

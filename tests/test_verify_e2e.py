@@ -18,7 +18,8 @@ from validation import driver, job
 
 pytestmark = pytest.mark.emulator
 
-STACK_YAML = """config:
+# One topic {t} whose subscriptions follow (test_push.py declares its own).
+ONE_TOPIC_STACK = """config:
   gcp:project: pubsubguard-dev
   pubsubguard:projectNumber: "100000000001"
   pubsubguard:estate:
@@ -26,7 +27,8 @@ STACK_YAML = """config:
     topics:
       - name: {t}
         subscriptions:
-          - name: {t}-ordered
+"""
+STACK_YAML = ONE_TOPIC_STACK + """          - name: {t}-ordered
             ordering: true
             ack_deadline_seconds: 10
             dead_letter: {{max_delivery_attempts: 5}}
@@ -43,15 +45,15 @@ STACK_YAML = """config:
 """
 
 
-def make_estate(tmp_path: Path) -> tuple[Path, dict, str]:
-    """A project dir with its own stack; returns (plan file, plan, topic name)."""
+def make_estate(tmp_path: Path, stack_yaml: str = STACK_YAML) -> tuple[Path, dict, str]:
+    """A project dir with its own stack (`stack_yaml`, `{t}` the topic); returns (plan file, plan, topic name)."""
     topic = f"vt-{uuid.uuid4().hex[:8]}"
     root = tmp_path / "project"
     root.mkdir()
     (root / "Pulumi.yaml").write_text(
         f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n"
     )
-    (root / "Pulumi.test.yaml").write_text(STACK_YAML.format(t=topic))
+    (root / "Pulumi.test.yaml").write_text(stack_yaml.format(t=topic))
     plan = make_plan("test", root)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
@@ -85,12 +87,11 @@ def test_verify_without_faults(spark, emulator, tmp_path):
     subs = report["subscriptions"]
     assert set(subs) == {f"{topic}-ordered", f"{topic}-eod", f"{topic}-plain", f"{topic}-dl", f"{topic}-push"}
     for name, sub in subs.items():
-        assert set(sub["guarantees"]) == {"ordering", "exactly_once", "dead_letter", "completeness"}
+        assert set(sub["guarantees"]) == {"ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning"}
         assert set(sub["guarantees"].values()) <= {"holds", "violated", "not_tested"}
-    # Push subscriptions are not probed, and say why.
-    assert subs[f"{topic}-push"]["tested"] is False
-    assert "push" in subs[f"{topic}-push"]["not_tested_reason"]
-    assert set(subs[f"{topic}-push"]["guarantees"].values()) == {"not_tested"}
+    # Push subscriptions are probed on the emulator, through the probe's own receiver (tests/test_push.py).
+    assert subs[f"{topic}-push"]["tested"] is True
+    assert subs[f"{topic}-push"]["guarantees"]["completeness"] == "holds"
     # Observed: without faults the emulator delivers all 18 messages to every twin and accepts every ack.
     for suffix in ("ordered", "eod", "plain"):
         sub = subs[f"{topic}-{suffix}"]
@@ -101,7 +102,12 @@ def test_verify_without_faults(spark, emulator, tmp_path):
     assert subs[f"{topic}-eod"]["guarantees"]["exactly_once"] == "holds"
     # No poison published: dead-lettering is declared but not exercised.
     assert subs[f"{topic}-ordered"]["guarantees"]["dead_letter"] == "not_tested"
-    assert any("endpoint pinning not exercised" in o for o in report["observations"])
+    # This stack declares no regions: the traffic goes through the global endpoint's listener as declared,
+    # reported as advisory (not pinned); the guarantee itself holds where ordering or exactly-once is declared.
+    assert subs[f"{topic}-ordered"]["guarantees"]["endpoint_pinning"] == "holds"
+    assert subs[f"{topic}-plain"]["guarantees"]["endpoint_pinning"] == "not_tested"
+    assert [f["form"] for f in subs[f"{topic}-ordered"]["findings"]["endpoint_mismatch"]] == ["declared_global"]
+    assert report["parameters"]["identity"].startswith("anonymous")
     html = (tmp_path / "report" / "report.html").read_text()
     assert "data:image/png;base64," in html and "Latency distribution" in html
     # Evidence on disk in the contract's layout; the probe's twins are gone.
@@ -120,7 +126,7 @@ def test_verify_with_faults_poison_reaches_dead_letter_topic(spark, emulator, tm
 
     ordered = report["subscriptions"][f"{topic}-ordered"]
     plain_dl = report["subscriptions"][f"{topic}-dl"]
-    assert report["parameters"]["faults"] == {"nack": 0.1, "expire": 0.05, "poison": 0.1, "crash": 0}
+    assert report["parameters"]["faults"] == {"nack": 0.1, "expire": 0.05, "poison": 0.1, "crash": 0, "misroute": 0}
     deliveries = ds.dataset(tmp_path / "report" / "evidence" / "deliveries").to_table().to_pylist()
     publishes = ds.dataset(tmp_path / "report" / "evidence" / "publishes").to_table().to_pylist()
     poison = {(p["key"], p["seq"]) for p in publishes if p["poison"] and p["status"] == "ok"}

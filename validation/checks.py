@@ -407,17 +407,21 @@ def run_checks(
 
 
 def guarantee_status(
-    findings: list[dict], sub: DeclaredSubscription, *, tested: bool, poison_published: bool
+    findings: list[dict], sub: DeclaredSubscription, *, tested: bool, poison_published: bool,
+    endpoints_observed: bool = False,
 ) -> dict[str, str]:
     """guarantee -> holds | violated | not_tested, for one declared subscription.
 
     Only `error` findings make a guarantee `violated`; `advisory` ones are reported beside it.
+    `endpoints_observed`: the traffic of the endpoints the subscription's guarantees rest on was seen
+    (validation.endpoints.pinning_tested).
     """
     declared = {
         "ordering": sub.ordering,
         "exactly_once": sub.exactly_once,
         "dead_letter": sub.dead_lettering and poison_published,
         "completeness": True,
+        "endpoint_pinning": (sub.ordering or sub.exactly_once) and endpoints_observed,
     }
     violated = {
         f["guarantee"] for f in findings if f["subscription"] == sub.name and f["severity"] == "error"

@@ -20,13 +20,13 @@ GUARANTEE_OF_SETTING = {
 }
 
 
-def config_drift(everything: Estate, estate: Estate) -> list[dict]:
+def config_drift(everything: Estate, estate: Estate, publisher=None, subscriber=None) -> list[dict]:
     """Every difference between the declared estate (`everything`: plumbing included) and what the
     target holds, as `config_drift` findings on the subscriptions of `estate` (as the stack declares it)."""
     from pubsubguard import readback
 
     declared = everything.settings()
-    actual = readback.actual(declared)
+    actual = readback.actual(declared, publisher, subscriber)
     subs_of_topic: dict[str, list[str]] = {}
     for target in estate.subscriptions.values():
         subs_of_topic.setdefault(target.topic_path, []).append(target.name)

@@ -21,12 +21,12 @@ import pubsub_facts as facts
 from infra import probe_contract
 
 from pubsubguard.errors import UserError
-from validation import evidence
-from pubsubguard.declared import short_name
+from validation import access, endpoints, evidence
+from pubsubguard.declared import PUSH, short_name
 from validation.drift import config_drift, missing_subscriptions
 from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from validation.faults import Faults, parse_faults, poison_set
-from validation.isolation import Twins, plan_twins
+from validation.isolation import Twins, not_probed, plan_twins
 from validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
 from validation.progress import EvidenceTally, progress_bars
 from validation.session import spark_session
@@ -80,29 +80,114 @@ def probe(args, spark=None):
     emulator_host = resolve_target(args, estate)
     run_id = uuid.uuid4().hex
     report = report_dir(args, estate.stack)
-    probed = [name for name, t in estate.subscriptions.items() if t.not_probed is None]
+    receiver, push_url = push_receiver(args)
+    probed = [name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None]
     if not probed:
-        raise VerifyError(f"stack {estate.stack!r}: no pull subscription to probe (push/export ones are not probed)")
-    twin_specs = plan_twins(estate, run_id)
+        raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
+    twin_specs = plan_twins(estate, run_id, push_url)
     if args.drain_timeout is None:
         args.drain_timeout = default_drain_timeout(twin_specs)
     observations: list[str] = []
-    if args.target == "emulator":
-        observations.append(
-            "endpoint pinning not exercised on this target: all traffic goes to the emulator host "
-            f"{emulator_host}; the declared publisher/consumer endpoints are used only with --target gcp"
-        )
+    mapping = endpoints.parse_endpoint_map(getattr(args, "endpoint", None))
+    used = run_endpoints(estate, probed, twin_specs)
+    upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
+    all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
+    if args.target == "gcp" and not all_loopback:
+        access.check_credentials()
+    run_identity = access.identity(args.target, all_loopback)
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(args.master, log_dir=report)
-    from google.cloud import pubsub_v1
+    listeners = endpoints.Listeners(upstreams).start()
+    if receiver is not None:
+        receiver.start()
+    try:
+        return _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
+                      observations, mapping, listeners, run_identity, (receiver, push_url))
+    finally:
+        listeners.stop()
+        if receiver is not None:
+            receiver.stop()
 
-    publisher = pubsub_v1.PublisherClient()
-    subscriber = pubsub_v1.SubscriberClient()
+
+def push_receiver(args):
+    """(the probe's push receiver, bound but not started; the URL push twins push to) or (None, None):
+    on the emulator a loopback receiver it reaches directly, on Google Cloud the `--push-receiver` URL
+    that forwards to the receiver's loopback port `--push-port`."""
+    from pubsubguard.emulator import PushReceiver
+
+    url = getattr(args, "push_receiver", None)
+    if args.target == "emulator":
+        receiver = PushReceiver(0, keep=1)
+        return receiver, f"http://{receiver.host}"
+    if url:
+        try:
+            return PushReceiver(args.push_port, keep=1), url
+        except OSError as err:
+            raise VerifyError(f"--push-port {args.push_port}: cannot listen on loopback: {err.strerror}") from None
+    return None, None
+
+
+def run_endpoints(estate, probed: list[str], twin_specs) -> set[str]:
+    """Every endpoint the run's clients use: the probed topics' publisher endpoints, the twins' consumer
+    endpoints and the global one (admin calls; the misroute fault)."""
+    topics = {estate.subscriptions[name].topic for name in probed}
+    return ({estate.topics[name].publisher_endpoint for name in topics} | {t.consumer_endpoint for t in twin_specs}
+            | {facts.GLOBAL_ENDPOINT})
+
+
+def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listeners) -> dict:
+    """run.json `parameters.endpoints`: what each declared topic/subscription must use, what the
+    endpoints map to, which were observed (the traffic is added when the run ends)."""
+    topics = sorted({estate.subscriptions[name].topic for name in probed})
+    return {
+        "mapping": mapping,
+        "dialled": {**mapping, **listeners.mapping},
+        "observed": bool(listeners.listeners),
+        "observed_endpoints": sorted(listeners.listeners),
+        "declared": {
+            "topics": {name: {"path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
+                       for name in topics},
+            "subscriptions": {
+                name: {"endpoint": estate.subscriptions[name].consumer_endpoint,
+                       "twins": [t.path for t in twin_specs if t.declared_name == name]}
+                for name in probed if estate.subscriptions[name].delivery != PUSH  # pushed: no consumer client
+            },
+        },
+        "traffic": [],
+    }
+
+
+def _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
+           observations, mapping, listeners, run_identity, push):
+    dialled = {**mapping, **listeners.mapping}
+    publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
+    subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
+    unobserved = sorted(run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
+    if unobserved:
+        observations.append(
+            f"endpoint pinning not observable for {', '.join(unobserved)}: their traffic goes to Google over TLS; "
+            "map them to loopback stand-ins with --endpoint REGION=HOST:PORT to observe it")
+    permissions = access.check_permissions(publisher, subscriber,
+                                           access.needed_permissions(estate, probed, twin_specs))
+    failed = [a for a in permissions if a.result == "error"]
+    if failed:
+        raise VerifyError(f"--target {args.target}: cannot test the run's permissions (testIamPermissions on "
+                          f"{failed[0].resource}: {failed[0].detail})")
+    missing = [a for a in permissions if a.result == "missing"]
+    if missing:
+        raise VerifyError(
+            f"--target {args.target}: the run's identity ({run_identity}) lacks permissions: "
+            + "; ".join(f"{short_name(a.resource)}: {a.detail}" for a in missing))
+    unanswered = [a for a in permissions if a.result == "not answered"]
+    if unanswered:
+        observations.append(
+            f"the target did not answer testIamPermissions on {len(unanswered)} of {len(permissions)} resources "
+            f"({unanswered[0].detail.split(':')[0]}): the run's own permissions were not tested")
     # The config check doubles as the reachability check: nothing is created before it answers.
     try:
-        drift = config_drift(everything, estate)
+        drift = config_drift(everything, estate, publisher, subscriber)
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - the target did not answer
@@ -115,12 +200,14 @@ def probe(args, spark=None):
         )
 
     evidence_dir = fresh_evidence_dir(report)
-    tested = {name: t.not_probed for name, t in estate.subscriptions.items() if t.not_probed}
+    tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
         "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
         "drain_timeout_s": args.drain_timeout, "skew_us": args.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
+        "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
+        "iam": [a.as_dict() for a in permissions],
     }
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
@@ -130,14 +217,14 @@ def probe(args, spark=None):
     if canary is not None:
         observations.append(canary)
 
-    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber)
+    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent)
     stop_file = evidence_dir / "_stop"
     with interruptible():
         try:
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
             ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
-                        probed, stop_file, observations).run()
+                        probed, stop_file, observations, dialled, push[0]).run()
         finally:
             stop_file.touch()
             session.sparkContext.cancelAllJobs()
@@ -149,6 +236,11 @@ def probe(args, spark=None):
             left = twins.delete()
             if left:
                 observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
+            parameters["iam"] += twins.iam
+            if any(a["result"] == "not answered" for a in twins.iam):
+                observations.append("the target did not answer setIamPolicy/getIamPolicy: the probe twins' "
+                                    "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
+            parameters["endpoints"]["traffic"] = listeners.rows()
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.unlink(missing_ok=True)
     return session, evidence_dir, report
@@ -207,7 +299,8 @@ class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
     def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path, emulator_host,
-                 twin_specs, probed, stop_file: Path, observations: list[str]):
+                 twin_specs, probed, stop_file: Path, observations: list[str], dialled: dict[str, str],
+                 receiver=None):
         self.spark = spark
         self.sc = spark.sparkContext
         self.args = args
@@ -230,7 +323,7 @@ class ProbeDriver:
         }
         self.base = {
             "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
-            "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S,
+            "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
         }
         dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
         self.twins = [
@@ -238,6 +331,11 @@ class ProbeDriver:
              "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
             for t in twin_specs
         ]
+        pushed = {t.path for t in twin_specs if t.push_endpoint}
+        self.push_twins = [t for t in self.twins if t["path"] in pushed]
+        self.twins = [t for t in self.twins if t["path"] not in pushed]
+        self.receiver = receiver
+        self.push = None
         self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
         self.errors: list[BaseException] = []
         self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
@@ -254,7 +352,7 @@ class ProbeDriver:
         from validation.probe import publish_partition
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
-                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()},
+                "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
                 "ready_timeout_s": READY_TIMEOUT_S}
         slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
         try:
@@ -301,6 +399,19 @@ class ProbeDriver:
             replacement = self._subscriber_spec(None)
             self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
             self._start(self._subscriber_job, replacement)
+
+    def _start_push(self) -> None:
+        """The push twins' subscriber answers the receiver's pushes from now on (validation.push)."""
+        from validation.push import PushSubscriber
+
+        if not self.push_twins:
+            return
+        spec = {**self.base, "task_id": "push", "twins": self.push_twins, "twin_to_declared": self.twin_to_declared,
+                "faults": self.faults.as_dict(), "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
+        self.push = PushSubscriber(spec)
+        self.receiver.answer = self.push.answer
+        if not self.twins:
+            self.push.ready()  # no pull task will say it reads: the publisher need not wait
 
     def _start(self, target, *args) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -349,8 +460,12 @@ class ProbeDriver:
         if self.faults.crash:
             quiet_crash_logs(self.sc, True)
         try:
+            self._start_push()
             self._run(total, crash_after)
         finally:
+            if self.push is not None:
+                self.receiver.answer = None
+                self.push.close()
             if self.faults.crash:
                 quiet_crash_logs(self.sc, False)
 

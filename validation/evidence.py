@@ -130,13 +130,16 @@ FINDING_KINDS = {
     "dead_letter_after_ack": ("dead_letter", "error"),
     "dead_letter_early": ("dead_letter", "advisory"),
     "delivery_attempts_exceeded": ("dead_letter", "advisory"),
+    # Traffic of an ordered topic or exactly-once subscription through another endpoint than the
+    # declared one, or around every listener (validation.endpoints; not derived from message rows).
+    "endpoint_mismatch": ("endpoint_pinning", "error"),
     # A deployed setting differs from the declaration (validation.job, via pubsubguard.readback).
     # The job sets guarantee and severity per setting: `error` on the guarantee a setting carries
     # (ordering, exactly_once incl. ack deadline, dead_letter, completeness for a missing resource);
     # this default applies to every other setting.
     "config_drift": ("config", "advisory"),
 }
-GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness")
+GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
 
 # A finding is data (what was observed), not a sentence; `validation.report.describe` renders one.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):
@@ -153,6 +156,8 @@ GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness")
 #   evidence        string: JSON array of the delivery/publish rows that prove it
 # A config_drift finding (validation.drift) has no seqs, attempts, times, evidence_seqs; instead
 #   drift           {path, setting, declared, actual}
+# An endpoint_mismatch finding (validation.endpoints) has none of them either; instead
+#   endpoint        {declared, used (null: seen on no listener), resource, requests, messages}
 TIMES = (
     "published_us", "received_us", "acked_us", "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us"
 )

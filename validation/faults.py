@@ -13,6 +13,8 @@ Grammar: a comma-separated list of `name=value`, each name at most once:
                 subscribers on dead-lettering subscriptions nack them every time, so they must reach
                 the dead-letter topic after the declared attempts
     crash=N     N subscriber tasks die (the Python worker process exits) mid-run holding unacked messages
+    misroute=1  publishers ignore their topic's declared locational endpoint and use the global one (a
+                misconfigured client): `endpoint_pinning` must be violated on every ordered topic
 
 e.g. `nack=0.1,expire=0.05,poison=0.01,crash=1`. The empty string means no faults.
 
@@ -27,7 +29,8 @@ from dataclasses import asdict, dataclass
 
 from pubsubguard.errors import UserError
 
-GRAMMAR = "comma-separated name=value with nack=F, expire=F, poison=F (fractions 0..1) and crash=N (whole number)"
+GRAMMAR = ("comma-separated name=value with nack=F, expire=F, poison=F (fractions 0..1), crash=N (whole number) "
+           "and misroute=1")
 _FRACTIONS = ("nack", "expire", "poison")
 
 
@@ -41,6 +44,7 @@ class Faults:
     expire: float = 0.0
     poison: float = 0.0
     crash: int = 0
+    misroute: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -71,6 +75,10 @@ def parse_faults(spec: str | None) -> Faults:
         elif name == "crash":
             if not raw.isdigit():
                 raise FaultSpecError(f"--faults: crash={raw!r}: expected a whole number of subscriber tasks")
+            value = int(raw)
+        elif name == "misroute":
+            if raw not in ("0", "1"):
+                raise FaultSpecError(f"--faults: misroute={raw!r}: expected 0 or 1")
             value = int(raw)
         else:
             raise FaultSpecError(f"--faults: unknown fault {name!r} (expected {GRAMMAR})")

@@ -1,10 +1,15 @@
 """Probe isolation: the probe never consumes from a declared subscription.
 
-For each declared pull subscription `<sub>` the probe creates a *twin* `<sub>-probe-<run8>` on the
+For each declared pull subscription `<sub>` (and push subscription, when the run has a push receiver:
+validation.push) the probe creates a *twin* `<sub>-probe-<run8>` on the
 same topic with the same ordering, exactly-once, ack deadline, retry and dead-letter policy (same
 dead-letter topic), plus:
 
 - filter `probe_contract.probe_filter(run_id)`: the twin sees only this run's messages;
+- for a push subscription, the run's push receiver as its endpoint (no OIDC token: the receiver is the
+  probe's own);
+- for a twin with dead-lettering, the Pub/Sub service agent as `roles/pubsub.subscriber` on it (as the
+  program grants it on the subscription it copies; `validation.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
 - for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
@@ -19,6 +24,7 @@ deletes leftovers by label and name pattern (after SIGKILL). See docs/verificati
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 
 import pubsub_facts as facts
@@ -26,7 +32,8 @@ import pubsub_facts as facts
 from infra import probe_contract
 
 from pubsubguard.errors import UserError
-from pubsubguard.declared import Estate, Subscription, short_name
+from pubsubguard.declared import PUSH, Estate, Subscription, short_name
+from validation.access import grant_subscriber, revoke_subscriber
 
 PROBE_LABEL = "pubsubguard-probe"
 TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
@@ -61,6 +68,7 @@ class TwinSpec:
     retry_max_backoff_s: float | None = None
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
     drain: bool = False  # a dead-letter drain twin (not a declared subscription)
+    push_endpoint: str | None = None  # a push twin: the run's receiver (validation.push)
 
     def request(self, run_id: str) -> dict:
         request = {
@@ -73,6 +81,8 @@ class TwinSpec:
             "labels": {PROBE_LABEL: run_id},
             "expiration_policy": {"ttl": {"seconds": TWIN_TTL_S}},
         }
+        if self.push_endpoint:
+            request["push_config"] = {"push_endpoint": self.push_endpoint}
         if self.dead_letter_topic:
             request["dead_letter_policy"] = {
                 "dead_letter_topic": self.dead_letter_topic,
@@ -86,16 +96,35 @@ class TwinSpec:
         return request
 
 
-def plan_twins(estate: Estate, run_id: str) -> list[TwinSpec]:
-    """The twins for every probed subscription, plus drain twins so every dead-letter topic is read."""
+NO_PUSH_RECEIVER = ("push subscription: no push receiver the service can reach on this target; give "
+                    "--push-receiver URL (a URL that reaches the probe's loopback receiver) to probe it")
+
+
+def not_probed(subscription: Subscription, push_url: str | None) -> str | None:
+    """Why the probe does not read `subscription` (None: it does), given the run's push receiver URL."""
+    if subscription.delivery == PUSH:
+        return None if push_url else NO_PUSH_RECEIVER
+    return subscription.not_probed
+
+
+def twin_push_endpoint(push_url: str, twin_path: str) -> str:
+    """Where a push twin pushes: the run's receiver, the twin's name in the path (validation.push)."""
+    return f"{push_url.rstrip('/')}/push/{urllib.parse.quote(short_name(twin_path), safe='')}"
+
+
+def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list[TwinSpec]:
+    """The twins for every probed subscription (push ones pushing to `push_url`, the run's receiver),
+    plus drain twins so every dead-letter topic is read."""
     project_prefix = f"projects/{estate.project}/subscriptions/"
     twins: list[TwinSpec] = []
-    probed: list[Subscription] = [t for t in estate.subscriptions.values() if t.not_probed is None]
+    probed: list[Subscription] = [t for t in estate.subscriptions.values() if not_probed(t, push_url) is None]
     read_topics = {t.topic_path for t in probed}
     for target in probed:
+        path = project_prefix + twin_name(target.name, run_id)
         twins.append(
             TwinSpec(
-                path=project_prefix + twin_name(target.name, run_id),
+                path=path,
+                push_endpoint=twin_push_endpoint(push_url, path) if target.delivery == PUSH else None,
                 topic_path=target.topic_path,
                 declared_name=target.name,
                 ordering=target.ordering,
@@ -133,7 +162,10 @@ class Twins:
     run_id: str
     specs: list[TwinSpec]
     subscriber: object  # google.cloud.pubsub_v1.SubscriberClient (admin calls)
+    service_agent: str | None = None  # granted roles/pubsub.subscriber on dead-lettering twins
     created: list[str] = field(default_factory=list)
+    iam: list[dict] = field(default_factory=list)  # every grant / revoke and the target's answer (run.json)
+    granted: set[str] = field(default_factory=set)
 
     def create(self) -> None:
         from google.api_core import exceptions
@@ -149,14 +181,35 @@ class Twins:
             except exceptions.GoogleAPICallError as err:
                 raise IsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
             self.created.append(spec.path)
+            if spec.dead_letter_topic:
+                self._grant(spec)
+
+    def _grant(self, spec: TwinSpec) -> None:
+        """The service agent's subscriber grant, without which Pub/Sub cannot forward the twin's dead letters."""
+        if self.service_agent is None:
+            self.iam.append({"resource": spec.path, "call": "setIamPolicy", "result": "not attempted",
+                             "detail": "the plan names no Pub/Sub service agent"})
+            return
+        answer = grant_subscriber(self.subscriber, spec.path, self.service_agent)
+        self.iam.append(answer.as_dict())
+        if answer.result == "refused":
+            raise IsolationError(
+                f"cannot grant {facts.SUBSCRIBER_ROLE} to {self.service_agent} on probe twin {short_name(spec.path)} "
+                f"({answer.detail}); the run's identity needs pubsub.subscriptions.setIamPolicy on it"
+            )
+        if answer.result == "granted":
+            self.granted.add(spec.path)
 
     def delete(self) -> list[str]:
-        """Delete every created twin; returns the paths that could not be deleted."""
+        """Delete every created twin (its grant revoked first); returns the paths that could not be deleted."""
         from google.api_core import exceptions
 
         failed = []
         while self.created:
             path = self.created.pop()
+            if path in self.granted:
+                self.iam.append(revoke_subscriber(self.subscriber, path, self.service_agent).as_dict())
+                self.granted.discard(path)
             try:
                 self.subscriber.delete_subscription(subscription=path, timeout=30)
             except exceptions.NotFound:

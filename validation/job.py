@@ -19,6 +19,9 @@ submitter decides the master: the job's `--master` applies only when none is con
 This module is the entry point only; the rooms of a run:
     validation/target.py    the declared estate from the plan, the target (emulator or gcp) resolved
     validation/driver.py    config drift check, filter canary, twins, publisher and subscriber jobs, drain
+    validation/endpoints.py the endpoint map, recording listeners, clients per endpoint, endpoint_pinning
+    validation/access.py    identity, testIamPermissions, the twins' service agent grant
+    validation/push.py      the push twins' receiver answers (per the fault plan)
     validation/drift.py     declared vs. deployed as `config_drift` findings
     validation/progress.py  the evidence tally and progress bars
     validation/failures.py  why a Spark job failed, in one line; crash log silencing; VerifyError
@@ -52,6 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--plan", type=Path, default=None, help="a plan file (`pubsubguard plan --out`) instead of --stack")
     source.add_argument("--target", choices=("emulator", "gcp"), default="emulator")
     source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
+    source.add_argument("--endpoint", action="append", default=None, metavar="REGION=HOST:PORT",
+                        help="map a declared locational endpoint (REGION, or `global` for the global endpoint) to a "
+                             "host; repeatable. A loopback host is dialled without TLS or credentials and its "
+                             "traffic is recorded (endpoint_pinning)")
+    source.add_argument("--push-receiver", default=None, metavar="URL",
+                        help="on gcp, a URL Pub/Sub can push to that reaches the probe's push receiver on loopback "
+                             "port --push-port; push subscriptions are probed through it (else not_tested)")
+    source.add_argument("--push-port", type=int, default=8080,
+                        help="the loopback port of the probe's push receiver with --push-receiver")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")
     work = parser.add_argument_group("workload")

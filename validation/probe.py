@@ -6,8 +6,9 @@ Both run inside executors (`mapPartitions`); their parameters are plain dicts bu
 by a `PartWriter`, which flushes a Parquet part file every `flush_rows` rows or `flush_s` seconds
 (written under a temporary name, then renamed), so a crash loses at most the unflushed tail.
 
-Publisher: one `PublisherClient(PublisherOptions(enable_message_ordering=True))` per task, pointed at
-the topic's declared publisher endpoint (`client_options={"api_endpoint": ...}`) on Google Cloud; each
+Publisher: one `PublisherClient(PublisherOptions(enable_message_ordering=True))` per task and endpoint,
+pointed at the topic's declared publisher endpoint as the run maps it (`validation.endpoints`: on the
+emulator and for loopback `--endpoint` mappings a recording listener, else Google's endpoint); each
 message carries `probe_contract.PROBE_ATTRIBUTE=<run id>`, `key`, `seq`, `poison`. A failed publish on an
 ordering key is recorded and the key resumed with `resume_publish`.
 
@@ -42,7 +43,7 @@ import pubsub_facts as facts
 
 from infra import probe_contract
 
-from validation import evidence
+from validation import endpoints, evidence
 from validation.faults import Faults, delivery_action
 
 DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
@@ -113,10 +114,6 @@ def _use_target(spec: dict) -> None:
         os.environ["PUBSUB_EMULATOR_HOST"] = spec["emulator_host"]
 
 
-def _client_options(spec: dict, endpoint: str) -> dict | None:
-    return {"api_endpoint": endpoint} if spec["target"] == "gcp" else None
-
-
 READY_PREFIX = "_ready-"
 CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the client library's warnings
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
@@ -136,7 +133,6 @@ def wait_for_subscriber(evidence_dir: Path, timeout_s: float) -> bool:
 # ----------------------------------------------------------------------------------------- publish
 def publish_partition(spec: dict, keys) -> list[dict]:
     """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
-    from google.cloud import pubsub_v1
     from google.cloud.pubsub_v1.types import PublisherOptions
 
     _use_target(spec)
@@ -151,11 +147,12 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     lock = threading.Lock()
     try:
         for topic in spec["topics"]:
-            endpoint = topic["endpoint"]
+            # The misroute fault: a publisher misconfigured onto the global endpoint (endpoint_pinning).
+            endpoint = facts.GLOBAL_ENDPOINT if spec.get("misroute") else topic["endpoint"]
             if endpoint not in clients:
-                clients[endpoint] = pubsub_v1.PublisherClient(
+                clients[endpoint] = endpoints.publisher_client(
+                    endpoint, spec.get("endpoints", {}), f"{task}:publisher",
                     publisher_options=PublisherOptions(enable_message_ordering=True),
-                    client_options=_client_options(spec, endpoint),
                 )
             client = clients[endpoint]
             poison = {tuple(p) for p in spec["poison"].get(topic["name"], [])}
@@ -487,7 +484,6 @@ class _Subscriber:
             logger.propagate = False
 
     def run(self) -> list[dict]:
-        from google.cloud import pubsub_v1
         from google.cloud.pubsub_v1.types import FlowControl
 
         _use_target(self.spec)
@@ -500,7 +496,8 @@ class _Subscriber:
             for twin in self.spec["twins"]:
                 endpoint = twin["consumer_endpoint"]
                 if endpoint not in clients:
-                    clients[endpoint] = pubsub_v1.SubscriberClient(client_options=_client_options(self.spec, endpoint))
+                    clients[endpoint] = endpoints.subscriber_client(endpoint, self.spec.get("endpoints", {}),
+                                                                    f"{self.task}:subscriber")
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]

@@ -31,6 +31,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import pubsub_facts as facts
+
 from validation import evidence
 from validation.verdict import RunVerdict
 
@@ -136,6 +138,18 @@ def describe(finding: dict) -> str:
     if kind == "config_drift":
         drift = finding["drift"]
         return f"{drift['path']}: {drift['setting']} declared {drift['declared']!r}, target holds {drift['actual']!r}"
+    if kind == "endpoint_mismatch":
+        where = finding["endpoint"]
+        declared = where["declared"]
+        if form in ("unobserved_publish", "unobserved_consumer"):
+            what = f"{where['messages']} published messages of" if form == "unobserved_publish" else "no pull of"
+            return f"{what} {where['resource']} seen on any endpoint listener: the client went around its declared endpoint {declared}"
+        used = where["used"] + (" (the global endpoint)" if where["used"] == facts.GLOBAL_ENDPOINT else "")
+        if form == "declared_global":
+            return f"traffic for {where['resource']} went through {used} as declared: no region is declared, so it is not pinned"
+        what = f"{where['messages']} messages in {where['requests']} Publish requests" if form == "publisher" \
+            else f"{where['requests']} pull/ack requests"
+        return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
     if kind == "lost":
         return f"published at {times['published_us']} (status ok) and never delivered nor dead-lettered"
     if kind == "unexpected":
@@ -289,6 +303,7 @@ def render_html(result: dict) -> str:
 .holds{{background:#d7f5d7}}.violated{{background:#f7c6c6}}.not_tested{{background:#eee}}img{{max-width:100%}}</style></head><body>
 <h1>pubsubguard verify: <span class="{e(result['verdict'])}">{e(result['verdict'])}</span></h1>
 <p>run {e(result['run_id'])} · target {e(result['target'])} · stack {e(str(result['stack']))}</p>
+<p>{e(access_line(result))}</p>
 <h2>Guarantees per subscription</h2>
 <table><tr><th>subscription</th>{head}<th>findings</th><th>delivered</th><th>latency p50/p95/p99 ms</th><th>redelivery rate</th></tr>
 {''.join(rows)}</table>
@@ -299,7 +314,16 @@ def render_html(result: dict) -> str:
 """
 
 
-SUMMARY_MIN_WIDTH = 160  # when stdout is not a terminal (a log, CI): wide enough for the whole table
+def access_line(result: dict) -> str:
+    """Who the run was, on which project, through which endpoints (run.json parameters)."""
+    parameters = result.get("parameters") or {}
+    dialled = (parameters.get("endpoints") or {}).get("dialled") or {}
+    through = ", ".join(f"{endpoint} -> {address}" for endpoint, address in sorted(dialled.items())) or "as declared"
+    return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
+            f"endpoints {through}")
+
+
+SUMMARY_MIN_WIDTH = 200  # when stdout is not a terminal (a log, CI): wide enough for the whole table
 
 
 def _console():
@@ -334,6 +358,7 @@ def print_summary(result: dict, report: Path) -> None:
         table.add_row(name, *[f"[{style[sub['guarantees'][g]]}]{sub['guarantees'][g]}[/]" for g in evidence.GUARANTEES],
                       kinds, str(fig.get("delivered", "–")), lat)
     console.print(table)
+    console.print(access_line(result), markup=False)
     for observation in result["observations"]:
         console.print(f"[yellow]observed:[/] {observation}")
     colour = "red" if result["verdict"] == "violated" else "green"

@@ -12,11 +12,12 @@ import json
 from dataclasses import dataclass
 
 from validation import evidence
+from validation.endpoints import pinning_findings, pinning_tested
 
 
 @dataclass(frozen=True)
 class RunVerdict:
-    findings: list[dict]  # the checks' findings, then the config drift (records: evidence.FINDING_COLUMNS)
+    findings: list[dict]  # the checks' findings, the config drift, the endpoint mismatches (evidence.FINDING_COLUMNS)
     stats: dict[str, dict]  # subscription -> figures (checks.STATS_SCHEMA)
     guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | not_tested
     observations: list[str]  # what the evidence shows about the target beyond the findings
@@ -46,13 +47,17 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)))
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
+    endpoint_record = info.parameters.get("endpoints")
+    published_ok = {r["topic"]: r["count"] for r in publishes.where(F.col("status") == "ok").groupBy("topic").count().collect()}
+    findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
     poison_topics = {
         r["topic"] for r in publishes.where(F.col("poison") & (F.col("status") == "ok")).select("topic").distinct().collect()
     }
     guarantees = {
         sub.name: guarantee_status(
-            findings, sub, tested=sub.name not in info.tested, poison_published=sub.topic in poison_topics
+            findings, sub, tested=sub.name not in info.tested, poison_published=sub.topic in poison_topics,
+            endpoints_observed=pinning_tested(endpoint_record, sub),
         )
         for sub in info.subscriptions
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_project_argument
-from pubsubguard.commands.verify import check_credentials
+from validation.access import check_credentials
 from pubsubguard.errors import UserError
 
 DEFAULT_EMULATOR_PROJECT = "pubsubguard-conform"

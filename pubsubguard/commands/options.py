@@ -95,6 +95,17 @@ def faults(text: str) -> str:
     return text
 
 
+def endpoint_mapping(text: str) -> str:
+    """`--endpoint REGION=HOST:PORT`: one mapping as given, once it parses (validation.endpoints)."""
+    from validation.endpoints import parse_endpoint_map
+
+    try:
+        parse_endpoint_map([text])
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err).split(": ", 1)[1]) from None
+    return text
+
+
 def input_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():

@@ -31,7 +31,10 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=options.output_directory, default=None, metavar="DIR",
                         help="output DIRECTORY: plan.json, report/, emulator/ (default: <project>/out/<stack>)")
     parser.add_argument("--faults", type=options.faults, default=DEFAULT_FAULTS,
-                        help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N")
+                        help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N, misroute=1")
+    parser.add_argument("--endpoint", type=options.endpoint_mapping, action="append", default=None,
+                        metavar="REGION=HOST:PORT",
+                        help="the verify step dials this host for REGION's locational endpoint (repeatable)")
     parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
     parser.add_argument("--messages-per-key", type=options.positive_int, default=25, help="messages published per key")
     parser.set_defaults(run=run)
@@ -55,7 +58,7 @@ def run(args) -> int:
     verify_argv = [
         "verify", "--cwd", str(args.root), "--plan", str(plan_file), "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report),
+        "--report", str(report), *[f"--endpoint={item}" for item in args.endpoint or ()],
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))

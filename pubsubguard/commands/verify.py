@@ -10,7 +10,6 @@ Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or envi
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from pubsubguard import plan as planning
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
+from validation.access import check_credentials
 from validation.session import DEFAULT_MASTER
 
 # Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
@@ -31,8 +31,6 @@ _MASTER = re.compile(
     r"|mesos://\S+"
 )
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
-CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-                    "to a service account key file")
 JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
              "and put `java` on PATH or set JAVA_HOME")
 
@@ -56,7 +54,10 @@ REFINED = (
     ("target", None, "where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
                      "`pubsubguard emulator`) or gcp (Application Default Credentials)"),
     ("faults", options.faults, "faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber "
-                               "tasks killed); e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
+                               "tasks killed), misroute=1 (publishers on the global endpoint); "
+                               "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
+    ("endpoint", options.endpoint_mapping, None),
+    ("push_port", options.positive_int, None),
     ("keys", options.positive_int, "ordering keys per topic"),
     ("messages_per_key", options.positive_int, "messages published per key"),
     ("subscribers", options.positive_int, "subscriber tasks"),
@@ -102,8 +103,8 @@ def preflight(args) -> None:
     Fills the default report directory: `<project>/out/<stack>/report` (from evidence: beside it)."""
     from pubsubguard.emulator import find_java
 
-    if args.target == "gcp" and not args.from_evidence:
-        check_credentials()
+    if args.target == "gcp" and not args.from_evidence and not loopback_only(args.endpoint):
+        check_credentials()  # with loopback stand-ins only, the probe decides once it knows the endpoints
     if args.cleanup:  # deletes probe twins: no Spark, no report
         return
     if args.report is None and not args.from_evidence:
@@ -114,22 +115,12 @@ def preflight(args) -> None:
         raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
 
 
-def check_credentials() -> None:
-    """`--target gcp`: Application Default Credentials exist (found, not used: nothing is contacted
-    unless the metadata server of a Google Cloud machine is where they come from)."""
-    import google.auth
-    from google.auth import exceptions
+def loopback_only(endpoint_items: list[str] | None) -> bool:
+    """`--endpoint` maps the global endpoint and every other one it names to loopback stand-ins."""
+    from validation.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
 
-    quiet = logging.getLogger("google.auth")  # its "metadata server unavailable" is said below, once
-    saved = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        google.auth.default()
-    except exceptions.DefaultCredentialsError as err:
-        first = str(err).split(". ")[0].strip().rstrip(".")
-        raise UserError(f"--target gcp: no Google Cloud credentials ({first}); {CREDENTIALS_HINT}") from None
-    finally:
-        quiet.setLevel(saved)
+    mapping = parse_endpoint_map(endpoint_items)
+    return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())
 
 
 def run(args) -> int:

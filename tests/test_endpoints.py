@@ -1,0 +1,216 @@
+"""Endpoints exercised (validation.endpoints) and the run's own access (validation.access).
+
+The check on recorded traffic is tested on records; the listener on the real emulator; the whole
+path with `validation.job` on the dev stack (its topics and subscriptions declare us-east1): on the
+emulator target (the probe's own listeners), with the misroute fault, and through the `gcp` target's
+code path with every endpoint mapped to the emulator (only TLS and credentials are not exercised).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+import pubsub_facts as facts
+
+from pubsubguard.apply import apply_plan
+from pubsubguard.errors import UserError
+from pubsubguard.plan import make_plan
+from validation import endpoints, job
+from validation.evidence import DeclaredSubscription
+
+EAST = facts.locational_endpoint("us-east1")
+WEST = facts.locational_endpoint("us-west1")
+GLOBAL = facts.GLOBAL_ENDPOINT
+
+
+# ------------------------------------------------------------------------------------ the map
+def test_endpoint_map_parses_regions_and_global():
+    assert endpoints.parse_endpoint_map(["us-east1=127.0.0.1:8601", "global=localhost:8600"]) == {
+        EAST: "127.0.0.1:8601", GLOBAL: "localhost:8600"}
+
+
+@pytest.mark.parametrize("item", ["us-east1", "us-east1=127.0.0.1", "=127.0.0.1:1", "us-east1=:80", "us-east1=h:x"])
+def test_endpoint_map_rejects_malformed_items(item):
+    with pytest.raises(UserError, match="expected REGION=HOST:PORT"):
+        endpoints.parse_endpoint_map([item])
+
+
+def test_endpoint_map_rejects_a_region_given_twice():
+    with pytest.raises(UserError, match="given twice"):
+        endpoints.parse_endpoint_map(["us-east1=127.0.0.1:1", "us-east1=127.0.0.1:2"])
+
+
+def test_loopback_addresses():
+    assert endpoints.is_loopback("127.0.0.1:1") and endpoints.is_loopback("localhost:1")
+    assert endpoints.is_loopback("[::1]:1")
+    assert not endpoints.is_loopback(EAST) and not endpoints.is_loopback("10.0.0.1:443")
+
+
+# ------------------------------------------------------------------------------------ the check
+ORDERED = DeclaredSubscription(name="orders-ordered", topic="orders", ordering=True)
+EOD = DeclaredSubscription(name="orders-eod", topic="orders", exactly_once=True)
+PLAIN = DeclaredSubscription(name="orders-plain", topic="orders")
+TOPIC = "projects/p/topics/orders"
+TWIN = "projects/p/subscriptions/orders-eod-probe-12345678"
+
+
+def record(*traffic, observed=(EAST, GLOBAL)):
+    return {
+        "observed": True, "observed_endpoints": list(observed),
+        "declared": {"topics": {"orders": {"path": TOPIC, "endpoint": EAST}},
+                     "subscriptions": {"orders-eod": {"endpoint": EAST, "twins": [TWIN]},
+                                       "orders-ordered": {"endpoint": EAST, "twins": []},
+                                       "orders-plain": {"endpoint": EAST, "twins": []}}},
+        "traffic": [{"endpoint": e, "method": m, "resource": r, "requests": n, "messages": k, "service": "s"}
+                    for e, m, r, n, k in traffic],
+    }
+
+
+def test_pinning_holds_when_all_traffic_uses_the_declared_endpoints():
+    rec = record((EAST, "Publish", TOPIC, 3, 10), (EAST, "StreamingPull", TWIN, 1, 0), (GLOBAL, "GetTopic", TOPIC, 1, 0))
+    assert endpoints.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10}) == []
+    assert endpoints.pinning_tested(rec, ORDERED) and endpoints.pinning_tested(rec, EOD)
+    assert not endpoints.pinning_tested(rec, PLAIN)
+
+
+def test_a_publish_through_another_endpoint_is_a_mismatch_on_every_ordered_subscription():
+    rec = record((EAST, "Publish", TOPIC, 2, 6), (GLOBAL, "Publish", TOPIC, 1, 4), (EAST, "StreamingPull", TWIN, 1, 0))
+    found = endpoints.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10})
+    assert [(f["subscription"], f["form"], f["severity"]) for f in found] == [("orders-ordered", "publisher", "error")]
+    assert found[0]["endpoint"] == {"declared": EAST, "used": GLOBAL, "resource": TOPIC, "requests": 1, "messages": 4}
+    assert found[0]["guarantee"] == "endpoint_pinning"
+
+
+def test_publishes_seen_on_no_listener_and_a_consumer_elsewhere_are_mismatches():
+    rec = record((EAST, "Publish", TOPIC, 1, 4), (WEST, "StreamingPull", TWIN, 1, 0), observed=(EAST, WEST, GLOBAL))
+    found = endpoints.pinning_findings(rec, [ORDERED, EOD], {"orders": 10})
+    forms = {(f["subscription"], f["form"]) for f in found}
+    assert forms == {("orders-ordered", "unobserved_publish"), ("orders-eod", "consumer"),
+                     ("orders-eod", "unobserved_consumer")}
+    unseen = next(f for f in found if f["form"] == "unobserved_publish")
+    assert unseen["endpoint"]["messages"] == 6
+
+
+def test_nothing_is_judged_without_observed_traffic():
+    rec = {**record(), "observed": False}
+    assert endpoints.pinning_findings(rec, [ORDERED], {"orders": 10}) == []
+    assert not endpoints.pinning_tested(rec, ORDERED)
+    assert endpoints.pinning_findings(None, [ORDERED], {}) == []
+
+
+# ------------------------------------------------------------------------------ the listener
+@pytest.mark.emulator
+def test_listener_forwards_and_records_calls_and_the_emulators_iam_answers(emulator):
+    from google.api_core import exceptions
+
+    project = f"projects/pubsubguard-l{uuid.uuid4().hex[:10]}"
+    listeners = endpoints.Listeners({EAST: emulator.host, GLOBAL: emulator.host}).start()
+    try:
+        publisher = endpoints.publisher_client(EAST, listeners.mapping, "test:publisher")
+        admin = endpoints.subscriber_client(GLOBAL, listeners.mapping, "test:admin")
+        topic = publisher.create_topic(name=f"{project}/topics/listened").name
+        publisher.publish(topic, b"x").result(timeout=30)
+        with pytest.raises(exceptions.NotFound):  # an error status comes back through the listener unchanged
+            admin.get_subscription(subscription=f"{project}/subscriptions/absent", timeout=30)
+        with pytest.raises(exceptions.MethodNotImplemented):
+            admin.test_iam_permissions(request={"resource": topic, "permissions": ["pubsub.topics.publish"]}, timeout=30)
+        rows = {(r["endpoint"], r["client"], r["method"]): r for r in listeners.rows()}
+    finally:
+        listeners.stop()
+    publish = rows[(EAST, "test:publisher", "Publish")]
+    assert publish["resource"] == topic and publish["messages"] == 1 and publish["status"] == {"OK": 1}
+    assert publish["connections"] == 1 and publish["request_bytes"] > 0 and publish["response_bytes"] > 0
+    assert rows[(GLOBAL, "test:admin", "GetSubscription")]["status"] == {"NOT_FOUND": 1}
+    iam = [r for r in endpoints.iam_calls(list(rows.values())) if r["calls"]]
+    assert [(r["method"], r["status"]) for r in iam] == [("TestIamPermissions", {"UNIMPLEMENTED": 1})]
+    assert not any(e == EAST and m == "TestIamPermissions" for e, _, m in rows)
+
+
+# -------------------------------------------------------------------- the job on the dev stack
+def dev_estate(tmp_path):
+    """The dev stack's plan moved to a project of its own and applied to the emulator: (plan file, project)."""
+    project = f"pubsubguard-e{uuid.uuid4().hex[:10]}"
+    plan = make_plan("dev")
+    moved = json.loads(json.dumps(plan).replace(f"projects/{plan['gcp_project']}/", f"projects/{project}/"))
+    moved["gcp_project"] = project
+    apply_plan(moved)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(moved))
+    return plan_file, project
+
+
+def run_job(spark, plan_file, report, *extra):
+    code = job.main(["--plan", str(plan_file), "--keys", "2", "--messages-per-key", "4", "--drain-timeout", "30",
+                     "--report", str(report), "--no-progress", *extra], spark=spark)
+    return code, json.loads((report / "report.json").read_text())
+
+
+PINNED = ("orders-ordered", "orders-exactly-once", "orders-ordered-exactly-once")
+
+
+@pytest.mark.emulator
+def test_endpoint_pinning_holds_on_the_dev_stack_and_the_misroute_fault_violates_it(spark, emulator, tmp_path):
+    plan_file, _ = dev_estate(tmp_path)
+    code, report = run_job(spark, plan_file, tmp_path / "held", "--target", "emulator")
+    endpoints_used = report["parameters"]["endpoints"]
+    assert sorted(endpoints_used["observed_endpoints"]) == sorted([EAST, GLOBAL])
+    for name in PINNED:
+        sub = report["subscriptions"][name]
+        assert sub["guarantees"]["endpoint_pinning"] == "holds", sub["findings"].get("endpoint_mismatch")
+    # Every Publish of the ordered topic and every pull of the twins went through the us-east1 listener.
+    traffic = endpoints_used["traffic"]
+    publishes = [r for r in traffic if r["method"] == "Publish" and r["client"] != "driver:admin"]  # not the canary
+    assert publishes and {r["endpoint"] for r in publishes} == {EAST}
+    assert sum(r["messages"] for r in publishes if r["resource"].endswith("/topics/orders")) >= 8
+    pulls = [r for r in traffic if r["method"] == "StreamingPull"]
+    assert pulls and {r["endpoint"] for r in pulls} == {EAST}
+    assert {r["client"].split(":")[1] for r in traffic} >= {"publisher", "subscriber", "admin"}
+
+    code, report = run_job(spark, plan_file, tmp_path / "misrouted", "--target", "emulator", "--faults", "misroute=1")
+    assert code == 1 and report["verdict"] == "violated"
+    for name in ("orders-ordered", "orders-ordered-exactly-once"):
+        sub = report["subscriptions"][name]
+        assert sub["guarantees"]["endpoint_pinning"] == "violated"
+        (found,) = [f for f in sub["findings"]["endpoint_mismatch"] if f["form"] == "publisher"]
+        assert found["endpoint"]["declared"] == EAST and found["endpoint"]["used"] == GLOBAL
+        assert "the global endpoint" in found["detail"]
+    # The consumers were not misrouted: exactly-once alone (no ordering) still holds its pinning.
+    assert report["subscriptions"]["orders-exactly-once"]["guarantees"]["endpoint_pinning"] == "holds"
+
+
+@pytest.mark.emulator
+def test_gcp_target_code_path_with_endpoints_mapped_to_the_emulator(spark, emulator, tmp_path, monkeypatch):
+    """`--target gcp`, every endpoint mapped to the emulator: the gcp path end to end (no TLS, no
+    credentials); the IAM calls are made, and the report says the emulator did not answer them."""
+    plan_file, project = dev_estate(tmp_path)
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST")
+    code, report = run_job(spark, plan_file, tmp_path / "gcp", "--target", "gcp",
+                           "--endpoint", f"us-east1={emulator.host}", "--endpoint", f"global={emulator.host}")
+    assert report["target"] == "gcp"
+    parameters = report["parameters"]
+    assert parameters["identity"].startswith("anonymous (every endpoint is mapped")
+    assert parameters["endpoints"]["mapping"] == {EAST: emulator.host, GLOBAL: emulator.host}
+    for name in PINNED:
+        assert report["subscriptions"][name]["guarantees"]["endpoint_pinning"] == "holds"
+    # testIamPermissions on every topic and subscription used, before probing; the service agent's
+    # grant on each dead-lettering twin, then its revocation: all made, none answered by the emulator.
+    iam = parameters["iam"]
+    tested = {a["resource"] for a in iam if a["call"] == "testIamPermissions"}
+    assert f"projects/{project}/topics/orders" in tested
+    assert f"projects/{project}/subscriptions/orders-ordered" in tested
+    assert {a["result"] for a in iam if a["call"] == "testIamPermissions"} == {"not answered"}
+    grants = [a for a in iam if a["call"] == "setIamPolicy"]
+    dead_lettering_twins = {t for t, declared in parameters["twins"].items()
+                            if declared in ("orders-ordered", "orders-exactly-once", "payments-exactly-once")}
+    assert {a["resource"] for a in grants} >= {t for t in dead_lettering_twins}
+    assert {a["result"] for a in grants} == {"not answered"}
+    seen = {(r["method"], r["resource"]): r["status"] for r in parameters["endpoints"]["traffic"]
+            if r["service"].endswith("IAMPolicy") and r["calls"]}
+    assert ("TestIamPermissions", f"projects/{project}/topics/orders") in seen
+    assert len(dead_lettering_twins) == 3
+    assert [seen.get(("GetIamPolicy", twin)) for twin in sorted(dead_lettering_twins)] == [{"UNIMPLEMENTED": 1}] * 3
+    assert any("did not answer testIamPermissions" in o for o in report["observations"])
+    assert any("did not answer setIamPolicy/getIamPolicy" in o for o in report["observations"])

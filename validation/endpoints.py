@@ -1,0 +1,369 @@
+"""Locational endpoints, exercised: the endpoint map, the recording listeners, the clients, the check.
+
+Ordering and exactly-once hold only for clients pinned to one region: publishers of an ordered topic
+on its declared publisher endpoint, consumers of an exactly-once subscription on its declared consumer
+endpoint (docs/pubsub-facts.md). The probe proves it used them:
+
+- `--endpoint REGION=HOST:PORT` (repeatable; `global` for pubsub.googleapis.com) maps a locational
+  endpoint to a host. A mapping to a loopback host is a local stand-in for Google: it is dialled
+  without TLS and with anonymous credentials (as the client library does for the emulator).
+- Wherever the traffic of an endpoint can be seen (the emulator; a loopback mapping), the driver puts
+  one `Listener` per endpoint in front of its host: a gRPC-level loopback proxy that forwards every
+  call unchanged (status and trailing metadata included) and records, per client (the channel's user
+  agent names the probe task and role), per method and per resource (the topic or subscription the
+  request names), the requests, messages, bytes, TCP connections and the status of each call.
+- Every client of the run (driver admin calls, publisher and subscriber tasks) is built by
+  `client_kwargs` from the endpoint it was given; the recorded traffic goes to run.json
+  (`parameters.endpoints`) and `pinning_findings` turns it into `endpoint_mismatch` findings of the
+  guarantee `endpoint_pinning` (docs/checks.md), folded by `validation.verdict`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections import defaultdict
+from concurrent import futures
+
+import pubsub_facts as facts
+
+from pubsubguard.errors import UserError
+
+GLOBAL = "global"
+USER_AGENT_PREFIX = "pubsubguard-client/"
+PUBLISH = "/google.pubsub.v1.Publisher/Publish"
+CONSUMER_METHODS = ("StreamingPull", "Pull", "Acknowledge", "ModifyAckDeadline")
+_HOP_HEADERS = ("user-agent", "te", "content-type", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout")
+
+
+class EndpointMapError(UserError):
+    pass
+
+
+def endpoint_of(region: str) -> str:
+    """The endpoint a `--endpoint` key names: `global` or a region's locational endpoint."""
+    return facts.GLOBAL_ENDPOINT if region == GLOBAL else facts.locational_endpoint(region)
+
+
+def parse_endpoint_map(values: list[str] | None) -> dict[str, str]:
+    """`REGION=HOST:PORT` items -> {declared endpoint: host:port}."""
+    mapping: dict[str, str] = {}
+    for item in values or ():
+        region, sep, host = item.partition("=")
+        region, host = region.strip(), host.strip()
+        name, colon, port = host.rpartition(":")
+        if not sep or not region or not colon or not name or not port.isdigit():
+            raise EndpointMapError(f"--endpoint {item!r}: expected REGION=HOST:PORT, e.g. us-east1=127.0.0.1:8601")
+        endpoint = endpoint_of(region)
+        if endpoint in mapping:
+            raise EndpointMapError(f"--endpoint {region}: given twice")
+        mapping[endpoint] = host
+    return mapping
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def client_kwargs(endpoint: str, mapping: dict[str, str], client: str) -> dict:
+    """Keyword arguments for `PublisherClient` / `SubscriberClient` talking to `endpoint` as `client`.
+
+    A loopback address (a listener, the emulator, a mapped stand-in) gets a plaintext channel of its
+    own (anonymous, not shared with other clients, so each client has its own connections); any other
+    address is Google's, with TLS and the application default credentials."""
+    address = mapping.get(endpoint, endpoint)
+    agent = USER_AGENT_PREFIX + client
+    if is_loopback(address):
+        import grpc
+
+        options = [("grpc.primary_user_agent", agent), ("grpc.use_local_subchannel_pool", 1),
+                   ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+        return {"channel": grpc.insecure_channel(address, options=options)}
+    return {"client_options": {"api_endpoint": address}, "client_info": _client_info(agent)}
+
+
+def _client_info(agent: str):
+    from google.api_core.gapic_v1.client_info import ClientInfo
+
+    return ClientInfo(user_agent=agent)
+
+
+def publisher_client(endpoint: str, mapping: dict[str, str], client: str, **options):
+    from google.cloud import pubsub_v1
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+    kwargs = client_kwargs(endpoint, mapping, client)
+    if "channel" in kwargs:
+        kwargs = {"transport": PublisherGrpcTransport(channel=kwargs["channel"])}
+    return pubsub_v1.PublisherClient(**options, **kwargs)
+
+
+def subscriber_client(endpoint: str, mapping: dict[str, str], client: str):
+    from google.cloud import pubsub_v1
+    from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+
+    kwargs = client_kwargs(endpoint, mapping, client)
+    if "channel" in kwargs:
+        kwargs = {"transport": SubscriberGrpcTransport(channel=kwargs["channel"])}
+    return pubsub_v1.SubscriberClient(**kwargs)
+
+
+# --------------------------------------------------------------------------------- the listener
+def _request_type(method: str):
+    """The request message of a method whose resource the listener records (None: not parsed)."""
+    from google.iam.v1 import iam_policy_pb2
+    from google.pubsub_v1 import types
+
+    service, _, name = method.rpartition("/")
+    if service.endswith("IAMPolicy"):
+        return getattr(iam_policy_pb2, f"{name}Request", None)
+    if service.endswith("Subscriber") and name == "CreateSubscription":
+        return types.Subscription
+    if service.endswith("Publisher") and name == "CreateTopic":
+        return types.Topic
+    cls = getattr(types, f"{name}Request", None)
+    return cls
+
+
+def _resource(method: str, raw: bytes) -> tuple[str, int]:
+    """(topic or subscription the request names, messages it carries) of one raw request."""
+    cls = _request_type(method)
+    if cls is None:
+        return "", 0
+    try:
+        request = cls.deserialize(raw) if hasattr(cls, "deserialize") else cls.FromString(raw)
+    except Exception:  # noqa: BLE001 - an unparsable request is still forwarded and counted
+        return "", 0
+    for field in ("resource", "subscription", "name", "topic"):
+        value = getattr(request, field, "")
+        if isinstance(value, str) and value:
+            return value, len(getattr(request, "messages", ()) or ())
+    return "", len(getattr(request, "messages", ()) or ())
+
+
+class Listener:
+    """A loopback gRPC proxy standing for `endpoint` in front of `upstream`; records what passes."""
+
+    def __init__(self, endpoint: str, upstream: str, port: int = 0):
+        import grpc
+
+        self.endpoint = endpoint
+        self.upstream = upstream
+        self.lock = threading.Lock()
+        self.traffic: dict[tuple, dict] = defaultdict(
+            lambda: {"requests": 0, "messages": 0, "request_bytes": 0, "response_bytes": 0, "calls": 0,
+                     "peers": set(), "status": defaultdict(int)})
+        self.channel = grpc.insecure_channel(upstream, options=[("grpc.max_receive_message_length", -1),
+                                                                 ("grpc.max_send_message_length", -1)])
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="listener"),
+                                  handlers=[_Forward(self)],
+                                  options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        self.address = f"127.0.0.1:{self.port}"
+
+    def start(self) -> "Listener":
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop(grace=1).wait(5)
+        self.channel.close()
+
+    def record(self, client: str, method: str, resource: str, peer: str, *, requests=0, messages=0,
+               request_bytes=0, response_bytes=0, status: str | None = None) -> None:
+        with self.lock:
+            row = self.traffic[(client, method, resource)]
+            row["requests"] += requests
+            row["messages"] += messages
+            row["request_bytes"] += request_bytes
+            row["response_bytes"] += response_bytes
+            row["peers"].add(peer)
+            if status is not None:
+                row["calls"] += 1
+                row["status"][status] += 1
+
+    def rows(self) -> list[dict]:
+        """What passed, one row per (client, method, resource): the evidence `pinning_findings` reads."""
+        with self.lock:
+            return [
+                {"endpoint": self.endpoint, "address": self.address, "upstream": self.upstream, "client": client,
+                 "method": method.rpartition("/")[2], "service": method.rpartition("/")[0].lstrip("/"),
+                 "resource": resource, "requests": r["requests"], "messages": r["messages"],
+                 "request_bytes": r["request_bytes"], "response_bytes": r["response_bytes"],
+                 "connections": len(r["peers"]), "calls": r["calls"], "status": dict(sorted(r["status"].items()))}
+                for (client, method, resource), r in sorted(self.traffic.items())
+            ]
+
+
+class _Forward:
+    """The listener's handler: every method, forwarded as a raw byte stream (unary calls included)."""
+
+    def __init__(self, listener: Listener):
+        self.listener = listener
+
+    def service(self, details):
+        import grpc
+
+        metadata = tuple(details.invocation_metadata or ())
+        agent = next((v for k, v in metadata if k == "user-agent"), "")
+        client = agent.split(USER_AGENT_PREFIX, 1)[1].split(" ", 1)[0] if USER_AGENT_PREFIX in agent else "other"
+        forwarded = tuple((k, v) for k, v in metadata if k not in _HOP_HEADERS and not k.startswith(":"))
+        return grpc.stream_stream_rpc_method_handler(
+            lambda requests, context: self.forward(details.method, client, forwarded, requests, context))
+
+    def forward(self, method: str, client: str, metadata, requests, context):
+        import grpc
+
+        listener = self.listener
+        peer = context.peer()
+        stream = {"resource": ""}
+
+        def upstream_requests():
+            try:
+                for raw in requests:
+                    resource, messages = _resource(method, raw)
+                    stream["resource"] = stream["resource"] or resource  # a stream names it in its first request
+                    listener.record(client, method, stream["resource"], peer, requests=1, messages=messages,
+                                    request_bytes=len(raw))
+                    yield raw
+            except grpc.RpcError:
+                return  # the client went away (cancelled its stream): the upstream call is cancelled with it
+
+        call = listener.channel.stream_stream(method)(upstream_requests(), metadata=metadata,
+                                                     timeout=context.time_remaining())
+        context.add_callback(call.cancel)
+        status = "OK"
+        try:
+            for response in call:
+                listener.record(client, method, stream["resource"], peer, response_bytes=len(response))
+                yield response
+        except grpc.RpcError as err:
+            status = err.code().name if err.code() else "UNKNOWN"
+            if err.code() != grpc.StatusCode.CANCELLED or context.is_active():
+                context.set_trailing_metadata(tuple(err.trailing_metadata() or ()))
+                context.set_code(err.code())
+                context.set_details(err.details() or "")
+        finally:
+            listener.record(client, method, stream["resource"], peer, status=status)
+
+
+class Listeners:
+    """One `Listener` per endpoint of a run, each in front of the host the endpoint maps to."""
+
+    def __init__(self, upstreams: dict[str, str]):
+        self.listeners = {endpoint: Listener(endpoint, upstream) for endpoint, upstream in sorted(upstreams.items())}
+
+    def start(self) -> "Listeners":
+        for listener in self.listeners.values():
+            listener.start()
+        return self
+
+    def stop(self) -> None:
+        for listener in self.listeners.values():
+            listener.stop()
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """declared endpoint -> the listener's address (what the run's clients dial)."""
+        return {endpoint: listener.address for endpoint, listener in self.listeners.items()}
+
+    def rows(self) -> list[dict]:
+        return [row for listener in self.listeners.values() for row in listener.rows()]
+
+
+def observable_upstreams(endpoints: set[str], mapping: dict[str, str], emulator_host: str | None) -> dict[str, str]:
+    """The endpoints whose traffic the run can see, each with the host its listener forwards to: all
+    of them on the emulator (to the mapped host, else the emulator), on Google Cloud the ones mapped to
+    loopback stand-ins; the others (real Google endpoints, TLS) are not observable."""
+    upstreams = {}
+    for endpoint in sorted(endpoints):
+        address = mapping.get(endpoint) or emulator_host
+        if address and is_loopback(address):
+            upstreams[endpoint] = address
+    return upstreams
+
+
+# ---------------------------------------------------------------------------------- the check
+def pinning_findings(record: dict, subscriptions, published_ok: dict[str, int]) -> list[dict]:
+    """`endpoint_mismatch` findings from a run's recorded endpoint evidence (run.json
+    `parameters.endpoints`): per ordered subscription, the Publish requests of its topic that came
+    through another endpoint than the topic's declared publisher endpoint, or fewer published messages
+    seen on any listener than the run published (they went around every listener); per exactly-once
+    subscription, its twins' pull and ack calls through another endpoint than its declared consumer
+    endpoint, or no pull seen at all. `published_ok`: topic name -> messages published with status ok."""
+    from validation.evidence import FINDING_KINDS
+
+    if not record or not record.get("observed"):
+        return []
+    guarantee, severity = FINDING_KINDS["endpoint_mismatch"]
+    declared = record["declared"]
+    rows = record.get("traffic", [])
+    findings = []
+
+    def finding(sub: str, form: str, **endpoint) -> dict:
+        return {"subscription": sub, "kind": "endpoint_mismatch", "guarantee": guarantee, "severity": severity,
+                "form": form, "key": None, "seq": None, "message_id": None, "seqs": None, "attempts": None,
+                "times": None, "evidence_seqs": None, "evidence": None, "endpoint": endpoint}
+
+    for sub in subscriptions:
+        topic = declared["topics"].get(sub.topic)
+        if sub.ordering and topic and topic["endpoint"] in record["observed_endpoints"]:
+            seen = defaultdict(lambda: [0, 0])
+            for row in rows:
+                if row["method"] == "Publish" and row["resource"] == topic["path"]:
+                    seen[row["endpoint"]][0] += row["requests"]
+                    seen[row["endpoint"]][1] += row["messages"]
+            for used, (requests, messages) in sorted(seen.items()):
+                if used != topic["endpoint"]:
+                    findings.append(finding(sub.name, "publisher", declared=topic["endpoint"], used=used,
+                                            resource=topic["path"], requests=requests, messages=messages))
+                elif used == facts.GLOBAL_ENDPOINT:  # as declared, but not pinned: the pack's finding too
+                    findings.append({**finding(sub.name, "declared_global", declared=used, used=used,
+                                               resource=topic["path"], requests=requests, messages=messages),
+                                     "severity": "advisory"})
+            unseen = published_ok.get(sub.topic, 0) - sum(m for _, m in seen.values())
+            if unseen > 0:
+                findings.append(finding(sub.name, "unobserved_publish", declared=topic["endpoint"], used=None,
+                                        resource=topic["path"], requests=None, messages=unseen))
+        consumer = declared["subscriptions"].get(sub.name)
+        if sub.exactly_once and consumer and consumer["endpoint"] in record["observed_endpoints"]:
+            twins = set(consumer["twins"])
+            seen = defaultdict(lambda: [0, 0])
+            for row in rows:
+                if row["method"] in CONSUMER_METHODS and row["resource"] in twins:
+                    seen[row["endpoint"]][0] += row["requests"]
+            for used, (requests, _) in sorted(seen.items()):
+                if used != consumer["endpoint"] or used == facts.GLOBAL_ENDPOINT:
+                    found = finding(sub.name, "consumer" if used != consumer["endpoint"] else "declared_global",
+                                    declared=consumer["endpoint"], used=used,
+                                    resource=sorted(twins)[0] if twins else None, requests=requests, messages=None)
+                    findings.append(found if used != consumer["endpoint"] else {**found, "severity": "advisory"})
+            pulled = any(row["method"] in ("StreamingPull", "Pull") and row["resource"] in twins
+                         and row["endpoint"] == consumer["endpoint"] for row in rows)
+            if not pulled:
+                findings.append(finding(sub.name, "unobserved_consumer", declared=consumer["endpoint"], used=None,
+                                        resource=sorted(twins)[0] if twins else None, requests=0, messages=None))
+    return findings
+
+
+def pinning_tested(record: dict | None, sub) -> bool:
+    """Could the run judge `endpoint_pinning` for `sub`: it declares ordering or exactly-once and the
+    endpoints that carry it were observed."""
+    if not record or not record.get("observed"):
+        return False
+    observed = set(record.get("observed_endpoints", ()))
+    topic = record["declared"]["topics"].get(sub.topic)
+    consumer = record["declared"]["subscriptions"].get(sub.name)
+    return bool((sub.ordering and topic and topic["endpoint"] in observed)
+                or (sub.exactly_once and consumer and consumer["endpoint"] in observed))
+
+
+def iam_calls(rows: list[dict]) -> list[dict]:
+    """The IAM calls (testIamPermissions, get/setIamPolicy) the listeners saw, with the target's answers."""
+    return [row for row in rows if row["service"].endswith("IAMPolicy")]
