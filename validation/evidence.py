@@ -35,8 +35,11 @@ PUBLISH_FIELDS = [
     pa.field("poison", pa.bool_(), nullable=False),  # subscribers always nack it
     pa.field("status", pa.string(), nullable=False),  # "ok" | "error"
     pa.field("error", pa.string()),
-    pa.field("publish_time_us", pa.int64(), nullable=False),  # when the result arrived
+    # when publish() was called, stamped before the call: a delivery can never precede it, so
+    # publish -> receive latency is never negative (clocks of one host; across hosts, their skew)
+    pa.field("publish_time_us", pa.int64(), nullable=False),
     pa.field("publisher_task", pa.string(), nullable=False),
+    pa.field("result_time_us", pa.int64()),  # when the publish's result (server ack or error) arrived
 ]
 
 # -- deliveries: one row per message received by a subscriber (or drained from a dead-letter topic)

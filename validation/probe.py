@@ -22,9 +22,11 @@ recorded). Messages carrying `CloudPubSubDeadLetterSource*` attributes are recor
 `kind=dead_letter` for the source subscription. A task chosen to crash streams with a small prefetch
 (`crash_prefetch` messages per twin, so a dead client holds a few messages, not the whole backlog),
 holds a few deliveries without acking, flushes its evidence and ends its Python worker with
-`os._exit`. A task announces that its streams are open with `<evidence>/_ready-<task>`; the publisher
-waits for the first one (up to `ready_timeout_s`) so publish->delivery latency does not include a
-subscriber's start-up.
+`os._exit`. A task announces that its streams are open with `<evidence>/_ready-<task>`; every publisher
+task waits for `ready_subscribers` of them (all the subscriber tasks the master has slots for beside
+the publisher; up to `ready_timeout_s`) so publish->delivery latency does not include a subscriber's
+start-up. `publish_time_us` is stamped before `publish()` is called, `result_time_us` when its result
+arrives.
 """
 
 from __future__ import annotations
@@ -122,11 +124,11 @@ CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the clien
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
 
 
-def wait_for_subscriber(evidence_dir: Path, timeout_s: float) -> bool:
-    """Wait until a subscriber task has its streams open (or the timeout): True when one has."""
+def wait_for_subscribers(evidence_dir: Path, timeout_s: float, count: int = 1) -> bool:
+    """Wait until `count` subscriber tasks have their streams open (or the timeout): True when they have."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if any(evidence_dir.glob(f"{READY_PREFIX}*")):
+        if sum(1 for _ in evidence_dir.glob(f"{READY_PREFIX}*")) >= count:
             return True
         if time.monotonic() >= deadline:
             return False
@@ -144,7 +146,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
     writer = PartWriter(Path(spec["evidence_dir"]) / "publishes", evidence.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
-    wait_for_subscriber(Path(spec["evidence_dir"]), spec.get("ready_timeout_s", 0))
+    wait_for_subscribers(Path(spec["evidence_dir"]), spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
     clients: dict[str, object] = {}
     pending: list = []
     counts = {"ok": 0, "error": 0}
@@ -162,15 +164,17 @@ def publish_partition(spec: dict, keys) -> list[dict]:
             for key in keys:
                 for seq in range(spec["messages_per_key"]):
                     is_poison = (key, seq) in poison
+                    sent_us = now_us()  # before the call: the server may deliver before its ack comes back
                     future = client.publish(
                         topic["path"], PAYLOAD, ordering_key=key,
                         **{probe_contract.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
                            "poison": "1" if is_poison else "0"},
                     )
 
-                    def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client):
+                    def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client, sent_us=sent_us):
                         row = {"run_id": spec["run_id"], "topic": topic["name"], "key": key, "seq": seq,
-                               "poison": is_poison, "publish_time_us": now_us(), "publisher_task": task}
+                               "poison": is_poison, "publish_time_us": sent_us, "result_time_us": now_us(),
+                               "publisher_task": task}
                         try:
                             row.update(message_id=fut.result(), status="ok", error=None)
                         except Exception as err:  # noqa: BLE001 - every publish result is evidence
