@@ -119,6 +119,10 @@ def probe(args, spark=None):
         )
 
     evidence_dir = fresh_evidence_dir(report)
+    if getattr(args, "conform", False):
+        parameters_conformance = run_conformance(args, estate, emulator_host, report)
+    else:
+        parameters_conformance = None
     tested = {name: t.not_probed for name, t in estate.subscriptions.items() if t.not_probed}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
@@ -126,6 +130,8 @@ def probe(args, spark=None):
         "drain_timeout_s": args.drain_timeout, "skew_us": args.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
     }
+    if parameters_conformance is not None:
+        parameters["conformance"] = parameters_conformance
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
     info.write(evidence_dir)
@@ -160,6 +166,25 @@ def probe(args, spark=None):
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.unlink(missing_ok=True)
     return session, evidence_dir, report
+
+
+def run_conformance(args, estate, emulator_host, report: Path) -> dict:
+    """The conformance scenarios on the probe's target, before the probe: `<report>/conformance.json`,
+    and what the report needs of them (run id, summary, each scenario's id, behaviour, result, detail)."""
+    import json
+
+    from validation import conformance
+
+    endpoint = emulator_host if args.target == "emulator" else None
+    print(f"verify: conformance scenarios on {args.target}{f' {endpoint}' if endpoint else ''} first", flush=True)
+    doc = conformance.conform(args.target, estate.project, endpoint=endpoint,
+                              project_number=getattr(estate, "project_number", None))
+    report.mkdir(parents=True, exist_ok=True)
+    (report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
+            "summary": doc["summary"], "file": "conformance.json",
+            "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
+                          for item in doc["scenarios"]]}
 
 
 def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:

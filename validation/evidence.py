@@ -139,6 +139,18 @@ FINDING_KINDS = {
     # this default applies to every other setting.
     "config_drift": ("config", "advisory"),
 }
+# The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
+# breaks a declared guarantee or a documented behaviour, `advisory` is reported beside it.
+SEVERITIES = ("error", "advisory")
+GUARANTEE_STATUSES = ("holds", "violated", "inconclusive", "not_tested")
+
+
+def severity_of_result(result: str) -> str | None:
+    """A conformance scenario's result in the severity vocabulary: violated -> error, unsupported or
+    inconclusive -> advisory, holds -> none."""
+    return {"violated": "error", "unsupported": "advisory", "inconclusive": "advisory"}.get(result)
+
+
 GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness")
 
 # A finding is data (what was observed), not a sentence; `validation.report.describe` renders one.

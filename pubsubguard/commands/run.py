@@ -1,5 +1,6 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
-with faults, report — for one stack. Each step is the same subcommand a user can run alone.
+with faults (after the conformance scenarios on the same emulator, which explain its findings), report —
+for one stack. Each step is the same subcommand a user can run alone.
 
 Every option (the verify step's included) is validated, and Java, the emulator and the output
 directory are found, before the first step starts."""
@@ -55,7 +56,7 @@ def run(args) -> int:
     verify_argv = [
         "verify", "--cwd", str(args.root), "--plan", str(plan_file), "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report),
+        "--report", str(report), "--conform",
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))
@@ -95,7 +96,7 @@ def run(args) -> int:
         applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
         if applied != 0:
             return applied
-        _step(f"verify: probe with faults {args.faults!r}, check with Spark, report")
+        _step(f"verify: conformance scenarios, then probe with faults {args.faults!r}, check with Spark, report")
         verdict = cli.main(verify_argv)
     finally:
         if emulator is not None:
