@@ -966,6 +966,9 @@ def conform(target: str, project: str, *, project_number: str | None = None, end
             log: Callable[[str], None] = print) -> dict:
     """Run the scenarios on a target with a fresh run id, delete what they created (also when
     interrupted) and return the results document (conformance.json)."""
+    from validation.probe import log_abandoned_ack_retries
+
+    log_abandoned_ack_retries()
     run_id = new_run_id()
     started, began = utc_now(), time.monotonic()
     session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None)

@@ -411,11 +411,13 @@ def _drain_text(parameters: dict) -> str:
 
 
 def render_html(result: dict) -> str:
-    from jinja2 import Environment, PackageLoader, select_autoescape
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("validation", "templates"), autoescape=select_autoescape(["j2", "html"]))
+    env = Environment(loader=PackageLoader("validation", "templates"), autoescape=select_autoescape(["j2", "html"]),
+                      undefined=StrictUndefined)  # a missing field is a bug, not an empty cell
     return env.get_template("report.html.j2").render(
-        r=result, guarantees=evidence.GUARANTEES, plots=_plots(result), ms=_ms, evidence_columns=_evidence_columns,
+        r=result, guarantees=evidence.GUARANTEES, plots=_plots(result), ms=_ms, dash=lambda v: "–" if v is None else v,
+        evidence_columns=_evidence_columns,
         drain_text=_drain_text(result["parameters"]), max_findings=MAX_FINDINGS_SHOWN)
 
 
@@ -479,7 +481,7 @@ def explanation_lines(result: dict) -> list[str]:
                          f["severity"], tuple(f.get("explained_by", ())))
                 groups.setdefault(group, []).append(1)
     for (name, kind, form, severity, explained), items in sorted(groups.items()):
-        what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''} [{severity}]"
+        what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
         lines.append(f"  {what}: explained by {', '.join(explained)}" if explained
                      else f"  {what}: no violated scenario explains it")
     return lines
