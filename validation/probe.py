@@ -31,6 +31,7 @@ arrives.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import threading
@@ -172,7 +173,29 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     clients: dict[str, object] = {}
     pending: list = []
     counts = {"ok": 0, "error": 0}
-    lock = threading.Lock()
+    # The client runs done callbacks on the thread that commits the next batch of an ordering key: they
+    # only stamp and queue the result; this task's recorder thread makes the rows and writes the parts.
+    results: collections.deque = collections.deque()
+    publishing = threading.Event()
+    publishing.set()
+
+    def record() -> None:
+        while publishing.is_set() or results:
+            while results:
+                fut, topic_name, key, seq, is_poison, sent_us, result_us = results.popleft()
+                row = {"run_id": spec["run_id"], "topic": topic_name, "key": key, "seq": seq, "poison": is_poison,
+                       "publish_time_us": sent_us, "result_time_us": result_us, "publisher_task": task}
+                error = fut.exception()
+                if error is None:
+                    row.update(message_id=fut.result(), status="ok", error=None)
+                else:
+                    row.update(message_id=None, status="error", error=f"{type(error).__name__}: {error}")
+                counts[row["status"]] += 1
+                writer.add(row)
+            time.sleep(0.05)
+
+    recorder = threading.Thread(target=record, daemon=True)
+    recorder.start()
     try:
         for topic in spec["topics"]:
             endpoint = topic["endpoint"]
@@ -194,18 +217,10 @@ def publish_partition(spec: dict, keys) -> list[dict]:
                     )
 
                     def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client, sent_us=sent_us):
-                        row = {"run_id": spec["run_id"], "topic": topic["name"], "key": key, "seq": seq,
-                               "poison": is_poison, "publish_time_us": sent_us, "result_time_us": now_us(),
-                               "publisher_task": task}
-                        try:
-                            row.update(message_id=fut.result(), status="ok", error=None)
-                        except Exception as err:  # noqa: BLE001 - every publish result is evidence
-                            row.update(message_id=None, status="error", error=f"{type(err).__name__}: {err}")
+                        results.append((fut, topic["name"], key, seq, is_poison, sent_us, now_us()))
+                        if fut.exception() is not None:
                             # An ordered key stays paused after a failure until resumed (docs/pubsub-facts.md, Ordering).
                             client.resume_publish(topic["path"], key)
-                        with lock:
-                            counts[row["status"]] += 1
-                        writer.add(row)
 
                     future.add_done_callback(done)
                     pending.append(future)
@@ -217,6 +232,8 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     finally:
         for client in clients.values():
             client.stop()
+        publishing.clear()
+        recorder.join(timeout=60)
         writer.close()
     return [{"task": task, "keys": len(keys), **counts}]
 

@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "run", "the whole flow on the local emulator: plan, check, apply, verify with faults, report",
         exit_codes={0: "the plan passed the pack and every declared guarantee holds on the emulator",
-                    1: "the pack rejected the plan, apply was incomplete, or a guarantee is violated",
+                    1: "the pack rejected the plan, apply was incomplete, or a guarantee is violated or inconclusive",
                     2: "bad option, project or stack file; no emulator or Java"},
         example="pubsubguard run -s dev --faults nack=0.1,crash=1 --keys 4",
     )
