@@ -5,7 +5,8 @@ filter canary, creates the probe twins (isolation), runs the publisher job (part
 key) and the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a
 crashed task is replaced) through `ProbeDriver`, drains until every published message is settled
 per subscription, or every unsettled one is provably stuck (`EvidenceTally.stuck`: nothing recorded for
-one ack deadline + retry backoff + `STUCK_GRACE_S` since its last event), or `--drain-timeout`, and deletes the twins (also on SIGINT/SIGTERM). It returns
+one ack deadline + retry backoff + `STUCK_GRACE_S` since its last event), or `--drain-timeout`, and
+deletes the twins (also on SIGINT/SIGTERM). It returns
 the Spark session, the evidence directory and the report directory for the checks.
 """
 
