@@ -103,7 +103,8 @@ def test_verify_without_faults(spark, emulator, tmp_path):
     assert subs[f"{topic}-ordered"]["guarantees"]["dead_letter"] == "not_tested"
     assert any("endpoint pinning not exercised" in o for o in report["observations"])
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "data:image/png;base64," in html and "Latency distribution" in html
+    assert "data:image/png;base64," in html and "Latency CDF per subscription" in html and "Timeline" in html
+    assert report["verdict_reason"].startswith(report["verdict"])
     # Evidence on disk in the contract's layout; the probe's twins are gone.
     evidence = tmp_path / "report" / "evidence"
     assert (evidence / "run.json").exists()

@@ -963,13 +963,13 @@ def run_scenarios(session: Session, scenarios: list[Scenario] | None = None,
 
 def conform(target: str, project: str, *, project_number: str | None = None, endpoint: str | None = None,
             scenarios: list[Scenario] | None = None, on_done: Callable[[dict], None] | None = None,
-            log: Callable[[str], None] = print) -> dict:
-    """Run the scenarios on a target with a fresh run id, delete what they created (also when
+            log: Callable[[str], None] = print, run_id: str | None = None) -> dict:
+    """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
     interrupted) and return the results document (conformance.json)."""
     from validation.probe import log_abandoned_ack_retries
 
     log_abandoned_ack_retries()
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     started, began = utc_now(), time.monotonic()
     session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None)
     try:

@@ -141,10 +141,11 @@ def run(args) -> int:
 
 
 def _run(args, conformance, scenarios, project: str, endpoint: str | None, report: Path) -> int:
+    run_id = conformance.new_run_id()
     print(f"conform: {len(scenarios)} scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, "
-          f"project {project}", flush=True)
+          f"project {project}, run {run_id}", flush=True)
     doc = conformance.conform(
-        args.target, project, project_number=args.project_number, endpoint=endpoint, scenarios=scenarios,
+        args.target, project, project_number=args.project_number, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
         on_done=lambda r: print(f"  {r['id']}: {r['result']} ({r['duration_s']:.0f} s)", flush=True),
         log=lambda line: print(line, flush=True))
     path = report / "conformance.json"
