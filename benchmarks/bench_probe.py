@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/bench_probe.py [--keys 20] [--messages-per-key 100]
 
 Starts its own emulator, declares one topic with one plain pull subscription (probe isolation on),
-then (1) a bare loop: PublisherClient with ordering keys publishes N messages, a streaming pull
-receives and acks all N; (2) the probe (`validation.job`, local[2], no faults) on the same workload.
-Probe rates come from its evidence: published = rows / (last - first publish result), delivered and
-recorded = rows / (first publish -> last receive). Prints both and the ratio (target >= 0.7).
+then (1) a bare loop: a streaming pull is opened, then PublisherClient with ordering keys publishes N
+messages (each stamped before the call), the pull receives and acks all N; (2) the probe
+(`validation.job`, the default master, no faults) on the same workload. Probe rates come from its
+evidence: published = rows / (first publish() call -> last publish result), delivered and recorded =
+rows / (first publish -> last receive); latency p50/p95/p99 (publish -> first receive) from its report.
+Prints both, the ratios and whether the goals are met (publish rate >= 0.7 of the bare loop's, latency
+p50 <= 2x the bare loop's).
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ STACK = """config:
 """
 
 
-def bare_loop(project: str, n_keys: int, per_key: int) -> tuple[float, float]:
+def bare_loop(project: str, n_keys: int, per_key: int) -> tuple[float, float, list[float]]:
+    """(publish rate, end-to-end rate, publish -> receive latencies in ms) of a bare client loop: the
+    streaming pull is open before the first publish, each publish is stamped before the call (as the
+    probe does), each receipt when the client took the message off the stream."""
     from google.cloud import pubsub_v1
     from google.cloud.pubsub_v1.types import PublisherOptions
 
@@ -46,21 +52,28 @@ def bare_loop(project: str, n_keys: int, per_key: int) -> tuple[float, float]:
     publisher.create_topic(name=topic)
     subscriber.create_subscription(request={"name": sub, "topic": topic})
     total = n_keys * per_key
-    received = set()
+    received: dict[str, float] = {}
     done = threading.Event()
     lock = threading.Lock()
 
     def callback(message):
+        at = getattr(message, "_received_timestamp", None) or time.time()
         message.ack()
         with lock:
-            received.add(message.message_id)
+            received.setdefault(message.attributes["id"], at)
             if len(received) >= total:
                 done.set()
 
-    start = time.monotonic()
     future = subscriber.subscribe(sub, callback)
-    futures = [publisher.publish(topic, b"bare", ordering_key=f"k{k}", seq=str(s))
-               for k in range(n_keys) for s in range(per_key)]
+    time.sleep(1.0)  # the stream is open before the first publish, as the probe's subscribers are
+    sent: dict[str, float] = {}
+    start = time.monotonic()
+    futures = []
+    for k in range(n_keys):
+        for s in range(per_key):
+            ident = f"{k}-{s}"
+            sent[ident] = time.time()
+            futures.append(publisher.publish(topic, b"bare", ordering_key=f"k{k}", id=ident))
     for f in futures:
         f.result()
     published_at = time.monotonic()
@@ -69,7 +82,14 @@ def bare_loop(project: str, n_keys: int, per_key: int) -> tuple[float, float]:
     future.cancel()
     subscriber.delete_subscription(subscription=sub)
     publisher.delete_topic(topic=topic)
-    return total / (published_at - start), len(received) / (end - start)
+    latencies = [(received[i] - sent[i]) * 1000 for i in received]
+    return total / (published_at - start), len(received) / (end - start), latencies
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    import numpy as np
+
+    return tuple(float(np.percentile(values, q, method="nearest")) for q in (50, 95, 99))
 
 
 def main() -> int:
@@ -96,8 +116,8 @@ def main() -> int:
         plan = make_plan("bench", root)
         (work / "plan.json").write_text(json.dumps(plan))
         apply_plan(plan)
-        spark = spark_session("local[2]")
-        bare_pub, bare_e2e = bare_loop("pubsubguard-dev", args.keys, args.messages_per_key)
+        spark = spark_session()  # the verify default (DEFAULT_MASTER)
+        bare_pub, bare_e2e, bare_latency = bare_loop("pubsubguard-dev", args.keys, args.messages_per_key)
 
         started = time.monotonic()
         code = job.main(["--plan", str(work / "plan.json"), "--keys", str(args.keys), "--messages-per-key",
@@ -109,17 +129,25 @@ def main() -> int:
         ev = work / "report" / "evidence"
         pubs = ds.dataset(ev / "publishes").to_table().to_pylist()
         dels = ds.dataset(ev / "deliveries").to_table().to_pylist()
+        # from the first publish() call to the last result, as the bare loop's rate
         first = min(p["publish_time_us"] for p in pubs)
-        pub_span = (max(p["publish_time_us"] for p in pubs) - first) / 1e6 or 1e-6
+        pub_span = (max(p["result_time_us"] for p in pubs) - first) / 1e6 or 1e-6
         e2e_span = (max(d["receive_time_us"] for d in dels) - first) / 1e6
         probe_pub = len(pubs) / pub_span
         probe_e2e = len({d["message_id"] for d in dels if d["kind"] == "delivery"}) / e2e_span
+        figures = json.loads((work / "report" / "report.json").read_text())["subscriptions"][f"{topic}-plain"]["figures"]
+        probe_p = tuple(figures[f"latency_p{q}_ms"] for q in (50, 95, 99))
+        bare_p = percentiles(bare_latency)
         n = args.keys * args.messages_per_key
-        print(f"workload: {args.keys} keys x {args.messages_per_key} messages = {n}, emulator {emu.host}, local[2]")
-        print(f"bare client loop : published {bare_pub:8.0f} msg/s   publish+pull+ack {bare_e2e:8.0f} msg/s")
-        print(f"probe (Spark)    : published {probe_pub:8.0f} msg/s   delivered+recorded {probe_e2e:8.0f} msg/s "
+        print(f"workload: {args.keys} keys x {args.messages_per_key} messages = {n}, emulator {emu.host}, {spark.sparkContext.master}")
+        print(f"bare client loop : published {bare_pub:8.0f} msg/s   publish+pull+ack {bare_e2e:8.0f} msg/s   "
+              f"latency p50/p95/p99 {bare_p[0]:.1f} / {bare_p[1]:.1f} / {bare_p[2]:.1f} ms")
+        print(f"probe (Spark)    : published {probe_pub:8.0f} msg/s   delivered+recorded {probe_e2e:8.0f} msg/s   "
+              f"latency p50/p95/p99 {probe_p[0]:.1f} / {probe_p[1]:.1f} / {probe_p[2]:.1f} ms "
               f"({len(dels)} delivery rows recorded; whole job incl. Spark checks+report {wall:.1f}s, exit {code})")
-        print(f"ratio probe/bare : publish {probe_pub / bare_pub:.2f}   end-to-end {probe_e2e / bare_e2e:.2f}   (target >= 0.7)")
+        print(f"ratio probe/bare : publish {probe_pub / bare_pub:.2f} (goal >= 0.7: {'met' if probe_pub / bare_pub >= 0.7 else 'NOT met'})   "
+              f"end-to-end {probe_e2e / bare_e2e:.2f}   latency p50 {probe_p[0] / bare_p[0]:.2f}x "
+              f"(goal <= 2x: {'met' if probe_p[0] <= 2 * bare_p[0] else 'NOT met'})")
         print(f"command: .venv/bin/python benchmarks/bench_probe.py --keys {args.keys} --messages-per-key {args.messages_per_key}")
     finally:
         emu.stop()

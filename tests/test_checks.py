@@ -230,9 +230,9 @@ def test_stats(spark, judged):
     _, _, stats = judged
     row = stats.where("subscription = 'legal-ordered-rewind'")
     expected = spark.createDataFrame(
-        [("legal-ordered-rewind", 4, 7, 4, 4, 0, 3, 3 / 7, [("a", 7)])],
+        [("legal-ordered-rewind", 4, 7, 4, 4, 0, 4, 3, 3 / 7, [("a", 7)])],
         "subscription string, published long, delivered long, distinct_delivered long, acked long, "
-        "dead_lettered long, redeliveries long, redelivery_rate double, hottest_keys array<struct<key:string,deliveries:long>>",
+        "dead_lettered long, settled long, redeliveries long, redelivery_rate double, hottest_keys array<struct<key:string,deliveries:long>>",
     )
     assertDataFrameEqual(row.drop("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"), expected)
     lat = row.select("latency_p50_ms", "latency_p99_ms").first()
@@ -283,6 +283,13 @@ def test_guarantee_status():
     plain = DeclaredSubscription("s", "t")  # neither ordering nor exactly-once: nothing to pin
     assert guarantee_status([], plain, tested=True, poison_published=False, endpoints_observed=True)["endpoint_pinning"] == "not_tested"
     assert set(guarantee_status(f, sub, tested=False, poison_published=True).values()) == {"not_tested"}
+    # unsettled messages: what held so far is inconclusive; what is violated stays violated
+    assert guarantee_status(f, sub, tested=True, poison_published=True, unsettled=3) == {
+        "ordering": "inconclusive",
+        "exactly_once": "not_tested",
+        "dead_letter": "inconclusive",
+        "completeness": "violated",
+    }
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):

@@ -109,7 +109,8 @@ def test_verify_without_faults(spark, emulator, tmp_path):
     assert [f["form"] for f in subs[f"{topic}-ordered"]["findings"]["endpoint_mismatch"]] == ["declared_global"]
     assert report["parameters"]["identity"].startswith("anonymous")
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "data:image/png;base64," in html and "Latency distribution" in html
+    assert "data:image/png;base64," in html and "Latency CDF per subscription" in html and "Timeline" in html
+    assert report["verdict_reason"].startswith(report["verdict"])
     # Evidence on disk in the contract's layout; the probe's twins are gone.
     evidence = tmp_path / "report" / "evidence"
     assert (evidence / "run.json").exists()

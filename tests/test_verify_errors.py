@@ -99,6 +99,7 @@ def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path
 
     name = "orders-ordered-exactly-once-with-a-long-name"
     result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],
+              "verdict_reason": "violated: orders-ordered-exactly-once-with-a-long-name.ordering",
               "subscriptions": {name: {"guarantees": {g: "violated" for g in evidence.GUARANTEES},
                                        "findings": {"stale_ack_accepted": [{}], "out_of_order": [{}, {}]},
                                        "figures": {"delivered": 200, "latency_p50_ms": 1234.5,

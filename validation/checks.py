@@ -2,7 +2,7 @@
 
 `run_checks(publishes, deliveries, subscriptions)` returns `CheckResults(findings, stats)`; the
 verification job and the report call exactly that, and `guarantee_status` turns findings into
-holds / violated / not_tested per guarantee. Definitions, with examples, are in `docs/checks.md`;
+holds / violated / inconclusive / not_tested per guarantee. Definitions, with examples, are in `docs/checks.md`;
 the short form:
 
 Identity. A message is (subscription, key, seq) among the rows of this run. A delivery whose
@@ -103,6 +103,7 @@ STATS_SCHEMA = T.StructType(
         T.StructField("distinct_delivered", T.LongType(), False),
         T.StructField("acked", T.LongType(), False),
         T.StructField("dead_lettered", T.LongType(), False),
+        T.StructField("settled", T.LongType(), False),  # published messages acked with success or dead-lettered
         T.StructField("redeliveries", T.LongType(), False),
         T.StructField("redelivery_rate", T.DoubleType(), True),
         T.StructField("latency_p50_ms", T.DoubleType(), True),
@@ -406,15 +407,22 @@ def run_checks(
     return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA))
 
 
+SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})
+
+
 def guarantee_status(
     findings: list[dict], sub: DeclaredSubscription, *, tested: bool, poison_published: bool,
-    endpoints_observed: bool = False,
+    endpoints_observed: bool = False, unsettled: int = 0,
 ) -> dict[str, str]:
-    """guarantee -> holds | violated | not_tested, for one declared subscription.
+    """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription.
 
-    Only `error` findings make a guarantee `violated`; `advisory` ones are reported beside it.
+    Only `error` findings make a guarantee `violated`; `advisory` ones are reported beside it. A
+    guarantee without an error finding is `inconclusive`, not `holds`, when `unsettled` published
+    messages were neither acked with success nor dead-lettered by the end of the drain: what became
+    of them is unknown (a later redelivery could still break it).
     `endpoints_observed`: the traffic of the endpoints the subscription's guarantees rest on was seen
-    (validation.endpoints.pinning_tested).
+    (validation.endpoints.pinning_tested); pinning is judged from the traffic seen, so unsettled
+    messages leave it as it is.
     """
     declared = {
         "ordering": sub.ordering,
@@ -431,5 +439,6 @@ def guarantee_status(
         if not tested or not declared[g]:
             status[g] = "not_tested"
         else:
-            status[g] = "violated" if g in violated else "holds"
+            status[g] = ("violated" if g in violated
+                         else "inconclusive" if unsettled and g in SETTLED_BY_DELIVERIES else "holds")
     return status

@@ -38,6 +38,8 @@ from typing import Callable
 
 import pubsub_facts as facts
 
+from validation.evidence import severity_of_result
+
 HOLDS, VIOLATED, UNSUPPORTED, INCONCLUSIVE = "holds", "violated", "unsupported", "inconclusive"
 RESULTS = (HOLDS, VIOLATED, UNSUPPORTED, INCONCLUSIVE)
 NAME_PREFIX = "pubsubguard-conform"
@@ -833,8 +835,6 @@ def retention_as_declared(probe: Probe) -> tuple[str, str]:
           f"{FACTS_DOC} § Ordering, publisher side (seed 003): once a publish with an ordering key fails, later "
           f"publishes for that key fail until the publisher calls resume_publish(topic, key). {DOC_RESUME}")
 def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
-    from google.cloud import pubsub_v1
-
     topic = probe.create_topic("topic")
     subscription = probe.create_subscription("sub", topic, enable_message_ordering=True)
     publisher = probe.session.new_publisher()
@@ -890,6 +890,35 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
     return HOLDS, story
 
 
+# ------------------------------------------------------------------------------------- attribution
+# Which verification findings (validation.checks: kind, and form -- for config_drift the setting) a
+# scenario's documented behaviour governs: when that scenario is `violated` on the same target in the
+# same run, the target lacking that behaviour explains the finding. The one place findings are linked
+# to scenarios; `explained_by` applies it to measured results only, never to a scenario that held or
+# did not run.
+EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "eod-stale-ack-rejected": (("stale_ack_accepted", "late_ack"),),
+    "eod-superseded-ack-rejected": (("stale_ack_accepted", "superseded"),),
+    "eod-no-redelivery-after-ack": (("duplicate_after_ack", None),),
+    "ordered-nack-redelivers-in-order": (("out_of_order", None),),
+    "ordered-expiry-redelivers-in-order": (("out_of_order", None),),
+    "ordered-publish-failure-pauses-key": (("out_of_order", None),),
+    "dead-letter-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
+                                       ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
+    "filter-enforced": (("unexpected", "foreign"),),
+    "retention-as-declared": (("config_drift", "retention_seconds"),),
+}
+
+
+def explained_by(finding: dict, results: dict[str, str]) -> list[str]:
+    """The ids of the scenarios, `violated` in `results` (scenario id -> result), whose behaviour
+    explains `finding` (EXPLAINS); empty when none does."""
+    form = (finding.get("drift") or {}).get("setting") if finding["kind"] == "config_drift" else finding.get("form")
+    return [scenario for scenario, governs in EXPLAINS.items()
+            if results.get(scenario) == VIOLATED
+            and any(kind == finding["kind"] and wanted in (None, form) for kind, wanted in governs)]
+
+
 # ----------------------------------------------------------------------------------------- running
 def run_one(session: Session, spec: Scenario) -> dict:
     probe = Probe(session, spec.id)
@@ -901,8 +930,8 @@ def run_one(session: Session, spec: Scenario) -> dict:
         result, detail = INCONCLUSIVE, "interrupted before it ended"
     except Exception as err:  # noqa: BLE001 - an unexpected answer is reported, not hidden
         result, detail = INCONCLUSIVE, f"the scenario could not finish: {_one_line(err)}"
-    return {"id": spec.id, "behaviour": spec.behaviour, "source": spec.source, "result": result, "detail": detail,
-            "duration_s": probe.now(), "evidence": probe.evidence}
+    return {"id": spec.id, "behaviour": spec.behaviour, "source": spec.source, "result": result,
+            "severity": severity_of_result(result), "detail": detail, "duration_s": probe.now(), "evidence": probe.evidence}
 
 
 def run_scenarios(session: Session, scenarios: list[Scenario] | None = None,
@@ -928,6 +957,27 @@ def run_scenarios(session: Session, scenarios: list[Scenario] | None = None,
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return [results[spec.id] for spec in scenarios]
+
+
+def conform(target: str, project: str, *, project_number: str | None = None, endpoint: str | None = None,
+            scenarios: list[Scenario] | None = None, on_done: Callable[[dict], None] | None = None,
+            log: Callable[[str], None] = print, run_id: str | None = None) -> dict:
+    """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
+    interrupted) and return the results document (conformance.json)."""
+    from validation.probe import log_abandoned_ack_retries
+
+    log_abandoned_ack_retries()
+    run_id = run_id or new_run_id()
+    started, began = utc_now(), time.monotonic()
+    session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None)
+    try:
+        results = run_scenarios(session, scenarios, on_done=on_done)
+    finally:
+        cleanup = session.cleanup()
+        session.close()
+        if cleanup["failed"]:
+            log(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}")
+    return document(target, project, run_id, started, endpoint, results, cleanup, time.monotonic() - began)
 
 
 def document(target: str, project: str, run_id: str, started: datetime, endpoint: str | None,

@@ -4,7 +4,9 @@
 filter canary, creates the probe twins (isolation), runs the publisher job (partitioned by ordering
 key) and the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a
 crashed task is replaced) through `ProbeDriver`, drains until every published message is settled
-per subscription or `--drain-timeout`, and deletes the twins (also on SIGINT/SIGTERM). It returns
+per subscription, or every unsettled one is provably stuck (`EvidenceTally.stuck`: nothing recorded for
+one ack deadline + retry backoff + `STUCK_GRACE_S` since its last event), or `--drain-timeout`, and
+deletes the twins (also on SIGINT/SIGTERM). It returns
 the Spark session, the evidence directory and the report directory for the checks.
 """
 
@@ -37,6 +39,9 @@ EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadli
 # Added to the longest ack deadline for the default drain timeout: a message held by a crashed task or
 # by the expire fault is redelivered one deadline later (it expires at most once, validation.faults).
 DRAIN_SLACK_S = 30.0
+# The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
+# since its last recorded event: the expire margin, an evidence flush and scheduling slack.
+STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
@@ -200,6 +205,10 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         )
 
     evidence_dir = fresh_evidence_dir(report)
+    if getattr(args, "conform", False):
+        parameters_conformance = run_conformance(args, estate, emulator_host, report)
+    else:
+        parameters_conformance = None
     tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
@@ -209,6 +218,8 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
     }
+    if parameters_conformance is not None:
+        parameters["conformance"] = parameters_conformance
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
     info.write(evidence_dir)
@@ -223,8 +234,12 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         try:
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
-            ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
-                        probed, stop_file, observations, dialled, push[0]).run()
+            driver = ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
+                                 probed, stop_file, observations, dialled, push[0])
+            try:
+                driver.run()
+            finally:
+                parameters["drain"] = driver.drain
         finally:
             stop_file.touch()
             session.sparkContext.cancelAllJobs()
@@ -244,6 +259,25 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.unlink(missing_ok=True)
     return session, evidence_dir, report
+
+
+def run_conformance(args, estate, emulator_host, report: Path) -> dict:
+    """The conformance scenarios on the probe's target, before the probe: `<report>/conformance.json`,
+    and what the report needs of them (run id, summary, each scenario's id, behaviour, result, detail)."""
+    import json
+
+    from validation import conformance
+
+    endpoint = emulator_host if args.target == "emulator" else None
+    print(f"verify: conformance scenarios on {args.target}{f' {endpoint}' if endpoint else ''} first", flush=True)
+    doc = conformance.conform(args.target, estate.project, endpoint=endpoint,
+                              project_number=getattr(estate, "project_number", None))
+    report.mkdir(parents=True, exist_ok=True)
+    (report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
+            "summary": doc["summary"], "file": "conformance.json",
+            "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
+                          for item in doc["scenarios"]]}
 
 
 def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:
@@ -328,6 +362,7 @@ class ProbeDriver:
         dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
         self.twins = [
             {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
+             "retry_max_backoff_s": t.retry_max_backoff_s,
              "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
             for t in twin_specs
         ]
@@ -344,6 +379,17 @@ class ProbeDriver:
         self.task_counter = 0
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
+        self.drain = {"ended": "not_reached", "unsettled": {}}  # how the drain ended (report parameters)
+        # Publisher tasks take the slots the subscriber tasks leave (at least one); each waits until every
+        # subscriber task that has a slot beside them is reading, so no message waits for a reader to start.
+        slots = self.sc.defaultParallelism
+        self.publish_partitions = max(1, min(len(self.keys), slots - args.subscribers))
+        self.ready_subscribers = max(1, min(args.subscribers, slots - self.publish_partitions))
+        if self.ready_subscribers < args.subscribers:
+            observations.append(
+                f"only {self.ready_subscribers} of {args.subscribers} subscriber tasks could read before the first "
+                f"publish (Spark master {self.sc.master} has {slots} task slots, {self.publish_partitions} taken by "
+                "the publisher): deliveries to the others include their start-up in the latency")
 
     # -- jobs ------------------------------------------------------------------------------
     def _publish_job(self) -> None:
@@ -353,11 +399,10 @@ class ProbeDriver:
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
-                "ready_timeout_s": READY_TIMEOUT_S}
-        slots = max(1, self.sc.defaultParallelism - 1)  # leave a slot for a subscriber during publishing
+                "ready_timeout_s": READY_TIMEOUT_S, "ready_subscribers": self.ready_subscribers}
         try:
             self.sc.setJobGroup(self.publish_group, "pubsubguard probe: publish")
-            self.sc.parallelize(self.keys, min(len(self.keys), slots)).mapPartitions(
+            self.sc.parallelize(self.keys, self.publish_partitions).mapPartitions(
                 partial(publish_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
             if not self.stop_file.exists():
@@ -483,7 +528,10 @@ class ProbeDriver:
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
                                      f"{self.args.subscribers} crash(es) injected")
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
-        tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id)
+        declared = {t["declared_name"]: t for t in self.twins}
+        deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
+        tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
+                              {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed})
         published_target = len(self.keys) * self.args.messages_per_key * len(self.topics)
         with progress_bars(not self.args.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
@@ -501,8 +549,21 @@ class ProbeDriver:
                     if drain_deadline is None:
                         drain_deadline = time.monotonic() + self.args.drain_timeout
                     if tally.done() >= expected:
+                        self.drain = {"ended": "settled", "unsettled": {}}
+                        break
+                    unsettled = tally.unsettled()
+                    stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+                    if stuck == unsettled:
+                        per_sub = ", ".join(f"{name} {n}" for name, n in sorted(stuck.items()))
+                        self.drain = {"ended": "stuck", "unsettled": stuck}
+                        self.observations.append(
+                            f"drain ended: {expected - tally.done()} of {expected} published messages not settled "
+                            f"(acked with success or dead-lettered) and provably stuck -- no delivery, ack or "
+                            f"dead-letter for one ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s "
+                            f"since their last recorded event -- per subscription: {per_sub}")
                         break
                     if time.monotonic() > drain_deadline:
+                        self.drain = {"ended": "timeout", "unsettled": unsettled}
                         per_sub = ", ".join(f"{name} {n}" for name, n in sorted(tally.unsettled().items()))
                         self.observations.append(
                             f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "

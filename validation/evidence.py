@@ -35,8 +35,11 @@ PUBLISH_FIELDS = [
     pa.field("poison", pa.bool_(), nullable=False),  # subscribers always nack it
     pa.field("status", pa.string(), nullable=False),  # "ok" | "error"
     pa.field("error", pa.string()),
-    pa.field("publish_time_us", pa.int64(), nullable=False),  # when the result arrived
+    # when publish() was called, stamped before the call: a delivery can never precede it, so
+    # publish -> receive latency is never negative (clocks of one host; across hosts, their skew)
+    pa.field("publish_time_us", pa.int64(), nullable=False),
     pa.field("publisher_task", pa.string(), nullable=False),
+    pa.field("result_time_us", pa.int64()),  # when the publish's result (server ack or error) arrived
 ]
 
 # -- deliveries: one row per message received by a subscriber (or drained from a dead-letter topic)
@@ -139,6 +142,18 @@ FINDING_KINDS = {
     # this default applies to every other setting.
     "config_drift": ("config", "advisory"),
 }
+# The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
+# breaks a declared guarantee or a documented behaviour, `advisory` is reported beside it.
+SEVERITIES = ("error", "advisory")
+GUARANTEE_STATUSES = ("holds", "violated", "inconclusive", "not_tested")
+
+
+def severity_of_result(result: str) -> str | None:
+    """A conformance scenario's result in the severity vocabulary: violated -> error, unsupported or
+    inconclusive -> advisory, holds -> none."""
+    return {"violated": "error", "unsupported": "advisory", "inconclusive": "advisory"}.get(result)
+
+
 GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
 
 # A finding is data (what was observed), not a sentence; `validation.report.describe` renders one.

@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--drain-timeout", type=float, default=None,
                       help="seconds to wait after publishing for every message to be settled (default: the "
                            f"longest probed ack deadline + {EXPIRE_MARGIN_S:.0f} s expire margin + {DRAIN_SLACK_S:.0f} s)")
+    work.add_argument("--conform", action="store_true",
+                      help="first run the conformance scenarios (validation.conformance) on the same target; the "
+                           "report names, per finding, the violated scenarios that explain it")
     work.add_argument("--skew-us", type=int, default=DEFAULT_SKEW_US,
                       help=f"clock skew tolerated between tasks (default {DEFAULT_SKEW_US})")
     out = parser.add_argument_group("output")
@@ -136,7 +139,7 @@ def check_and_report(spark, evidence_dir: Path, report: Path, terminal: bool = T
     # The checks, the figures and the plots all read the evidence: read its part files once.
     publishes, deliveries = publishes.cache(), deliveries.cache()
     try:
-        result = reporting.build(judge_run(publishes, deliveries, info), info, evidence_dir, deliveries)
+        result = reporting.build(judge_run(publishes, deliveries, info), info, evidence_dir, publishes, deliveries)
     finally:
         publishes.unpersist()
         deliveries.unpersist()

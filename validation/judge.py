@@ -103,6 +103,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("distinct_delivered", pa.int64()),
         ("acked", pa.int64()),
         ("dead_lettered", pa.int64()),
+        ("settled", pa.int64()),
         ("latency_ms", pa.list_(pa.float64())),
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
@@ -612,6 +613,7 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
     distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
     acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
     dead_lettered = per_sub(message_sub[known & (chunk.message_dead_letters > 0)])
+    settled = per_sub(message_sub[known & (~np.isnan(chunk.message_settled_by_ack) | (chunk.message_dead_letters > 0))])
     timed = np.flatnonzero(known & ~np.isnan(chunk.message_published_us) & ~np.isnan(chunk.message_first_received))
     timed = timed[np.argsort(message_sub[timed], kind="stable")]
     latency_subs, latency_begin = np.unique(message_sub[timed], return_index=True)
@@ -627,6 +629,7 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
         _append_row(
             out, subscription=names[s], published=int(published[s]), delivered=int(delivered[s]),
             distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
+            settled=int(settled[s]),
         )
         latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
         begin = hot_end[s - 1] if s else 0
@@ -683,7 +686,7 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
     counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
     as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
     ties -- unnamed."""
-    counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered")
+    counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
     merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
     for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
         s = merged[row["subscription"]]

@@ -9,16 +9,22 @@ from pathlib import Path
 class EvidenceTally:
     """Reads the flushed part files incrementally: what is published and what is settled per subscription."""
 
-    def __init__(self, directory: Path, topic_of: dict[str, str], run_id: str):
-        """topic_of: probed subscription -> its declared topic."""
+    def __init__(self, directory: Path, topic_of: dict[str, str], run_id: str, backoff_s: dict[str, float] | None = None):
+        """topic_of: probed subscription -> its declared topic; backoff_s: subscription -> the longest
+        redelivery backoff after a nack its retry policy allows (0 without one)."""
         self.directory = directory
         self.run_id = run_id
         self.topic_of = dict(topic_of)
+        self.backoff_us = {name: int((backoff_s or {}).get(name, 0) * 1e6) for name in topic_of}
         self.seen: set[Path] = set()
         self.published: dict[str, set] = {}
+        self.published_us: dict[tuple, int] = {}  # (topic, key, seq) -> when publish was called
         self.publish_rows = 0
         self.delivery_rows = 0
         self.settled: dict[str, set] = {name: set() for name in topic_of}
+        # (subscription, key, seq) -> until when its last recorded event may still have a sequel: one ack
+        # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack
+        self.due_us: dict[tuple, int] = {}
 
     def refresh(self) -> None:
         import pyarrow.parquet as pq
@@ -34,6 +40,7 @@ class EvidenceTally:
                     for row in rows:
                         if row["status"] == "ok":
                             self.published.setdefault(row["topic"], set()).add((row["key"], row["seq"]))
+                            self.published_us[(row["topic"], row["key"], row["seq"])] = row["publish_time_us"]
                     continue
                 self.delivery_rows += len(rows)
                 for row in rows:
@@ -43,6 +50,14 @@ class EvidenceTally:
                         row["action"] in ("ack", "late_ack") and row["ack_result"] == "success"
                     ):
                         self.settled[row["subscription"]].add((row["key"], row["seq"]))
+                    if row["kind"] == "delivery":
+                        message = (row["subscription"], row["key"], row["seq"])
+                        # a later delivery may be held up to one deadline before its row is written (expire)
+                        last = max(row["receive_time_us"], row["ack_time_us"] or 0)
+                        due = last + row["ack_deadline_s"] * 1_000_000
+                        if row["action"] == "nack":
+                            due += self.backoff_us[row["subscription"]]
+                        self.due_us[message] = max(self.due_us.get(message, 0), due)
 
     def expected(self) -> int:
         return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
@@ -55,6 +70,24 @@ class EvidenceTally:
             missing = len(published - self.settled[name])
             if missing:
                 out[name] = missing
+        return out
+
+    def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:
+        """Unsettled messages the target has stopped acting on, per subscription (only those with any):
+        `grace_us` has passed since one ack deadline (and, after a nack, the retry backoff) after their last
+        recorded event -- or, never delivered, after their publish (`deadline_us`: per subscription) --
+        with no new delivery and no settlement."""
+        out = {}
+        for name, topic in self.topic_of.items():
+            count = 0
+            for key, seq in self.published.get(topic, set()) - self.settled[name]:
+                due = self.due_us.get((name, key, seq))
+                if due is None:
+                    due = self.published_us[(topic, key, seq)] + deadline_us[name]
+                if now_us > due + grace_us:
+                    count += 1
+            if count:
+                out[name] = count
         return out
 
     def done(self) -> int:

@@ -25,7 +25,6 @@ finding's sentence is made from its fields by `describe`.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 from dataclasses import asdict
@@ -39,6 +38,7 @@ from validation.verdict import RunVerdict
 REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 8
 MAX_LATENCY_POINTS = 200_000
+MAX_FINDINGS_SHOWN = 50  # per subscription and kind in report.html (report.json holds every one)
 
 
 def read_evidence(spark, evidence_dir: Path):
@@ -53,10 +53,21 @@ def read_evidence(spark, evidence_dir: Path):
     return tuple(frames)
 
 
-def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, deliveries) -> dict:
-    """The report of a judged run (plus the data its plots need, read from `deliveries`): the
-    verdict's findings with their sentences, per subscription."""
-    findings = [{**f, "detail": describe(f)} for f in verdict.findings]
+def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:
+    """The report of a judged run (plus the data its plots need, read from the evidence): the
+    verdict's findings with their sentences and ids, per subscription; each finding that a
+    conformance scenario violated on the same target explains names it (`explained_by`)."""
+    from validation.conformance import explained_by
+
+    conformance = info.parameters.get("conformance")
+    results = {s["id"]: s["result"] for s in conformance["scenarios"]} if conformance else {}
+    findings = []
+    for number, f in enumerate(verdict.findings, 1):
+        finding = {**f, "id": f"finding-{number}", "detail": describe(f)}
+        explained = explained_by(f, results)
+        if explained:
+            finding["explained_by"] = explained
+        findings.append(finding)
     subscriptions = {}
     for sub in info.subscriptions:
         by_kind: dict[str, list] = {}
@@ -76,43 +87,112 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, deliv
         }
     result = {
         "format": REPORT_FORMAT,
+        "tool_version": tool_version(),
         "run_id": info.run_id,
         "target": info.target,
         "stack": info.parameters.get("stack"),
+        "started": _iso(info.parameters.get("twins_created_us")),
         "verdict": verdict.verdict,
-        "exit_code": 1 if verdict.verdict == "violated" else 0,
-        "parameters": {k: v for k, v in info.parameters.items() if k not in ("config_drift", "observations")},
+        "verdict_reason": verdict.verdict_reason,
+        "exit_code": 0 if verdict.verdict == "holds" else 1,
+        "parameters": {k: v for k, v in info.parameters.items() if k not in ("config_drift", "observations", "conformance")},
         "observations": [*info.parameters.get("observations", []), *verdict.observations],
         "config_drift": [f for f in findings if f["kind"] == "config_drift"],
+        "conformance": _conformance_section(conformance),
         "subscriptions": subscriptions,
         "evidence": str(evidence_dir),
     }
-    result["_plots"] = _plot_data(deliveries, info, findings)
+    result["_plots"] = _plot_data(publishes, deliveries, info, findings)
     return result
 
 
-def _plot_data(deliveries, info: evidence.RunInfo, findings: list[dict]) -> dict:
+def tool_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("pubsubguard")
+    except metadata.PackageNotFoundError:  # shipped as --py-files, not installed
+        return "unknown"
+
+
+def _iso(time_us) -> str | None:
+    from datetime import datetime, timezone
+
+    return None if time_us is None else datetime.fromtimestamp(time_us / 1e6, timezone.utc).isoformat(timespec="seconds")
+
+
+def _conformance_section(conformance: dict | None) -> dict | None:
+    """The conformance results the run measured, each scenario with its severity (evidence.severity_of_result)."""
+    if not conformance:
+        return None
+    return {**conformance, "scenarios": [{**s, "severity": evidence.severity_of_result(s["result"])}
+                                         for s in conformance["scenarios"]]}
+
+
+TIMELINE_BINS = 300  # the run's timeline is aggregated into at most this many bins, whatever its size
+
+
+def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dict]) -> dict:
+    """What the plots need, aggregated or sampled by Spark so its size does not grow with the run:
+    a binned timeline, first-delivery latencies (a sample of at most MAX_LATENCY_POINTS), the
+    deliveries of the keys with findings (at most MAX_TIMELINES keys)."""
     from pyspark.sql import functions as F
 
-    mine = deliveries.where((F.col("probe_run") == info.run_id) & (F.col("kind") == "delivery"))
-    first = (
-        mine.where(F.col("publish_time_us").isNotNull())
-        .groupBy("subscription", "key", "seq")
-        .agg(F.min(F.col("receive_time_us") - F.col("publish_time_us")).alias("latency_us"))
-        .limit(MAX_LATENCY_POINTS)
-        .collect()
-    )
+    run = info.run_id
+    topic_of = {s.name: s.topic for s in info.subscriptions if s.name not in info.tested}
+    pubs = publishes.where((F.col("run_id") == run) & (F.col("status") == "ok"))
+    mine = deliveries.where(F.col("probe_run") == run)
+    bounds = pubs.agg(F.min("publish_time_us").alias("t0")).first()
+    end = mine.agg(F.max(F.greatest("receive_time_us", F.coalesce("ack_time_us", "receive_time_us"))).alias("t1")).first()
+    if bounds["t0"] is None or end["t1"] is None:
+        return {"t0": None, "timeline": None, "latency": {}, "timelines": {}, "violations": {}}
+    t0, t1 = bounds["t0"], max(end["t1"], bounds["t0"] + 1)
+    bin_us = max(100_000, -(-(t1 - t0) // TIMELINE_BINS))
+
+    def binned(frame, column):
+        return F.floor((F.col(column) - F.lit(t0)) / F.lit(bin_us)).cast("int")
+
+    timeline: dict[str, dict[int, int]] = {}
+    for r in pubs.groupBy(binned(pubs, "publish_time_us").alias("b"), "topic").count().collect():
+        for sub, topic in topic_of.items():
+            if topic == r["topic"]:
+                timeline.setdefault("published", {}).setdefault(r["b"], 0)
+                timeline["published"][r["b"]] += r["count"]
+    settled = (mine.where((F.col("kind") == "dead_letter") | (F.col("action").isin("ack", "late_ack") & (F.col("ack_result") == "success")))
+               .groupBy("subscription", "key", "seq")
+               .agg(F.min(F.when(F.col("kind") == "dead_letter", F.col("receive_time_us")).otherwise(F.col("ack_time_us"))).alias("t")))
+    for r in settled.groupBy(binned(settled, "t").alias("b")).count().collect():
+        timeline.setdefault("settled", {})[r["b"]] = r["count"]
+    deliveries_only = mine.where(F.col("kind") == "delivery")
+    for r in deliveries_only.groupBy(binned(deliveries_only, "receive_time_us").alias("b"), "action").count().collect():
+        timeline.setdefault(f"delivered:{r['action']}", {})[r["b"]] = r["count"]
+    expiry = {r["subscription"]: r["deadline"] for r in deliveries_only.where(F.col("action").isin("expire", "late_ack"))
+              .groupBy("subscription").agg(F.max("ack_deadline_s").alias("deadline")).collect()}
+    crash = deliveries_only.where(F.col("action") == "crash").agg(F.min("receive_time_us").alias("first"),
+                                                                   F.max("receive_time_us").alias("last")).first()
+
+    # first-delivery latency per message, from the publisher's stamp (taken before publish() is called)
+    subs_topics = publishes.sparkSession.createDataFrame(list(topic_of.items()), "subscription string, topic string")
+    first = (deliveries_only.groupBy("subscription", "key", "seq").agg(F.min("receive_time_us").alias("received"))
+             .join(subs_topics, "subscription")
+             .join(pubs.select("topic", "key", "seq", "publish_time_us"), ["topic", "key", "seq"]))
+    total = first.count()
+    if total > MAX_LATENCY_POINTS:
+        first = first.sample(fraction=MAX_LATENCY_POINTS / total, seed=7)
     latency: dict[str, list[float]] = {}
-    for r in first:
-        latency.setdefault(r["subscription"], []).append(r["latency_us"] / 1000.0)
-    attempts: dict[str, dict[int, int]] = {}
-    for r in mine.groupBy("subscription", "delivery_attempt").count().collect():
-        attempts.setdefault(r["subscription"], {})[r["delivery_attempt"] if r["delivery_attempt"] is not None else 0] = r["count"]
-    keyed = []
+    for r in first.select("subscription", ((F.col("received") - F.col("publish_time_us")) / 1000.0).alias("ms")).collect():
+        latency.setdefault(r["subscription"], []).append(r["ms"])
+
+    keyed, violations = [], {}
     for f in findings:
-        pair = (f["subscription"], f["key"])
-        if f["key"] is not None and pair not in keyed and f["severity"] in ("error", "advisory"):
-            keyed.append(pair)
+        if f["key"] is None or f["kind"] == "config_drift":
+            continue
+        title = f"{f['subscription']} / {f['key']}"
+        if (f["subscription"], f["key"]) not in keyed:
+            keyed.append((f["subscription"], f["key"]))
+        received = (f.get("times") or {}).get("received_us")
+        if received is not None and f["seq"] is not None:
+            violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"]})
     keyed = keyed[:MAX_TIMELINES]
     timelines: dict[str, list] = {}
     if keyed:
@@ -120,11 +200,13 @@ def _plot_data(deliveries, info: evidence.RunInfo, findings: list[dict]) -> dict
         for sub, key in keyed:
             c = (F.col("subscription") == sub) & (F.col("key") == key)
             cond = c if cond is None else cond | c
-        for r in (deliveries.where((F.col("probe_run") == info.run_id) & cond)
-                  .select("subscription", "key", "seq", "receive_time_us", "action", "ack_result", "kind",
-                          "subscriber_task").collect()):
+        for r in (mine.where(cond).select("subscription", "key", "seq", "receive_time_us", "action", "ack_result", "kind",
+                                          "subscriber_task").collect()):
             timelines.setdefault(f"{r['subscription']} / {r['key']}", []).append(r.asDict())
-    return {"latency": latency, "attempts": attempts, "timelines": timelines}
+    return {"t0": t0, "bin_us": bin_us, "bins": (t1 - t0) // bin_us + 1, "timeline": timeline, "expiry_deadline_s": expiry,
+            "crash": None if crash["first"] is None else (crash["first"], crash["last"]),
+            "latency": latency, "latency_sampled_from": total, "timelines": timelines,
+            "violations": {k: v for k, v in violations.items() if k in timelines}}
 
 
 # ------------------------------------------------------------------------------------- sentences
@@ -212,12 +294,97 @@ def write(result: dict, report: Path) -> None:
 
 
 def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
+
+
+ACTION_COLOURS = {"ack": "tab:green", "nack": "tab:orange", "late_ack": "tab:red", "expire": "tab:purple",
+                  "crash": "black", "none": "tab:blue"}
+
+
+def _timeline_plot(data: dict, plt):
+    """Throughput (published, delivered, settled per second) and outstanding messages over the run,
+    with the faults as bands: nacks (orange), expiries held to their deadline (purple), the crash (grey)."""
+    import numpy as np
+
+    bins, bin_s = int(data["bins"]), data["bin_us"] / 1e6
+    x = np.arange(bins) * bin_s
+
+    def series(name):
+        out = np.zeros(bins)
+        for b, n in data["timeline"].get(name, {}).items():
+            if 0 <= b < bins:
+                out[b] += n
+        return out
+
+    published, settled = series("published"), series("settled")
+    delivered = sum((series(n) for n in data["timeline"] if n.startswith("delivered:")), np.zeros(bins))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True)
+    top.plot(x, published / bin_s, label="published (per subscription)", color="tab:blue")
+    top.plot(x, delivered / bin_s, label="delivered", color="tab:gray")
+    top.plot(x, settled / bin_s, label="settled", color="tab:green")
+    top.set_ylabel("messages / s")
+    top.set_title("Throughput and outstanding messages, with the injected faults")
+    bottom.plot(x, np.cumsum(published) - np.cumsum(settled), color="tab:red", label="outstanding (published − settled)")
+    bottom.set_ylabel("messages")
+    bottom.set_xlabel("seconds since the first publish")
+    nacks, expiries = series("delivered:nack"), series("delivered:expire") + series("delivered:late_ack")
+    deadline = max(data["expiry_deadline_s"].values(), default=0)
+    for ax in (top, bottom):
+        for b in np.flatnonzero(nacks):
+            ax.axvspan(x[b], x[b] + bin_s, color="tab:orange", alpha=min(0.5, 0.1 + 0.05 * nacks[b]), lw=0)
+        for b in np.flatnonzero(expiries):
+            ax.axvspan(x[b], x[b] + deadline, color="tab:purple", alpha=0.08, lw=0)
+        if data["crash"]:
+            first, last = ((t - data["t0"]) / 1e6 for t in data["crash"])
+            ax.axvspan(first, last + bin_s, color="black", alpha=0.25, lw=0)
+    from matplotlib.patches import Patch
+
+    handles = top.get_legend_handles_labels()[0] + [Patch(color="tab:orange", alpha=0.4, label="nacks"),
+                                                    Patch(color="tab:purple", alpha=0.2, label="expiries (held to the deadline)"),
+                                                    Patch(color="black", alpha=0.25, label="crash (deliveries held by the dying task)")]
+    top.legend(handles=handles, fontsize=7, loc="upper right")
+    bottom.legend(fontsize=7, loc="upper right")
+    return fig
+
+
+def _latency_plot(data: dict, plt):
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for name in sorted(data["latency"]):
+        values = np.sort(np.maximum(np.asarray(data["latency"][name]), 1e-3))  # a log axis: clamp at 1 µs
+        ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=f"{name} ({len(values)})")
+    ax.set_xscale("log")
+    ax.set_xlabel("publish → first receive (ms, log scale)")
+    ax.set_ylabel("fraction of messages")
+    for q in (0.5, 0.95, 0.99):
+        ax.axhline(q, color="#bbb", lw=0.7, ls=":")
+    sampled = data["latency_sampled_from"]
+    ax.set_title("Latency CDF per subscription" + (f" (a sample of {sampled} messages)" if sampled > MAX_LATENCY_POINTS else ""))
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _sequence_plot(title: str, rows: list[dict], violations: list[dict], plt):
+    fig, ax = plt.subplots(figsize=(10, 3))
+    t0 = min(r["receive_time_us"] for r in rows)
+    for action, colour in ACTION_COLOURS.items():
+        pts = [r for r in rows if r["action"] == action and r["seq"] is not None]
+        if pts:
+            ax.scatter([(r["receive_time_us"] - t0) / 1e6 for r in pts], [r["seq"] for r in pts], s=14, color=colour, label=action)
+    if violations:
+        ax.scatter([(v["t"] - t0) / 1e6 for v in violations], [v["seq"] for v in violations], s=90, marker="x",
+                   color="red", linewidths=2, label="violating delivery")
+    ax.set_xlabel("seconds since the key's first delivery")
+    ax.set_ylabel("seq")
+    ax.set_title(f"Sequence per key: {title}")
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
 
 
 def _plots(result: dict) -> list[tuple[str, str]]:
@@ -227,91 +394,46 @@ def _plots(result: dict) -> list[tuple[str, str]]:
     import matplotlib.pyplot as plt
 
     data = result["_plots"]
-    images = []
+    if data.get("timeline") is None:
+        return []
+    images = [("Timeline", _png(_timeline_plot(data, plt)))]
     if data["latency"]:
-        fig, ax = plt.subplots(figsize=(9, 4))
-        names = sorted(data["latency"])
-        ax.hist([data["latency"][n] for n in names], bins=40, label=names, histtype="step", linewidth=1.5)
-        ax.set_xlabel("publish → first delivery (ms)")
-        ax.set_ylabel("messages")
-        ax.set_title("Latency distribution per subscription")
-        ax.legend(fontsize=8)
-        images.append(("Latency distribution per subscription", _png(fig)))
-    if data["attempts"]:
-        names = sorted(data["attempts"])
-        attempts = sorted({a for per in data["attempts"].values() for a in per})
-        fig, ax = plt.subplots(figsize=(9, 4))
-        width = 0.8 / max(1, len(names))
-        for i, name in enumerate(names):
-            ax.bar([a + i * width for a in attempts], [data["attempts"][name].get(a, 0) for a in attempts],
-                   width=width, label=name)
-        ax.set_xlabel("delivery attempt (0: no dead-letter policy, the service does not count)")
-        ax.set_ylabel("deliveries")
-        ax.set_yscale("log")
-        ax.set_title("Deliveries per attempt")
-        ax.legend(fontsize=8)
-        images.append(("Deliveries per attempt", _png(fig)))
-    colors = {"ack": "tab:green", "nack": "tab:orange", "late_ack": "tab:red", "expire": "tab:purple",
-              "crash": "black", "none": "tab:blue"}
+        images.append(("Latency CDF per subscription", _png(_latency_plot(data, plt))))
     for title, rows in sorted(data["timelines"].items()):
-        fig, ax = plt.subplots(figsize=(9, 3))
-        t0 = min(r["receive_time_us"] for r in rows)
-        for action, color in colors.items():
-            pts = [r for r in rows if r["action"] == action and r["seq"] is not None]
-            if pts:
-                ax.scatter([(r["receive_time_us"] - t0) / 1e6 for r in pts], [r["seq"] for r in pts], s=14,
-                           color=color, label=action)
-        ax.set_xlabel("seconds since first delivery of the key")
-        ax.set_ylabel("seq")
-        ax.set_title(f"Delivery timeline: {title}")
-        ax.legend(fontsize=7)
-        images.append((f"Delivery timeline: {title}", _png(fig)))
+        images.append((f"Sequence per key: {title}", _png(_sequence_plot(title, rows, data["violations"].get(title, []), plt))))
     return images
 
 
-def _rate(value) -> str:
-    return "–" if value is None else f"{value:.3f}"
+def _ms(value) -> str:
+    return "–" if value is None else f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _evidence_columns(rows: list[dict]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    return columns
+
+
+def _drain_text(parameters: dict) -> str:
+    drain = parameters.get("drain") or {}
+    unsettled = ", ".join(f"{n} {c}" for n, c in sorted((drain.get("unsettled") or {}).items()))
+    return {"settled": "every published message settled",
+            "stuck": f"ended with messages provably stuck ({unsettled})",
+            "timeout": f"timed out after {parameters.get('drain_timeout_s')} s with messages outstanding ({unsettled})",
+            }.get(drain.get("ended"), "not recorded")
 
 
 def render_html(result: dict) -> str:
-    e = html.escape
-    rows = []
-    for name, sub in result["subscriptions"].items():
-        g = sub["guarantees"]
-        fig = sub["figures"] or {}
-        kinds = ", ".join(f"{k} ×{len(v)}" for k, v in sorted(sub["findings"].items())) or "—"
-        cells = "".join(f'<td class="{g[x]}">{g[x]}</td>' for x in evidence.GUARANTEES)
-        lat = "/".join("–" if fig.get(k) is None else f"{fig[k]:.0f}" for k in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"))
-        rows.append(f"<tr><td>{e(name)}</td>{cells}<td>{e(kinds)}</td><td>{fig.get('delivered', '–')}</td>"
-                    f"<td>{lat}</td><td>{_rate(fig.get('redelivery_rate'))}</td></tr>")
-    details = []
-    for name, sub in result["subscriptions"].items():
-        for kind, items in sorted(sub["findings"].items()):
-            lis = "".join(
-                f"<li><b>{e(f['severity'])}</b> key={e(str(f['key']))} seq={e(str(f['seq']))} "
-                f"msg={e(str(f['message_id']))}: {e(str(f['detail']))}"
-                f"<details><summary>evidence</summary><pre>{e(json.dumps(f['evidence'], indent=1, default=str)[:4000])}</pre></details></li>"
-                for f in items[:50]
-            )
-            more = f"<li>… {len(items) - 50} more in report.json</li>" if len(items) > 50 else ""
-            details.append(f"<h3>{e(name)}: {e(kind)} ({len(items)})</h3><ul>{lis}{more}</ul>")
-    images = "".join(f'<h3>{e(t)}</h3><img alt="{e(t)}" src="data:image/png;base64,{b}">' for t, b in _plots(result))
-    observations = "".join(f"<li>{e(o)}</li>" for o in result["observations"]) or "<li>none</li>"
-    head = "".join(f"<th>{x}</th>" for x in evidence.GUARANTEES)
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>pubsubguard verify {e(result['run_id'])}</title>
-<style>body{{font-family:sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:4px 8px}}table{{border-collapse:collapse}}
-.holds{{background:#d7f5d7}}.violated{{background:#f7c6c6}}.not_tested{{background:#eee}}img{{max-width:100%}}</style></head><body>
-<h1>pubsubguard verify: <span class="{e(result['verdict'])}">{e(result['verdict'])}</span></h1>
-<p>run {e(result['run_id'])} · target {e(result['target'])} · stack {e(str(result['stack']))}</p>
-<p>{e(access_line(result))}</p>
-<h2>Guarantees per subscription</h2>
-<table><tr><th>subscription</th>{head}<th>findings</th><th>delivered</th><th>latency p50/p95/p99 ms</th><th>redelivery rate</th></tr>
-{''.join(rows)}</table>
-<h2>What the target did</h2><ul>{observations}</ul>
-<h2>Plots</h2>{images}
-<h2>Findings</h2>{''.join(details) or '<p>none</p>'}
-</body></html>
-"""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(loader=PackageLoader("validation", "templates"), autoescape=select_autoescape(["j2", "html"]),
+                      undefined=StrictUndefined)  # a missing field is a bug, not an empty cell
+    return env.get_template("report.html.j2").render(
+        r=result, guarantees=evidence.GUARANTEES, plots=_plots(result), ms=_ms, dash=lambda v: "–" if v is None else v,
+        evidence_columns=_evidence_columns,
+        drain_text=_drain_text(result["parameters"]), max_findings=MAX_FINDINGS_SHOWN,
+        access=access_line(result))
 
 
 def access_line(result: dict) -> str:
@@ -350,7 +472,7 @@ def print_summary(result: dict, report: Path) -> None:
     table.add_column("findings")
     table.add_column("delivered", justify="right", no_wrap=True)
     table.add_column("p50/p95/p99 ms", justify="right", no_wrap=True)
-    style = {"holds": "green", "violated": "bold red", "not_tested": "dim"}
+    style = {"holds": "green", "violated": "bold red", "inconclusive": "yellow", "not_tested": "dim"}
     for name, sub in result["subscriptions"].items():
         fig = sub["figures"] or {}
         lat = "/".join("–" if fig.get(k) is None else f"{fig[k]:.0f}" for k in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"))
@@ -360,6 +482,31 @@ def print_summary(result: dict, report: Path) -> None:
     console.print(table)
     console.print(access_line(result), markup=False)
     for observation in result["observations"]:
-        console.print(f"[yellow]observed:[/] {observation}")
-    colour = "red" if result["verdict"] == "violated" else "green"
-    console.print(f"verdict: [{colour}]{result['verdict']}[/] · report: {report / 'report.html'} (json: {report / 'report.json'})")
+        console.print(f"[yellow]observed:[/] {observation}", highlight=False)
+    for line in explanation_lines(result):
+        console.print(line, highlight=False)
+    colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
+    console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
+    console.print(f"report: {report / 'report.html'} (json: {report / 'report.json'})", highlight=False)
+
+
+def explanation_lines(result: dict) -> list[str]:
+    """Per subscription and finding kind (and form), how many findings a violated conformance scenario
+    explains and which; the findings no scenario explains are said too."""
+    if not result.get("conformance"):
+        return []
+    summary = result["conformance"]["summary"]
+    lines = [f"conformance on this target first (run {result['conformance']['run_id']}): "
+             + ", ".join(f"{n} {r}" for r, n in summary.items())]
+    groups: dict[tuple, list[int]] = {}
+    for name, sub in result["subscriptions"].items():
+        for kind, items in sub["findings"].items():
+            for f in items:
+                group = (name, kind, f.get("form") if kind != "config_drift" else f["drift"]["setting"],
+                         f["severity"], tuple(f.get("explained_by", ())))
+                groups.setdefault(group, []).append(1)
+    for (name, kind, form, severity, explained), items in sorted(groups.items()):
+        what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
+        lines.append(f"  {what}: explained by {', '.join(explained)}" if explained
+                     else f"  {what}: no violated scenario explains it")
+    return lines

@@ -13,7 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-DEFAULT_MASTER = "local[2]"
+# 3 slots: the publisher task and the two default subscriber tasks all run at once, so every
+# subscriber is reading before the first publish (validation.driver); on 2 cores the tasks mostly wait.
+DEFAULT_MASTER = "local[3]"
 LOOPBACK = "127.0.0.1"
 LOG_FILE = "spark.log"
 

@@ -19,9 +19,10 @@ from validation.endpoints import pinning_findings, pinning_tested
 class RunVerdict:
     findings: list[dict]  # the checks' findings, the config drift, the endpoint mismatches (evidence.FINDING_COLUMNS)
     stats: dict[str, dict]  # subscription -> figures (checks.STATS_SCHEMA)
-    guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | not_tested
+    guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | inconclusive | not_tested
     observations: list[str]  # what the evidence shows about the target beyond the findings
-    verdict: str  # holds | violated
+    verdict: str  # holds | violated | inconclusive
+    verdict_reason: str = ""  # why, in one sentence (which guarantees, which messages)
 
 
 def finding_record(row: dict) -> dict:
@@ -54,14 +55,15 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     poison_topics = {
         r["topic"] for r in publishes.where(F.col("poison") & (F.col("status") == "ok")).select("topic").distinct().collect()
     }
+    unsettled = {name: s["published"] - s["settled"] for name, s in stats.items()}
     guarantees = {
         sub.name: guarantee_status(
             findings, sub, tested=sub.name not in info.tested, poison_published=sub.topic in poison_topics,
             endpoints_observed=pinning_tested(endpoint_record, sub),
+            unsettled=unsettled.get(sub.name, 0),
         )
         for sub in info.subscriptions
     }
-    violated = any("violated" in status.values() for status in guarantees.values())
     observations = []
     created = info.parameters.get("twins_created_us")
     if created:
@@ -74,4 +76,24 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
                 "twins existed (foreign to this run, reported as `unexpected`): this target delivers a topic's "
                 "retained backlog to a newly created subscription"
             )
-    return RunVerdict(findings, stats, guarantees, observations, "violated" if violated else "holds")
+    verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {})
+    return RunVerdict(findings, stats, guarantees, observations, verdict, reason)
+
+
+def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict) -> tuple[str, str]:
+    """The run's verdict and the sentence that says why: `violated` when any declared guarantee is,
+    else `inconclusive` when any could not be judged to the end (unsettled messages), else `holds`."""
+    def which(status: str) -> list[str]:
+        return [f"{name}.{g}" for name, per in sorted(guarantees.items()) for g, s in per.items() if s == status]
+
+    if which("violated"):
+        return "violated", f"violated: {', '.join(which('violated'))} (each backed by an error finding)"
+    if which("inconclusive"):
+        ended = {"stuck": "stuck (nothing recorded for an ack deadline and more)",
+                 "timeout": "still outstanding at the drain timeout"}.get(drain.get("ended"), "not settled")
+        counts = ", ".join(f"{name} {n}" for name, n in sorted(unsettled.items()) if n)
+        return "inconclusive", (f"inconclusive: {', '.join(which('inconclusive'))}: no error finding, but published "
+                                f"messages were never settled ({counts}), {ended}")
+    if not which("holds"):
+        return "holds", "holds: no declared guarantee was exercised (everything not_tested)"
+    return "holds", f"holds: every exercised guarantee held for every published message ({len(which('holds'))})"

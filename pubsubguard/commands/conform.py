@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from pathlib import Path
 
 from pubsubguard.commands import options
@@ -83,7 +82,7 @@ def _locational_endpoint(region: str | None) -> str | None:
     return facts.locational_endpoint(region)
 
 
-def _print_table(doc: dict, report: Path) -> None:
+def print_table(doc: dict, report: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -143,23 +142,13 @@ def run(args) -> int:
 
 def _run(args, conformance, scenarios, project: str, endpoint: str | None, report: Path) -> int:
     run_id = conformance.new_run_id()
-    started, began = conformance.utc_now(), time.monotonic()
     print(f"conform: {len(scenarios)} scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, "
           f"project {project}, run {run_id}", flush=True)
-    session = conformance.Session(args.target, project, run_id, args.project_number,
-                                  api_endpoint=endpoint if args.target == "gcp" else None)
-    cleanup = None
-    try:
-        results = conformance.run_scenarios(
-            session, scenarios, on_done=lambda r: print(f"  {r['id']}: {r['result']} ({r['duration_s']:.0f} s)", flush=True))
-    finally:
-        cleanup = session.cleanup()
-        session.close()
-        if cleanup["failed"]:
-            print(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}", flush=True)
-    doc = conformance.document(args.target, project, run_id, started, endpoint, results, cleanup,
-                               time.monotonic() - began)
+    doc = conformance.conform(
+        args.target, project, project_number=args.project_number, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
+        on_done=lambda r: print(f"  {r['id']}: {r['result']} ({r['duration_s']:.0f} s)", flush=True),
+        log=lambda line: print(line, flush=True))
     path = report / "conformance.json"
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    _print_table(doc, report)
+    print_table(doc, report)
     return conformance.exit_code(doc)

@@ -1,5 +1,6 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
-with faults, report — for one stack. Each step is the same subcommand a user can run alone.
+with faults (after the conformance scenarios on the same emulator, which explain its findings), report —
+for one stack. Each step is the same subcommand a user can run alone.
 
 Every option (the verify step's included) is validated, and Java, the emulator and the output
 directory are found, before the first step starts."""
@@ -10,7 +11,6 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "run", "the whole flow on the local emulator: plan, check, apply, verify with faults, report",
         exit_codes={0: "the plan passed the pack and every declared guarantee holds on the emulator",
-                    1: "the pack rejected the plan, apply was incomplete, or a guarantee is violated",
+                    1: "the pack rejected the plan, apply was incomplete, or a guarantee is violated or inconclusive",
                     2: "bad option, project or stack file; no emulator or Java"},
         example="pubsubguard run -s dev --faults nack=0.1,crash=1 --keys 4",
     )
@@ -58,7 +58,7 @@ def run(args) -> int:
     verify_argv = [
         "verify", "--cwd", str(args.root), "--plan", str(plan_file), "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report), *[f"--endpoint={item}" for item in args.endpoint or ()],
+        "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))
@@ -98,7 +98,7 @@ def run(args) -> int:
         applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
         if applied != 0:
             return applied
-        _step(f"verify: probe with faults {args.faults!r}, check with Spark, report")
+        _step(f"verify: conformance scenarios, then probe with faults {args.faults!r}, check with Spark, report")
         verdict = cli.main(verify_argv)
     finally:
         if emulator is not None:

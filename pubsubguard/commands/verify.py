@@ -89,7 +89,8 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "verify", "probe the deployed estate (Spark), check the guarantees, write the report",
-        exit_codes={0: "every declared guarantee holds", 1: "a declared guarantee is violated",
+        exit_codes={0: "every declared guarantee holds",
+                    1: "a declared guarantee is violated, or inconclusive (messages not settled by the end of the drain)",
                     2: "bad option, project, plan or evidence; no emulator, Java or credentials"},
         example="pubsubguard verify -s dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1",
         conflict_handler="resolve",

@@ -1,0 +1,53 @@
+"""The drain's measure of progress (validation.progress.EvidenceTally): what is settled, and which
+unsettled messages are provably stuck -- nothing recorded for one ack deadline (+ the retry backoff
+after a nack) + a grace since their last event -- and which are still in play."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA
+from validation.progress import EvidenceTally
+
+S = 1_000_000
+T = 1_700_000_000 * S
+RUN = "run1"
+
+
+def publish(seq: int) -> dict:
+    return {"run_id": RUN, "topic": "t", "key": "k", "seq": seq, "message_id": f"m{seq}", "poison": False, "status": "ok",
+            "error": None, "publish_time_us": T, "publisher_task": "p", "result_time_us": T + 1000}
+
+
+def delivery(seq: int, at: int, action: str, result: str = "success") -> dict:
+    return {"run_id": RUN, "subscription": "s", "kind": "delivery", "message_id": f"m{seq}", "key": "k", "seq": seq,
+            "probe_run": RUN, "delivery_attempt": None, "receive_time_us": at, "publish_time_us": T,
+            "subscriber_task": "sub-0", "ack_id": "a", "ack_deadline_s": 10, "action": action, "ack_result": result,
+            "ack_time_us": at + 1000, "dl_source_delivery_count": None, "dl_source_subscription": None}
+
+
+def test_stuck_only_after_a_deadline_and_backoff_without_news(tmp_path):
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    pq.write_table(pa.Table.from_pylist([publish(s) for s in range(4)], schema=PUBLISH_SCHEMA),
+                   tmp_path / "publishes" / "part-0.parquet")
+    rows = [delivery(0, T + 1 * S, "ack"),  # settled
+            delivery(1, T + 1 * S, "nack"),  # nacked: redelivery may wait for the 20 s backoff
+            delivery(2, T + 1 * S, "ack", "other")]  # ack failed: redelivery after the 10 s deadline
+    pq.write_table(pa.Table.from_pylist(rows, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 20.0})
+    tally.refresh()
+    assert tally.done() == 1 and tally.unsettled() == {"s": 3}
+    deadline = {"s": 10 * S}
+    grace = 5 * S
+    # seq 3 never delivered: counted from its publish; seq 2 from its failed ack; seq 1: deadline + backoff
+    assert tally.stuck(T + 14 * S, grace, deadline) == {}
+    assert tally.stuck(T + 17 * S, grace, deadline) == {"s": 2}  # seqs 2 and 3
+    assert tally.stuck(T + 33 * S, grace, deadline) == {"s": 2}  # seq 1 is still within 1 + 10 + 20 + 5 s
+    assert tally.stuck(T + 37 * S, grace, deadline) == {"s": 3}
+    # news of seq 2 (a redelivery at 20 s) puts it back in play until 20 + 10 + 5 s
+    pq.write_table(pa.Table.from_pylist([delivery(2, T + 20 * S, "ack", "other")], schema=DELIVERY_SCHEMA),
+                   tmp_path / "deliveries" / "part-1.parquet")
+    tally.refresh()
+    assert tally.stuck(T + 33 * S, grace, deadline) == {"s": 1}  # seq 3 only
