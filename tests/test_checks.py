@@ -289,7 +289,11 @@ def test_guarantee_status():
         "exactly_once": "not_tested",
         "dead_letter": "inconclusive",
         "completeness": "violated",
+        "endpoint_pinning": "not_tested",
     }
+    # pinning is judged from the traffic seen: unsettled messages leave it as it is
+    assert guarantee_status([], sub, tested=True, poison_published=True, unsettled=3,
+                            endpoints_observed=True)["endpoint_pinning"] == "holds"
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):
