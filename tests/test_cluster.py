@@ -138,7 +138,7 @@ def _executors_from_the_bundle(ui: int, worker_ui: int, work: Path, before: set[
     directory holding the unpacked environment."""
     apps = _status(ui)
     new = [a["id"] for a in apps.get("completedapps", []) + apps.get("activeapps", []) if a["id"] not in before]
-    assert new, f"no application ran on the standalone master: {apps}"
+    assert new, f"no application ran on the standalone master: {apps}\n{output[-3000:]}"
     worker = _status(worker_ui)
     for app in new:
         executors = [e for e in worker.get("finishedexecutors", []) + worker.get("executors", []) if e["appid"] == app]
