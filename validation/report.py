@@ -31,6 +31,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from pubsubguard import storage
 from validation import evidence
 from validation.verdict import RunVerdict
 
@@ -45,9 +46,10 @@ def read_evidence(spark, evidence_dir: Path):
 
     frames = []
     for name, schema in (("publishes", evidence.PUBLISH_SCHEMA), ("deliveries", evidence.DELIVERY_SCHEMA)):
-        directory = evidence_dir / name
-        directory.mkdir(parents=True, exist_ok=True)
-        frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(str(directory)))
+        directory = storage.join(evidence_dir, name)  # a path, or a URI Spark's Hadoop reads
+        if not storage.is_remote(directory):
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(directory))
     return tuple(frames)
 
 
