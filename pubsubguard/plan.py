@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pubsubguard import storage
 from pubsubguard.engine import InvokeResults, make_monitor
 from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
@@ -425,7 +426,7 @@ def dumps(plan: dict) -> str:
 
 def load_plan(path: Path) -> dict:
     try:
-        plan = json.loads(Path(path).read_text())
+        plan = json.loads(storage.read_text(path))
     except FileNotFoundError:
         raise PlanError(f"{path}: no such plan file (make one with `pubsubguard plan --out {path}`)") from None
     except json.JSONDecodeError as err:

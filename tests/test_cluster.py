@@ -1,11 +1,16 @@
-"""A real Spark standalone cluster on loopback runs the verification job and reports what local[2] does.
+"""A real Spark standalone cluster on loopback runs the verification job from `pubsubguard bundle` and
+reports what local[2] does.
 
-A master and one worker (1 core, 1 GiB) are started from the installed pyspark
-(`$SPARK_HOME/bin/spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`);
-`spark-submit --master spark://127.0.0.1:PORT validation/job.py --from-evidence DIR` re-checks a
-generated evidence directory (with one injected anomaly) on it; the same evidence is checked in this
-process on the `local[2]` session; the two report.json files must be the same. The cluster is torn
-down whatever happens.
+A master and one worker are started from the installed pyspark (`$SPARK_HOME/bin/spark-class
+org.apache.spark.deploy.master.Master` / `...worker.Worker`). The worker has no usable Python of its
+own (`PYSPARK_PYTHON=/nonexistent/python`, no virtualenv on PATH), so its executors can only run from
+the bundle: the project's packages with `--py-files pubsubguard.zip`, the Python and third-party
+packages with `--archives pubsubguard-env.tar.gz#env` and `spark.pyspark.python=./env/bin/python`
+(the line `pubsubguard bundle` prints). The bundle is built once for the module (about a minute here:
+a fresh virtualenv installed from pip's cache, then venv-pack). `spark-submit --master
+spark://127.0.0.1:PORT validation/job.py --from-evidence DIR` re-checks a generated evidence directory
+(with one injected anomaly) on it, and the probe runs against the emulator; each result equals what
+the `local[2]` session of this process finds. The cluster is torn down whatever happens.
 """
 
 from __future__ import annotations
@@ -13,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 
 import pyspark
@@ -28,8 +33,8 @@ import pytest
 from validation import histories as H
 from validation.evidence import DeclaredSubscription
 
-ROOT = Path(__file__).resolve().parents[1]
 SPARK_HOME = Path(pyspark.__file__).parent
+NO_PYTHON = "/nonexistent/python"
 SUBSCRIPTIONS = [
     DeclaredSubscription("c-plain", "c-plain-topic"),
     DeclaredSubscription("c-ordered", "c-ordered-topic", ordering=True),
@@ -62,14 +67,13 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("spark-cluster")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(work / "logs"),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
+    venv_bin = str(Path(sys.executable).parent)
+    base = {key: value for key, value in os.environ.items()
+            if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
+    base["PATH"] = os.pathsep.join(p for p in base.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    base.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(work / "logs"))
+    # The master and worker (and so the executors the worker launches) have no usable Python.
+    env = {**base, "PYSPARK_PYTHON": NO_PYTHON, "PYSPARK_DRIVER_PYTHON": NO_PYTHON}
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
@@ -98,7 +102,7 @@ def cluster(tmp_path_factory):
                 pytest.fail("standalone cluster did not come up: " + (work / "master.log").read_text()[-2000:]
                             + (work / "worker.log").read_text()[-2000:])
             time.sleep(1)
-        yield url, ui, env
+        yield url, ui, worker_ui, work / "work", base
     finally:
         for p in reversed(procs):
             _stop(p)
@@ -106,13 +110,49 @@ def cluster(tmp_path_factory):
             f.close()
 
 
-def _py_files(path: Path) -> Path:
-    """The project's packages as one zip, as the job's docstring ships them with --py-files."""
-    with zipfile.ZipFile(path, "w") as z:
-        for base, package in ((ROOT, "infra"), (ROOT, "validation"), (ROOT, "pubsubguard"), (ROOT / "policies", "pubsub_rules")):
-            for f in (base / package).rglob("*.py"):
-                z.write(f, f.relative_to(base))
-    return path
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """`pubsubguard bundle --out DIR`, once for the module; its spark-submit line (without the job's options)."""
+    out = tmp_path_factory.mktemp("bundle") / "bundle"
+    proc = subprocess.run([sys.executable, "-m", "pubsubguard", "bundle", "--out", str(out)], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["pubsubguard-env.tar.gz", "pubsubguard.zip"]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "a staging directory was left behind"
+    line = shlex.split(proc.stdout.strip().splitlines()[-1])
+    assert line[0] == "spark-submit" and f"{out / 'pubsubguard-env.tar.gz'}#env" in " ".join(line)
+    submit = [str(SPARK_HOME / "bin" / "spark-submit")] + line[1:line.index("--plan")]
+    return submit
+
+
+def _submit(bundle: list[str], url: str, cores: int, job_args: list[str]) -> list[str]:
+    """The printed line with this cluster's master and memory settings, then the job's options."""
+    command = list(bundle)
+    command[command.index("--master") + 1] = url
+    return command[:-1] + ["--driver-memory", "1g", "--executor-memory", "1g", "--total-executor-cores", str(cores),
+                           command[-1], *job_args]
+
+
+def _executors_from_the_bundle(ui: int, worker_ui: int, work: Path, before: set[str], output: str = "") -> list[str]:
+    """The applications submitted since `before`; each ran executors, every one of them in a working
+    directory holding the unpacked environment."""
+    apps = _status(ui)
+    new = [a["id"] for a in apps.get("completedapps", []) + apps.get("activeapps", []) if a["id"] not in before]
+    assert new, f"no application ran on the standalone master: {apps}\n{output[-3000:]}"
+    worker = _status(worker_ui)
+    for app in new:
+        executors = [e for e in worker.get("finishedexecutors", []) + worker.get("executors", []) if e["appid"] == app]
+        assert executors, f"{app}: no executor ran on the worker: {worker}"
+        for executor in executors:
+            unpacked = work / app / str(executor["id"]) / "env"
+            assert (unpacked / "bin" / "python").exists(), f"{app}: executor {executor['id']} has no {unpacked}"
+            assert (unpacked / "lib").is_dir()
+    return new
+
+
+def _app_ids(ui: int) -> set[str]:
+    apps = _status(ui)
+    return {a["id"] for a in apps.get("completedapps", []) + apps.get("activeapps", [])}
 
 
 def _normalised(report: Path) -> dict:
@@ -130,24 +170,20 @@ def test_local_spark_binds_to_loopback_only(spark):
     assert (conf.get("spark.driver.host"), conf.get("spark.driver.bindAddress")) == ("127.0.0.1", "127.0.0.1")
 
 
-def test_job_on_standalone_cluster_reports_like_local(spark, cluster, tmp_path):
-    url, ui, env = cluster
+def test_job_on_standalone_cluster_reports_like_local(spark, cluster, bundle, tmp_path):
+    url, ui, worker_ui, work, env = cluster
     legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=3, messages_per_key=8, poison_rate=0.1, fault_rate=0.3), seed=11,
                        run_id="run-cluster")
     mutated, injection = H.MUTATORS["out_of_order/skip"](legal, random.Random(1))
     evidence_dir = mutated.write(tmp_path / "evidence")
 
-    cmd = [
-        str(SPARK_HOME / "bin" / "spark-submit"), "--master", url, "--driver-memory", "1g", "--executor-memory", "1g",
-        "--total-executor-cores", "1", "--py-files", str(_py_files(tmp_path / "pubsubguard.zip")),
-        str(ROOT / "validation" / "job.py"), "--from-evidence", str(evidence_dir), "--report", str(tmp_path / "cluster"),
-        "--no-progress",
-    ]  # fmt: skip  (no job --master: spark-submit's --master decides, the job's default must not override it)
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # no job --master: spark-submit's --master decides, the job's default must not override it
+    cmd = _submit(bundle, url, 1, ["--from-evidence", str(evidence_dir), "--report", str(tmp_path / "cluster"),
+                                   "--no-progress"])
+    before = _app_ids(ui)
+    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-4000:]
-    apps = _status(ui)
-    ran = [a for a in apps.get("completedapps", []) + apps.get("activeapps", [])]
-    assert ran, f"no application ran on the standalone master: {apps}"
+    _executors_from_the_bundle(ui, worker_ui, work, before, proc.stderr)
 
     from validation import job
 
@@ -166,22 +202,20 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, emulat
     from pubsubguard.apply import apply_plan
     from test_verify_e2e import make_estate
 
-    url, ui, env = cluster
+    url, ui, worker_ui, work, env = cluster
     plan_file, plan, topic = make_estate(tmp_path)
     apply_plan(plan)
     report = tmp_path / "cluster"
-    cmd = [
-        str(SPARK_HOME / "bin" / "spark-submit"), "--master", url, "--driver-memory", "1g", "--executor-memory", "1g",
-        "--total-executor-cores", "3", "--py-files", str(_py_files(tmp_path / "pubsubguard.zip")),
-        str(ROOT / "validation" / "job.py"), "--plan", str(plan_file), "--target", "emulator",
-        "--keys", "3", "--messages-per-key", "5", "--faults", "nack=0.1,poison=0.1", "--drain-timeout", "30",
-        "--report", str(report), "--master", url, "--no-progress",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host}, cwd=ROOT,
+    cmd = _submit(bundle, url, 3, [
+        "--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "5",
+        "--faults", "nack=0.1,poison=0.1", "--drain-timeout", "30", "--report", str(report), "--master", url,
+        "--no-progress",
+    ])  # fmt: skip
+    before = _app_ids(ui)
+    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-4000:]
-    apps = _status(ui)
-    assert len(apps.get("completedapps", []) + apps.get("activeapps", [])) >= 2, apps
+    _executors_from_the_bundle(ui, worker_ui, work, before, proc.stderr)
 
     on_cluster = _normalised(report)
     assert on_cluster["target"] == "emulator"

@@ -22,6 +22,7 @@ import pubsub_facts as facts
 
 from infra import probe_contract
 
+from pubsubguard import storage
 from pubsubguard.errors import UserError
 from validation import access, endpoints, evidence
 from pubsubguard.declared import PUSH, short_name
@@ -61,6 +62,9 @@ def default_drain_timeout(twin_specs) -> float:
 
 def report_dir(args, stack: str) -> Path:
     """--report, else out/<stack>/report."""
+    if storage.is_remote(args.report or ""):
+        raise VerifyError(f"--report {args.report}: a probe run writes its evidence to a path every node shares; "
+                          "an object store URI is read and written by --from-evidence only (copy the evidence there)")
     return (args.report or Path("out") / stack / "report").resolve()
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pubsub_facts as facts
 
+from pubsubguard import storage
+
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
     pa.field("run_id", pa.string(), nullable=False),
@@ -109,13 +111,13 @@ class RunInfo:
     parameters: dict = field(default_factory=dict)
     tested: dict = field(default_factory=dict)  # subscription -> why not tested (absent: tested)
 
-    def write(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "run.json").write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+    def write(self, directory: Path | str) -> None:
+        """`<directory>/run.json`, whole (pubsubguard.storage: a path or an object store URI)."""
+        storage.write_text(storage.join(directory, "run.json"), json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
 
     @classmethod
-    def read(cls, directory: Path) -> "RunInfo":
-        data = json.loads((Path(directory) / "run.json").read_text())
+    def read(cls, directory: Path | str) -> "RunInfo":
+        data = json.loads(storage.read_text(storage.join(directory, "run.json")))
         data["subscriptions"] = [DeclaredSubscription(**s) for s in data["subscriptions"]]
         return cls(**data)
 

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
+from pubsubguard import storage
 from pubsubguard.errors import UserError
 from validation import evidence
 from validation.driver import DRAIN_SLACK_S, EXPIRE_MARGIN_S, probe
@@ -48,11 +50,17 @@ from validation.target import load_estate, resolve_target
 DEFAULT_FAULTS = ""
 
 
+def location(text: str) -> Path | str:
+    """A local path as a Path, an object store URI (pubsubguard.storage) as it is."""
+    return text if storage.is_remote(text) else Path(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("what to verify")
     source.add_argument("--stack", default=None, help="stack whose plan is made offline (default: dev)")
     source.add_argument("--root", type=Path, default=None, help="project directory holding Pulumi.yaml")
-    source.add_argument("--plan", type=Path, default=None, help="a plan file (`pubsubguard plan --out`) instead of --stack")
+    source.add_argument("--plan", type=location, default=None,
+                        help="a plan file or URI (gs://, s3a://, hdfs://; `pubsubguard plan --out`) instead of --stack")
     source.add_argument("--target", choices=("emulator", "gcp"), default="emulator")
     source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
     source.add_argument("--endpoint", action="append", default=None, metavar="REGION=HOST:PORT",
@@ -80,8 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--skew-us", type=int, default=DEFAULT_SKEW_US,
                       help=f"clock skew tolerated between tasks (default {DEFAULT_SKEW_US})")
     out = parser.add_argument_group("output")
-    out.add_argument("--report", type=Path, default=None, help="report directory (default: out/<stack>/report)")
-    out.add_argument("--from-evidence", type=Path, default=None, metavar="DIR",
+    out.add_argument("--report", type=location, default=None,
+                     help="report directory or URI (default: out/<stack>/report; a URI with --from-evidence only)")
+    out.add_argument("--from-evidence", type=location, default=None, metavar="DIR",
                      help="re-run checks and report on recorded evidence only (no target needed)")
     out.add_argument("--cleanup", action="store_true", help="delete probe twins left by killed runs, then exit")
     out.add_argument("--master", default=None,
@@ -113,24 +122,48 @@ def run(args, spark=None) -> int:
 
 
 # ------------------------------------------------------------------------------- check + report
-def evidence_location(directory: Path) -> Path:
-    directory = Path(directory)
-    for candidate in (directory, directory / "evidence"):
-        if (candidate / "run.json").exists():
-            return candidate
-    raise VerifyError(f"--from-evidence {directory}: no run.json here or in {directory / 'evidence'} "
+def evidence_location(directory: Path | str) -> Path | str:
+    for candidate in (directory, storage.join(directory, "evidence")):
+        if storage.exists(storage.join(candidate, "run.json")):
+            return candidate if storage.is_remote(candidate) else Path(candidate)
+    raise VerifyError(f"--from-evidence {directory}: no run.json here or in {storage.join(directory, 'evidence')} "
                       "(expected the evidence directory of a verify run)")
 
 
 def from_evidence(args, spark=None) -> int:
     evidence_dir = evidence_location(args.from_evidence)
-    report = (args.report or evidence_dir.parent).resolve()
-    session = spark or spark_session(args.master, log_dir=report)
+    report = args.report or storage.parent(evidence_dir)
+    report = report if storage.is_remote(report) else Path(report).resolve()
+    session = spark or spark_session(args.master, log_dir=None if storage.is_remote(report) else report)
     return check_and_report(session, evidence_dir, report, not args.no_progress)
 
 
-def check_and_report(spark, evidence_dir: Path, report: Path, terminal: bool = True) -> int:
-    """Judge a run's evidence (validation.verdict) and write its report; the report's exit code."""
+def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True) -> int:
+    """Judge a run's evidence (validation.verdict) and write its report; the report's exit code.
+    Evidence and report may be object store URIs (pubsubguard.storage): see `staged`."""
+    with tempfile.TemporaryDirectory(prefix="pubsubguard-staging-") as staging:
+        local_evidence = staged_evidence(spark, evidence_dir, Path(staging) / "evidence")
+        local_report = Path(staging) / "report" if storage.is_remote(report) else report
+        code = _check_and_report(spark, local_evidence, local_report, terminal, shown=evidence_dir)
+        if storage.is_remote(report):
+            copied = storage.copy_tree(local_report, report)
+            print(f"report: {len(copied)} files written to {report}", file=sys.stderr)
+        return code
+
+
+def staged_evidence(spark, evidence_dir: Path | str, staging: Path) -> Path | str:
+    """Where Spark reads the evidence: where it is, when Spark's Hadoop has a connector for its
+    scheme; else a local copy (said on stderr; the copy is removed afterwards)."""
+    if storage.hadoop_can_read(spark, evidence_dir):
+        return evidence_dir
+    copied = storage.copy_tree(evidence_dir, staging)
+    kind = storage.scheme(evidence_dir)
+    print(f"evidence: this Spark has no Hadoop filesystem for {kind}:// (it needs {storage.CONNECTORS.get(kind, 'a connector')}); "
+          f"copied {len(copied)} files from {evidence_dir} to local staging {staging} to check them", file=sys.stderr)
+    return staging
+
+
+def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str) -> int:
     from validation import report as reporting
     from validation.verdict import judge_run
 
@@ -139,7 +172,7 @@ def check_and_report(spark, evidence_dir: Path, report: Path, terminal: bool = T
     # The checks, the figures and the plots all read the evidence: read its part files once.
     publishes, deliveries = publishes.cache(), deliveries.cache()
     try:
-        result = reporting.build(judge_run(publishes, deliveries, info), info, evidence_dir, publishes, deliveries)
+        result = reporting.build(judge_run(publishes, deliveries, info), info, shown, publishes, deliveries)
     finally:
         publishes.unpersist()
         deliveries.unpersist()

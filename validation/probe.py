@@ -41,10 +41,11 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pubsub_facts as facts
 
 from infra import probe_contract
+
+from pubsubguard import storage
 
 from validation import endpoints, evidence
 from validation.faults import Faults, delivery_action
@@ -67,8 +68,9 @@ class PartWriter:
     """Buffered Parquet part files: `<directory>/part-<prefix>-<n>.parquet`, flushed by size and by time."""
 
     def __init__(self, directory: Path, schema: pa.Schema, prefix: str, flush_rows: int = FLUSH_ROWS, flush_s: float = FLUSH_S):
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory if storage.is_remote(directory) else Path(directory)
+        if isinstance(self.directory, Path):
+            self.directory.mkdir(parents=True, exist_ok=True)
         self.schema = schema
         self.prefix = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.flush_rows = flush_rows
@@ -94,10 +96,7 @@ class PartWriter:
         if not self.rows:
             return
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
-        final = self.directory / f"part-{self.prefix}-{self.parts:05d}.parquet"
-        tmp = self.directory / f".{final.name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        storage.write_parquet(table, storage.join(self.directory, f"part-{self.prefix}-{self.parts:05d}.parquet"))
         self.parts += 1
         self.written += len(self.rows)
         self.rows = []

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pubsub_facts as facts
 
+from pubsubguard import storage
 from validation import evidence
 from validation.verdict import RunVerdict
 
@@ -47,9 +48,10 @@ def read_evidence(spark, evidence_dir: Path):
 
     frames = []
     for name, schema in (("publishes", evidence.PUBLISH_SCHEMA), ("deliveries", evidence.DELIVERY_SCHEMA)):
-        directory = evidence_dir / name
-        directory.mkdir(parents=True, exist_ok=True)
-        frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(str(directory)))
+        directory = storage.join(evidence_dir, name)  # a path, or a URI Spark's Hadoop reads
+        if not storage.is_remote(directory):
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(directory))
     return tuple(frames)
 
 

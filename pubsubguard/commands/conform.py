@@ -8,7 +8,6 @@ environment error; 130: interrupted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path

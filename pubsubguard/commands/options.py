@@ -106,6 +106,27 @@ def endpoint_mapping(text: str) -> str:
     return text
 
 
+def remote_or(local):
+    """A validator: an object store URI (pubsubguard.storage) of a known scheme as it is, else `local`'s."""
+
+    def parse(text: str):
+        from pubsubguard import storage
+
+        return remote_location(text) if storage.is_remote(text) else local(text)
+
+    return parse
+
+
+def remote_location(text: str) -> str:
+    from pubsubguard import storage
+
+    try:
+        storage.check(text)
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def input_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():

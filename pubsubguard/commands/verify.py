@@ -50,7 +50,7 @@ def evidence_directory(text: str) -> Path:
 
 # (dest, type, help): the job's options as the CLI validates and explains them.
 REFINED = (
-    ("plan", options.input_file, "a plan FILE (`pubsubguard plan --out`) instead of planning --stack"),
+    ("plan", options.remote_or(options.input_file), "a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of planning --stack"),
     ("target", None, "where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
                      "`pubsubguard emulator`) or gcp (Application Default Credentials)"),
     ("faults", options.faults, "faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber "
@@ -63,9 +63,9 @@ REFINED = (
     ("subscribers", options.positive_int, "subscriber tasks"),
     ("drain_timeout", options.positive_seconds, None),
     ("skew_us", options.non_negative_int, "clock skew tolerated between tasks, in microseconds"),
-    ("report", options.output_directory, "report DIRECTORY: report.json, report.html and evidence/ "
+    ("report", options.remote_or(options.output_directory), "report DIRECTORY: report.json, report.html and evidence/ "
                                           "(default: <project>/out/<stack>/report)"),
-    ("from_evidence", evidence_directory, None),
+    ("from_evidence", options.remote_or(evidence_directory), None),
     ("master", spark_master, f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's "
                              f"--master wins; default: {DEFAULT_MASTER})"),
 )

@@ -1,0 +1,194 @@
+"""One filesystem layer for plans, run metadata (run.json), evidence parts and reports: pyarrow.fs.
+
+A location is a local path or a URI; the scheme picks the filesystem:
+
+    path, file://...   local (pyarrow LocalFileSystem)
+    gs://BUCKET/...    Google Cloud Storage (pyarrow GcsFileSystem: Application Default Credentials;
+                       with STORAGE_EMULATOR_HOST=http://HOST:PORT, that GCS API server, anonymously,
+                       as the Google Cloud client libraries do)
+    s3a://, s3://      S3 (pyarrow S3FileSystem; `s3a` is Hadoop's name for the same store, which Spark
+                       needs: hadoop-aws on its classpath)
+    hdfs://            HDFS (pyarrow HadoopFileSystem: libhdfs and the Hadoop CLASSPATH on this host)
+
+Spark reads the same URIs through its Hadoop filesystem, which needs a connector per scheme: gs://
+the GCS connector (gcs-connector-hadoop3, shipped on Dataproc), s3a:// hadoop-aws with its AWS SDK,
+hdfs:// none beyond Hadoop's own. `hadoop_can_read(spark, uri)` says whether the session has one.
+
+Writes are whole or nothing: a local file is written beside its name and renamed over it; an object
+is written once, under its final name, when its bytes are complete (object stores never show a
+half-written object).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pubsubguard.errors import UserError
+
+SCHEMES = ("gs", "s3", "s3a", "hdfs")
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+
+
+class StorageError(UserError):
+    """A location that cannot be used (unknown scheme, no such object, no access): exit 2."""
+
+
+def scheme(location: str | os.PathLike) -> str:
+    """"" for a local path, else the URI scheme ("file" is local)."""
+    text = str(location)
+    if "://" not in text:
+        return ""
+    found = text.split("://", 1)[0].lower()
+    return "" if found == "file" else found
+
+
+def is_remote(location: str | os.PathLike) -> bool:
+    return scheme(location) != ""
+
+
+def join(location: str | os.PathLike, *parts: str) -> str:
+    """`location/part/...` for paths and URIs alike."""
+    if not is_remote(location):
+        return str(Path(location, *parts))
+    return posixpath.join(str(location).rstrip("/"), *parts)
+
+
+def parent(location: str | os.PathLike) -> str | Path:
+    """The directory holding `location` (a Path for a local path)."""
+    if not is_remote(location):
+        return Path(location).parent
+    return str(location).rstrip("/").rsplit("/", 1)[0]
+
+
+def check(location: str | os.PathLike) -> str:
+    """The location's scheme, once it is one this layer knows (StorageError otherwise); nothing is contacted."""
+    kind = scheme(location)
+    if kind and kind not in SCHEMES:
+        raise StorageError(f"{location}: unknown storage scheme {kind + '://'!r} (expected a local path, gs://, "
+                           "s3a://, s3:// or hdfs://)")
+    if kind and not urlparse(str(location)).netloc:
+        raise StorageError(f"{location}: no bucket or host after {kind}://")
+    return kind
+
+
+def filesystem(location: str | os.PathLike):
+    """(pyarrow FileSystem, path within it) for a path or URI; StorageError for an unknown scheme."""
+    from pyarrow import fs
+
+    kind = check(location)
+    text = str(location)
+    if kind == "":
+        local = text.split("://", 1)[1] if text.lower().startswith("file://") else text
+        return fs.LocalFileSystem(), str(Path(local).expanduser().absolute())
+    parsed = urlparse(text)
+    try:
+        if kind == "gs" and os.environ.get(EMULATOR_ENV):
+            endpoint = urlparse(os.environ[EMULATOR_ENV])
+            return fs.GcsFileSystem(anonymous=True, scheme=endpoint.scheme or "http",
+                                    endpoint_override=endpoint.netloc or endpoint.path), parsed.netloc + parsed.path
+        if kind == "s3a":
+            text = "s3" + text[3:]
+        return fs.FileSystem.from_uri(text)
+    except (OSError, ValueError, ImportError) as err:
+        raise StorageError(f"{location}: cannot open its filesystem: {err}") from None
+
+
+def _missing(location, err: Exception) -> StorageError:
+    return StorageError(f"{location}: cannot read ({err})")
+
+
+def read_bytes(location: str | os.PathLike) -> bytes:
+    store, path = filesystem(location)
+    try:
+        with store.open_input_stream(path) as stream:
+            return stream.read()
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        if "not found" in str(err).lower() or "no such" in str(err).lower():
+            raise FileNotFoundError(2, "no such file", str(location)) from None
+        raise _missing(location, err) from None
+
+
+def read_text(location: str | os.PathLike) -> str:
+    return read_bytes(location).decode()
+
+
+def exists(location: str | os.PathLike) -> bool:
+    from pyarrow import fs
+
+    store, path = filesystem(location)
+    return store.get_file_info(path).type != fs.FileType.NotFound
+
+
+def write_bytes(location: str | os.PathLike, data: bytes) -> None:
+    """Whole or nothing: local temp + rename; an object written once under its final name."""
+    store, path = filesystem(location)
+    if is_remote(location):
+        with store.open_output_stream(path) as out:
+            out.write(data)
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(path).with_name(f".{Path(path).name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text(location: str | os.PathLike, text: str) -> None:
+    write_bytes(location, text.encode())
+
+
+def write_parquet(table, location: str | os.PathLike) -> None:
+    """A Parquet file, whole or nothing (see write_bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_bytes(location, sink.getvalue().to_pybytes())
+
+
+def files(location: str | os.PathLike) -> list[str]:
+    """Every file under a directory (or prefix), as locations relative to it, sorted."""
+    from pyarrow import fs
+
+    store, path = filesystem(location)
+    infos = store.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sorted(posixpath.relpath(i.path, path) for i in infos if i.type == fs.FileType.File)
+
+
+def copy_tree(source: str | os.PathLike, destination: str | os.PathLike) -> list[str]:
+    """Copy every file under `source` to the same relative names under `destination` (either may be
+    remote); the relative names copied."""
+    names = files(source)
+    for name in names:
+        write_bytes(join(destination, *name.split("/")), read_bytes(join(source, *name.split("/"))))
+    return names
+
+
+def hadoop_can_read(spark, location: str | os.PathLike) -> bool:
+    """Whether the Spark session's Hadoop has a filesystem (connector) for the location's scheme."""
+    kind = scheme(location)
+    if kind == "":
+        return True
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(kind, spark.sparkContext._jsc.hadoopConfiguration())
+    except Exception:  # noqa: BLE001 - py4j's error for UnsupportedFileSystemException
+        return False
+    return True
+
+
+CONNECTORS = {
+    "gs": "the GCS connector (com.google.cloud.bigdataoss:gcs-connector, hadoop3; Dataproc ships it)",
+    "s3a": "hadoop-aws and its AWS SDK bundle (org.apache.hadoop:hadoop-aws)",
+    "s3": "hadoop-aws (use s3a:// URIs with it)",
+    "hdfs": "Hadoop's HDFS client (part of Spark's Hadoop)",
+}
