@@ -33,7 +33,8 @@ def start_verify(plan_file: Path, report: Path) -> subprocess.Popen:
 def wait_for_deliveries(process: subprocess.Popen, evidence: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if list((evidence / "deliveries").glob("part-*.parquet")) if (evidence / "deliveries").exists() else []:
+        # A pull subscriber task's part (`part-sub-…`): the push receiver's (`part-push-…`) may come first.
+        if list((evidence / "deliveries").glob("part-sub-*.parquet")) if (evidence / "deliveries").exists() else []:
             return
         if process.poll() is not None:
             raise AssertionError(f"verify ended early: {process.stdout.read().decode()[-6000:]}")
