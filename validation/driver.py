@@ -532,7 +532,7 @@ class ProbeDriver:
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
                                      f"{self.args.subscribers} crash(es) injected")
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
-        declared = {t["declared_name"]: t for t in self.twins}
+        declared = {t["declared_name"]: t for t in self.twins + self.push_twins}
         deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
                               {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed})

@@ -309,7 +309,7 @@ def pinning_findings(record: dict, subscriptions, published_ok: dict[str, int]) 
     def finding(sub: str, form: str, **endpoint) -> dict:
         return {"subscription": sub, "kind": "endpoint_mismatch", "guarantee": guarantee, "severity": severity,
                 "form": form, "key": None, "seq": None, "message_id": None, "seqs": None, "attempts": None,
-                "times": None, "evidence_seqs": None, "evidence": None, "endpoint": endpoint}
+                "times": None, "evidence_seqs": None, "evidence": [endpoint], "endpoint": endpoint}
 
     for sub in subscriptions:
         topic = declared["topics"].get(sub.topic)
