@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 from validation import histories as H  # noqa: E402
 from validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
@@ -64,6 +65,9 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "messages": n[0], "rows":
 """
 
 
+CHUNK_ROWS = 5_000_000  # a log is tiled and written this many delivery rows at a time (bounded memory)
+
+
 def build(rows: int, out: Path) -> Path:
     directory = out / f"checks-{rows}"
     if (directory / "run.json").exists():
@@ -71,7 +75,16 @@ def build(rows: int, out: Path) -> Path:
     legal = H.generate(SUBSCRIPTIONS, WORKLOAD, seed=7, run_id="bench")
     per_copy = len(legal.deliveries)
     copies = max(1, round(rows / per_copy) - 1)
-    pubs, dels = H.tile(legal, copies)
+    per_chunk = max(1, CHUNK_ROWS // per_copy)
+    for chunk, start in enumerate(range(0, copies, per_chunk)):
+        pubs, dels = H.tile(legal, min(per_chunk, copies - start))
+        for name, table in (("publishes", pubs), ("deliveries", dels)):
+            for column in ("key", "message_id"):
+                table = _suffixed(table, column, f"~c{chunk}")  # keys unique across chunks
+            (directory / name).mkdir(parents=True, exist_ok=True)
+            for i, first in enumerate(range(0, table.num_rows, 1_000_000)):
+                pq.write_table(table.slice(first, 1_000_000), directory / name / f"part-c{chunk:04d}-{i:05d}.parquet")
+        del pubs, dels
     mutated = legal
     for name in ("lost", "out_of_order/skip", "duplicate_after_ack", "dead_letter_missing"):
         result = H.MUTATORS[name](mutated, random.Random(1))
@@ -82,10 +95,62 @@ def build(rows: int, out: Path) -> Path:
     for column in ("key", "message_id"):
         mp = _suffixed(mp, column, "~mut")
         md = _suffixed(md, column, "~mut")
-    publishes = pa.concat_tables([pubs, mp])
-    deliveries = pa.concat_tables([dels, md])
-    H.write_evidence(directory, "bench", SUBSCRIPTIONS, publishes, deliveries, target="generated")
+    for name, table in (("publishes", mp), ("deliveries", md)):
+        pq.write_table(table, directory / name / "part-mutated.parquet")
+    RunInfo(run_id="bench", target="generated", subscriptions=list(SUBSCRIPTIONS),
+            parameters={"generator": "validation.histories"}).write(directory)  # last: the log is complete
     return directory
+
+
+def disk_mib(directory: Path) -> float:
+    return sum(p.stat().st_size for p in directory.rglob("*.parquet")) / 2**20
+
+
+class PythonWorkerPeak:
+    """The peak resident memory of the JVM's Python workers (the executor side of local mode:
+    pyspark.daemon and the workers it forks), sampled from /proc every 0.2 s: the largest single
+    worker's VmHWM and the largest sum of their VmRSS at one moment."""
+
+    def __init__(self, jvm_pid: int):
+        import threading
+
+        self.jvm_pid, self.single_kib, self.total_kib = jvm_pid, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _status(self):
+        parents, fields = {}, {}
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                lines = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            except OSError:
+                continue
+            pid = int(status.parent.name)
+            parents[pid] = int(lines.get("PPid", "0").strip() or 0)
+            fields[pid] = (int(lines.get("VmHWM", "0 kB").split()[0]), int(lines.get("VmRSS", "0 kB").split()[0]))
+        return parents, fields
+
+    def _run(self):
+        while not self._stop.wait(0.2):
+            parents, fields = self._status()
+            workers = [pid for pid in parents if self._descends(pid, parents)]
+            if workers:
+                self.single_kib = max(self.single_kib, max(fields[p][0] for p in workers))
+                self.total_kib = max(self.total_kib, sum(fields[p][1] for p in workers))
+
+    def _descends(self, pid: int, parents: dict) -> bool:
+        seen = 0
+        while pid in parents and seen < 20:
+            pid, seen = parents[pid], seen + 1
+            if pid == self.jvm_pid:
+                return True
+        return False
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        return f"Python workers: largest {self.single_kib / 1024:,.0f} MiB, all at once {self.total_kib / 1024:,.0f} MiB"
 
 
 def _suffixed(table: pa.Table, column: str, suffix: str) -> pa.Table:
@@ -139,9 +204,11 @@ def main(argv=None) -> int:
     for rows in sizes:
         t = time.perf_counter()
         dirs[rows] = build(rows, args.out)
-        print(f"log {rows:>11,} rows: {dirs[rows]} ({time.perf_counter() - t:.1f} s to make or find)", flush=True)
+        print(f"log {rows:>11,} rows: {dirs[rows]} ({time.perf_counter() - t:.1f} s to make or find; "
+              f"{disk_mib(dirs[rows]):,.0f} MiB of Parquet on disk)", flush=True)
 
     spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
+    workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     results = {}
     for rows in sizes:
         warm = spark_checks(spark, dirs[rows]), floor(dirs[rows])  # untimed: JIT at this size, page cache
@@ -164,7 +231,9 @@ def main(argv=None) -> int:
         lo, hi = sizes[0], sizes[-1]
         print(f"scaling {hi:,}/{lo:,} rows: spark {results[hi][0]['seconds'] / results[lo][0]['seconds']:.2f}x, "
               f"duckdb {results[hi][1]['seconds'] / results[lo][1]['seconds']:.2f}x")
-    print(f"driver peak memory: JVM {jvm_peak_mib(spark):,.0f} MiB, Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+    print(f"driver peak memory: JVM {jvm_peak_mib(spark):,.0f} MiB (driver and executor: local mode), "
+          f"Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB; executor "
+          f"{workers.stop()}; spark.local.dir: {spark.sparkContext.getConf().get('spark.local.dir', '/tmp')}")
     spark.stop()
     return 0
 

@@ -37,7 +37,7 @@ from pubsubguard.errors import UserError
 ZIP_NAME = "pubsubguard.zip"
 ENV_NAME = "pubsubguard-env.tar.gz"
 ENV_ALIAS = "env"  # the archive's directory name on the executors: `--archives FILE#env`
-# The packages the job's driver and executors import (tests/test_bundle checks the list against what
+# The packages the job's driver and executors import (tests/test_bundle.py checks the list against what
 # importing the job and its task functions loads).
 PACKAGES = ("infra", "validation", "pubsubguard", "pubsub_facts")
 # Dependencies of this project that the job does not run: the Pulumi SDK declares, pyspark is the

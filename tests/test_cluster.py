@@ -195,7 +195,7 @@ def test_job_on_standalone_cluster_reports_like_local(spark, cluster, bundle, tm
     assert [(f["key"], f["seq"]) for f in found] == [(injection.key, injection.seq)]
 
 
-def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, emulator, tmp_path):
+def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle, emulator, tmp_path):
     """The whole job — twins, publisher and subscriber tasks on the cluster's executor, evidence, checks —
     submitted with spark-submit against the emulator; re-checking its evidence on local[2] gives the same
     verdicts and findings."""

@@ -1,20 +1,21 @@
 """The verification job: probe a deployed estate with Spark tasks, record evidence, check, report.
 
 Run it through the CLI (`pubsubguard verify --stack dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1`)
-or unchanged with spark-submit, from the project directory, shipping the project's packages to the
-executors as one zip:
+or unchanged with spark-submit, with what `pubsubguard bundle --out out/bundle` writes and prints:
 
-    zip -qr /tmp/pubsubguard.zip infra validation pubsubguard && (cd policies && zip -qr /tmp/pubsubguard.zip pubsub_rules)
-    PUBSUB_EMULATOR_HOST=127.0.0.1:8085 spark-submit --master local[2] --py-files /tmp/pubsubguard.zip \
-        validation/job.py --plan out/dev/plan.json --target emulator --report out/dev/report
+    pubsubguard bundle --out out/bundle
+    spark-submit --master spark://HOST:7077 --archives out/bundle/pubsubguard-env.tar.gz#env \
+        --conf spark.pyspark.python=./env/bin/python --conf spark.pyspark.driver.python=.venv/bin/python \
+        --py-files out/bundle/pubsubguard.zip validation/job.py --plan plan.json --target gcp --report /shared/run1
 
-`--py-files` puts the zip on every executor's PYTHONPATH, so the probe's task functions
-(`validation.probe.publish_partition` / `subscribe_partition`) unpickle there; executors also need the
-third-party packages (google-cloud-pubsub, pyarrow, numpy, pandas) in their Python (`PYSPARK_PYTHON`). Evidence is
-written by executors straight to `<report>/evidence`, so on a cluster `--report` must be on storage all
-nodes share. `--from-evidence DIR` re-runs checks and report on recorded evidence alone. The
-submitter decides the master: the job's `--master` applies only when none is configured
-(`validation.session`).
+`--py-files` puts the project's packages on every executor's PYTHONPATH, so the probe's task functions
+(`validation.probe.publish_partition` / `subscribe_partition`) unpickle there; `--archives ...#env`
+unpacks the executors' Python with google-cloud-pubsub, pyarrow, numpy and pandas
+(`pubsubguard.bundle`). Evidence is written by executors straight to `<report>/evidence`, so on a
+cluster `--report` must be on storage all nodes share. `--from-evidence DIR` re-runs checks and
+report on recorded evidence alone; DIR, `--report` with it, and `--plan` may be object store URIs
+(gs://, s3a://, hdfs://: `pubsubguard.storage`). The submitter decides the master: the job's
+`--master` applies only when none is configured (`validation.session`).
 
 This module is the entry point only; the rooms of a run:
     validation/target.py    the declared estate from the plan, the target (emulator or gcp) resolved
