@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "policies"))
 
-import pyarrow as pa  # noqa: E402
 
 from validation import histories as H  # noqa: E402
 from validation.evidence import DeclaredSubscription  # noqa: E402

@@ -106,5 +106,5 @@ def test_on_google_cloud_push_is_not_tested_without_a_receiver_url():
     assert not_probed(dev.subscriptions["orders-ordered"], None) is None
     (twin,) = [t for t in plan_twins(dev, "0123456789abcdef", "https://probe.example.net/hook") if t.declared_name == "orders-push"]
     assert twin.request("0123456789abcdef")["push_config"] == {
-        "push_endpoint": f"https://probe.example.net/hook/push/orders-push-probe-01234567"}
+        "push_endpoint": "https://probe.example.net/hook/push/orders-push-probe-01234567"}
     assert not [t for t in plan_twins(dev, "0123456789abcdef") if t.declared_name == "orders-push"]
