@@ -499,7 +499,10 @@ def judge_main(receive_fd: int, send_fd: int) -> None:
                     reply = ("error", err)
                 break
         peaks["judge_mib"] = _peak_mib(os.getpid()) or 0.0
-        sending.send((*reply, peaks))
+        try:
+            sending.send((*reply, peaks))
+        except OSError:  # the command stopped waiting (Ctrl-C during the stack rules): nothing to tell
+            return
     finally:
         receiving.close()
         sending.close()

@@ -216,3 +216,43 @@ def test_cli_formats(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["check", "--stack", "dev", "--policy-config", str(tmp_path / "missing.json")]) == 2
     assert "missing.json: no such file" in capsys.readouterr().err
+
+
+def test_the_judge_process_gives_the_same_result_and_stops_quietly_when_nobody_waits(dev_plan, capfd):
+    """The judge process (`check` runs the pack's client there while the program runs) judges as the
+    in-process Judge does; when the command stops waiting (Ctrl-C during the stack rules) before its
+    answer, the judge stops without a traceback and its pack stops with it."""
+    import os
+    import threading
+    from multiprocessing.connection import Connection
+
+    context = checking.plan_context(dev_plan)
+    with checking.JudgeProcess(context) as judge:
+        for record in dev_plan["resources"]:
+            judge.analyze(record)
+        result, peaks = judge.finish(dev_plan)
+    expected = checking.run_check(dev_plan)
+    assert [(v.policy, v.urn, v.message) for v in result.violations] == \
+        [(v.policy, v.urn, v.message) for v in expected.violations]
+    assert peaks["pack_mib"] > 0 and peaks["judge_mib"] > 0
+
+    to_judge_read, to_judge_write = os.pipe()
+    from_judge_read, from_judge_write = os.pipe()
+    sending = Connection(to_judge_write, readable=False)
+    sending.send((context, {}))
+    sending.send(("finish", dev_plan, ""))
+    os.close(from_judge_read)  # the command is gone before the answer
+    errors = []
+    thread = threading.Thread(target=lambda: _catch(errors, checking.judge_main, to_judge_read, from_judge_write))
+    thread.start()
+    thread.join(120)
+    sending.close()
+    assert not thread.is_alive() and not errors
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def _catch(errors, function, *args):
+    try:
+        function(*args)
+    except BaseException as err:  # noqa: BLE001 - the test asserts there is none
+        errors.append(err)
