@@ -82,6 +82,15 @@ CASES = {
         dlv(s, "a", 0, 1 * S, "nack"), dlv(s, "a", 1, 1 * S, "nack"),  # abandoned after 0 failed
         dlv(s, "a", 0, 3 * S), dlv(s, "a", 1, 3 * S),
     ], set()),
+    "legal-eod-ordered-rewind-supersedes": (EOD | ORDERED, [("a", 0), ("a", 1), ("a", 2)], lambda s: [
+        # 0 held (its deadline set to 5 s); 1 and 2 acked meanwhile: acks must come in order, the target
+        # holds them back (answered only after the rewind); the redelivery of 0 rewinds the key and
+        # supersedes the outstanding deliveries of 1 and 2 (docs: every later message is redelivered)
+        dlv(s, "a", 0, 1 * S, "expire", deadline=5),
+        dlv(s, "a", 1, 1 * S, "ack", after=8 * S, result="invalid_ack_id"),
+        dlv(s, "a", 2, 1 * S, "ack", after=8 * S, result="other"),
+        dlv(s, "a", 0, 7 * S), dlv(s, "a", 1, 7 * S), dlv(s, "a", 2, 7 * S),
+    ], set()),
     "legal-dead-letter": (DL, [("a", 0, True), ("a", 1)], lambda s: [
         *[dlv(s, "a", 0, i * S, "nack", attempt=i) for i in range(1, 6)],
         dead(s, "a", 0, 7 * S, 5), dlv(s, "a", 1, 1 * S, attempt=1),
@@ -105,6 +114,20 @@ CASES = {
     "dup-outstanding": (EOD, [("a", 0)], lambda s: [
         dlv(s, "a", 0, 1 * S, "expire"), dlv(s, "a", 0, 4 * S, "nack", task="task-1"), dlv(s, "a", 0, 15 * S),
     ], {("duplicate_while_outstanding", "a", 0, None)}),
+    "dup-outstanding-ordered-no-rewind": (EOD | ORDERED, [("a", 0), ("a", 1)], lambda s: [
+        # 1 delivered again while outstanding, and no earlier seq was redelivered in between: no rewind
+        dlv(s, "a", 0, 1 * S), dlv(s, "a", 1, 1 * S, "ack", after=8 * S, result="other"), dlv(s, "a", 1, 4 * S),
+    ], {("duplicate_while_outstanding", "a", 1, None)}),
+    "dup-outstanding-ordered-rewind-too-early": (EOD | ORDERED, [("a", 0), ("a", 1)], lambda s: [
+        # 0 delivered again before its own deadline: the premature rewind is the finding, on 0 (1 follows it)
+        dlv(s, "a", 0, 1 * S, "expire"), dlv(s, "a", 1, 1 * S, "ack", after=8 * S, result="other"),
+        dlv(s, "a", 0, 3 * S), dlv(s, "a", 1, 3 * S),
+    ], {("duplicate_while_outstanding", "a", 0, None)}),
+    "dup-outstanding-after-rewind": (EOD | ORDERED, [("a", 0), ("a", 1)], lambda s: [
+        # a rewind at 7 s supersedes 1's first delivery; its second (from 7 s, 10 s deadline) is outstanding at 9 s
+        dlv(s, "a", 0, 1 * S, "expire", deadline=5), dlv(s, "a", 1, 1 * S, "ack", after=8 * S, result="other"),
+        dlv(s, "a", 0, 7 * S), dlv(s, "a", 1, 7 * S, "expire"), dlv(s, "a", 1, 9 * S),
+    ], {("duplicate_while_outstanding", "a", 1, None)}),
     "stale-late-ack": (EOD, [("a", 0)], lambda s: [dlv(s, "a", 0, 1 * S, "late_ack"), dlv(s, "a", 0, 20 * S)],
                        {("stale_ack_accepted", "a", 0, "late_ack")}),
     "stale-superseded": (EOD, [("a", 0)], lambda s: [

@@ -27,15 +27,19 @@ def delivery(seq: int, at: int, action: str, result: str = "success") -> dict:
             "ack_time_us": at + 1000, "dl_source_delivery_count": None, "dl_source_subscription": None}
 
 
+def evidence(directory, published: int, rows: list[dict]) -> None:
+    """`published` messages seq 0.. and the delivery rows, in the probe's layout."""
+    (directory / "publishes").mkdir()
+    (directory / "deliveries").mkdir()
+    pq.write_table(pa.Table.from_pylist([publish(s) for s in range(published)], schema=PUBLISH_SCHEMA),
+                   directory / "publishes" / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=DELIVERY_SCHEMA), directory / "deliveries" / "part-0.parquet")
+
+
 def test_stuck_only_after_a_deadline_and_backoff_without_news(tmp_path):
-    (tmp_path / "publishes").mkdir()
-    (tmp_path / "deliveries").mkdir()
-    pq.write_table(pa.Table.from_pylist([publish(s) for s in range(4)], schema=PUBLISH_SCHEMA),
-                   tmp_path / "publishes" / "part-0.parquet")
-    rows = [delivery(0, T + 1 * S, "ack"),  # settled
-            delivery(1, T + 1 * S, "nack"),  # nacked: redelivery may wait for the 20 s backoff
-            delivery(2, T + 1 * S, "ack", "other")]  # ack failed: redelivery after the 10 s deadline
-    pq.write_table(pa.Table.from_pylist(rows, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    evidence(tmp_path, 4, [delivery(0, T + 1 * S, "ack"),  # settled
+                           delivery(1, T + 1 * S, "nack"),  # nacked: redelivery may wait for the 20 s backoff
+                           delivery(2, T + 1 * S, "ack", "other")])  # ack failed: redelivery after the 10 s deadline
     tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 20.0})
     tally.refresh()
     assert tally.done() == 1 and tally.unsettled() == {"s": 3}
@@ -51,3 +55,27 @@ def test_stuck_only_after_a_deadline_and_backoff_without_news(tmp_path):
                    tmp_path / "deliveries" / "part-1.parquet")
     tally.refresh()
     assert tally.stuck(T + 33 * S, grace, deadline) == {"s": 1}  # seq 3 only
+
+
+def test_unsettled_outcomes_say_how_the_latest_delivery_ended(tmp_path):
+    evidence(tmp_path, 4, [delivery(0, T + 1 * S, "ack"),  # settled
+                           delivery(1, T + 1 * S, "ack", "invalid_ack_id"), delivery(1, T + 2 * S, "ack", "other"),
+                           delivery(2, T + 1 * S, "expire", "none")])  # 3: no row
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
+    tally.refresh()
+    assert tally.unsettled_outcomes("s") == {"ack: other": 1, "expire: none": 1, "no row yet": 1}
+
+
+def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one():
+    from validation.driver import default_drain_timeout
+    from validation.isolation import TwinSpec
+
+    eod = TwinSpec("p/s1", "p/t", "s1", exactly_once=True, ack_deadline_s=60, retry_max_backoff_s=10)
+    push = TwinSpec("p/s2", "p/t", "s2", ack_deadline_s=20, push_endpoint="http://127.0.0.1:1/push")
+    drain = TwinSpec("p/d", "p/dl", "d", ack_deadline_s=600, drain=True)  # not probed: no say
+    # held 10 s (fault deadline) + 2 s margin + 10 s backoff + 30 s slack
+    assert default_drain_timeout([eod, drain]) == 52
+    # a push twin's held answer waits its own deadline (no ack id to modify)
+    assert default_drain_timeout([eod, push, drain]) == 20 + 2 + 10 + 30
+    # --fault-deadline declared: the subscription's own
+    assert default_drain_timeout([eod, drain], None) == 60 + 2 + 10 + 30

@@ -182,3 +182,41 @@ def test_verify_crash_holds_few_messages_and_they_come_back_elsewhere(spark, emu
         sub = report["subscriptions"][f"{topic}-{suffix}"]
         assert sub["guarantees"]["completeness"] == "holds", sub["findings"]
     assert twins_left(topic) == []
+
+
+def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one(spark, emulator, tmp_path):
+    """expire=1: every first delivery is held. The probe sets its deadline to the fault deadline (10 s)
+    with ModifyAckDeadline, so it comes back after ~10 s although the subscriptions declare 30 s."""
+    import pyarrow.dataset as ds
+
+    stack = ONE_TOPIC_STACK + """          - name: {t}-eod30
+            exactly_once: true
+            ack_deadline_seconds: 30
+          - name: {t}-plain30
+            ack_deadline_seconds: 30
+"""
+    plan_file, plan, topic = make_estate(tmp_path, stack)
+    apply_plan(plan)
+    code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "1", "--messages-per-key", "3",
+                     "--report", str(tmp_path / "report"), "--no-progress", "--faults", "expire=1"], spark=spark)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    # The default drain timeout: fault deadline 10 + expire margin 2 + no retry backoff + 30 s slack.
+    assert report["parameters"]["fault_deadline_s"] == 10
+    assert report["parameters"]["drain_timeout_s"] == 42
+    assert report["parameters"]["drain"]["ended"] == "settled", report["observations"]
+    deliveries = ds.dataset(tmp_path / "report" / "evidence" / "deliveries").to_table().to_pylist()
+    for name in (f"{topic}-eod30", f"{topic}-plain30"):
+        rows = sorted((d for d in deliveries if d["subscription"] == name), key=lambda d: d["receive_time_us"])
+        held = [d for d in rows if d["action"] in ("late_ack", "expire")]
+        assert len(held) == 3 and all(d["ack_deadline_s"] == 10 for d in held), held
+        for h in held:
+            again = [d for d in rows if d["seq"] == h["seq"] and d["receive_time_us"] > h["receive_time_us"]]
+            # Observed: the emulator honours the shorter deadline on both kinds of subscription.
+            waited = again[0]["receive_time_us"] - h["receive_time_us"]
+            assert 9_000_000 <= waited < 30_000_000, (h, again)
+            assert again[0]["ack_deadline_s"] == 30  # an ordinary delivery keeps the declared deadline
+    eod = [d for d in deliveries if d["subscription"] == f"{topic}-eod30" and d["action"] == "late_ack"]
+    assert {d["ack_result"] for d in eod} == {"invalid_ack_id"}  # exactly-once rejects the stale ack id
+    assert report["subscriptions"][f"{topic}-eod30"]["guarantees"]["exactly_once"] == "holds"
+    assert code == 0, report["verdict_reason"]
+    assert twins_left(topic) == []

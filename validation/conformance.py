@@ -98,7 +98,7 @@ class Session:
     """What the scenarios share: the target, its clients, the throwaway resources and the stop flag."""
 
     def __init__(self, target: str, project: str, run_id: str, project_number: str | None = None,
-                 api_endpoint: str | None = None):
+                 api_endpoint: str | None = None, stop: threading.Event | None = None):
         from google.cloud import pubsub_v1
 
         self.target, self.project, self.run_id, self.project_number = target, project, run_id, project_number
@@ -106,7 +106,7 @@ class Session:
         self.client_options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self.publisher = self.new_publisher()
         self.subscriber = pubsub_v1.SubscriberClient(client_options=self.client_options)
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()  # set: the scenarios end at their next call or wait
         self._lock = threading.Lock()
         self._topics: list[str] = []
         self._subscriptions: list[str] = []
@@ -961,15 +961,17 @@ def run_scenarios(session: Session, scenarios: list[Scenario] | None = None,
 
 def conform(target: str, project: str, *, project_number: str | None = None, endpoint: str | None = None,
             scenarios: list[Scenario] | None = None, on_done: Callable[[dict], None] | None = None,
-            log: Callable[[str], None] = print, run_id: str | None = None) -> dict:
+            log: Callable[[str], None] = print, run_id: str | None = None,
+            stop: threading.Event | None = None) -> dict:
     """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
-    interrupted) and return the results document (conformance.json)."""
+    interrupted, or when `stop` is set from another thread) and return the results document (conformance.json)."""
     from validation.probe import log_abandoned_ack_retries
 
     log_abandoned_ack_retries()
     run_id = run_id or new_run_id()
     started, began = utc_now(), time.monotonic()
-    session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None)
+    session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None,
+                      stop=stop)
     try:
         results = run_scenarios(session, scenarios, on_done=on_done)
     finally:

@@ -37,8 +37,12 @@ from validation.signals import interruptible
 from validation.target import checked, load_estate, resolve_target
 
 EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
-# Added to the longest ack deadline for the default drain timeout: a message held by a crashed task or
-# by the expire fault is redelivered one deadline later (it expires at most once, validation.faults).
+# Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
+# subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared
+# deadline (60 s on exactly-once subscriptions). `--fault-deadline declared` keeps the subscription's.
+DEFAULT_FAULT_DEADLINE_S = float(facts.ACK_DEADLINE_MIN_S)
+# Added to the default drain timeout (default_drain_timeout): dead-lettering's repeated attempts after
+# their backoffs, scheduling, an evidence flush.
 DRAIN_SLACK_S = 30.0
 # The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
@@ -54,10 +58,24 @@ def _positive(name: str, value: float) -> None:
         raise VerifyError(f"{name}: expected a positive number, got {value}")
 
 
-def default_drain_timeout(twin_specs) -> float:
-    """The longest ack deadline of a probed twin + the expire margin + slack (see DRAIN_SLACK_S)."""
-    deadlines = [t.ack_deadline_s for t in twin_specs if not t.drain] or [facts.ACK_DEADLINE_DEFAULT_S]
-    return max(deadlines) + EXPIRE_MARGIN_S + DRAIN_SLACK_S
+def held_deadline_s(twin, fault_deadline_s: float | None) -> float:
+    """How long a delivery the faults hold stays out: the fault deadline (set by ModifyAckDeadline, see
+    `validation.probe`), never more than the twin's own; a push twin's own (a push has no ack id to modify)."""
+    if twin.push_endpoint or not fault_deadline_s:
+        return twin.ack_deadline_s
+    return min(twin.ack_deadline_s, fault_deadline_s)
+
+
+def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_FAULT_DEADLINE_S) -> float:
+    """What a target keeping the documented semantics needs to settle every message under the faults, plus
+    slack: the longest time a held delivery stays out (`held_deadline_s`) + the expire margin + the longest
+    retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
+    A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
+    ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
+    probed = [t for t in twin_specs if not t.drain]
+    held = max((held_deadline_s(t, fault_deadline_s) for t in probed), default=facts.ACK_DEADLINE_DEFAULT_S)
+    backoff = max((t.retry_max_backoff_s or 0.0 for t in probed), default=0.0)
+    return held + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
 
 
 def report_dir(args, stack: str) -> Path:
@@ -95,7 +113,7 @@ def probe(args, spark=None):
         raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
     twin_specs = plan_twins(estate, run_id, push_url)
     if args.drain_timeout is None:
-        args.drain_timeout = default_drain_timeout(twin_specs)
+        args.drain_timeout = default_drain_timeout(twin_specs, args.fault_deadline)
     observations: list[str] = []
     mapping = endpoints.parse_endpoint_map(getattr(args, "endpoint", None))
     used = run_endpoints(estate, probed, twin_specs)
@@ -209,21 +227,15 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         )
 
     evidence_dir = fresh_evidence_dir(report)
-    if getattr(args, "conform", False):
-        parameters_conformance = run_conformance(args, estate, emulator_host, report)
-    else:
-        parameters_conformance = None
     tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
         "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
-        "drain_timeout_s": args.drain_timeout, "skew_us": args.skew_us, "master": session.sparkContext.master,
+        "drain_timeout_s": args.drain_timeout, "fault_deadline_s": args.fault_deadline, "skew_us": args.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
         "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
     }
-    if parameters_conformance is not None:
-        parameters["conformance"] = parameters_conformance
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
     info.write(evidence_dir)
@@ -234,8 +246,11 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
 
     twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent)
     stop_file = evidence_dir / "_stop"
+    scenarios = None
     with interruptible():
         try:
+            if getattr(args, "conform", False):
+                scenarios = Conformance(args, estate, emulator_host, report)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
             driver = ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
@@ -244,7 +259,12 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
                 driver.run()
             finally:
                 parameters["drain"] = driver.drain
+            if scenarios is not None:
+                parameters["conformance"] = scenarios.result()
+                scenarios = None
         finally:
+            if scenarios is not None:  # the probe failed or was interrupted: end them, delete their resources
+                scenarios.stop()
             stop_file.touch()
             session.sparkContext.cancelAllJobs()
             for ready in evidence_dir.glob(f"{READY_PREFIX}*"):
@@ -265,23 +285,51 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
     return session, evidence_dir, report
 
 
-def run_conformance(args, estate, emulator_host, report: Path) -> dict:
-    """The conformance scenarios on the probe's target, before the probe: `<report>/conformance.json`,
-    and what the report needs of them (run id, summary, each scenario's id, behaviour, result, detail)."""
-    import json
+class Conformance:
+    """The conformance scenarios on the probe's target, started before the probe and run beside it, each on
+    its own throwaway topic and subscription (they never touch the estate or the twins): the drain's wait
+    for deadlines covers theirs. `result()` waits for them and writes `<report>/conformance.json`; it
+    returns what the report needs of them (run id, summary, each scenario's id, behaviour, result,
+    detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
 
-    from validation import conformance
+    def __init__(self, args, estate, emulator_host, report: Path):
+        from validation import conformance
 
-    endpoint = emulator_host if args.target == "emulator" else None
-    print(f"verify: conformance scenarios on {args.target}{f' {endpoint}' if endpoint else ''} first", flush=True)
-    doc = conformance.conform(args.target, estate.project, endpoint=endpoint,
-                              project_number=getattr(estate, "project_number", None))
-    report.mkdir(parents=True, exist_ok=True)
-    (report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
-    return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
-            "summary": doc["summary"], "file": "conformance.json",
-            "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
-                          for item in doc["scenarios"]]}
+        self.report = report
+        self.doc: dict | None = None
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        endpoint = emulator_host if args.target == "emulator" else None
+        print(f"verify: conformance scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, started "
+              "before the probe and run beside it on their own throwaway resources", flush=True)
+
+        def run() -> None:
+            try:
+                self.doc = conformance.conform(args.target, estate.project, endpoint=endpoint,
+                                               project_number=getattr(estate, "project_number", None), stop=self.halt)
+            except BaseException as err:  # noqa: BLE001 - raised in result()
+                self.error = err
+
+        self.thread = threading.Thread(target=run, name="conformance", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.thread.join(timeout=60)
+
+    def result(self) -> dict:
+        import json
+
+        self.thread.join()
+        if self.error is not None:
+            raise VerifyError(f"conformance scenarios failed: {type(self.error).__name__}: {self.error}")
+        doc = self.doc
+        self.report.mkdir(parents=True, exist_ok=True)
+        (self.report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
+        return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
+                "summary": doc["summary"], "file": "conformance.json",
+                "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
+                              for item in doc["scenarios"]]}
 
 
 def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:
@@ -362,6 +410,7 @@ class ProbeDriver:
         self.base = {
             "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
+            "fault_deadline_s": args.fault_deadline,
         }
         dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
         self.twins = [
@@ -495,6 +544,26 @@ class ProbeDriver:
                                   f"(master {self.sc.master}, default parallelism {self.sc.defaultParallelism})")
             time.sleep(0.1)
 
+    def _late_acks_within_s(self) -> float:
+        """How long after the last publish every late ack of the expire fault has been sent and flushed: a
+        delivery is held only within one (fault) deadline of its publish (validation.probe), for that
+        deadline + the expire margin. 0 without the expire fault."""
+        if not self.faults.expire:
+            return 0.0
+        fault = self.args.fault_deadline
+        held = max([min(t["ack_deadline_s"], fault) if fault else t["ack_deadline_s"] for t in self.twins]
+                   + [t["ack_deadline_s"] for t in self.push_twins])  # a push has no ack id to modify
+        return 2 * held + EXPIRE_MARGIN_S + FLUSH_S + 1.0
+
+    @staticmethod
+    def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
+        """`orders-ordered 4 (ack: invalid_ack_id 3, expire: none 1), ...`"""
+        parts = []
+        for name, n in sorted(counts.items()):
+            outcomes = ", ".join(f"{what} {k}" for what, k in tally.unsettled_outcomes(name).items())
+            parts.append(f"{name} {n} ({outcomes})")
+        return "; ".join(parts)
+
     # -- run -------------------------------------------------------------------------------
     def run(self) -> None:
         slots = self.sc.defaultParallelism
@@ -552,27 +621,32 @@ class ProbeDriver:
                 if self.publish_done.is_set():
                     if drain_deadline is None:
                         drain_deadline = time.monotonic() + self.args.drain_timeout
+                        late_acks_done = time.monotonic() + self._late_acks_within_s()
                     if tally.done() >= expected:
-                        self.drain = {"ended": "settled", "unsettled": {}}
-                        break
+                        # every message settled; deliveries the expire fault holds may still await their late ack
+                        if time.monotonic() >= min(late_acks_done, drain_deadline):
+                            self.drain = {"ended": "settled", "unsettled": {}}
+                            break
+                        continue
                     unsettled = tally.unsettled()
                     stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
                     if stuck == unsettled:
-                        per_sub = ", ".join(f"{name} {n}" for name, n in sorted(stuck.items()))
+                        per_sub = self._unsettled_text(tally, stuck)
                         self.drain = {"ended": "stuck", "unsettled": stuck}
                         self.observations.append(
                             f"drain ended: {expected - tally.done()} of {expected} published messages not settled "
                             f"(acked with success or dead-lettered) and provably stuck -- no delivery, ack or "
                             f"dead-letter for one ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s "
-                            f"since their last recorded event -- per subscription: {per_sub}")
+                            f"since their last recorded event -- per subscription (and how their latest delivery "
+                            f"ended): {per_sub}")
                         break
                     if time.monotonic() > drain_deadline:
                         self.drain = {"ended": "timeout", "unsettled": unsettled}
-                        per_sub = ", ".join(f"{name} {n}" for name, n in sorted(tally.unsettled().items()))
+                        per_sub = self._unsettled_text(tally, unsettled)
                         self.observations.append(
                             f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
                             f"{expected} published messages not settled (acked with success or dead-lettered) per "
-                            f"subscription: {per_sub}")
+                            f"subscription (and how their latest delivery ended): {per_sub}")
                         break
         self.stop_file.touch()
         for thread in list(self.threads):

@@ -5,14 +5,16 @@ Grammar: a comma-separated list of `name=value`, each name at most once:
     nack=F      nack a fraction F (0..1) of deliveries
     expire=F    hold a fraction F of deliveries without ack past their deadline (released from the
                 client's lease management at once, so the lease is not extended and the message neither
-                blocks its ordering key nor counts against flow control), then ack with the now stale
-                ack id (`late_ack`; exactly-once must reject it). Only a delivery received within its
-                ack deadline of the publish can be held, so a message expires at most once: its
+                blocks its ordering key nor counts against flow control; the deadline set to the probe's
+                fault deadline by ModifyAckDeadline, `--fault-deadline`), then ack with the now stale
+                ack id (`late_ack`; exactly-once must reject it). Only a delivery received within one
+                fault deadline of the publish can be held, so a message expires at most once: its
                 redelivery comes later than that and is not held again (no chain of deadlines)
     poison=F    mark a fraction F of published messages poison (at least one per topic when F > 0):
                 subscribers on dead-lettering subscriptions nack them every time, so they must reach
                 the dead-letter topic after the declared attempts
     crash=N     N subscriber tasks die (the Python worker process exits) mid-run holding unacked messages
+                (each given the fault deadline first)
     misroute=1  publishers ignore their topic's declared locational endpoint and use the global one (a
                 misconfigured client): `endpoint_pinning` must be violated on every ordered topic
 

@@ -8,10 +8,12 @@ returns the evidence a probe would have recorded (`validation.evidence` schema):
   nacks, expiries, crashes and late acks lead to a redelivery after the nack / the deadline;
 - ordering: per key one batch outstanding at a time, the next batch only after the previous one is
   settled; a failed message n rewinds the key to n and the following messages are delivered again,
-  acked ones included; with exactly-once the subscriber abandons (nacks) the rest of a batch after a
-  failure, because acks must come in order;
-- exactly-once: no redelivery after a successful ack nor while a delivery is outstanding; a late
-  ack returns `invalid_ack_id`; without exactly-once it returns `success`;
+  acked ones included; with exactly-once, acks must come in order: after a failure the subscriber
+  either abandons (nacks) the rest of the batch, or acks it and the target holds those acks back and
+  rejects them (or never answers) once the rewind has superseded those deliveries;
+- exactly-once: no redelivery after a successful ack nor while a delivery is outstanding (unless an
+  ordered key's rewind supersedes it); a late ack returns `invalid_ack_id`; without exactly-once it
+  returns `success`; a delivery a fault holds may carry the probe's shorter fault deadline;
 - dead-lettering: a message that failed N = max_delivery_attempts times is forwarded (a dead-letter
   row after its last attempt ended); poison messages (only published on topics whose subscriptions
   all dead-letter) are always nacked; no message is delivered more than N times;
@@ -38,6 +40,8 @@ import pyarrow.parquet as pq
 
 from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
 from validation.judge import DEFAULT_SKEW_US
+
+FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (validation.driver.DEFAULT_FAULT_DEADLINE_S)
 
 T0_US = 1_700_000_000_000_000
 MS = 1_000
@@ -121,8 +125,13 @@ class _Sim:
         return self.rng.choice(("nack", "expire", "late_ack", "crash"))
 
     def deliver(self, sub: DeclaredSubscription, msg: dict, t: int, task: str, action: str, attempt: int, ack_after: int):
-        """Record one delivery received at true time t; returns (end, settled) in true time."""
-        deadline = sub.ack_deadline_s * S
+        """Record one delivery received at true time t; returns (end, settled) in true time. A delivery a
+        fault holds (expire, crash, late ack) may have had its deadline shortened to the probe's fault
+        deadline (ModifyAckDeadline); the row records the deadline in force."""
+        deadline_s = sub.ack_deadline_s
+        if action in ("expire", "crash", "late_ack") and deadline_s > FAULT_DEADLINE_S and self.rng.random() < 0.5:
+            deadline_s = FAULT_DEADLINE_S
+        deadline = deadline_s * S
         ack_t, result = None, "none"
         if action == "ack":
             ack_t, result = t + min(ack_after, deadline - 100 * MS), "success"
@@ -152,7 +161,7 @@ class _Sim:
                 "publish_time_us": msg["publish_time_us"] - 2 * MS,
                 "subscriber_task": task,
                 "ack_id": f"ack-{self.ack_ids:08d}",
-                "ack_deadline_s": sub.ack_deadline_s,
+                "ack_deadline_s": deadline_s,
                 "action": action,
                 "ack_result": result,
                 "ack_time_us": None if ack_t is None else ack_t + off,
@@ -234,9 +243,17 @@ class _Sim:
             batch = msgs[pos : pos + size]
             t = max(t, batch[-1]["true_publish"] + MS)
             task = self.task()
-            failed, resolution, ack_after = None, t, 0
+            failed, resolution, ack_after, held_back = None, t, 0, []
+            abandon = self.rng.random() < 0.5
             for j, m in enumerate(batch):
                 deliveries[m["seq"]] += 1
+                if failed is not None and sub.exactly_once and not abandon:
+                    # acks must come in order: the target holds back the acks of the rest of the batch
+                    # and answers them (rejected, or not at all) only after the rewind supersedes them
+                    ack_after += self.ack_after(sub) // max(1, len(batch))
+                    self.deliver(sub, m, t, task, "ack", deliveries[m["seq"]], ack_after)
+                    held_back.append(self.h.deliveries[-1])
+                    continue
                 if failed is not None and sub.exactly_once:
                     action = "nack"  # acks must come in order: abandon the rest of the batch
                 elif m["poison"]:
@@ -258,6 +275,9 @@ class _Sim:
                         continue
                     failed = j
             t = resolution + self.delay()
+            for row in held_back:
+                row.update(ack_result=self.rng.choice(("invalid_ack_id", "other")),
+                           ack_time_us=t + self.rng.randint(10 * MS, 1 * S) + self.offsets[row["subscriber_task"]])
             size_one = False
             if failed is None:
                 pos += len(batch)

@@ -39,10 +39,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pubsub_facts as facts
+
 from pubsubguard import storage
 from pubsubguard.errors import UserError
 from validation import evidence
-from validation.driver import DRAIN_SLACK_S, EXPIRE_MARGIN_S, probe
+from validation.driver import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, probe
 from validation.failures import VerifyError
 from validation.judge import DEFAULT_SKEW_US
 from validation.session import DEFAULT_MASTER, spark_session
@@ -54,6 +56,20 @@ DEFAULT_FAULTS = ""
 def location(text: str) -> Path | str:
     """A local path as a Path, an object store URI (pubsubguard.storage) as it is."""
     return text if storage.is_remote(text) else Path(text)
+
+
+def fault_deadline(text: str) -> float | None:
+    """`--fault-deadline`: seconds (1..600, what ModifyAckDeadline accepts) or `declared` (None)."""
+    if text.strip() == "declared":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= facts.ACK_DEADLINE_MAX_S or value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole seconds from 1 to {facts.ACK_DEADLINE_MAX_S}, "
+                                         "or `declared`")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,11 +96,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--keys", type=int, default=8, help="ordering keys per topic (default 8)")
     work.add_argument("--messages-per-key", type=int, default=25, help="messages per key (default 25)")
     work.add_argument("--subscribers", type=int, default=2, help="subscriber tasks (default 2)")
+    work.add_argument("--fault-deadline", type=fault_deadline, default=DEFAULT_FAULT_DEADLINE_S, metavar="SECONDS",
+                      help="ack deadline the probe sets (ModifyAckDeadline) on deliveries the expire and crash faults "
+                           "hold, so they come back after it; `declared` keeps each subscription's own "
+                           f"(default {DEFAULT_FAULT_DEADLINE_S:.0f}, Pub/Sub's smallest)")
     work.add_argument("--drain-timeout", type=float, default=None,
                       help="seconds to wait after publishing for every message to be settled (default: the "
-                           f"longest probed ack deadline + {EXPIRE_MARGIN_S:.0f} s expire margin + {DRAIN_SLACK_S:.0f} s)")
+                           f"fault deadline (push: the ack deadline) + {EXPIRE_MARGIN_S:.0f} s expire margin + the "
+                           f"longest retry backoff + {DRAIN_SLACK_S:.0f} s)")
     work.add_argument("--conform", action="store_true",
-                      help="first run the conformance scenarios (validation.conformance) on the same target; the "
+                      help="run the conformance scenarios (validation.conformance) on the same target, beside the probe; the "
                            "report names, per finding, the violated scenarios that explain it")
     work.add_argument("--skew-us", type=int, default=DEFAULT_SKEW_US,
                       help=f"clock skew tolerated between tasks (default {DEFAULT_SKEW_US})")

@@ -414,14 +414,18 @@ def exactly_once(chunk: Chunk, skew_us: int) -> list[Found]:
     n, t, ack_t = chunk.rows, chunk.t, chunk.ack_t
     # when the earlier deliveries of the message ended, when the next was received: for exactly-once rows only
     previous_end, next_received = np.full(n, np.nan), np.full(n, np.nan)
+    previous_received = np.full(n, np.nan)
     rows = _whole_segments(chunk.exactly_once)
     if rows is not None:
         previous_end[rows] = _seg_cummax(chunk.delivery_end[rows], chunk.first_of_message[rows], exclusive=True)
         next_received[rows] = _seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_message[rows])
+        previous_received[rows] = _seg_cummax(chunk.delivery_t[rows], chunk.first_of_message[rows], exclusive=True)
     deliveries = chunk.exactly_once & chunk.is_delivery
     first_valid_ack = chunk.message_first_valid_ack[chunk.message]
     after_ack = np.flatnonzero(deliveries & (t > first_valid_ack + skew_us))
     while_outstanding = np.flatnonzero(deliveries & (t < previous_end - skew_us))
+    if len(while_outstanding):
+        while_outstanding = while_outstanding[~_rewound(chunk, while_outstanding, previous_received, skew_us)]
     late = chunk.act == ACT_LATE_ACK
     accepted = deliveries & ((chunk.act == ACT_ACK) | late) & chunk.ok
     superseded = next_received < ack_t - skew_us
@@ -444,6 +448,37 @@ def exactly_once(chunk: Chunk, skew_us: int) -> list[Found]:
             form=np.where(stale_late, "late_ack", "superseded"),
         ),
     ]
+
+
+def _rewound(chunk: Chunk, rows: np.ndarray, previous_received: np.ndarray, skew_us: int) -> np.ndarray:
+    """Per given exactly-once delivery row (delivered again while an earlier delivery seemed outstanding):
+    was every earlier delivery of it superseded by a rewind of its ordered key, or over, by then?
+
+    "A redelivery of message n triggers redelivery of every later message of that key" (docs/pubsub-
+    facts.md, Ordering): on an ordered subscription, a redelivery of an earlier seq of the key ends the
+    outstanding deliveries of the later ones (e.g. those whose acks the target held back because acks must
+    come in order). An earlier delivery therefore counts as outstanding only until its deadline, its
+    settlement, or the first redelivery of an earlier seq of its key after it. Were that redelivery itself
+    premature, it is the finding (on its own seq)."""
+    t, seq, end = chunk.t, chunk.seq, chunk.delivery_end
+    redelivery = chunk.is_delivery & ~np.isnan(previous_received)
+    key_ends = np.append(chunk.key_start[1:], chunk.rows)
+    out = np.zeros(len(rows), bool)
+    for i, r in enumerate(rows):
+        if not chunk.ordered[r]:
+            continue
+        k = chunk.key[r]
+        lo, hi = chunk.key_start[k], key_ends[k]
+        rewinds = t[lo:hi][redelivery[lo:hi] & (seq[lo:hi] < seq[r]) & (t[lo:hi] <= t[r] + skew_us)]
+        first = chunk.message_start[chunk.message[r]]
+        outstanding_until = -np.inf
+        for e in range(first, r):
+            if not chunk.is_delivery[e]:
+                continue
+            after = rewinds[rewinds > t[e]]
+            outstanding_until = max(outstanding_until, min(end[e], after.min()) if len(after) else end[e])
+        out[i] = t[r] >= outstanding_until - skew_us
+    return out
 
 
 _SKIP, _REGRESSION, _REWIND = 1, 2, 3  # out_of_order forms, in FORMS["out_of_order"] order

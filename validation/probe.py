@@ -17,8 +17,9 @@ extension pinned to the declared ack deadline, `ack_with_response()` / `nack_wit
 result recorded for every delivery. Faults (`validation.faults`) decide nack / expire / ack; poison
 messages are nacked on dead-lettering subscriptions. An expired delivery is `drop()`ped from the
 client's lease management at once (its lease is not extended, it frees its flow-control slot and, on
-an ordered subscription, its ordering key: holding it must not delay other messages *in our client*)
-and acked past its deadline with a unary `Acknowledge` of the stale ack id (`late_ack`, the result
+an ordered subscription, its ordering key: holding it must not delay other messages *in our client*),
+given the fault deadline by `ModifyAckDeadline` (`shorten_deadline`; the row records the deadline in
+force), and acked past that deadline with a unary `Acknowledge` of the stale ack id (`late_ack`, the result
 recorded). Messages carrying `CloudPubSubDeadLetterSource*` attributes are recorded as
 `kind=dead_letter` for the source subscription. A task chosen to crash streams with a small prefetch
 (`crash_prefetch` messages per twin, so a dead client holds a few messages, not the whole backlog),
@@ -54,6 +55,7 @@ DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 DL_SOURCE_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
 CRASH_EXIT_CODE = 86
 PAYLOAD = b"pubsubguard probe"
+MODACK_WAIT_S = 5.0  # how long a held delivery's ModifyAckDeadline answer is waited for
 
 
 def now_us() -> int:
@@ -309,8 +311,11 @@ class _PulledMessage:
                                                            timeout=60))
 
     def nack_with_response(self):
+        return self.modify_ack_deadline_with_response(0)
+
+    def modify_ack_deadline_with_response(self, seconds: int):
         return self._call(lambda: self._client.modify_ack_deadline(
-            subscription=self._subscription, ack_ids=[self.ack_id], ack_deadline_seconds=0, timeout=60))
+            subscription=self._subscription, ack_ids=[self.ack_id], ack_deadline_seconds=seconds, timeout=60))
 
     def ack(self) -> None:
         self.ack_with_response()
@@ -430,6 +435,7 @@ class _Subscriber:
             return
         if crashing:
             row["action"] = "crash"
+            self.shorten_deadline(twin, message, row)
             with self.lock:
                 self.crash_held.append(row)
             return  # never acked: the crash leaves it outstanding
@@ -439,15 +445,16 @@ class _Subscriber:
         if attributes.get("poison") == "1" and twin["dead_lettering"]:
             self.settle(message, row, "nack")
             return
-        # Only a delivery within one deadline of its publish may be held: a message expires at most once.
-        may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < twin["ack_deadline_s"] * 1e6
+        # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
+        window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
+        may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < window_s * 1e6
         action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
                                  f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
             # Out of the client's lease management now: no extension, no flow-control slot, and the
             # ordering key is free; the service's deadline (set by the receipt modack) runs out.
             message.drop()
-            hold = twin["ack_deadline_s"] + self.spec.get("expire_margin_s", 2.0)
+            hold = self.shorten_deadline(twin, message, row) + self.spec.get("expire_margin_s", 2.0)
             timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
             timer.daemon = True
             with self.lock:
@@ -456,6 +463,32 @@ class _Subscriber:
             timer.start()
             return
         self.settle(message, row, action)
+
+    def shorten_deadline(self, twin: dict, message, row: dict) -> float:
+        """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
+        so it comes back after that rather than after the subscription's own deadline. Records the deadline in
+        force in the row (what the checks measure from) and returns how long to wait before the late ack.
+
+        Refused (exactly-once answers each modack): the subscription's deadline stays in force. No answer
+        within `MODACK_WAIT_S`: the row says the shorter one (a redelivery after it is then not taken for a
+        duplicate) and the late ack waits for the longer one (it is past both)."""
+        from concurrent.futures import TimeoutError as Pending
+
+        declared = twin["ack_deadline_s"]
+        seconds = self.spec.get("fault_deadline_s")
+        if not seconds or seconds >= declared:
+            return declared
+        try:
+            message.modify_ack_deadline_with_response(int(seconds)).result(timeout=MODACK_WAIT_S)
+        except Pending:
+            row["ack_deadline_s"] = int(seconds)
+            return declared
+        except Exception as err:  # noqa: BLE001 - the target's answer is the evidence
+            self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was refused "
+                      f"({_error_reason(err)}): such deliveries keep the subscription's {declared}s deadline")
+            return declared
+        row["ack_deadline_s"] = int(seconds)
+        return seconds
 
     def should_crash(self) -> bool:
         if self.crash_started is None:

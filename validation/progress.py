@@ -25,6 +25,7 @@ class EvidenceTally:
         # (subscription, key, seq) -> until when its last recorded event may still have a sequel: one ack
         # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack
         self.due_us: dict[tuple, int] = {}
+        self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
 
     def refresh(self) -> None:
         import pyarrow.parquet as pq
@@ -58,6 +59,8 @@ class EvidenceTally:
                         if row["action"] == "nack":
                             due += self.backoff_us[row["subscription"]]
                         self.due_us[message] = max(self.due_us.get(message, 0), due)
+                        event = (row["receive_time_us"], row["action"], row["ack_result"])
+                        self.last[message] = max(self.last.get(message, event), event)
 
     def expected(self) -> int:
         return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
@@ -89,6 +92,20 @@ class EvidenceTally:
             if count:
                 out[name] = count
         return out
+
+    def unsettled_outcomes(self, name: str) -> dict[str, int]:
+        """How the latest delivery of each unsettled message of a subscription ended, counted:
+        `ack: invalid_ack_id` (the target rejected the ack), `expire: none` (held by the expire fault),
+        `no row yet` (not delivered, or its ack not answered yet: a row is written with its answer), ... --
+        why the drain still waits for them."""
+        from collections import Counter
+
+        topic = self.topic_of[name]
+        outcomes = Counter()
+        for key, seq in self.published.get(topic, set()) - self.settled[name]:
+            last = self.last.get((name, key, seq))
+            outcomes["no row yet" if last is None else f"{last[1]}: {last[2]}"] += 1
+        return dict(outcomes.most_common())
 
     def done(self) -> int:
         return sum(

@@ -498,7 +498,7 @@ def explanation_lines(result: dict) -> list[str]:
     if not result.get("conformance"):
         return []
     summary = result["conformance"]["summary"]
-    lines = [f"conformance on this target first (run {result['conformance']['run_id']}): "
+    lines = [f"conformance on this target (run {result['conformance']['run_id']}): "
              + ", ".join(f"{n} {r}" for r, n in summary.items())]
     groups: dict[tuple, list[int]] = {}
     for name, sub in result["subscriptions"].items():

@@ -1,5 +1,5 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
-with faults (after the conformance scenarios on the same emulator, which explain its findings), report —
+with faults (the conformance scenarios run beside it on the same emulator and explain its findings), report —
 for one stack. Each step is the same subcommand a user can run alone.
 
 Every option (the verify step's included) is validated, and Java, the emulator and the output
@@ -98,7 +98,7 @@ def run(args) -> int:
         applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
         if applied != 0:
             return applied
-        _step(f"verify: conformance scenarios, then probe with faults {args.faults!r}, check with Spark, report")
+        _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
         verdict = cli.main(verify_argv)
     finally:
         if emulator is not None:
