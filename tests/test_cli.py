@@ -404,17 +404,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _interrupt_when(child: str, argv: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
+def _interrupt_when(child: str, argv: list[str], env: dict | None = None,
+                    until=None) -> tuple[subprocess.CompletedProcess, list]:
     """Run the CLI, send Ctrl-C (to its whole group, as a terminal does) once a descendant process whose
-    command line holds `child` runs; (the finished run, processes left: in its group or descended from
-    it, then killed)."""
+    command line holds `child` runs (and `until()`, if given, is true); (the finished run, processes
+    left: in its group or descended from it, then killed)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "pubsubguard", *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, start_new_session=True, env={**os.environ, **(env or {})},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
-    while not any(child in cmd for _, cmd in _descendants(process.pid)) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (any(child in cmd for _, cmd in _descendants(process.pid))
+                                               and (until is None or until())):
         assert process.poll() is None, process.stderr.read()
         time.sleep(0.05)
     time.sleep(0.5)
@@ -453,6 +455,40 @@ def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(emulator, tmp_p
     lines = [line for line in err.splitlines() if line.startswith("pubsubguard") or "Traceback" in line or "\tat " in line]
     assert lines == ["pubsubguard verify: interrupted"], err
     assert done.returncode == 130
+
+
+@pytest.mark.emulator
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_ctrl_c_while_the_probe_and_the_scenarios_run_deletes_what_both_created(emulator, tmp_path):
+    """`verify --conform` runs the conformance scenarios beside the probe: interrupted while both have
+    resources on the target, it deletes the twins and the scenarios' throwaway topics and subscriptions."""
+    from google.cloud import pubsub_v1
+
+    from validation.conformance import NAME_PREFIX
+
+    env = {"PUBSUB_EMULATOR_HOST": emulator.host}
+    applied = subprocess.run([sys.executable, "-m", "pubsubguard", "apply", "--emulator", "-s", "dev"], cwd=ROOT,
+                             capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+    assert applied.returncode == 0, applied.stderr
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+
+    def leftovers() -> tuple[list, list]:
+        topics = [t.name for t in publisher.list_topics(request={"project": "projects/pubsubguard-dev"})]
+        subs = [s.name for s in subscriber.list_subscriptions(request={"project": "projects/pubsubguard-dev"})]
+        return [n for n in topics + subs if NAME_PREFIX in n], [n for n in subs if "-probe-" in n]
+
+    def both_running() -> bool:
+        scenarios, twins = leftovers()
+        return bool(scenarios) and bool(twins)
+
+    done, left = _interrupt_when("java", ["verify", "--conform", "--keys", "2", "--messages-per-key", "5",
+                                          "--faults", "expire=0.5", "--report", str(tmp_path / "r")],
+                                 env=env, until=both_running)
+    assert not left, "processes left in the command's group"
+    lines = [line for line in done.stderr.splitlines() if line.startswith("pubsubguard") or "Traceback" in line]
+    assert lines == ["pubsubguard verify: interrupted"], done.stderr
+    assert done.returncode == 130
+    assert leftovers() == ([], [])
 
 
 def test_a_broken_installation_is_one_line():
