@@ -24,6 +24,7 @@ EMULATOR_DOC = ROOT / "docs" / "emulator.md"
 ALL_IDS = [
     "eod-stale-ack-rejected", "eod-superseded-ack-rejected", "eod-no-redelivery-after-ack",
     "ordered-nack-redelivers-in-order", "ordered-expiry-redelivers-in-order", "dead-letter-after-max-attempts",
+    "dead-letter-ordered-after-max-attempts",
     "create-rejects-push-with-exactly-once", "create-rejects-ack-deadline-out-of-range",
     "create-rejects-self-dead-letter", "create-rejects-attempts-out-of-range", "filter-enforced",
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
@@ -37,6 +38,7 @@ EMULATOR_OUTCOMES = {
     "ordered-nack-redelivers-in-order": "violated",
     "ordered-expiry-redelivers-in-order": "holds",
     "dead-letter-after-max-attempts": "holds",
+    "dead-letter-ordered-after-max-attempts": "violated",
     "create-rejects-push-with-exactly-once": "violated",
     "create-rejects-ack-deadline-out-of-range": "violated",
     "create-rejects-self-dead-letter": "violated",

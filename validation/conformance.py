@@ -48,6 +48,10 @@ ACK_DEADLINE_S = facts.ACK_DEADLINE_MIN_S  # the shortest legal deadline keeps e
 EXPIRY_MARGIN_S = 3.0  # waited beyond a deadline before treating the ack id as expired
 PULL_TIMEOUT_S = 3.0  # one unary Pull (the emulator answers an empty Pull after ~2 s)
 DELIVERY_WINDOW_S = 10.0  # how long a scenario waits for a delivery it needs before saying inconclusive
+# How long a message nacked max_delivery_attempts times, and not delivered again, may take to reach the
+# dead-letter topic before it counts as gone (the emulator forwards within ~5 s; forwarding is prompt, not
+# instant, on Pub/Sub).
+FORWARD_WINDOW_S = 30.0
 
 FACTS_DOC = "docs/pubsub-facts.md"
 DOC_EXACTLY_ONCE = "https://cloud.google.com/pubsub/docs/exactly-once-delivery"
@@ -626,6 +630,19 @@ def ordering_immutable(probe: Probe) -> tuple[str, str]:
           f"CloudPubSubDeadLetterSourceDeliveryCount, …SourceSubscription, …SourceSubscriptionProject, "
           f"…SourceTopicPublishTime. {DOC_DEAD_LETTER}")
 def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(probe, ordered=False)
+
+
+@scenario("dead-letter-ordered-after-max-attempts",
+          "on an ordered subscription too, a message nacked every time is forwarded to the dead-letter topic after "
+          "about max_delivery_attempts (only its order relative to the key's other messages is best effort)",
+          f"{FACTS_DOC} § Ordering: with a dead-letter topic the rewind may not hold and order may not be kept for "
+          f"dead-lettered messages (best effort); § Dead-letter topics. {DOC_DEAD_LETTER}")
+def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(probe, ordered=True)
+
+
+def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
@@ -633,10 +650,10 @@ def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
     dead_letter = probe.create_topic("dead")
     drain = probe.create_subscription("drain", dead_letter)
     subscription = probe.create_subscription(
-        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S,
+        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=ordered,
         dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
     _grant_service_agent(probe, dead_letter, subscription)
-    message_id = probe.publish(topic, b"poison")
+    message_id = probe.publish(topic, b"poison", ordering_key="A" if ordered else "")
     attempts: list[int] = []
     forwarded: list = []
     limit = attempts_max + 5
@@ -648,17 +665,20 @@ def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
                 break
             if not attempts:
                 raise Outcome(INCONCLUSIVE, f"the message was not delivered within {PULL_TIMEOUT_S:g} s")
-            continue
+            break  # no redelivery and nothing forwarded within a pull window: wait for the forward below
         attempts.append(got[0].delivery_attempt)
         probe.nack(subscription, [got[0].ack_id])
     if not forwarded:
-        forwarded = probe.pull_until(drain, bool, DELIVERY_WINDOW_S)
+        forwarded = probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else DELIVERY_WINDOW_S)
     for message in forwarded:
         probe.acknowledge(drain, [message.ack_id])
     seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"
     if not forwarded:
         if len(attempts) >= limit:
             return VIOLATED, f"nacked {len(attempts)} times (max_delivery_attempts {attempts_max}), never forwarded; {seen}"
+        if len(attempts) >= attempts_max:
+            return VIOLATED, (f"nacked {len(attempts)} times (max_delivery_attempts {attempts_max}), then neither "
+                              f"delivered again nor forwarded within {FORWARD_WINDOW_S:g} s: the message is gone; {seen}")
         return INCONCLUSIVE, f"deliveries stopped after {len(attempts)} nacks but nothing reached the dead-letter " \
                              f"topic within {DELIVERY_WINDOW_S:g} s; {seen}"
     attributes = dict(forwarded[0].message.attributes)
@@ -905,17 +925,24 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "ordered-publish-failure-pauses-key": (("out_of_order", None),),
     "dead-letter-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
                                        ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
+    "dead-letter-ordered-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
+                                               ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }
 
 
-def explained_by(finding: dict, results: dict[str, str]) -> list[str]:
+# Scenarios that measure a behaviour of ordered subscriptions only: they explain findings on those alone.
+ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts"})
+
+
+def explained_by(finding: dict, results: dict[str, str], ordered: bool = False) -> list[str]:
     """The ids of the scenarios, `violated` in `results` (scenario id -> result), whose behaviour
-    explains `finding` (EXPLAINS); empty when none does."""
+    explains `finding` (EXPLAINS; ORDERED_ONLY ones only when the finding's subscription is `ordered`);
+    empty when none does."""
     form = (finding.get("drift") or {}).get("setting") if finding["kind"] == "config_drift" else finding.get("form")
     return [scenario for scenario, governs in EXPLAINS.items()
-            if results.get(scenario) == VIOLATED
+            if results.get(scenario) == VIOLATED and (ordered or scenario not in ORDERED_ONLY)
             and any(kind == finding["kind"] and wanted in (None, form) for kind, wanted in governs)]
 
 

@@ -63,10 +63,11 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
 
     conformance = info.parameters.get("conformance")
     results = {s["id"]: s["result"] for s in conformance["scenarios"]} if conformance else {}
+    ordered = {sub.name for sub in info.subscriptions if sub.ordering}
     findings = []
     for number, f in enumerate(verdict.findings, 1):
         finding = {**f, "id": f"finding-{number}", "detail": describe(f)}
-        explained = explained_by(f, results)
+        explained = explained_by(f, results, f["subscription"] in ordered)
         if explained:
             finding["explained_by"] = explained
         findings.append(finding)
