@@ -57,6 +57,12 @@ def test_every_mapped_scenario_exists_and_only_violated_ones_explain():
     drift = {"kind": "config_drift", "form": "differs", "drift": {"setting": "retention_seconds"}}
     assert explained_by(drift, {"retention-as-declared": "violated"}) == ["retention-as-declared"]
     assert explained_by({**drift, "drift": {"setting": "ack_deadline_seconds"}}, {"retention-as-declared": "violated"}) == []
+    # a scenario of ordered subscriptions explains findings on ordered subscriptions only
+    missing = {"kind": "dead_letter_missing", "form": None}
+    ordered_dl = {"dead-letter-ordered-after-max-attempts": "violated", "dead-letter-after-max-attempts": "holds"}
+    assert explained_by(missing, ordered_dl, ordered=True) == ["dead-letter-ordered-after-max-attempts"]
+    assert explained_by(missing, ordered_dl, ordered=False) == []
+    assert explained_by(missing, {"dead-letter-after-max-attempts": "violated"}, ordered=True) == ["dead-letter-after-max-attempts"]
 
 
 def test_verdict_reason_names_what_decided_it():
