@@ -197,8 +197,10 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
 """
     plan_file, plan, topic = make_estate(tmp_path, stack)
     apply_plan(plan)
+    # One subscriber task: on local[2] it leaves a slot for the checks' rehearsal during the drain.
     code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "1", "--messages-per-key", "3",
-                     "--report", str(tmp_path / "report"), "--no-progress", "--faults", "expire=1"], spark=spark)
+                     "--subscribers", "1", "--report", str(tmp_path / "report"), "--no-progress",
+                     "--faults", "expire=1"], spark=spark)
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     # The default drain timeout: fault deadline 10 + expire margin 2 + no retry backoff + 30 s slack.
     assert report["parameters"]["fault_deadline_s"] == 10
@@ -220,3 +222,15 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
     assert report["subscriptions"][f"{topic}-eod30"]["guarantees"]["exactly_once"] == "holds"
     assert code == 0, report["verdict_reason"]
     assert twins_left(topic) == []
+    # The checks were rehearsed during the drain (their own Spark job group), and the rehearsal changed
+    # nothing: a re-check of the evidence reports the same.
+    rehearsed = spark.sparkContext.statusTracker().getJobIdsForGroup(f"pubsubguard-rehearsal-{report['run_id']}")
+    assert rehearsed, "no rehearsal job ran during the drain"
+    again = job.main(["--from-evidence", str(tmp_path / "report" / "evidence"), "--report", str(tmp_path / "again"),
+                      "--no-progress"], spark=spark)
+    rechecked = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert again == code
+    for name, sub in report["subscriptions"].items():
+        assert rechecked["subscriptions"][name]["findings"] == sub["findings"]
+        assert rechecked["subscriptions"][name]["guarantees"] == sub["guarantees"]
+        assert rechecked["subscriptions"][name]["figures"] == sub["figures"]

@@ -187,17 +187,8 @@ def staged_evidence(spark, evidence_dir: Path | str, staging: Path) -> Path | st
 
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str) -> int:
     from validation import report as reporting
-    from validation.verdict import judge_run
 
-    info = evidence.RunInfo.read(evidence_dir)
-    publishes, deliveries = reporting.read_evidence(spark, evidence_dir)
-    # The checks, the figures and the plots all read the evidence: read its part files once.
-    publishes, deliveries = publishes.cache(), deliveries.cache()
-    try:
-        result = reporting.build(judge_run(publishes, deliveries, info), info, shown, publishes, deliveries)
-    finally:
-        publishes.unpersist()
-        deliveries.unpersist()
+    result = reporting.judged(spark, evidence_dir, shown)
     reporting.write(result, report)
     if terminal:
         reporting.print_summary(result, report)

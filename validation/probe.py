@@ -610,8 +610,9 @@ class _Subscriber:
                     row["action"] = "expire"
                     self.writer.add(row)
                 self.held.clear()
-            for client in clients.values():
-                client.close()
+            # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
+            # close (measured in the main job): the task's result does not wait for it.
+            threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
             self.writer.close()
         return [{"task": self.task, "received": self.received, "written": self.writer.written}]
 

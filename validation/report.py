@@ -34,7 +34,7 @@ import pubsub_facts as facts
 
 from pubsubguard import storage
 from validation import evidence
-from validation.verdict import RunVerdict
+from validation.verdict import RunVerdict, judge_run
 
 REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 8
@@ -53,6 +53,20 @@ def read_evidence(spark, evidence_dir: Path):
             Path(directory).mkdir(parents=True, exist_ok=True)
         frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(directory))
     return tuple(frames)
+
+
+def judged(spark, evidence_dir, shown=None) -> dict:
+    """The report of the evidence in `evidence_dir` (checked with Spark, `validation.verdict`), naming
+    its evidence as `shown` (default: where it is read)."""
+    info = evidence.RunInfo.read(evidence_dir)
+    publishes, deliveries = read_evidence(spark, evidence_dir)
+    # The checks, the figures and the plots all read the evidence: read its part files once.
+    publishes, deliveries = publishes.cache(), deliveries.cache()
+    try:
+        return build(judge_run(publishes, deliveries, info), info, shown or evidence_dir, publishes, deliveries)
+    finally:
+        publishes.unpersist()
+        deliveries.unpersist()
 
 
 def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:
