@@ -155,6 +155,22 @@ def write_parquet(table, location: str | os.PathLike) -> None:
     write_bytes(location, sink.getvalue().to_pybytes())
 
 
+def require_writable(location: str | os.PathLike) -> None:
+    """StorageError (one line) unless an object can be written under `location` (written, then deleted)."""
+    probe = join(location, f".pubsubguard-write-check-{uuid.uuid4().hex[:8]}")
+    try:
+        write_bytes(probe, b"")
+    except StorageError:
+        raise
+    except OSError as err:
+        raise StorageError(f"{location}: cannot write there ({' '.join(str(err).split())[:300]})") from None
+    store, path = filesystem(probe)
+    try:
+        store.delete_file(path)
+    except OSError:
+        pass
+
+
 def files(location: str | os.PathLike) -> list[str]:
     """Every file under a directory (or prefix), as locations relative to it, sorted."""
     from pyarrow import fs

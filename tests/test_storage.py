@@ -138,3 +138,50 @@ def test_recheck_reads_evidence_from_gcs_and_writes_the_report_there(gcs, spark,
     assert _normalised(on_gcs) == _normalised(local)
     found = on_gcs["subscriptions"][injection.subscription]["findings"]["out_of_order"]
     assert [(f["key"], f["seq"]) for f in found] == [(injection.key, injection.seq)]
+
+
+@pytest.mark.emulator
+def test_a_probe_run_writes_its_whole_report_tree_to_gcs(gcs, spark, emulator, tmp_path, capsys):
+    """`verify --report gs://…`: the run is staged locally (the tasks share the scratch directory), then
+    evidence, run.json, report.json and report.html land in the bucket; nothing is left in the scratch
+    directory; a re-check of the bucket's evidence reports the same findings."""
+    import glob
+    import tempfile
+
+    from pubsubguard.apply import apply_plan
+    from tests.test_verify_e2e import make_estate
+
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    remote = f"gs://{BUCKET}/probe-runs/run1"
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "pubsubguard-run-*")))
+    code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "2", "--messages-per-key", "4",
+                     "--drain-timeout", "30", "--faults", "nack=0.2", "--report", remote, "--no-progress"], spark=spark)
+    err = capsys.readouterr().err
+    assert f"files written to {remote}" in err, err
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "pubsubguard-run-*"))) == before  # scratch removed
+    names = storage.files(remote)
+    assert {"report.json", "report.html", "evidence/run.json"} <= set(names), names
+    assert any(n.startswith("evidence/deliveries/part-") for n in names)
+    assert any(n.startswith("evidence/publishes/part-") for n in names)
+    report = json.loads(storage.read_text(storage.join(remote, "report.json")))
+    assert report["evidence"] == storage.join(remote, "evidence")
+    assert report["report_html"] == storage.join(remote, "report.html")
+    assert code == report["exit_code"]
+    plain = report["subscriptions"][f"{topic}-plain"]
+    assert plain["figures"]["published"] == 8 and plain["guarantees"]["completeness"] == "holds", plain
+    # the evidence in the bucket is the run's: a re-check of it says the same
+    again = job.main(["--from-evidence", remote, "--report", str(tmp_path / "again"), "--no-progress"], spark=spark)
+    rechecked = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert again == code
+    assert {n: s["findings"] for n, s in rechecked["subscriptions"].items()} == \
+        {n: s["findings"] for n, s in report["subscriptions"].items()}
+
+
+def test_a_probe_run_to_a_bucket_that_does_not_exist_is_one_line_before_the_target_is_touched(gcs, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", "verify", "--report", "gs://no-such-bucket-x/run",
+                           "--target", "emulator"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PUBSUB_EMULATOR_HOST": "127.0.0.1:9"})  # nothing listens there
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "gs://no-such-bucket-x/run" in lines[0] and "Traceback" not in done.stderr, done.stderr

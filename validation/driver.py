@@ -80,10 +80,7 @@ def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_F
 
 
 def report_dir(args, stack: str) -> Path:
-    """--report, else out/<stack>/report."""
-    if storage.is_remote(args.report or ""):
-        raise VerifyError(f"--report {args.report}: a probe run writes its evidence to a path every node shares; "
-                          "an object store URI is read and written by --from-evidence only (copy the evidence there)")
+    """--report (a local directory here: validation.job stages a URI), else out/<stack>/report."""
     return (args.report or Path("out") / stack / "report").resolve()
 
 

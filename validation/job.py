@@ -139,8 +139,31 @@ def run(args, spark=None) -> int:
         return from_evidence(args, spark)
     if args.cleanup:
         return run_cleanup(args)
+    if storage.is_remote(args.report or ""):
+        return probe_to_store(args, spark)
     session, evidence_dir, report = probe(args, spark)
     return check_and_report(session, evidence_dir, report, not args.no_progress)
+
+
+def probe_to_store(args, spark=None) -> int:
+    """A probe run whose `--report` is an object store URI (gs://, s3a://, hdfs://): the run is staged in a
+    scratch directory of the driver, which its Spark tasks share as they share a local `--report` (local
+    mode, a standalone cluster on one host), then the whole report tree -- evidence, run.json,
+    conformance.json, report.json, report.html, spark.log -- is written to the URI and the scratch
+    directory removed. The URI is tried for writing before anything is created on the target."""
+    destination = args.report
+    storage.require_writable(destination)
+    with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch:
+        args.report = Path(scratch) / "report"
+        try:
+            session, evidence_dir, report = probe(args, spark)
+            code = check_and_report(session, evidence_dir, report, not args.no_progress,
+                                    shown=storage.join(destination, "evidence"), location=destination)
+        finally:
+            args.report = destination
+        copied = storage.copy_tree(report, destination)
+    print(f"report: {len(copied)} files written to {destination}", file=sys.stderr)
+    return code
 
 
 # ------------------------------------------------------------------------------- check + report
@@ -160,13 +183,16 @@ def from_evidence(args, spark=None) -> int:
     return check_and_report(session, evidence_dir, report, not args.no_progress)
 
 
-def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True) -> int:
+def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True,
+                     shown: Path | str | None = None, location: Path | str | None = None) -> int:
     """Judge a run's evidence (validation.verdict) and write its report; the report's exit code.
-    Evidence and report may be object store URIs (pubsubguard.storage): see `staged`."""
+    Evidence and report may be object store URIs (pubsubguard.storage): see `staged`. The report names
+    its evidence as `shown` and itself as `location` (default: where they are read and written)."""
     with tempfile.TemporaryDirectory(prefix="pubsubguard-staging-") as staging:
         local_evidence = staged_evidence(spark, evidence_dir, Path(staging) / "evidence")
         local_report = Path(staging) / "report" if storage.is_remote(report) else report
-        code = _check_and_report(spark, local_evidence, local_report, terminal, shown=evidence_dir)
+        code = _check_and_report(spark, local_evidence, local_report, terminal, shown=shown or evidence_dir,
+                                 location=location or report)
         if storage.is_remote(report):
             copied = storage.copy_tree(local_report, report)
             print(f"report: {len(copied)} files written to {report}", file=sys.stderr)
@@ -185,15 +211,16 @@ def staged_evidence(spark, evidence_dir: Path | str, staging: Path) -> Path | st
     return staging
 
 
-def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str) -> int:
+def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
+                      location: Path | str) -> int:
     from validation import report as reporting
 
     result = reporting.judged(spark, evidence_dir, shown)
-    reporting.write(result, report)
+    reporting.write(result, report, location)
     if terminal:
-        reporting.print_summary(result, report)
+        reporting.print_summary(result, location)
     else:
-        print(f"report: {report / 'report.json'} verdict={result['verdict']}", file=sys.stderr)
+        print(f"report: {storage.join(location, 'report.json')} verdict={result['verdict']}", file=sys.stderr)
     return result["exit_code"]
 
 

@@ -302,10 +302,14 @@ def describe(finding: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------- outputs
-def write(result: dict, report: Path) -> None:
+def write(result: dict, report: Path, location: Path | str | None = None) -> None:
+    """report.json and report.html in `report`; they name the HTML where it ends up (`location`:
+    default `report`)."""
+    from pubsubguard import storage
+
     report.mkdir(parents=True, exist_ok=True)
     public = {k: v for k, v in result.items() if not k.startswith("_")}
-    public["report_html"] = str(report / "report.html")
+    public["report_html"] = storage.join(location or report, "report.html")
     (report / "report.json").write_text(json.dumps(public, indent=2, sort_keys=True, default=str) + "\n")
     (report / "report.html").write_text(render_html(result))
 
@@ -478,8 +482,10 @@ def _console():
     return Console(width=max(shutil.get_terminal_size((SUMMARY_MIN_WIDTH, 24)).columns, SUMMARY_MIN_WIDTH))
 
 
-def print_summary(result: dict, report: Path) -> None:
+def print_summary(result: dict, report: Path | str) -> None:
     from rich.table import Table
+
+    from pubsubguard import storage
 
     console = _console()
     table = Table(title=f"pubsubguard verify · run {result['run_id'][:8]} · target {result['target']}")
@@ -504,7 +510,8 @@ def print_summary(result: dict, report: Path) -> None:
         console.print(line, highlight=False)
     colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
     console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
-    console.print(f"report: {report / 'report.html'} (json: {report / 'report.json'})", highlight=False)
+    console.print(f"report: {storage.join(report, 'report.html')} (json: {storage.join(report, 'report.json')})",
+                  highlight=False)
 
 
 def explanation_lines(result: dict) -> list[str]:
