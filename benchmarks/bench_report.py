@@ -2,6 +2,11 @@
 Spark) and render (matplotlib + the jinja2 template), on generated evidence of about N delivery rows.
 
     .venv/bin/python benchmarks/bench_report.py --rows 1000000
+    .venv/bin/python benchmarks/bench_report.py --evidence out/dev/report/evidence --repeat 3   # a run's own
+
+`--repeat N` runs the whole report (judge, build, render) N times in one Spark session: the first in a
+cold JVM, the others warm -- what the checks' rehearsal during the drain (validation.driver.Rehearsal)
+buys the main job.
 
 The evidence is a legal history (`validation.histories`: plain, ordered, exactly-once, dead-lettering
 subscriptions) tiled to size, plus one mutated copy so findings, their evidence rows and a sequence
@@ -36,19 +41,29 @@ SUBSCRIPTIONS = [
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000, help="about this many delivery rows")
+    parser.add_argument("--evidence", type=Path, default=None, help="a recorded evidence directory instead")
+    parser.add_argument("--repeat", type=int, default=1, help="times the whole report is made (first: cold JVM)")
     args = parser.parse_args()
     from validation import report as reporting
     from validation.evidence import RunInfo
     from validation.session import spark_session
     from validation.verdict import judge_run
 
-    legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=20, messages_per_key=50), seed=1)
-    mutated, _ = H.mutate_out_of_order_skip(legal, random.Random(1))
-    per_copy = max(1, len(mutated.deliveries))
-    pubs, dels = H.tile(mutated, max(1, args.rows // per_copy))
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
-    evidence = H.write_evidence(work / "evidence", mutated.run_id, SUBSCRIPTIONS, pubs, dels, row_group_size=250_000)
+    if args.evidence is None:
+        legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=20, messages_per_key=50), seed=1)
+        mutated, _ = H.mutate_out_of_order_skip(legal, random.Random(1))
+        per_copy = max(1, len(mutated.deliveries))
+        pubs, dels = H.tile(mutated, max(1, args.rows // per_copy))
+        evidence = H.write_evidence(work / "evidence", mutated.run_id, SUBSCRIPTIONS, pubs, dels, row_group_size=250_000)
+    else:
+        evidence = args.evidence
     spark = spark_session(app_name="bench-report")
+    for attempt in range(1, args.repeat):
+        started = time.monotonic()
+        reporting.render_html(reporting.judged(spark, evidence))
+        print(f"run {attempt} ({'cold JVM' if attempt == 1 else 'warm'}): judge + build + render "
+              f"{time.monotonic() - started:.1f} s")
     info = RunInfo.read(evidence)
     publishes, deliveries = (f.cache() for f in reporting.read_evidence(spark, evidence))
     print(f"evidence: {publishes.count()} publish rows, {deliveries.count()} delivery rows")
@@ -62,7 +77,9 @@ def main() -> int:
     size = (work / "report" / "report.html").stat().st_size
     print(f"judge {judged - started:.1f} s · build (plot data) {built - judged:.1f} s · render + write "
           f"{written - built:.1f} s · report.html {size / 1e6:.1f} MB, {len(verdict.findings)} findings")
-    print(f"command: .venv/bin/python benchmarks/bench_report.py --rows {args.rows}")
+    source = f"--evidence {args.evidence}" if args.evidence else f"--rows {args.rows}"
+    print(f"run {args.repeat} (the stages above): judge + build + render + write {written - started:.1f} s")
+    print(f"command: .venv/bin/python benchmarks/bench_report.py {source} --repeat {args.repeat}")
     return 0
 
 

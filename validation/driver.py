@@ -73,10 +73,14 @@ def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_F
     retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
     A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
     ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
-    probed = [t for t in twin_specs if not t.drain]
-    held = max((held_deadline_s(t, fault_deadline_s) for t in probed), default=facts.ACK_DEADLINE_DEFAULT_S)
-    backoff = max((t.retry_max_backoff_s or 0.0 for t in probed), default=0.0)
-    return held + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
+    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.drain), default=0.0)
+    return longest_hold_s(twin_specs, fault_deadline_s) + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
+
+
+def longest_hold_s(twin_specs, fault_deadline_s: float | None) -> float:
+    """The longest a delivery the faults hold stays out, over the probed twins (`held_deadline_s`)."""
+    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.drain),
+               default=facts.ACK_DEADLINE_DEFAULT_S)
 
 
 def report_dir(args, stack: str) -> Path:
@@ -428,6 +432,7 @@ class ProbeDriver:
         self.stop_file = stop_file
         self.observations = observations
         self.probed = probed
+        self.twin_specs = twin_specs
         self.keys = [f"key-{i:03d}" for i in range(args.keys)]
         topics = sorted({estate.subscriptions[name].topic for name in probed})
         self.topics = [
@@ -588,10 +593,7 @@ class ProbeDriver:
         deadline + the expire margin. 0 without the expire fault."""
         if not self.faults.expire:
             return 0.0
-        fault = self.args.fault_deadline
-        held = max([min(t["ack_deadline_s"], fault) if fault else t["ack_deadline_s"] for t in self.twins]
-                   + [t["ack_deadline_s"] for t in self.push_twins])  # a push has no ack id to modify
-        return 2 * held + EXPIRE_MARGIN_S + FLUSH_S + 1.0
+        return 2 * longest_hold_s(self.twin_specs, self.args.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
 
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
