@@ -189,6 +189,91 @@ def copy_tree(source: str | os.PathLike, destination: str | os.PathLike) -> list
     return names
 
 
+def names(location: str | os.PathLike, prefix: str = "") -> list[str]:
+    """The names of the files directly in a directory (or under a prefix, not below it) that start with
+    `prefix`, sorted; [] when there is none."""
+    if not is_remote(location):
+        try:
+            return sorted(entry.name for entry in os.scandir(Path(location))
+                          if entry.name.startswith(prefix) and entry.is_file())
+        except FileNotFoundError:
+            return []
+    from pyarrow import fs
+
+    store, path = filesystem(location)
+    infos = store.get_file_info(fs.FileSelector(path, recursive=False, allow_not_found=True))
+    found = (posixpath.basename(i.path) for i in infos if i.type == fs.FileType.File)
+    return sorted(name for name in found if name.startswith(prefix))
+
+
+def delete(location: str | os.PathLike) -> None:
+    """Delete a file or object; nothing when there is none."""
+    if not is_remote(location):
+        Path(location).unlink(missing_ok=True)
+        return
+    store, path = filesystem(location)
+    try:
+        store.delete_file(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        if not ("not found" in str(err).lower() or "no such" in str(err).lower()):
+            raise
+
+
+def delete_tree(location: str | os.PathLike) -> None:
+    """Delete a directory (or every object under a prefix) and what it holds; nothing when there is none."""
+    if not is_remote(location):
+        import shutil
+
+        shutil.rmtree(location, ignore_errors=True)
+        return
+    for name in files(location):
+        delete(join(location, *name.split("/")))
+
+
+def read_parquet(location: str | os.PathLike):
+    """A Parquet file as a pyarrow Table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not is_remote(location):
+        return pq.read_table(location)
+    return pq.read_table(pa.BufferReader(read_bytes(location)))
+
+
+class Marker:
+    """An empty file (or object) whose existence is a flag between processes that share only the store:
+    the driver and Spark tasks on other hosts (the probe's stop and readiness flags). A remote store is
+    asked at most once per `poll_s` (a task polls in a loop; every question is a request); once seen set,
+    it stays set for this process."""
+
+    def __init__(self, location: str | os.PathLike, poll_s: float = 0.5):
+        self.location = str(location)
+        self.poll_s = poll_s if is_remote(location) else 0.0
+        self._seen = False
+        self._asked = float("-inf")
+
+    def set(self) -> None:
+        write_bytes(self.location, b"")
+        self._seen = True
+
+    def clear(self) -> None:
+        delete(self.location)
+        self._seen = False
+
+    def is_set(self) -> bool:
+        import time
+
+        if self._seen:
+            return True
+        now = time.monotonic()
+        if now - self._asked >= self.poll_s:
+            self._asked = now
+            self._seen = exists(self.location)
+        return self._seen
+
+
 def hadoop_can_read(spark, location: str | os.PathLike) -> bool:
     """Whether the Spark session's Hadoop has a filesystem (connector) for the location's scheme."""
     kind = scheme(location)

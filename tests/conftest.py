@@ -47,3 +47,30 @@ def emulator(tmp_path_factory):
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
         else:
             os.environ["PUBSUB_EMULATOR_HOST"] = saved
+
+
+@pytest.fixture(scope="module")
+def gcs():
+    """A GCS API server on a free loopback port (`gcp-storage-emulator`), in memory, with one bucket,
+    `pubsubguard-test`; STORAGE_EMULATOR_HOST points at it. Yields its URL."""
+    import socket
+
+    from gcp_storage_emulator.server import create_server
+
+    from pubsubguard import storage
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket="pubsubguard-test")
+    server.start()
+    saved = os.environ.get(storage.EMULATOR_ENV)
+    os.environ[storage.EMULATOR_ENV] = f"http://127.0.0.1:{port}"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        if saved is None:
+            os.environ.pop(storage.EMULATOR_ENV, None)
+        else:
+            os.environ[storage.EMULATOR_ENV] = saved

@@ -10,15 +10,19 @@ packages with `--archives pubsubguard-env.tar.gz#env` and `spark.pyspark.python=
 a fresh virtualenv installed from pip's cache, then venv-pack). `spark-submit --master
 spark://127.0.0.1:PORT validation/job.py --from-evidence DIR` re-checks a generated evidence directory
 (with one injected anomaly) on it, and the probe runs against the emulator; each result equals what
-the `local[2]` session of this process finds. The cluster is torn down whatever happens.
+the `local[2]` session of this process finds. A second cluster's worker runs in a mount namespace of
+its own with an empty /tmp (it sees none of the driver's files, as on another host): a probe with
+`--report gs://…` there must work through the bucket alone. The clusters are torn down whatever happens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,9 +68,13 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    work = tmp_path_factory.mktemp("spark-cluster")
+@contextlib.contextmanager
+def _standalone(work: Path, private_tmp: bool = False):
+    """A master and one worker on loopback: (master URL, master UI port, worker UI port, the worker's
+    work directory as this process sees it, the environment to submit with, the worker's pid). With
+    `private_tmp` the worker runs in a mount namespace of its own whose /tmp is an empty tmpfs: it sees
+    none of this process's temporary files (the test's directories, the driver's scratch directories),
+    as a worker on another host does not; its work directory is read through /proc/PID/root."""
     venv_bin = str(Path(sys.executable).parent)
     base = {key: value for key, value in os.environ.items()
             if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
@@ -77,6 +85,9 @@ def cluster(tmp_path_factory):
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    worker_work = Path("/tmp/pubsubguard-worker") if private_tmp else work / "work"
+    isolate = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o size=4g tmpfs /tmp && exec "$0" "$@"'] if private_tmp else []
     logs = {name: open(work / f"{name}.log", "w") for name in ("master", "worker")}
     procs = []
     try:
@@ -87,8 +98,8 @@ def cluster(tmp_path_factory):
         ))  # fmt: skip
         procs.append(subprocess.Popen(
             # 3 task slots: the probe needs one for the publisher and one per subscriber task at once
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "3",
-             "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(work / "work")],
+            [*isolate, spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "3",
+             "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(worker_work)],
             env=env, stdout=logs["worker"], stderr=subprocess.STDOUT, start_new_session=True,
         ))  # fmt: skip
         deadline = time.monotonic() + 120
@@ -102,12 +113,39 @@ def cluster(tmp_path_factory):
                 pytest.fail("standalone cluster did not come up: " + (work / "master.log").read_text()[-2000:]
                             + (work / "worker.log").read_text()[-2000:])
             time.sleep(1)
-        yield url, ui, worker_ui, work / "work", base
+        worker_pid = procs[1].pid  # unshare, sh and spark-class exec: the same process becomes the JVM
+        seen_work = Path(f"/proc/{worker_pid}/root{worker_work}") if private_tmp else worker_work
+        yield url, ui, worker_ui, seen_work, base, worker_pid
     finally:
         for p in reversed(procs):
             _stop(p)
         for f in logs.values():
             f.close()
+
+
+def _can_isolate() -> str:
+    """'' when this process may run a worker in a mount namespace of its own (root, or user namespaces), else why not."""
+    if shutil.which("unshare") is None:
+        return "no unshare(1)"
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+                          capture_output=True, text=True)
+    return "" if done.returncode == 0 else f"unshare --mount: {done.stderr.strip()[:200]}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with _standalone(tmp_path_factory.mktemp("spark-cluster")) as running:
+        yield running[:5]
+
+
+@pytest.fixture(scope="module")
+def remote_cluster(tmp_path_factory):
+    """A cluster whose worker shares no files with this host's temporary directories (see _standalone)."""
+    reason = _can_isolate()
+    if reason:
+        pytest.skip(f"cannot give the worker a private /tmp: {reason}")
+    with _standalone(tmp_path_factory.mktemp("spark-remote-cluster"), private_tmp=True) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -231,3 +269,49 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle
     for name in probed:
         assert local["subscriptions"][name]["guarantees"] == on_cluster["subscriptions"][name]["guarantees"], name
         assert local["subscriptions"][name]["findings"] == on_cluster["subscriptions"][name]["findings"], name
+
+
+@pytest.mark.emulator
+def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cluster, bundle, emulator, gcs, tmp_path):
+    """`--report gs://…` on a cluster whose worker sees none of the driver's files (a private /tmp, as on
+    another host): the tasks publish, deliver and announce themselves through the bucket alone, and the
+    report in the bucket is what a local[2] re-check of the bucket's evidence finds."""
+    from pubsubguard import storage
+    from pubsubguard.apply import apply_plan
+    from test_verify_e2e import make_estate
+
+    url, ui, worker_ui, work, env, worker_pid = remote_cluster
+    assert not Path(f"/proc/{worker_pid}/root{tmp_path}").exists(), "the worker sees the driver's files"
+    plan_file, plan, topic = make_estate(tmp_path)
+    apply_plan(plan)
+    remote = f"gs://pubsubguard-test/cluster-runs/{tmp_path.name}"
+    cmd = _submit(bundle, url, 3, [
+        "--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "5",
+        "--faults", "nack=0.1,poison=0.1", "--drain-timeout", "30", "--report", remote, "--master", url,
+        "--no-progress",
+    ])  # fmt: skip
+    before = _app_ids(ui)
+    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host, storage.EMULATOR_ENV: gcs},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-4000:]
+    _executors_from_the_bundle(ui, worker_ui, work, before, proc.stderr)
+
+    names = storage.files(remote)
+    assert any(n.startswith("evidence/deliveries/part-sub-") for n in names), names  # written by the worker's tasks
+    assert any(n.startswith("evidence/publishes/part-pub-") for n in names), names
+    assert "report.json" in names, (names, proc.stderr[-3000:])
+    on_cluster = json.loads(storage.read_text(storage.join(remote, "report.json")))
+    on_cluster.pop("report_html", None)
+    plain = on_cluster["subscriptions"][f"{topic}-plain"]
+    assert plain["tested"] and plain["figures"]["published"] == 15, plain
+    assert plain["guarantees"]["completeness"] == "holds", plain
+    assert not any("was not reading within" in o for o in on_cluster["observations"]), on_cluster["observations"]
+
+    from validation import job
+
+    local_code = job.main(["--from-evidence", remote, "--report", str(tmp_path / "local"), "--no-progress"], spark=spark)
+    local = json.loads((tmp_path / "local" / "report.json").read_text())
+    assert local_code == proc.returncode
+    for name, sub in on_cluster["subscriptions"].items():
+        assert local["subscriptions"][name]["guarantees"] == sub["guarantees"], name
+        assert local["subscriptions"][name]["findings"] == sub["findings"], name

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 
@@ -22,33 +21,11 @@ from validation import evidence, histories as H, job
 from validation.evidence import DeclaredSubscription
 from validation.probe import PartWriter
 
-BUCKET = "pubsubguard-test"
+BUCKET = "pubsubguard-test"  # the bucket the `gcs` fixture (conftest) creates
 SUBSCRIPTIONS = [
     DeclaredSubscription("s-plain", "s-plain-topic"),
     DeclaredSubscription("s-ordered", "s-ordered-topic", ordering=True),
 ]
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    """A GCS API server on a free loopback port, in memory, with one bucket; STORAGE_EMULATOR_HOST set."""
-    from gcp_storage_emulator.server import create_server
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
-    server.start()
-    saved = os.environ.get(storage.EMULATOR_ENV)
-    os.environ[storage.EMULATOR_ENV] = f"http://127.0.0.1:{port}"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        if saved is None:
-            os.environ.pop(storage.EMULATOR_ENV, None)
-        else:
-            os.environ[storage.EMULATOR_ENV] = saved
 
 
 def test_objects_round_trip_and_list(gcs):
@@ -142,9 +119,10 @@ def test_recheck_reads_evidence_from_gcs_and_writes_the_report_there(gcs, spark,
 
 @pytest.mark.emulator
 def test_a_probe_run_writes_its_whole_report_tree_to_gcs(gcs, spark, emulator, tmp_path, capsys):
-    """`verify --report gs://…`: the run is staged locally (the tasks share the scratch directory), then
-    evidence, run.json, report.json and report.html land in the bucket; nothing is left in the scratch
-    directory; a re-check of the bucket's evidence reports the same findings."""
+    """`verify --report gs://…`: the tasks write the evidence (parts, flags, notes) to the bucket as the run
+    goes and the driver reads it from there; run.json, report.json and report.html land there too;
+    nothing is left in a scratch directory; a re-check of the bucket's evidence reports the same findings.
+    (tests/test_cluster.py runs it on a worker that shares no files with the driver.)"""
     import glob
     import tempfile
 

@@ -12,7 +12,7 @@ the Spark session, the evidence directory and the report directory for the check
 
 from __future__ import annotations
 
-import shutil
+import os
 import threading
 import time
 import uuid
@@ -88,19 +88,25 @@ def report_dir(args, stack: str) -> Path:
     return (args.report or Path("out") / stack / "report").resolve()
 
 
-def fresh_evidence_dir(report: Path) -> Path:
-    directory = report / "evidence"
-    if directory.exists() and any(directory.iterdir()):
-        if not (directory / "run.json").exists():
-            raise VerifyError(f"--report {report}: {directory} exists and is not evidence of a run; choose another directory")
-        shutil.rmtree(directory)  # a previous run's evidence in our own output directory
-    (directory / "publishes").mkdir(parents=True)
-    (directory / "deliveries").mkdir(parents=True)
+def fresh_evidence_dir(report: Path, at: str | None = None) -> Path | str:
+    """`<report>/evidence` (or `at`, an object store URI), emptied of a previous run's evidence; a
+    directory holding anything else is refused."""
+    directory = at or report / "evidence"
+    if storage.files(directory):
+        if not storage.exists(storage.join(directory, "run.json")):
+            raise VerifyError(f"--report {storage.parent(directory)}: {directory} exists and is not evidence of a run; "
+                              "choose another directory")
+        storage.delete_tree(directory)  # a previous run's evidence in our own output directory
+    if not storage.is_remote(directory):
+        (directory / "publishes").mkdir(parents=True, exist_ok=True)
+        (directory / "deliveries").mkdir(parents=True, exist_ok=True)
     return directory
 
 
-def probe(args, spark=None):
-    """Probe the target of `args`: (Spark session, evidence directory, report directory)."""
+def probe(args, spark=None, evidence_at: str | None = None):
+    """Probe the target of `args`: (Spark session, evidence directory, report directory). The evidence
+    is written under `<report>/evidence`, or at `evidence_at` (an object store URI every Spark task can
+    reach: validation.job for a `--report` URI)."""
     faults = parse_faults(args.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
         if getattr(args, name) is not None:
@@ -133,7 +139,7 @@ def probe(args, spark=None):
         receiver.start()
     try:
         return _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-                      observations, mapping, listeners, run_identity, (receiver, push_url))
+                      observations, mapping, listeners, run_identity, (receiver, push_url), evidence_at)
     finally:
         listeners.stop()
         if receiver is not None:
@@ -189,7 +195,7 @@ def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listen
 
 
 def _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-           observations, mapping, listeners, run_identity, push):
+           observations, mapping, listeners, run_identity, push, evidence_at=None):
     dialled = {**mapping, **listeners.mapping}
     publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
@@ -228,7 +234,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
             "(apply the stack first: `pubsubguard apply --emulator`)"
         )
 
-    evidence_dir = fresh_evidence_dir(report)
+    evidence_dir = fresh_evidence_dir(report, evidence_at)
     tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
@@ -247,7 +253,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         observations.append(canary)
 
     twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent)
-    stop_file = evidence_dir / "_stop"
+    stop_file = storage.Marker(storage.join(evidence_dir, "_stop"))
     scenarios = None
     with interruptible():
         try:
@@ -267,12 +273,13 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         finally:
             if scenarios is not None:  # the probe failed or was interrupted: end them, delete their resources
                 scenarios.stop()
-            stop_file.touch()
+            stop_file.set()
             session.sparkContext.cancelAllJobs()
-            for ready in evidence_dir.glob(f"{READY_PREFIX}*"):
-                ready.unlink(missing_ok=True)
-            for notes in sorted(evidence_dir.glob(f"{NOTES_PREFIX}*.txt")):
-                observations.extend(line for line in notes.read_text().splitlines() if line)
+            for ready in storage.names(evidence_dir, READY_PREFIX):
+                storage.delete(storage.join(evidence_dir, ready))
+            for notes in storage.names(evidence_dir, NOTES_PREFIX):
+                text = storage.read_text(storage.join(evidence_dir, notes))
+                observations.extend(line for line in text.splitlines() if line)
             observations.extend(client_log_summary(evidence_dir))
             left = twins.delete()
             if left:
@@ -283,7 +290,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
                                     "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
             parameters["endpoints"]["traffic"] = listeners.rows()
             info.write(evidence_dir)  # observations so far, also when interrupted
-            stop_file.unlink(missing_ok=True)
+            stop_file.clear()
     return session, evidence_dir, report
 
 
@@ -391,10 +398,18 @@ class Rehearsal:
     leave free (none free: no rehearsal), and are cancelled when the drain ends; its result is never
     shown or kept."""
 
-    def __init__(self, spark, evidence_dir: Path, run_id: str):
+    def __init__(self, spark, evidence_dir: Path | str, run_id: str):
         self.spark, self.evidence_dir = spark, evidence_dir
         self.group = f"pubsubguard-rehearsal-{run_id}"
         self.thread: threading.Thread | None = None
+        self._possible: bool | None = None
+
+    def possible(self) -> bool:
+        """Spark reads the evidence where it is (a URI its Hadoop has no connector for is copied for the
+        real checks: rehearsing would copy it twice)."""
+        if self._possible is None:
+            self._possible = storage.hadoop_can_read(self.spark, self.evidence_dir)
+        return self._possible
 
     def start(self) -> None:
         def rehearse() -> None:
@@ -419,8 +434,8 @@ class Rehearsal:
 class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
-    def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path, emulator_host,
-                 twin_specs, probed, stop_file: Path, observations: list[str], dialled: dict[str, str],
+    def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path | str, emulator_host,
+                 twin_specs, probed, stop_file: storage.Marker, observations: list[str], dialled: dict[str, str],
                  receiver=None):
         self.spark = spark
         self.sc = spark.sparkContext
@@ -446,6 +461,7 @@ class ProbeDriver:
         self.base = {
             "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
+            "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
             "fault_deadline_s": args.fault_deadline,
         }
         dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
@@ -494,7 +510,7 @@ class ProbeDriver:
             self.sc.parallelize(self.keys, self.publish_partitions).mapPartitions(
                 partial(publish_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
-            if not self.stop_file.exists():
+            if not self.stop_file.is_set():
                 self.errors.append(err)
         finally:
             self.publish_done.set()
@@ -505,7 +521,7 @@ class ProbeDriver:
             self.task_counter += 1
         total = self.args.keys * self.args.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults.as_dict(), "stop_file": str(self.stop_file), "crash_after": crash_after,
+                "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
                 "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
 
@@ -518,11 +534,11 @@ class ProbeDriver:
             self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
             self.sc.parallelize([0], 1).mapPartitions(partial(subscribe_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
-            if self.stop_file.exists():
+            if self.stop_file.is_set():
                 return
             full = str(err) or type(err).__name__
-            failure_file = self.evidence_dir / f"failure-{spec['task_id']}.txt"
-            failure_file.write_text(full + "\n")
+            failure_file = storage.join(self.evidence_dir, f"failure-{spec['task_id']}.txt")
+            storage.write_text(failure_file, full + "\n")
             text = spark_cause(full)
             if spec["crash_after"] is not None:
                 self.observations.append(f"subscriber task {spec['task_id']} crashed as injected (crash fault); "
@@ -555,7 +571,8 @@ class ProbeDriver:
 
     def _wait_ready(self, task_id: str, timeout_s: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
-        while not (self.evidence_dir / f"{READY_PREFIX}{task_id}").exists():
+        ready = storage.Marker(storage.join(self.evidence_dir, f"{READY_PREFIX}{task_id}"), poll_s=0.25)
+        while not ready.is_set():
             if time.monotonic() > deadline or self.errors:
                 self.observations.append(f"subscriber task {task_id} was not reading within {timeout_s:.0f}s; "
                                          "the other subscriber tasks were started anyway")
@@ -651,7 +668,7 @@ class ProbeDriver:
             self._drain(tally, deadline_us, published_target, rehearsal)
         finally:
             rehearsal.stop()
-        self.stop_file.touch()
+        self.stop_file.set()
         for thread in list(self.threads):
             thread.join(timeout=30)
 
@@ -673,7 +690,7 @@ class ProbeDriver:
                         drain_deadline = time.monotonic() + self.args.drain_timeout
                         late_acks_done = time.monotonic() + self._late_acks_within_s()
                         rehearse_at = time.monotonic() + REHEARSAL_AFTER_S
-                    if rehearsal.thread is None and time.monotonic() >= rehearse_at and self._free_slot():
+                    if rehearsal.thread is None and time.monotonic() >= rehearse_at and rehearsal.possible() and self._free_slot():
                         rehearsal.start()
                     if tally.done() >= expected:
                         # every message settled; deliveries the expire fault holds may still await their late ack

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pubsubguard import storage
 from pubsubguard.errors import UserError
 from validation.probe import CLIENT_LOG_PREFIX
 
@@ -55,16 +56,18 @@ def quiet_crash_logs(sc, quiet: bool) -> None:
         pass
 
 
-def client_log_summary(evidence_dir: Path) -> list[str]:
+def client_log_summary(evidence_dir: Path | str) -> list[str]:
     """One observation per task whose client library logged warnings: the count and the commonest."""
     from collections import Counter
 
     out = []
-    for path in sorted(evidence_dir.glob(f"{CLIENT_LOG_PREFIX}*.txt")):
-        records = Counter(line.split(" for message ordering key:")[0][:160] for line in path.read_text().splitlines()
+    for name in storage.names(evidence_dir, CLIENT_LOG_PREFIX):
+        path = storage.join(evidence_dir, name)
+        records = Counter(line.split(" for message ordering key:")[0][:160] for line in storage.read_text(path).splitlines()
                           if line.startswith(("WARNING ", "ERROR ", "CRITICAL ")))
         if records:
             common = "; ".join(f"{text!r} x{n}" for text, n in records.most_common(3))
-            out.append(f"the Pub/Sub client library in {path.stem[len(CLIENT_LOG_PREFIX):]} logged "
+            task = name[len(CLIENT_LOG_PREFIX):].removesuffix(".txt")
+            out.append(f"the Pub/Sub client library in {task} logged "
                        f"{sum(records.values())} warnings/errors (commonest: {common}); full text: {path}")
     return out

@@ -146,23 +146,24 @@ def run(args, spark=None) -> int:
 
 
 def probe_to_store(args, spark=None) -> int:
-    """A probe run whose `--report` is an object store URI (gs://, s3a://, hdfs://): the run is staged in a
-    scratch directory of the driver, which its Spark tasks share as they share a local `--report` (local
-    mode, a standalone cluster on one host), then the whole report tree -- evidence, run.json,
-    conformance.json, report.json, report.html, spark.log -- is written to the URI and the scratch
-    directory removed. The URI is tried for writing before anything is created on the target."""
+    """A probe run whose `--report` is an object store URI (gs://, s3a://, hdfs://). The evidence is
+    written there as the run goes, by the Spark tasks wherever they run (other hosts than the driver's
+    included) and read back by the driver from there: `<URI>/evidence` is all they share (parts,
+    run.json, the readiness and stop flags, notes, client logs). The driver's own files (conformance.json,
+    spark.log, report.json, report.html) are made in a scratch directory and written to the URI at the
+    end. The URI is tried for writing before anything is created on the target."""
     destination = args.report
     storage.require_writable(destination)
+    evidence_at = storage.join(destination, "evidence")
     with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch:
         args.report = Path(scratch) / "report"
         try:
-            session, evidence_dir, report = probe(args, spark)
-            code = check_and_report(session, evidence_dir, report, not args.no_progress,
-                                    shown=storage.join(destination, "evidence"), location=destination)
+            session, evidence_dir, report = probe(args, spark, evidence_at=evidence_at)
+            code = check_and_report(session, evidence_dir, report, not args.no_progress, location=destination)
         finally:
             args.report = destination
         copied = storage.copy_tree(report, destination)
-    print(f"report: {len(copied)} files written to {destination}", file=sys.stderr)
+    print(f"report: {len(copied)} files written to {destination} (and the evidence, as the run went)", file=sys.stderr)
     return code
 
 
@@ -201,13 +202,21 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 
 def staged_evidence(spark, evidence_dir: Path | str, staging: Path) -> Path | str:
     """Where Spark reads the evidence: where it is, when Spark's Hadoop has a connector for its
-    scheme; else a local copy (said on stderr; the copy is removed afterwards)."""
+    scheme; else, in local mode, a local copy (removed afterwards); on a cluster (whose executors do not
+    see the driver's disk) the driver reads the parts and hands them to Spark (report.read_evidence).
+    Either is said on stderr."""
     if storage.hadoop_can_read(spark, evidence_dir):
         return evidence_dir
-    copied = storage.copy_tree(evidence_dir, staging)
     kind = storage.scheme(evidence_dir)
-    print(f"evidence: this Spark has no Hadoop filesystem for {kind}:// (it needs {storage.CONNECTORS.get(kind, 'a connector')}); "
-          f"copied {len(copied)} files from {evidence_dir} to local staging {staging} to check them", file=sys.stderr)
+    missing = f"this Spark has no Hadoop filesystem for {kind}:// (it needs {storage.CONNECTORS.get(kind, 'a connector')})"
+    if not spark.sparkContext.master.startswith("local"):
+        parts = [name for name in storage.files(evidence_dir) if name.endswith(".parquet")]
+        print(f"evidence: {missing}; the driver reads the {len(parts)} part files of {evidence_dir} and sends them "
+              "to the executors (bounded by the driver's memory: add the connector for large runs)", file=sys.stderr)
+        return evidence_dir
+    copied = storage.copy_tree(evidence_dir, staging)
+    print(f"evidence: {missing}; copied {len(copied)} files from {evidence_dir} to local staging {staging} to check them",
+          file=sys.stderr)
     return staging
 
 

@@ -29,6 +29,11 @@ task waits for `ready_subscribers` of them (all the subscriber tasks the master 
 the publisher; up to `ready_timeout_s`) so publish->delivery latency does not include a subscriber's
 start-up. `publish_time_us` is stamped before `publish()` is called, `result_time_us` when its result
 arrives.
+
+Tasks and driver share only the evidence location (`pubsubguard.storage`: a local directory, or an
+object store URI when `--report` is one): parts, the readiness and stop flags (`storage.Marker`), each
+task's notes and client log are files there, so tasks on other hosts than the driver need nothing else
+in common with it.
 """
 
 from __future__ import annotations
@@ -113,9 +118,12 @@ class PartWriter:
 
 
 def _use_target(spec: dict) -> None:
-    # Executors may have been started before the driver learned the emulator host.
+    # Executors may have been started before the driver learned the emulator host (or the GCS API
+    # server its evidence store is on: storage.EMULATOR_ENV, set on the driver).
     if spec.get("emulator_host"):
         os.environ["PUBSUB_EMULATOR_HOST"] = spec["emulator_host"]
+    if spec.get("storage_emulator_host"):
+        os.environ[storage.EMULATOR_ENV] = spec["storage_emulator_host"]
 
 
 def log_abandoned_ack_retries() -> None:
@@ -145,15 +153,16 @@ CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the clien
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
 
 
-def wait_for_subscribers(evidence_dir: Path, timeout_s: float, count: int = 1) -> bool:
+def wait_for_subscribers(evidence_dir: Path | str, timeout_s: float, count: int = 1) -> bool:
     """Wait until `count` subscriber tasks have their streams open (or the timeout): True when they have."""
     deadline = time.monotonic() + timeout_s
+    interval = 0.25 if storage.is_remote(evidence_dir) else 0.05  # each look at a remote store is a request
     while True:
-        if sum(1 for _ in evidence_dir.glob(f"{READY_PREFIX}*")) >= count:
+        if len(storage.names(evidence_dir, READY_PREFIX)) >= count:
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 # ----------------------------------------------------------------------------------------- publish
@@ -164,9 +173,9 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     _use_target(spec)
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
-    writer = PartWriter(Path(spec["evidence_dir"]) / "publishes", evidence.PUBLISH_SCHEMA, task,
+    writer = PartWriter(storage.join(spec["evidence_dir"], "publishes"), evidence.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
-    wait_for_subscribers(Path(spec["evidence_dir"]), spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
+    wait_for_subscribers(spec["evidence_dir"], spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
     clients: dict[str, object] = {}
     pending: list = []
     counts = {"ok": 0, "error": 0}
@@ -330,7 +339,7 @@ class _Subscriber:
         self.run_id = spec["run_id"]
         self.task = spec["task_id"]
         self.faults = Faults(**spec["faults"])
-        self.writer = PartWriter(Path(spec["evidence_dir"]) / "deliveries", evidence.DELIVERY_SCHEMA, self.task,
+        self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), evidence.DELIVERY_SCHEMA, self.task,
                                  spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
         self.lock = threading.Lock()
@@ -342,7 +351,8 @@ class _Subscriber:
         self.timers: list[threading.Timer] = []
         self.held: dict[int, dict] = {}  # rows of deliveries held for a late ack
         self.clients: dict[str, object] = {}  # consumer endpoint -> SubscriberClient
-        self.noted: set[str] = set()
+        self.noted: list[str] = []
+        self.client_log: _ClientLog | None = None
 
     def row(self, twin: dict, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
@@ -502,6 +512,8 @@ class _Subscriber:
             for row in self.crash_held:
                 self.writer.add(row)
         self.writer.close()
+        if self.client_log is not None:
+            self.client_log.close()
         os._exit(CRASH_EXIT_CODE)  # a real death of the Python worker, holding unacked messages
 
     def note(self, line: str) -> None:
@@ -509,14 +521,15 @@ class _Subscriber:
         with self.lock:
             if line in self.noted:
                 return
-            self.noted.add(line)
-            with open(Path(self.spec["evidence_dir"]) / f"{NOTES_PREFIX}{self.task}.txt", "a") as out:
-                out.write(f"subscriber task {self.task}: {line}\n")
+            self.noted.append(line)
+            # the whole file each time: an object store has no append (notes are few)
+            storage.write_text(storage.join(self.spec["evidence_dir"], f"{NOTES_PREFIX}{self.task}.txt"),
+                               "".join(f"subscriber task {self.task}: {noted}\n" for noted in self.noted))
 
     def ready(self) -> None:
-        (Path(self.spec["evidence_dir"]) / f"{READY_PREFIX}{self.task}").touch()
+        storage.Marker(storage.join(self.spec["evidence_dir"], f"{READY_PREFIX}{self.task}")).set()
 
-    def pull_until_crash(self, stop_file: Path, end: float) -> None:
+    def pull_until_crash(self, stop_file: storage.Marker, end: float) -> None:
         """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time:
         a streaming pull would take (and, dead, hold) the whole backlog where the target ignores the
         stream's flow control (the emulator does), and all of it would wait for its ack deadline."""
@@ -524,7 +537,7 @@ class _Subscriber:
 
         self.ready()
         batch = self.spec.get("crash_prefetch", 1)
-        while time.time() < end and not stop_file.exists():
+        while time.time() < end and not stop_file.is_set():
             got = 0
             for twin in self.spec["twins"]:
                 client = self.clients[twin["consumer_endpoint"]]
@@ -545,28 +558,15 @@ class _Subscriber:
         self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
                   f"received, all settled; it holds after {self.crash_after})")
 
-    def log_client_to_file(self) -> None:
-        """The client library's warnings (e.g. rejected lease modacks) go to
-        `<evidence>/client-log-<task>.txt`, not the terminal; the driver counts them in the report."""
-        import logging
-
-        handler = logging.FileHandler(Path(self.spec["evidence_dir"]) / f"{CLIENT_LOG_PREFIX}{self.task}.txt")
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        handler.setLevel(logging.WARNING)
-        for name in ("google.cloud.pubsub_v1", "google.api_core"):
-            logger = logging.getLogger(name)
-            logger.addHandler(handler)
-            logger.propagate = False
-
     def run(self) -> list[dict]:
         from google.cloud.pubsub_v1.types import FlowControl
 
         _use_target(self.spec)
-        self.log_client_to_file()
+        self.client_log = _ClientLog(storage.join(self.spec["evidence_dir"], f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
         log_abandoned_ack_retries()
         clients = self.clients
         futures = []
-        stop_file = Path(self.spec["stop_file"])
+        stop_file = storage.Marker(self.spec["stop_file"])
         end = self.spec["end_time"]
         try:
             for twin in self.spec["twins"]:
@@ -591,7 +591,7 @@ class _Subscriber:
                 futures.append(clients[endpoint].subscribe(
                     twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
             self.ready()
-            while time.time() < end and not stop_file.exists():
+            while time.time() < end and not stop_file.is_set():
                 if self.should_crash():
                     self.crash()
                 time.sleep(0.1)
@@ -614,7 +614,43 @@ class _Subscriber:
             # close (measured in the main job): the task's result does not wait for it.
             threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
             self.writer.close()
+            self.client_log.close()
         return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
+
+class _ClientLog:
+    """The client library's warnings (e.g. rejected lease modacks) go to `<evidence>/client-log-<task>.txt`,
+    not the terminal; the driver counts them in the report. Logged to a local file (the task's working
+    directory on a remote store) and, for a remote store, written there when the task ends or crashes."""
+
+    def __init__(self, location: str):
+        import logging
+        import tempfile
+
+        self.location = location
+        self.local = Path(location) if not storage.is_remote(location) else Path(
+            tempfile.mkstemp(prefix="pubsubguard-client-log-", suffix=".txt")[1])
+        self.handler = logging.FileHandler(self.local)
+        self.handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.handler.setLevel(logging.WARNING)
+        for name in ("google.cloud.pubsub_v1", "google.api_core"):
+            logger = logging.getLogger(name)
+            logger.addHandler(self.handler)
+            logger.propagate = False
+
+    def close(self) -> None:
+        import logging
+        import sys
+
+        for name in ("google.cloud.pubsub_v1", "google.api_core"):
+            logging.getLogger(name).removeHandler(self.handler)  # a reused Python worker runs other tasks
+        self.handler.close()
+        if storage.is_remote(self.location):
+            try:
+                storage.write_bytes(self.location, self.local.read_bytes())
+            except OSError as err:  # the executor's log keeps it; the parts are what the checks need
+                print(f"pubsubguard: could not write the client log to {self.location}: {err}", file=sys.stderr)
+            self.local.unlink(missing_ok=True)
 
 
 def subscribe_partition(spec: dict, _items) -> list[dict]:

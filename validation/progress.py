@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pubsubguard import storage
+
 
 class EvidenceTally:
     """Reads the flushed part files incrementally: what is published and what is settled per subscription."""
 
-    def __init__(self, directory: Path, topic_of: dict[str, str], run_id: str, backoff_s: dict[str, float] | None = None):
+    def __init__(self, directory: Path | str, topic_of: dict[str, str], run_id: str, backoff_s: dict[str, float] | None = None):
         """topic_of: probed subscription -> its declared topic; backoff_s: subscription -> the longest
         redelivery backoff after a nack its retry policy allows (0 without one)."""
         self.directory = directory
         self.run_id = run_id
         self.topic_of = dict(topic_of)
         self.backoff_us = {name: int((backoff_s or {}).get(name, 0) * 1e6) for name in topic_of}
-        self.seen: set[Path] = set()
+        self.seen: set[str] = set()
         self.published: dict[str, set] = {}
         self.published_us: dict[tuple, int] = {}  # (topic, key, seq) -> when publish was called
         self.publish_rows = 0
@@ -28,14 +30,13 @@ class EvidenceTally:
         self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
 
     def refresh(self) -> None:
-        import pyarrow.parquet as pq
-
         for kind in ("publishes", "deliveries"):
-            for path in sorted((self.directory / kind).glob("part-*.parquet")):
-                if path in self.seen:
+            for name in storage.names(storage.join(self.directory, kind), "part-"):
+                path = storage.join(self.directory, kind, name)
+                if path in self.seen or not name.endswith(".parquet"):
                     continue
                 self.seen.add(path)
-                rows = pq.read_table(path).to_pylist()
+                rows = storage.read_parquet(path).to_pylist()
                 if kind == "publishes":
                     self.publish_rows += len(rows)
                     for row in rows:

@@ -42,13 +42,23 @@ MAX_LATENCY_POINTS = 200_000
 MAX_FINDINGS_SHOWN = 50  # per subscription and kind in report.html (report.json holds every one)
 
 
-def read_evidence(spark, evidence_dir: Path):
-    """(publishes, deliveries) DataFrames of an evidence directory, in the contract's schema."""
+def read_evidence(spark, evidence_dir: Path | str):
+    """(publishes, deliveries) DataFrames of an evidence directory, in the contract's schema. Spark reads
+    the part files where they are; a URI its Hadoop has no connector for (validation.job says so) is read
+    by the driver (pubsubguard.storage) and handed to Spark as Arrow tables."""
+    import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    through_driver = storage.is_remote(evidence_dir) and not storage.hadoop_can_read(spark, evidence_dir)
     frames = []
     for name, schema in (("publishes", evidence.PUBLISH_SCHEMA), ("deliveries", evidence.DELIVERY_SCHEMA)):
         directory = storage.join(evidence_dir, name)  # a path, or a URI Spark's Hadoop reads
+        if through_driver:
+            parts = [storage.read_parquet(storage.join(directory, part)).select(schema.names).cast(schema)
+                     for part in storage.names(directory, "part-") if part.endswith(".parquet")]
+            table = pa.concat_tables(parts) if parts else schema.empty_table()
+            frames.append(spark.createDataFrame(table, schema=from_arrow_schema(schema)))
+            continue
         if not storage.is_remote(directory):
             Path(directory).mkdir(parents=True, exist_ok=True)
         frames.append(spark.read.schema(from_arrow_schema(schema)).parquet(directory))
