@@ -11,7 +11,8 @@ a fresh virtualenv installed from pip's cache, then venv-pack). `spark-submit --
 spark://127.0.0.1:PORT validation/job.py --from-evidence DIR` re-checks a generated evidence directory
 (with one injected anomaly) on it, and the probe runs against the emulator; each result equals what
 the `local[2]` session of this process finds. A second cluster's worker runs in a mount namespace of
-its own with an empty /tmp (it sees none of the driver's files, as on another host): a probe with
+its own where pytest's temporary directories are hidden (it sees none of the driver's files, as on
+another host): a probe with
 `--report gs://…` there must work through the bucket alone. The clusters are torn down whatever happens.
 """
 
@@ -69,12 +70,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def _standalone(work: Path, private_tmp: bool = False):
+def _standalone(work: Path, hide: Path | None = None):
     """A master and one worker on loopback: (master URL, master UI port, worker UI port, the worker's
     work directory as this process sees it, the environment to submit with, the worker's pid). With
-    `private_tmp` the worker runs in a mount namespace of its own whose /tmp is an empty tmpfs: it sees
-    none of this process's temporary files (the test's directories, the driver's scratch directories),
-    as a worker on another host does not; its work directory is read through /proc/PID/root."""
+    `hide` the worker runs in a mount namespace of its own where an empty tmpfs covers that directory
+    (pytest's base temporary directory: the tests' files, and the driver's scratch directories when its
+    TMPDIR is there): it sees none of them, as a worker on another host does not. Its work directory is
+    inside the tmpfs, read through /proc/PID/root."""
     venv_bin = str(Path(sys.executable).parent)
     base = {key: value for key, value in os.environ.items()
             if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
@@ -85,9 +87,9 @@ def _standalone(work: Path, private_tmp: bool = False):
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    worker_work = Path("/tmp/pubsubguard-worker") if private_tmp else work / "work"
+    worker_work = hide / "pubsubguard-worker" if hide else work / "work"
     isolate = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-               'mount -t tmpfs -o size=4g tmpfs /tmp && exec "$0" "$@"'] if private_tmp else []
+               'mount -t tmpfs -o size=4g tmpfs "$HIDE" && exec "$0" "$@"'] if hide else []
     logs = {name: open(work / f"{name}.log", "w") for name in ("master", "worker")}
     procs = []
     try:
@@ -100,7 +102,7 @@ def _standalone(work: Path, private_tmp: bool = False):
             # 3 task slots: the probe needs one for the publisher and one per subscriber task at once
             [*isolate, spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "3",
              "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(worker_work)],
-            env=env, stdout=logs["worker"], stderr=subprocess.STDOUT, start_new_session=True,
+            env={**env, "HIDE": str(hide)}, stdout=logs["worker"], stderr=subprocess.STDOUT, start_new_session=True,
         ))  # fmt: skip
         deadline = time.monotonic() + 120
         while True:
@@ -114,7 +116,7 @@ def _standalone(work: Path, private_tmp: bool = False):
                             + (work / "worker.log").read_text()[-2000:])
             time.sleep(1)
         worker_pid = procs[1].pid  # unshare, sh and spark-class exec: the same process becomes the JVM
-        seen_work = Path(f"/proc/{worker_pid}/root{worker_work}") if private_tmp else worker_work
+        seen_work = Path(f"/proc/{worker_pid}/root{worker_work}") if hide else worker_work
         yield url, ui, worker_ui, seen_work, base, worker_pid
     finally:
         for p in reversed(procs):
@@ -123,11 +125,11 @@ def _standalone(work: Path, private_tmp: bool = False):
             f.close()
 
 
-def _can_isolate() -> str:
+def _can_isolate(directory: Path) -> str:
     """'' when this process may run a worker in a mount namespace of its own (root, or user namespaces), else why not."""
     if shutil.which("unshare") is None:
         return "no unshare(1)"
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "tmpfs", str(directory)],
                           capture_output=True, text=True)
     return "" if done.returncode == 0 else f"unshare --mount: {done.stderr.strip()[:200]}"
 
@@ -140,11 +142,12 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def remote_cluster(tmp_path_factory):
-    """A cluster whose worker shares no files with this host's temporary directories (see _standalone)."""
-    reason = _can_isolate()
+    """A cluster whose worker sees none of pytest's temporary directories (see _standalone)."""
+    work = tmp_path_factory.mktemp("spark-remote-cluster")
+    reason = _can_isolate(work)
     if reason:
-        pytest.skip(f"cannot give the worker a private /tmp: {reason}")
-    with _standalone(tmp_path_factory.mktemp("spark-remote-cluster"), private_tmp=True) as running:
+        pytest.skip(f"cannot hide the driver's files from the worker: {reason}")
+    with _standalone(work, hide=tmp_path_factory.getbasetemp()) as running:
         yield running
 
 
@@ -273,15 +276,18 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle
 
 @pytest.mark.emulator
 def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cluster, bundle, emulator, gcs, tmp_path):
-    """`--report gs://…` on a cluster whose worker sees none of the driver's files (a private /tmp, as on
-    another host): the tasks publish, deliver and announce themselves through the bucket alone, and the
-    report in the bucket is what a local[2] re-check of the bucket's evidence finds."""
+    """`--report gs://…` on a cluster whose worker sees none of the driver's files (the tests' directories
+    and the driver's TMPDIR, where its scratch directory goes, are hidden from it, as on another host): the
+    tasks publish, deliver and announce themselves through the bucket alone, and the report in the bucket
+    is what a local[2] re-check of the bucket's evidence finds."""
     from pubsubguard import storage
     from pubsubguard.apply import apply_plan
     from test_verify_e2e import make_estate
 
     url, ui, worker_ui, work, env, worker_pid = remote_cluster
-    assert not Path(f"/proc/{worker_pid}/root{tmp_path}").exists(), "the worker sees the driver's files"
+    driver_tmp = tmp_path / "driver-tmp"
+    driver_tmp.mkdir()
+    assert not Path(f"/proc/{worker_pid}/root{driver_tmp}").exists(), "the worker sees the driver's files"
     plan_file, plan, topic = make_estate(tmp_path)
     apply_plan(plan)
     remote = f"gs://pubsubguard-test/cluster-runs/{tmp_path.name}"
@@ -291,7 +297,8 @@ def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cl
         "--no-progress",
     ])  # fmt: skip
     before = _app_ids(ui)
-    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host, storage.EMULATOR_ENV: gcs},
+    proc = subprocess.run(cmd, env={**env, "PUBSUB_EMULATOR_HOST": emulator.host, storage.EMULATOR_ENV: gcs,
+                                    "TMPDIR": str(driver_tmp)},
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-4000:]
     _executors_from_the_bundle(ui, worker_ui, work, before, proc.stderr)
