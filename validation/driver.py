@@ -405,8 +405,8 @@ class Rehearsal:
         self._possible: bool | None = None
 
     def possible(self) -> bool:
-        """Spark reads the evidence where it is (a URI its Hadoop has no connector for is copied for the
-        real checks: rehearsing would copy it twice)."""
+        """Spark reads the evidence where it is (a URI its Hadoop has no connector for is copied, or read
+        through the driver, for the real checks: rehearsing would move it twice)."""
         if self._possible is None:
             self._possible = storage.hadoop_can_read(self.spark, self.evidence_dir)
         return self._possible
