@@ -97,6 +97,12 @@ def filesystem(location: str | os.PathLike):
         raise StorageError(f"{location}: cannot open its filesystem: {err}") from None
 
 
+def _not_found(err: OSError) -> bool:
+    """A store's "no such object" (pyarrow raises it as OSError with the store's text for some stores)."""
+    text = str(err).lower()
+    return isinstance(err, FileNotFoundError) or "not found" in text or "no such" in text
+
+
 def _missing(location, err: Exception) -> StorageError:
     return StorageError(f"{location}: cannot read ({err})")
 
@@ -109,7 +115,7 @@ def read_bytes(location: str | os.PathLike) -> bytes:
     except FileNotFoundError:
         raise
     except OSError as err:
-        if "not found" in str(err).lower() or "no such" in str(err).lower():
+        if _not_found(err):
             raise FileNotFoundError(2, "no such file", str(location)) from None
         raise _missing(location, err) from None
 
@@ -164,9 +170,8 @@ def require_writable(location: str | os.PathLike) -> None:
         raise
     except OSError as err:
         raise StorageError(f"{location}: cannot write there ({' '.join(str(err).split())[:300]})") from None
-    store, path = filesystem(probe)
     try:
-        store.delete_file(path)
+        delete(probe)
     except OSError:
         pass
 
@@ -214,10 +219,8 @@ def delete(location: str | os.PathLike) -> None:
     store, path = filesystem(location)
     try:
         store.delete_file(path)
-    except FileNotFoundError:
-        pass
     except OSError as err:
-        if not ("not found" in str(err).lower() or "no such" in str(err).lower()):
+        if not _not_found(err):
             raise
 
 
