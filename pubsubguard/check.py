@@ -67,6 +67,8 @@ class CheckResult:
     violations: list[Violation]
     unknown_invokes: list[dict] = field(default_factory=list)  # invokes whose results were unknown offline
     unjudged: list[dict] = field(default_factory=list)  # {urn, resource_name, policy, properties}: not judged
+    error: str | None = None  # the program did not complete (what happened); the verdict is then exit 2
+    program: Any = None  # the program's run (`plan.ProgramRun`: its output, log, notes), when one ran
 
     @property
     def mandatory(self) -> list[Violation]:
@@ -74,7 +76,13 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
+        if self.error:
+            return 2
         return 1 if self.mandatory else 0
+
+    @property
+    def secrets(self) -> set[str]:
+        return self.program.secrets if self.program is not None else set()
 
 # --- The pack process ------------------------------------------------------------------------------
 def default_pack_dir() -> Path:
@@ -381,25 +389,34 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
 
 
 def check_program(root: Path, stack: str, *, invoke_results=None, policy_config: dict | None = None,
-                  source: str = "", config_source: str = "policy config", timings: dict | None = None):
+                  source: str = "", config_source: str = "policy config", timings: dict | None = None,
+                  run_options: dict | None = None):
     """Plan the program of `root` and judge it as the engine does in a preview: the pack judges each
-    resource as the program registers it; the stack rules run once the program is done. The judging
-    client runs in a process of its own (`JudgeProcess`), so the program keeps this process's
-    interpreter to itself and the pack works on the core the program leaves free. Returns
-    (plan, result); `timings` gets `plan_s` (until the program is done), `check_s` (after it) and the
-    peak memory of the judge and pack processes in MiB (`judge_mib`, `pack_mib`)."""
+    resource as the program registers it; the stack rules run once the program is done. The program
+    runs in a confined process of its own (`plan.run_program`); the judging client runs in another
+    (`JudgeProcess`), so the pack works on the core the program leaves free. Returns (plan, result);
+    a program that did not complete gives a result with `error` set (what was judged until then, no
+    stack rules). `timings` gets `plan_s` (until the program is done), `check_s` (after it) and the
+    peak memory of the judge and pack processes in MiB (`judge_mib`, `pack_mib`). `run_options` go to
+    `run_program` (python, pass_env, limits, require_isolation, note)."""
     import time
 
     project = planning.read_project(root)
     header = planning.plan_header(project, stack, planning.read_stack_config(project, stack))
     started = time.perf_counter()
     with JudgeProcess(header, policy_config=policy_config, config_source=config_source) as judge:
-        plan = planning.make_plan(stack, root, invoke_results=invoke_results, on_resource=judge.analyze)
+        try:
+            run = planning.run_program(stack, root, invoke_results=invoke_results, on_resource=judge.analyze,
+                                       **(run_options or {}))
+            failure = None
+        except planning.ProgramFailed as err:
+            run, failure = err.run, str(err)
         planned = time.perf_counter()
-        result, peaks = judge.finish(plan, source)
+        result, peaks = judge.finish(run.plan, source, partial=failure is not None)
+    result.error, result.program = failure, run
     if timings is not None:
         timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned, **peaks)
-    return plan, result
+    return run.plan, result
 
 
 class JudgeProcess:
@@ -442,9 +459,9 @@ class JudgeProcess:
         except OSError:  # the judge exited; finish() says so
             self.broken = True
 
-    def finish(self, plan: dict, source: str = "") -> tuple[CheckResult, dict]:
+    def finish(self, plan: dict, source: str = "", partial: bool = False) -> tuple[CheckResult, dict]:
         try:
-            self.sending.send(("finish", plan, source))
+            self.sending.send(("finish", plan, source, partial))
             kind, value, peaks = self.receiving.recv()
         except (OSError, EOFError):
             code = self.process.wait(timeout=30) if self.process else None
@@ -488,9 +505,9 @@ def judge_main(receive_fd: int, send_fd: int) -> None:
                 if message[0] == "analyze":
                     judge.analyze(message[1])
                     continue
-                _, plan, source = message
+                _, plan, source, partial = message
                 try:
-                    reply = ("result", judge.finish(plan, source))
+                    reply = ("result", judge.finish(plan, source, partial))
                 except BaseException as err:  # noqa: BLE001 - handed to the command, which reports it
                     try:
                         pickle.dumps(err)
@@ -554,6 +571,7 @@ class Judge:
         self.threads: list = []
         self._configured = threading.Event()
         self._configure_request = None
+        self.abandoned = False  # finish(partial=True): resources not yet sent to a pack are not judged
 
     def __enter__(self) -> "Judge":
         import threading
@@ -591,6 +609,8 @@ class Judge:
                     self.diagnostics.append((order, urn, diagnostic))
 
             while (item := self.queue.get()) is not self._DONE:
+                if self.abandoned:
+                    continue
                 order, request = item
                 in_flight.append((order, request.urn, pack.stub.Analyze.future(request)))
                 while in_flight and (len(in_flight) >= IN_FLIGHT or in_flight[0][2].done()):
@@ -634,8 +654,11 @@ class Judge:
         self.queue.put((self.count, analyze_request(record, self.context, self.by_urn)))
         self.count += 1
 
-    def finish(self, plan: dict, source: str = "") -> CheckResult:
-        """AnalyzeStack over the whole plan once every Analyze is answered; the result."""
+    def finish(self, plan: dict, source: str = "", partial: bool = False) -> CheckResult:
+        """AnalyzeStack over the whole plan once every Analyze is answered; the result. `partial`: the
+        program did not complete, so what was judged so far is the result (resources still queued are
+        not sent, and the stack rules, which need the whole program, do not run)."""
+        self.abandoned = partial
         for _ in self.threads:
             self.queue.put(self._DONE)
         for thread in self.threads:
@@ -643,7 +666,7 @@ class Judge:
         self.threads = []
         if self.errors:
             raise self.errors[0]
-        stack_diagnostics = list(self.packs[0].stub.AnalyzeStack(analyze_stack_request(plan)).diagnostics)
+        stack_diagnostics = [] if partial else list(self.packs[0].stub.AnalyzeStack(analyze_stack_request(plan)).diagnostics)
         found = [(urn, d) for _, urn, d in sorted(self.diagnostics, key=lambda item: item[0])]
         found += [("", d) for d in stack_diagnostics]
         by_urn = {r["urn"]: r for r in plan["resources"]}
@@ -733,10 +756,43 @@ def format_text(result: CheckResult, compact: bool | None = None) -> str:
                 lines.append(f"  [{v.level}] {v.policy}: {v.message}")
             lines.append("")
     lines += _not_judged(result)
+    lines += _program_section(result)
     mandatory, advisory = len(result.mandatory), len(result.violations) - len(result.mandatory)
+    if result.error:
+        lines.append(f"ERROR: the program did not complete: {result.error}")
+        lines.append(f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
+                     "(the stack rules did not run).")
+        return "\n".join(lines) + "\n"
     verdict = "REJECTED" if mandatory else "PASSED"
     lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}.")
     return "\n".join(lines) + "\n"
+
+
+PROGRAM_LINES = 20  # of each of the program's streams, in the text output
+
+
+def _program_section(result: CheckResult) -> list[str]:
+    """What the program printed and logged, under its own heading, as `pulumi preview` shows its
+    diagnostics (never on this command's stdout as the program wrote it: here, indented and cut)."""
+    run = result.program
+    if run is None:
+        return []
+    lines = []
+    for severity, message in run.messages:
+        lines.append(f"  {severity}: {message.splitlines()[0] if message else ''}"[:300])
+    for name, stream in (("stdout", run.stdout), ("stderr", run.stderr)):
+        if not stream.total:
+            continue
+        text = stream.text().splitlines()
+        shown = [f"    {line[:300]}" for line in text[:PROGRAM_LINES]]
+        more = stream.total - sum(len(line) + 1 for line in text[:PROGRAM_LINES])
+        lines.append(f"  {name}:")
+        lines += shown
+        if more > 0:
+            lines.append(f"    ... {more:,} more bytes not shown")
+    if not lines:
+        return []
+    return ["Program output (diagnostics):"] + lines + [""]
 
 
 def _per_rule(result: CheckResult) -> list[str]:
@@ -773,16 +829,29 @@ def format_json(result: CheckResult) -> str:
     return json.dumps(
         {
             "pack": result.pack, "version": result.pack_version, "stack": result.stack, "source": result.source,
-            "resources": result.resources, "passed": not result.mandatory,
+            "resources": result.resources, "passed": None if result.error else not result.mandatory,
             "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
             "levels": result.levels,
             "violations": [v.__dict__ for v in result.violations],
             "unknown_invokes": result.unknown_invokes,
             "unjudged": result.unjudged,
-            "error": None,
+            "program": _program_json(result),
+            "error": {"message": result.error, "kind": "program", "exit_code": 2} if result.error else None,
         },
         indent=2, sort_keys=True,
     ) + "\n"
+
+def _program_json(result: CheckResult) -> dict | None:
+    run = result.program
+    if run is None:
+        return None
+    return {
+        "interpreter": run.interpreter, "confined": run.confined, "notes": run.notes, "exit_code": run.exit_code,
+        "messages": [{"severity": s, "message": m} for s, m in run.messages],
+        "stdout": run.stdout.text(), "stdout_bytes": run.stdout.total,
+        "stderr": run.stderr.text(), "stderr_bytes": run.stderr.total,
+    }
+
 
 def format_json_error(error: UserError, *, stack: str = "", source: str = "") -> str:
     """The JSON document when there is no verdict (the program, stack file or command line is broken)."""
@@ -841,9 +910,10 @@ def format_sarif(result: CheckResult, locate=None) -> str:
                                     "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
                                     "rules": rules}},
                 "automationDetails": {"id": f"pubsubguard-check/{result.stack}/"},
-                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
+                "invocations": [{"executionSuccessful": not result.error, "toolExecutionNotifications": [
                     {"level": "note", "message": {"text": line}} for line in _not_judged(result) if line
-                ]}],
+                ] + ([{"level": "error", "message": {"text": f"the program did not complete: {result.error}"}}]
+                     if result.error else [])}],
                 "results": results,
             }
         ],

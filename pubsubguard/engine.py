@@ -24,7 +24,7 @@ import inspect
 import json
 import re
 import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -210,24 +210,33 @@ def unknown_result(token: str, args: dict) -> dict:
     return result
 
 
-# --- The monitor -----------------------------------------------------------------------------------
-def _monitor_base():
-    from pulumi.runtime import mocks
+# --- The engine's services ------------------------------------------------------------------------
+FEATURES = ("secrets", "resourceReferences", "outputValues", "deletedWith", "aliasSpecs")  # what the engine
+# offers a program here; transforms and hooks are not offered (the engine would have to call back into
+# the program): a program that needs them fails with the SDK's own "does not support" error, never
+# silently untransformed.
+TYPE_TOKEN = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-/]*)?:[A-Za-z0-9_.\-]+$")
+MAX_NAME = 1024
+MAX_MESSAGES = 200  # warnings and infos kept from the program's log
 
-    class _NoMocks(mocks.Mocks):
-        def call(self, args):  # pragma: no cover - the recording monitor answers invokes itself
-            return {}
 
-        def new_resource(self, args):  # pragma: no cover
-            return "", {}
+@dataclass(frozen=True)
+class Limits:
+    """What one program may do (`check --max-resources`, `--max-input-bytes`, ...)."""
+    max_resources: int = 50_000
+    max_input_bytes: int = 1_000_000
+    timeout_s: float = 600.0
+    memory_mib: int = 3072
+    idle_timeout_s: float = 60.0
 
-    return mocks.MockMonitor, _NoMocks
+
+class Breach(Exception):
+    """The program crossed a limit or sent what no SDK sends; the message names which."""
 
 
 def source_position(request, root_prefix: str | None) -> dict | None:
     """Where the program constructed the resource, relative to the project (the SDK's source position).
-    `root_prefix` is the project's resolved path with a trailing separator (string work only: this runs
-    once per resource)."""
+    `root_prefix` is the project's resolved path with a trailing separator."""
     position = getattr(request, "sourcePosition", None)
     if not root_prefix or position is None or not position.uri.startswith("file://"):
         return None
@@ -239,99 +248,233 @@ def source_position(request, root_prefix: str | None) -> dict | None:
     return {"path": path[len(root_prefix):], "line": position.line}
 
 
-def make_monitor(invoke_results: InvokeResults, root: Path | None = None, on_resource=None):
-    """The recording monitor (a class made here: the Pulumi SDK is imported only when a plan is made)."""
-    from pulumi.runtime.proto import resource_pb2
+class Recorder:
+    """What the program told the engine: registrations (validated), stack outputs, invokes it asked,
+    its log. Shared by the two services; every method may run on any of the server's threads."""
 
-    base, no_mocks = _monitor_base()
-    root_prefix = str(Path(root).resolve()).rstrip("/") + "/" if root is not None else None
+    def __init__(self, *, project: str, stack: str, invoke_results: InvokeResults, root: Path | None,
+                 limits: Limits, on_resource=None, on_breach=None):
+        self.project, self.stack, self.invoke_results, self.limits = project, stack, invoke_results, limits
+        self.root_prefix = str(Path(root).resolve()).rstrip("/") + "/" if root is not None else None
+        self.on_resource, self.on_breach = on_resource, on_breach
+        self.lock = threading.Lock()
+        self.records: dict[str, dict] = {}
+        self.outputs: dict[str, Any] = {}
+        self.unknown_invokes: list[dict] = []
+        self.errors: list[str] = []  # error-level log lines: the program failed
+        self.messages: list[tuple[str, str]] = []  # (severity, text): warnings and infos
+        self.dropped_messages = 0
+        self.completed = False  # the stack's outputs were registered (the SDK does it when the program ends)
+        self.breach: str | None = None
+        self.root_urn = ""
 
-    class Monitor(base):
-        def __init__(self):
-            super().__init__(no_mocks())
-            self.records: dict[str, dict] = {}
-            self.outputs: dict[str, Any] = {}
-            self.unknown_invokes: list[dict] = []
-            self.providers: dict[str, dict] = {}
-            self.lock = threading.Lock()
-            self.last_activity = time.monotonic()
-            self.started: dict[tuple[str, str], int] = {}  # (type, name) -> registrations started
-            self.finished: dict[tuple[str, str], int] = {}
+    # -- validation --
+    def fail(self, message: str):
+        with self.lock:
+            if self.breach is None:
+                self.breach = message
+        if self.on_breach is not None:
+            self.on_breach()
+        raise Breach(message)
 
-        def touch(self) -> None:
-            self.last_activity = time.monotonic()
+    def check_registration(self, request, kind: str) -> None:
+        type_, name = request.type, request.name
+        if not (isinstance(type_, str) and TYPE_TOKEN.match(type_) and len(type_) <= 256):
+            self.fail(f"the program sent a {kind} with an invalid type token {type_[:80]!r}")
+        if not name or len(name) > MAX_NAME or any(ord(c) < 32 for c in name) or "::" in name:
+            self.fail(f"the program sent a {kind} of {type_} with an invalid name {name[:80]!r}")
+        size = request.ByteSize()
+        if size > self.limits.max_input_bytes:
+            self.fail(f"{type_} {name!r}: its inputs are {size:,} bytes, over the limit of "
+                      f"{self.limits.max_input_bytes:,} (--max-input-bytes raises it)")
+        if request.parent and request.parent not in self.records:
+            self.fail(f"{type_} {name!r}: its parent {request.parent[:200]!r} was never registered")
+        if len(self.records) >= self.limits.max_resources:
+            self.fail(f"the program registered more than {self.limits.max_resources:,} resources "
+                      "(--max-resources raises the limit)")
 
-        def _record(self, request, urn: str, inputs: dict, *, read_id: str | None = None) -> None:
-            provider = request.provider.rsplit("::", 1)[0] if request.provider else None
-            record = {
-                "urn": urn,
-                "type": request.type,
-                "name": request.name,
-                "custom": bool(getattr(request, "custom", True)) if read_id is None else True,
-                "parent": request.parent or None,
-                "id": read_id,
-                "provider": provider,
-                "dependencies": sorted(getattr(request, "dependencies", [])),
-                "property_dependencies": {
-                    key: sorted(value.urns)
-                    for key, value in sorted(getattr(request, "propertyDependencies", {}).items())
-                    if value.urns
-                },
-                "inputs": inputs,
-            }
-            source = source_position(request, root_prefix)
-            if source:
-                record["source"] = source
-            if read_id is not None:
-                record["external"] = True
-            with self.lock:
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        if parent:
+            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
+        return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
+
+    # -- registrations --
+    def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None) -> None:
+        provider = request.provider.rsplit("::", 1)[0] if request.provider else None
+        record = {
+            "urn": urn,
+            "type": request.type,
+            "name": request.name,
+            "custom": bool(getattr(request, "custom", True)) if read_id is None else True,
+            "parent": request.parent or None,
+            "id": read_id,
+            "provider": provider,
+            "dependencies": sorted(getattr(request, "dependencies", [])),
+            "property_dependencies": {
+                key: sorted(value.urns)
+                for key, value in sorted(getattr(request, "propertyDependencies", {}).items())
+                if value.urns
+            },
+            "inputs": inputs,
+        }
+        source = source_position(request, self.root_prefix)
+        if source:
+            record["source"] = source
+        if read_id is not None:
+            record["external"] = True
+        with self.lock:
+            if urn in self.records:
+                duplicate = True
+            else:
+                duplicate = False
                 self.records[urn] = record
-                key = (request.type, request.name)
-                self.finished[key] = self.finished.get(key, 0) + 1
-                if on_resource is not None:
-                    on_resource(record)  # under the lock: in registration order
-            self.touch()
+                if self.on_resource is not None:
+                    self.on_resource(record)  # under the lock: in registration order
+        if duplicate:
+            self.fail(f"Duplicate resource URN '{urn}'; try giving it a unique name")
 
-        def RegisterResource(self, request):
-            urn = self.make_urn(request.parent, request.type, request.name)
+    def invoke(self, token: str, args: dict) -> dict:
+        if token == "pulumi:pulumi:getResource":
+            record = self.records.get(args.get("urn"))
+            if record is None:
+                raise Breach(f"unknown resource {args.get('urn')}")
+            return {"urn": record["urn"], "id": record["id"] or UNKNOWN, "state": record["inputs"]}
+        given = self.invoke_results.lookup(token, unsecret(args))
+        if given is not None:
+            return given
+        if token == GET_IAM_POLICY and not contains_unknown(args):
+            return iam_policy_data(unsecret(args))
+        with self.lock:
+            self.unknown_invokes.append({"token": token, "args": args})
+        return unknown_result(token, args)
+
+    def log(self, severity: str, message: str) -> None:
+        message = message.strip()
+        with self.lock:
+            if severity == "error":
+                if len(self.errors) < MAX_MESSAGES:
+                    self.errors.append(message[:4000])
+            elif len(self.messages) < MAX_MESSAGES:
+                self.messages.append((severity, message[:4000]))
+            else:
+                self.dropped_messages += 1
+
+
+def services(recorder: Recorder):
+    """The `ResourceMonitor` and `Engine` gRPC services the program talks to, backed by `recorder`."""
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc, resource_pb2, resource_pb2_grpc
+
+    features = {getattr(resource_pb2, "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper())
+                for f in FEATURES}
+
+    def guarded(method):
+        def call(self, request, context):
+            try:
+                return method(self, request, context)
+            except Breach as err:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        return call
+
+    class Monitor(resource_pb2_grpc.ResourceMonitorServicer):
+        def GetDeploymentInfo(self, request, context):  # noqa: N802 - the protocol's names
+            return resource_pb2.DeploymentInfo(supportedFeatures=sorted(features))
+
+        def SupportsFeature(self, request, context):  # noqa: N802
+            return resource_pb2.SupportsFeatureResponse(hasSupport=request.id in FEATURES)
+
+        @guarded
+        def RegisterResource(self, request, context):  # noqa: N802
+            recorder.check_registration(request, "registration")
+            urn = recorder.make_urn(request.parent, request.type, request.name)
             inputs = decode(_to_dict(request.object))
-            self._record(request, urn, inputs)
+            recorder.record(request, urn, inputs)
             if request.type == "pulumi:pulumi:Stack":
                 return resource_pb2.RegisterResourceResponse(urn=urn)
-            known_id = request.importId or ""
-            return resource_pb2.RegisterResourceResponse(urn=urn, id=known_id, object=_struct(inputs))
+            return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(inputs))
 
-        def ReadResource(self, request):
-            urn = self.make_urn(request.parent, request.type, request.name)
-            inputs = decode(_to_dict(request.properties))
-            self._record(request, urn, inputs, read_id=request.id)
+        @guarded
+        def ReadResource(self, request, context):  # noqa: N802
+            recorder.check_registration(request, "read")
+            urn = recorder.make_urn(request.parent, request.type, request.name)
+            recorder.record(request, urn, decode(_to_dict(request.properties)), read_id=request.id)
             return resource_pb2.ReadResourceResponse(urn=urn, properties=_struct({}))
 
-        def RegisterResourceOutputs(self, request):
-            if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-                self.outputs.update(decode(_to_dict(request.outputs)))
-            self.touch()
-            return super().RegisterResourceOutputs(request)
+        @guarded
+        def RegisterResourceOutputs(self, request, context):  # noqa: N802
+            if request.ByteSize() > recorder.limits.max_input_bytes:
+                recorder.fail(f"the outputs of {request.urn[:200]} are {request.ByteSize():,} bytes, over the "
+                              f"limit of {recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
+            parts = request.urn.split("::")
+            if len(parts) > 2 and parts[2] == "pulumi:pulumi:Stack":
+                with recorder.lock:
+                    recorder.outputs.update(decode(_to_dict(request.outputs)))
+                    recorder.completed = True
+            return empty_pb2.Empty()
 
-        def Invoke(self, request):
-            self.touch()
-            args = decode(_to_dict(request.args))
-            token = request.tok
-            if token == "pulumi:pulumi:getResource":
-                record = self.records.get(args.get("urn"))
-                if record is None:
-                    raise Exception(f"unknown resource {args.get('urn')}")
-                result = {"urn": record["urn"], "id": record["id"] or UNKNOWN, "state": record["inputs"]}
-            else:
-                given = invoke_results.lookup(token, unsecret(args))
-                if given is not None:
-                    result = given
-                elif token == GET_IAM_POLICY and not contains_unknown(args):
-                    result = iam_policy_data(unsecret(args))
-                else:
-                    with self.lock:
-                        self.unknown_invokes.append({"token": token, "args": args})
-                    result = unknown_result(token, args)
+        @guarded
+        def Invoke(self, request, context):  # noqa: N802
+            if request.ByteSize() > recorder.limits.max_input_bytes:
+                recorder.fail(f"an invoke of {request.tok[:100]} is {request.ByteSize():,} bytes, over the limit of "
+                              f"{recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
+            result = recorder.invoke(request.tok, decode(_to_dict(request.args)))
             return resource_pb2.ResourceInvokeResponse(**{"return": _struct(result)})
 
-    return Monitor()
+        def Call(self, request, context):  # noqa: N802 - methods of remote components: not offline
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{request.tok}: calls to component methods are not "
+                                                          "evaluated offline")
+
+        def RegisterPackage(self, request, context):  # noqa: N802
+            return resource_pb2.RegisterPackageResponse(ref=f"{request.name}@{request.version}")
+
+        def SignalAndWaitForShutdown(self, request, context):  # noqa: N802
+            return empty_pb2.Empty()
+
+    severities = {engine_pb2.DEBUG: "debug", engine_pb2.INFO: "info", engine_pb2.WARNING: "warning",
+                  engine_pb2.ERROR: "error"}
+
+    class Engine(engine_pb2_grpc.EngineServicer):
+        def Log(self, request, context):  # noqa: N802
+            severity = severities.get(request.severity, "info")
+            if severity != "debug":
+                recorder.log(severity, request.message)
+            return empty_pb2.Empty()
+
+        def GetRootResource(self, request, context):  # noqa: N802
+            return engine_pb2.GetRootResourceResponse(urn=recorder.root_urn)
+
+        def SetRootResource(self, request, context):  # noqa: N802
+            recorder.root_urn = request.urn
+            return engine_pb2.SetRootResourceResponse()
+
+        def StartDebugging(self, request, context):  # noqa: N802
+            return empty_pb2.Empty()
+
+        def RequirePulumiVersion(self, request, context):  # noqa: N802
+            return engine_pb2.RequirePulumiVersionResponse()
+
+    return Monitor(), Engine()
+
+
+def serve(recorder: Recorder, folder: Path):
+    """Start the engine's gRPC server on two Unix sockets in `folder`; returns (server, monitor address,
+    engine address). Messages up to the input limit plus room reach the services, which judge sizes
+    themselves (so a crossing is reported with the limit's name, not as a transport error)."""
+    from concurrent import futures
+
+    import grpc
+    from pulumi.runtime.proto import engine_pb2_grpc, resource_pb2_grpc
+
+    size = max(64 * 1024 * 1024, 4 * recorder.limits.max_input_bytes)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="engine"),
+                         options=[("grpc.max_receive_message_length", size),
+                                  ("grpc.max_send_message_length", size)])
+    monitor, engine = services(recorder)
+    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
+    engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
+    monitor_address, engine_address = f"unix:{folder / 'monitor.sock'}", f"unix:{folder / 'engine.sock'}"
+    server.add_insecure_port(monitor_address)
+    server.add_insecure_port(engine_address)
+    server.start()
+    return server, monitor_address, engine_address

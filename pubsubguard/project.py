@@ -39,6 +39,7 @@ class Project:
     runtime: str
     main: Path  # the program: a folder with __main__.py, or a file
     config: dict[str, Any] = field(default_factory=dict)  # project-level `config:` as written
+    runtime_options: dict[str, Any] = field(default_factory=dict)  # `runtime.options` (virtualenv, toolchain)
 
     @property
     def program_dir(self) -> Path:
@@ -101,7 +102,11 @@ def read_project(root: Path) -> Project:
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise PlanError(f"{path}: config: expected a mapping of key to a value or {{type, default}}")
-    return Project(root=Path(root), name=data["name"], runtime="python", main=main, config=config)
+    options = runtime.get("options") if isinstance(runtime, dict) else None
+    if options is not None and not isinstance(options, dict):
+        raise PlanError(f"{path}: runtime.options: expected a mapping (virtualenv, toolchain), got {options!r}")
+    return Project(root=Path(root), name=data["name"], runtime="python", main=main, config=config,
+                   runtime_options=options or {})
 
 
 def stack_names(root: Path) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pubsubguard import check as checking
 from pubsubguard import plan as planning
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.commands.plan import add_program_arguments, add_stack_arguments, run_options
 from pubsubguard.engine import InvokeResults
 from pubsubguard.errors import UserError
 
@@ -24,9 +24,10 @@ GET_PROJECT = "gcp:organizations/getProject:getProject"
 def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "check", "judge the plan with the Pub/Sub policy pack (exit 1 on a mandatory violation)",
-        exit_codes={0: "PASSED: no mandatory violation (advisories may be listed)",
+        exit_codes={0: "PASSED: the program completed and no mandatory rule fired (advisories may be listed)",
                     1: "REJECTED: at least one mandatory violation",
-                    2: "bad option, program, stack file, plan or policy config; the pack's virtualenv missing"},
+                    2: "bad option, stack file, plan or policy config; the program failed, was stopped at a "
+                       "limit or ended early (violations seen until then are listed); the pack's virtualenv missing"},
         example="pubsubguard check -s dev --format sarif --out pubsubguard.sarif",
     )
     add_stack_arguments(parser)
@@ -49,6 +50,7 @@ def register(subparsers) -> None:
     compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
     parser.add_argument("--out", type=options.output_file, metavar="FILE",
                         help="write the report to this FILE (default: stdout)")
+    add_program_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -98,7 +100,7 @@ def _run(args, source: str) -> int:
         header = planning.plan_header(project, args.stack, planning.read_stack_config(project, args.stack))
         plan, result = checking.check_program(root, args.stack, invoke_results=invokes, source=source,
                                               policy_config=_with_numbers(config, invokes, header),
-                                              config_source=config_source)
+                                              config_source=config_source, run_options=run_options(args))
         files = [root / source] + project.program_files
     if args.format == "json":
         text = checking.format_json(result)
@@ -106,7 +108,12 @@ def _run(args, source: str) -> int:
         text = checking.format_sarif(result, checking.source_locator(files, Path.cwd(), plan, root))
     else:
         text = checking.format_text(result, args.compact)
+    if not args.show_secrets:
+        text = planning.mask(text, result.secrets)
     _emit(args, text, result)
+    if result.error:
+        print(f"pubsubguard check: {result.error if args.show_secrets else planning.mask(result.error, result.secrets)}",
+              file=sys.stderr)
     return result.exit_code
 
 

@@ -33,6 +33,48 @@ def add_stack_arguments(parser) -> None:
     add_project_argument(parser)
 
 
+def env_name(text: str) -> str:
+    if not text or "=" in text or not text.replace("_", "a").isalnum():
+        raise argparse.ArgumentTypeError(f"expected an environment variable's name, got {text!r}")
+    return text
+
+
+def add_program_arguments(parser) -> None:
+    """How the program runs (pubsubguard.langhost): its Python, its environment, its limits."""
+    from pubsubguard.engine import Limits
+
+    defaults = Limits()
+    group = parser.add_argument_group("the program's process (see docs/security.md)")
+    group.add_argument("--python", metavar="PATH",
+                       help="run the program with this Python (default: as Pulumi finds it: runtime.options."
+                            "virtualenv or toolchain in Pulumi.yaml, an active VIRTUAL_ENV, python3 on PATH)")
+    group.add_argument("--pass-env", action="append", default=[], type=env_name, metavar="NAME",
+                       help="pass this environment variable to the program (repeatable; default: only PATH, "
+                            "locale and time zone)")
+    group.add_argument("--timeout", type=options.positive_seconds, default=defaults.timeout_s, metavar="SECONDS",
+                       help="stop a program still running after this many seconds")
+    group.add_argument("--memory-limit", type=options.positive_int, default=defaults.memory_mib, metavar="MIB",
+                       help="the program's memory (data segment) limit in MiB")
+    group.add_argument("--max-resources", type=options.positive_int, default=defaults.max_resources, metavar="N",
+                       help="stop a program that registers more resources than this")
+    group.add_argument("--max-input-bytes", type=options.positive_int, default=defaults.max_input_bytes,
+                       metavar="BYTES", help="stop a program one of whose resources has larger inputs")
+    group.add_argument("--require-isolation", action="store_true",
+                       help="exit 2 where the program cannot be confined (no bubblewrap, or no namespaces)")
+    group.add_argument("--show-secrets", action="store_true",
+                       help="show secret values in the output and plan (default: [secret], as Pulumi)")
+
+
+def run_options(args) -> dict:
+    from pubsubguard.engine import Limits
+
+    return {
+        "python": args.python, "pass_env": tuple(args.pass_env), "require_isolation": args.require_isolation,
+        "limits": Limits(max_resources=args.max_resources, max_input_bytes=args.max_input_bytes,
+                         timeout_s=args.timeout, memory_mib=args.memory_limit),
+    }
+
+
 def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "plan", "run the Pulumi program offline and write the resource graph (JSON)",
@@ -42,12 +84,13 @@ def register(subparsers) -> None:
     add_stack_arguments(parser)
     parser.add_argument("--out", type=options.output_file, default=None, metavar="FILE",
                         help="write the plan JSON to this FILE (default: stdout)")
+    add_program_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    plan = planning.make_plan(args.stack, args.root)
-    text = planning.dumps(plan)
+    plan = planning.run_program(args.stack, args.root, **run_options(args)).plan
+    text = planning.dumps(plan, show_secrets=args.show_secrets)
     if args.out:
         options.write_text(args.out, text, "--out")
         print(f"plan: {len(plan['resources'])} resources for stack {args.stack!r} -> {args.out}", file=sys.stderr)

@@ -1,0 +1,298 @@
+"""The language host's part: which Python runs the team's program, and the confined child process it
+runs in (see docs/security.md for the threat model and why these facilities).
+
+- **The interpreter**, found as the Pulumi Python language host finds it: `--python PATH`; else
+  `runtime.options.virtualenv` of Pulumi.yaml (relative to the project); else the `toolchain`'s own
+  environment (`poetry env info --executable`; uv's `.venv` or `UV_PROJECT_ENVIRONMENT`); else an active
+  `VIRTUAL_ENV`; else `PULUMI_PYTHON_CMD`, `python3`, `python` on PATH. A project that names none and
+  whose Python lacks the pulumi SDK runs on pubsubguard's own environment (said in one line).
+- **The child** runs `langhost_exec.py` (copied into a fresh scratch directory) with that Python, under
+  bubblewrap where it works: no network (its own network namespace; the engine is reached over Unix
+  sockets in the scratch directory), the file system read-only but the scratch directory (HOME and
+  TMPDIR point there), its own PID namespace and session (everything it started dies with it), no
+  capabilities. Its environment is an allowlist (`--pass-env NAME` adds). Its data segment is capped
+  (RLIMIT_DATA). Where bubblewrap is missing or cannot make namespaces here, the child runs in a
+  session of its own with the same environment and limits, and `notes` say what is missing.
+- **Streams**: the child's stdout and stderr are read into bounded buffers (never this process's own
+  streams), so a program that floods, closes or holds them changes nothing here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pubsubguard.errors import UserError
+from pubsubguard.project import PlanError, Project
+
+EXEC_SCRIPT = Path(__file__).resolve().parent / "langhost_exec.py"
+ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "SYSTEMROOT")
+STREAM_KEEP = 64 * 1024  # bytes of each stream kept for the report; the rest is counted and dropped
+
+
+class IsolationError(UserError):
+    """`--require-isolation` and a confinement this machine cannot give."""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    python: str
+    source: str  # how it was found, for messages: "runtime.options.virtualenv venv", "python3 on PATH", ...
+    fallback_note: str = ""  # set when pubsubguard's own environment stands in
+
+
+# --- The interpreter ------------------------------------------------------------------------------
+def _runtime_options(project: Project) -> dict:
+    options = project.runtime_options
+    return options if isinstance(options, dict) else {}
+
+
+def _has_pulumi(python: str) -> bool:
+    try:
+        done = subprocess.run([python, "-c", "import importlib.util as u, sys; sys.exit(0 if u.find_spec('pulumi') else 1)"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=60, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _venv_python(folder: Path) -> Path:
+    for candidate in (folder / "bin" / "python", folder / "bin" / "python3", folder / "Scripts" / "python.exe"):
+        if candidate.exists():
+            return candidate
+    return folder / "bin" / "python"
+
+
+def find_interpreter(project: Project, override: str | None = None) -> Interpreter:
+    where = f"{project.root / 'Pulumi.yaml'}"
+    if override:
+        python = shutil.which(override) or override
+        if not Path(python).exists():
+            raise PlanError(f"--python {override}: no such interpreter")
+        if not _has_pulumi(python):
+            raise PlanError(f"--python {override}: this Python cannot import the pulumi SDK (pip install pulumi)")
+        return Interpreter(python, f"--python {override}")
+    options = _runtime_options(project)
+    toolchain = str(options.get("toolchain") or "pip")
+    venv = options.get("virtualenv")
+    if venv:
+        folder = (project.root / str(venv))
+        python = _venv_python(folder)
+        if not python.exists():
+            raise PlanError(f"{where}: runtime.options.virtualenv: {venv!r} has no Python ({python} missing; "
+                            "create it with `pulumi install`)")
+        if not _has_pulumi(str(python)):
+            raise PlanError(f"{where}: runtime.options.virtualenv: {python} cannot import the pulumi SDK "
+                            "(install the program's requirements: `pulumi install`)")
+        return Interpreter(str(python), f"runtime.options.virtualenv {venv}")
+    if toolchain == "poetry":
+        poetry = shutil.which("poetry")
+        if poetry is None:
+            raise PlanError(f"{where}: runtime.options.toolchain: poetry, but poetry is not on PATH")
+        done = subprocess.run([poetry, "env", "info", "--executable"], cwd=project.root, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, timeout=120)
+        python = done.stdout.strip()
+        if done.returncode != 0 or not python or not Path(python).exists():
+            raise PlanError(f"{where}: runtime.options.toolchain: poetry has no environment for this project "
+                            "(run `poetry install`)")
+        return Interpreter(python, "toolchain poetry")
+    if toolchain == "uv":
+        folder = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or project.root / ".venv")
+        python = _venv_python(folder if folder.is_absolute() else project.root / folder)
+        if not python.exists():
+            raise PlanError(f"{where}: runtime.options.toolchain: uv, but {python} is missing (run `uv sync`)")
+        return Interpreter(str(python), "toolchain uv")
+    if toolchain not in ("pip", ""):
+        raise PlanError(f"{where}: runtime.options.toolchain: expected pip, poetry or uv, got {toolchain!r}")
+    active = os.environ.get("VIRTUAL_ENV")
+    if active and _venv_python(Path(active)).exists() and _has_pulumi(str(_venv_python(Path(active)))):
+        return Interpreter(str(_venv_python(Path(active))), f"VIRTUAL_ENV {active}")
+    for command in filter(None, (os.environ.get("PULUMI_PYTHON_CMD"), "python3", "python")):
+        python = shutil.which(command)
+        if python and _has_pulumi(python):
+            return Interpreter(python, f"{command} on PATH")
+    return Interpreter(sys.executable, "pubsubguard's own environment",
+                       fallback_note="the project names no virtualenv and python3 on PATH has no pulumi SDK: "
+                                     "running the program on pubsubguard's own environment "
+                                     "(set runtime.options.virtualenv in Pulumi.yaml, or --python)")
+
+
+# --- Confinement ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def bubblewrap() -> tuple[str | None, str]:
+    """(path to a bwrap that can make the namespaces here, why not)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "bubblewrap (bwrap) is not installed"
+    probe = subprocess.run([bwrap, *_bwrap_args(Path("/tmp"), Path("/")), "true"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=30)
+    if probe.returncode != 0:
+        return None, f"bubblewrap cannot make namespaces here ({(probe.stderr.strip().splitlines() or ['?'])[-1]})"
+    return bwrap, ""
+
+
+def _bwrap_args(scratch: Path, cwd: Path) -> list[str]:
+    return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(scratch), str(scratch),
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(cwd)]
+
+
+@dataclass
+class Stream:
+    """One of the child's output streams: the first `STREAM_KEEP` bytes, and how many there were."""
+    kept: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.kept)
+
+
+def _drain(fd: int, stream: Stream) -> None:
+    """Read until every writer has closed the pipe (a process the program left behind that escaped the
+    kill keeps this daemon thread waiting, never the command)."""
+    try:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            stream.total += len(chunk)
+            room = STREAM_KEEP - len(stream.kept)
+            if room > 0:
+                stream.kept += chunk[:room]
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Child:
+    """The program's process, confined; `stop()` ends it and everything it started."""
+    process: subprocess.Popen
+    scratch: Path
+    stdout: Stream
+    stderr: Stream
+    readers: list[threading.Thread]
+    confined: bool
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self) -> None:
+        process = self.process
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # bwrap's session: bwrap and, with it, its PID namespace
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
+            process.wait()
+        else:  # the program is gone; anything it left in its session goes too
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for reader in self.readers:
+            reader.join(timeout=0.2)  # a process that escaped may still hold the pipes: do not wait on it
+
+
+def scratch_directory() -> Path:
+    """A private directory for one run: the engine's sockets, the exec script, the program's HOME and
+    TMPDIR. Short (a Unix socket's path is limited to about 100 bytes)."""
+    base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+    folder = Path(tempfile.mkdtemp(prefix="pubsubguard-", dir=base))
+    for name in ("home", "tmp", "exec"):
+        (folder / name).mkdir()
+    return folder
+
+
+def environment(config_env: dict[str, str], scratch: Path, interpreter: Interpreter, pass_env: tuple[str, ...]) -> dict:
+    env = {key: os.environ[key] for key in ENV_ALLOWLIST if key in os.environ}
+    env.update({key: os.environ[key] for key in pass_env if key in os.environ})
+    env.update(config_env)
+    env.update({"HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"), "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1", "PULUMI_DRY_RUN": "true"})
+    python = Path(interpreter.python)
+    if (python.parent.parent / "pyvenv.cfg").exists():
+        env["VIRTUAL_ENV"] = str(python.parent.parent)
+        env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", os.defpath)])
+    return env
+
+
+def start(interpreter: Interpreter, project: Project, scratch: Path, args: list[str], env: dict, *,
+          memory_mib: int, require_isolation: bool, notes: list[str]) -> Child:
+    """Start the exec script in the child (see module doc); `notes` gets one line per missing confinement."""
+    script = scratch / "exec" / "pulumi-language-python-exec.py"
+    shutil.copyfile(EXEC_SCRIPT, script)
+    command = [interpreter.python, "-u", str(script), *args]
+    bwrap, why = bubblewrap()
+    if bwrap is not None:
+        command = [bwrap, *_bwrap_args(scratch, project.program_dir), "--clearenv",
+                   *[part for key, value in sorted(env.items()) for part in ("--setenv", key, value)], "--", *command]
+    else:
+        message = (f"{why}: the program runs without network, file-system and PID isolation "
+                   "(its environment is still an allowlist; install bubblewrap for the rest)")
+        if require_isolation:
+            raise IsolationError(f"--require-isolation: {message}")
+        notes.append(message)
+    limit = memory_mib * 1024 * 1024
+    prlimit = shutil.which("prlimit")
+    preexec = None
+    if prlimit is not None:  # util-linux: the limits without running Python code between fork and exec
+        command = [prlimit, f"--data={limit}:{limit}", "--core=0:0", "--", *command]
+    else:
+        def preexec():  # runs in the child between fork and exec: two system calls
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=env,
+                                   cwd=str(project.program_dir), start_new_session=True, preexec_fn=preexec,
+                                   close_fds=True)
+    except OSError as err:
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise PlanError(f"{interpreter.python}: cannot start the program's Python ({err.strerror})") from None
+    os.close(out_w)
+    os.close(err_w)
+    stdout, stderr = Stream(), Stream()
+    readers = [threading.Thread(target=_drain, args=(fd, stream), daemon=True, name=f"program-{name}")
+               for fd, stream, name in ((out_r, stdout, "stdout"), (err_r, stderr, "stderr"))]
+    for reader in readers:
+        reader.start()
+    return Child(process, scratch, stdout, stderr, readers, bwrap is not None)
+
+
+def wait(child: Child, deadline: float, should_stop) -> int | None:
+    """Wait for the child's exit, until `deadline` (monotonic) or `should_stop()`; its exit code or None."""
+    while True:
+        code = child.poll()
+        if code is not None:
+            return code
+        if should_stop() or time.monotonic() > deadline:
+            return None
+        try:
+            child.process.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass

@@ -1,0 +1,280 @@
+"""The program's side of `pubsubguard plan` and `check`: what the Pulumi Python language host's
+`pulumi-language-python-exec` does, run by the project's own interpreter in a child process.
+
+NOT imported by pubsubguard: `pubsubguard.langhost` copies this file into the run's scratch directory
+and starts it as a script with the team's Python, which needs nothing but the pulumi SDK. Like the
+language host's exec script it reads the config from `PULUMI_CONFIG`, configures
+`pulumi.runtime.Settings(monitor=..., engine=...)` with the engine's gRPC addresses (Unix sockets),
+runs the program with `runpy.run_path` inside `pulumi.runtime.run_in_stack`, reports a failure with
+`pulumi.log.error` (the engine's `Log`) and exits 0, or 32 after showing the error.
+
+Preview semantics that the engine alone cannot give, applied here before the program starts (each one
+only where the SDK has the part it changes; an SDK without it runs as it is):
+- a value unknown at preview that the program formats into a string keeps the engine's unknown
+  sentinel, so the string is unknown too;
+- a program that makes no progress (nothing constructed, no RPC answered, its thread waiting in its
+  event loop or blocked in one place) for `--idle-timeout` seconds is stopped with an error naming the
+  resource it waits for.
+Speed-ups that change nothing a program or the engine can see: the cyclic garbage collector is off
+while the program runs (the SDK's per-property objects made its full passes quadratic), the SDK waits
+for outstanding outputs in linear time, and a resource class's property types are derived once.
+
+Nothing here is trusted by the engine: the verdict is computed in pubsubguard's own process from the
+registrations it received; this script only makes the program run as `pulumi preview` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
+ERROR_SHOWN = 32  # as the language host: an error message was shown to the user
+NO_SDK = 3
+
+
+class Activity:
+    """What the watchdog sees: constructions started and finished (by type and name), and the last time
+    anything happened."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.last = time.monotonic()
+        self.started = {}
+        self.finished = {}
+
+    def touch(self):
+        self.last = time.monotonic()
+
+
+def _patch(description, function):
+    try:
+        function()
+    except Exception:  # noqa: BLE001 - an SDK without that part runs as it is
+        pass
+
+
+def _unknowns_print_as_sentinel():
+    from pulumi.output import Unknown
+
+    Unknown.__str__ = Unknown.__repr__ = lambda self: UNKNOWN
+    Unknown.__format__ = lambda self, spec: UNKNOWN
+
+
+def _outputs_awaited_in_linear_time():
+    import types
+
+    from pulumi.runtime import stack as stack_module
+
+    async def wait(tasks, *, timeout=None, return_when=asyncio.ALL_COMPLETED):
+        if return_when == asyncio.FIRST_COMPLETED:
+            return_when = asyncio.FIRST_EXCEPTION
+        return await asyncio.wait(tasks, timeout=timeout, return_when=return_when)
+
+    shim = types.ModuleType("asyncio")
+    shim.__dict__.update({k: v for k, v in vars(asyncio).items() if not k.startswith("__")})
+    shim.wait = wait
+    stack_module.asyncio = shim
+
+
+def _resource_types_once_per_class():
+    from pulumi import _types
+
+    original, derived = _types.resource_types, {}
+
+    def resource_types(resource_cls):
+        try:
+            return derived[resource_cls]
+        except KeyError:
+            return derived.setdefault(resource_cls, original(resource_cls))
+
+    _types.resource_types = resource_types
+
+
+def _count_constructions(activity):
+    import pulumi.resource as resource_module
+
+    def counted(original):
+        def call(res, ty, name, *args, **kwargs):
+            with activity.lock:
+                activity.started[(ty, name)] = activity.started.get((ty, name), 0) + 1
+            activity.touch()
+            return original(res, ty, name, *args, **kwargs)
+
+        return call
+
+    resource_module.register_resource = counted(resource_module.register_resource)
+    resource_module.read_resource = counted(resource_module.read_resource)
+
+
+def _count_answers(stub, activity):
+    """The monitor's answers are progress; a registration answered finishes its construction."""
+    for method in ("RegisterResource", "ReadResource", "Invoke", "RegisterResourceOutputs"):
+        original = getattr(stub, method, None)
+        if original is None:
+            continue
+
+        def answered(request, *args, __original=original, __method=method, **kwargs):
+            try:
+                return __original(request, *args, **kwargs)
+            finally:
+                if __method in ("RegisterResource", "ReadResource"):
+                    key = (request.type, request.name)
+                    with activity.lock:
+                        activity.finished[key] = activity.finished.get(key, 0) + 1
+                activity.touch()
+
+        setattr(stub, method, answered)
+
+
+def _watch(activity, main_thread, idle_timeout, on_stuck):
+    """Sample where the program's thread is; stuck when nothing moved for `idle_timeout` seconds."""
+    last_where = None
+    while True:
+        time.sleep(0.1)
+        frame = sys._current_frames().get(main_thread.ident)
+        waiting = frame is None or (frame.f_code.co_name == "select" and frame.f_code.co_filename.endswith("selectors.py"))
+        if not waiting:
+            where = (id(frame), frame.f_lasti, frame.f_lineno)
+            if where != last_where:
+                activity.touch()
+            last_where = where
+        if time.monotonic() - activity.last > idle_timeout:
+            with activity.lock:
+                pending = ["%s %r" % (ty, name) for (ty, name), count in sorted(activity.started.items())
+                           if count > activity.finished.get((ty, name), 0)]
+            if pending:
+                what = "waiting for %s%s, whose inputs never resolved" % (
+                    pending[0], " (and %d more)" % (len(pending) - 1) if len(pending) > 1 else "")
+            else:
+                what = "waiting on something that never completes"
+            on_stuck("the program made no progress for %g s, %s" % (idle_timeout, what))
+            return
+
+
+def program_error(err, root):
+    """`file:line: Type: message`, the line in the program's own files where it failed."""
+    import pulumi
+
+    message = str(err).strip() or err.__class__.__name__
+    if isinstance(err, pulumi.RunError):
+        return message.splitlines()[0] if message else message
+    root = os.path.realpath(root) + os.sep
+    place = ""
+    for frame in traceback.extract_tb(err.__traceback__):
+        path = os.path.realpath(frame.filename)
+        if path.startswith(root):
+            place = "%s:%s: " % (path[len(root):], frame.lineno)
+    if isinstance(err, SyntaxError) and err.filename:
+        path = os.path.realpath(err.filename)
+        if path.startswith(root):
+            place = "%s:%s: " % (path[len(root):], err.lineno)
+        message = err.msg or message
+    return ("%s%s: %s" % (place, err.__class__.__name__, message)).splitlines()[0]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Execute a Pulumi Python program (pubsubguard)")
+    for option in ("--project", "--stack", "--monitor", "--engine", "--pwd", "--root_directory", "--organization"):
+        parser.add_argument(option)
+    parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--dry_run", default="true")
+    parser.add_argument("--idle-timeout", type=float, default=60.0)
+    parser.add_argument("PROGRAM")
+    args = parser.parse_args(argv)
+
+    try:
+        import pulumi
+        import pulumi.runtime
+    except ImportError as err:
+        print("pulumi SDK not importable: %s" % err, file=sys.stderr)
+        return NO_SDK
+
+    config_env = pulumi.runtime.get_config_env()
+    if hasattr(pulumi.runtime, "get_config_secret_keys_env") and hasattr(pulumi.runtime, "set_all_config"):
+        pulumi.runtime.set_all_config(config_env, pulumi.runtime.get_config_secret_keys_env())
+    else:
+        for key, value in config_env.items():
+            pulumi.runtime.set_config(key, value)
+
+    activity = Activity()
+    for description, function in (("unknowns", _unknowns_print_as_sentinel),
+                                   ("linear wait", _outputs_awaited_in_linear_time),
+                                   ("types", _resource_types_once_per_class),
+                                   ("count", lambda: _count_constructions(activity))):
+        _patch(description, function)
+
+    kwargs = {"monitor": args.monitor, "engine": args.engine, "project": args.project, "stack": args.stack,
+              "parallel": args.parallel, "dry_run": args.dry_run == "true", "organization": args.organization,
+              "root_directory": args.root_directory}
+    try:
+        settings = pulumi.runtime.Settings(**kwargs)
+    except TypeError:
+        import inspect
+
+        accepted = inspect.signature(pulumi.runtime.Settings.__init__).parameters
+        settings = pulumi.runtime.Settings(**{k: v for k, v in kwargs.items() if k in accepted})
+    _patch("answers", lambda: _count_answers(settings.monitor, activity))
+    pulumi.runtime.configure(settings)
+
+    sys.argv = [args.PROGRAM]
+    if args.pwd:
+        os.chdir(args.pwd)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(max_workers=max(args.parallel, 1) * 4)
+    loop.set_default_executor(executor)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # as the language host
+
+    def log_error(message):
+        """To the engine's `Log`, as `pulumi.log.error` sends it (from any thread)."""
+        from pulumi.runtime.proto import engine_pb2
+
+        settings.engine.Log(engine_pb2.LogRequest(severity=engine_pb2.ERROR, message=message, urn=""))
+
+    def stuck(message):
+        try:
+            log_error(message)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(ERROR_SHOWN)
+
+    threading.Thread(target=_watch, args=(activity, threading.current_thread(), args.idle_timeout, stuck),
+                     daemon=True, name="pubsubguard-watchdog").start()
+    exit_code = 1
+    gc.disable()
+    try:
+        loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: runpy.run_path(args.PROGRAM, run_name="__main__")))
+        exit_code = 0
+    except BaseException as err:  # noqa: BLE001 - shown through the engine, as the language host does
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        try:
+            log_error(program_error(err, args.root_directory or os.getcwd()))
+        except Exception:  # noqa: BLE001 - the engine went away: the exit code says it
+            pass
+        exit_code = ERROR_SHOWN
+    finally:
+        gc.enable()
+        executor.shutdown(wait=False)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return exit_code
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the SDK's executor threads may still wait on RPCs: the run is over
