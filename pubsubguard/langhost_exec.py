@@ -165,8 +165,8 @@ def program_error(err, root):
     import pulumi
 
     message = str(err).strip() or err.__class__.__name__
-    if isinstance(err, pulumi.RunError):
-        return message.splitlines()[0] if message else message
+    if isinstance(err, pulumi.RunError):  # a message for the user as it is (the SDK shows no stack trace)
+        return message
     root = os.path.realpath(root) + os.sep
     place = ""
     for frame in traceback.extract_tb(err.__traceback__):
@@ -178,7 +178,7 @@ def program_error(err, root):
         if path.startswith(root):
             place = "%s:%s: " % (path[len(root):], err.lineno)
         message = err.msg or message
-    return ("%s%s: %s" % (place, err.__class__.__name__, message)).splitlines()[0]
+    return ("the program failed: %s%s: %s" % (place, err.__class__.__name__, message)).splitlines()[0]
 
 
 def main(argv=None):

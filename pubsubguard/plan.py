@@ -152,15 +152,15 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
     if code is None:
         return f"the program did not finish within {limits.timeout_s:g} s (--timeout SECONDS raises the limit)"
     if recorder.errors:
-        message = recorder.errors[0].splitlines()[0] if recorder.errors[0] else "an error"
+        message = recorder.errors[0] or "the program failed: an error with no message"
         if message.startswith("the program made no progress"):
             return f"{source}: {message}"
-        if "MemoryError" in message:
+        if message.startswith("the program failed:") and "MemoryError" in message:
             message += f" (the program's memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
-        elif recorder.unknown_invokes:
+        elif message.startswith("the program failed:") and recorder.unknown_invokes:
             tokens = ", ".join(sorted({i["token"] for i in recorder.unknown_invokes}))
             message += f" (offline, the results of {tokens} are unknown; give them with --invoke-results FILE)"
-        return message if message.startswith("the program") else f"the program failed: {message}"
+        return message
     if code == langhost_exec_no_sdk():
         return f"{interpreter.python} ({interpreter.source}) cannot import the pulumi SDK (pip install pulumi)"
     if code < 0:

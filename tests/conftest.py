@@ -11,6 +11,10 @@ import pytest
 # `policies/venv/bin/python -m pytest tests/policies`. The project's venv does not collect them.
 collect_ignore = [] if importlib.util.find_spec("pulumi_policy") else ["policies"]
 
+# Programs under test run as in an activated virtualenv: the tests' own (as `pulumi preview` in a shell
+# where `source .venv/bin/activate` ran). Tests of how the interpreter is found set their own.
+os.environ.setdefault("VIRTUAL_ENV", __import__("sys").prefix)
+
 
 def pytest_terminal_summary(terminalreporter):
     """How many generated histories and mutations the property tests checked (a report, not a test)."""

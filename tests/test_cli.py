@@ -48,6 +48,7 @@ def project(tmp_path) -> Path:
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
         shutil.copy(ROOT / name, copy / name)
     shutil.copytree(ROOT / "infra", copy / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / ".venv").symlink_to(sys.prefix)  # the virtualenv Pulumi.yaml names, as `pulumi install` makes it
     return copy
 
 

@@ -175,38 +175,3 @@ def test_two_topics_named_alike_in_two_projects_are_two_topics(tmp_path, capsys)
     code = cli.main(["check", "--root", str(root), "--stack", "dev", "--format", "json"])
     result = json.loads(capsys.readouterr().out)
     assert (code, [v["policy"] for v in result["violations"] if v["level"] == "mandatory"]) == (0, [])
-
-
-def test_the_plans_stack_traces_are_the_sdks_without_reading_source_files():
-    """`plan._stack_traces_without_source_text` stands in for the SDK's `_get_stack_trace` while a
-    program runs: called from the same frame, both give the same StackTrace message (the frames below
-    the concrete resource's `__init__`, as file URIs and lines), and both are empty with fewer frames."""
-    from pulumi.runtime import resource as runtime_resource
-
-    from pubsubguard import plan as planning
-
-    sdk = runtime_resource._get_stack_trace
-    with planning._stack_traces_without_source_text():
-        fast = runtime_resource._get_stack_trace
-    assert fast is not sdk and runtime_resource._get_stack_trace is sdk  # restored after the plan
-
-    class Base:  # Resource.__init__
-        def __init__(self):
-            self.traces = (sdk(), fast())
-
-    class Custom(Base):  # CustomResource.__init__
-        def __init__(self):
-            super().__init__()
-
-    class Concrete(Custom):  # e.g. gcp.pubsub.Topic.__init__
-        def __init__(self):
-            super().__init__()
-
-    def program_line():
-        return Concrete().traces
-
-    expected, got = program_line()
-    assert len(expected.frames) > 2 and expected.frames[0].pc.uri.endswith("test_plan_preview.py")
-    assert got == expected
-    shallow = Custom().traces
-    assert shallow[0] == shallow[1] and not shallow[1].frames

@@ -154,6 +154,7 @@ def test_plan_is_byte_identical_across_runs_and_processes(plan, tmp_path):
 def _stack(tmp_path: Path, config: dict) -> Path:
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     shutil.copytree(ROOT / "infra", tmp_path / "infra")
+    (tmp_path / ".venv").symlink_to(sys.prefix)  # the virtualenv Pulumi.yaml names
     (tmp_path / "Pulumi.t.yaml").write_text(yaml.safe_dump({"config": config}))
     return tmp_path
 

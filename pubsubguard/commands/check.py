@@ -122,6 +122,6 @@ def _emit(args, text: str, result) -> None:
         options.write_stdout(text)
         return
     options.write_text(args.out, text, "--out")
-    if result is not None:
+    if result is not None and not result.error:
         print(f"check: {len(result.mandatory)} mandatory, {len(result.violations) - len(result.mandatory)} "
               f"advisory -> {args.out}", file=sys.stderr)

@@ -75,6 +75,13 @@ def run_options(args) -> dict:
     }
 
 
+def show_diagnostics(run, show_secrets: bool = False) -> None:
+    """The program's warnings on stderr, as `pulumi preview` shows them (secrets masked)."""
+    for severity, message in run.messages:
+        if severity == "warning":
+            print(message if show_secrets else planning.mask(message, run.secrets), file=sys.stderr)
+
+
 def register(subparsers) -> None:
     parser = options.add_command(
         subparsers, "plan", "run the Pulumi program offline and write the resource graph (JSON)",
@@ -89,7 +96,13 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    plan = planning.run_program(args.stack, args.root, **run_options(args)).plan
+    try:
+        run = planning.run_program(args.stack, args.root, **run_options(args))
+    except planning.ProgramFailed as failed:
+        show_diagnostics(failed.run, args.show_secrets)
+        raise
+    show_diagnostics(run, args.show_secrets)
+    plan = run.plan
     text = planning.dumps(plan, show_secrets=args.show_secrets)
     if args.out:
         options.write_text(args.out, text, "--out")
