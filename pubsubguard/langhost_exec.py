@@ -50,6 +50,7 @@ class Activity:
         self.last = time.monotonic()
         self.started = {}
         self.finished = {}
+        self.count = 0
 
     def touch(self):
         self.last = time.monotonic()
@@ -99,13 +100,22 @@ def _resource_types_once_per_class():
     _types.resource_types = resource_types
 
 
-def _count_constructions(activity):
+def _count_constructions(activity, max_resources):
+    """Count constructions (the watchdog names what a stuck program waits for) and stop the program at
+    the resource limit: a loop constructing resources runs before any of them registers, so the
+    engine alone would see the limit crossed only after the program's memory ran out."""
+    import pulumi
     import pulumi.resource as resource_module
 
     def counted(original):
         def call(res, ty, name, *args, **kwargs):
             with activity.lock:
                 activity.started[(ty, name)] = activity.started.get((ty, name), 0) + 1
+                activity.count += 1
+                over = activity.count > max_resources
+            if over:
+                raise pulumi.RunError("the program registered more than {:,} resources (--max-resources "
+                                      "raises the limit)".format(max_resources))
             activity.touch()
             return original(res, ty, name, *args, **kwargs)
 
@@ -188,6 +198,7 @@ def main(argv=None):
     parser.add_argument("--parallel", type=int, default=16)
     parser.add_argument("--dry_run", default="true")
     parser.add_argument("--idle-timeout", type=float, default=60.0)
+    parser.add_argument("--max-resources", type=int, default=50000)
     parser.add_argument("PROGRAM")
     args = parser.parse_args(argv)
 
@@ -209,7 +220,7 @@ def main(argv=None):
     for description, function in (("unknowns", _unknowns_print_as_sentinel),
                                    ("linear wait", _outputs_awaited_in_linear_time),
                                    ("types", _resource_types_once_per_class),
-                                   ("count", lambda: _count_constructions(activity))):
+                                   ("count", lambda: _count_constructions(activity, args.max_resources))):
         _patch(description, function)
 
     kwargs = {"monitor": args.monitor, "engine": args.engine, "project": args.project, "stack": args.stack,

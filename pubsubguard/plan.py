@@ -115,7 +115,8 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         args = ["--monitor", monitor_address, "--engine", engine_address, "--project", project.name,
                 "--stack", stack, "--pwd", str(project.program_dir), "--root_directory", str(project.root),
                 "--organization", "organization", "--dry_run", "true", "--parallel", str(PARALLEL),
-                "--idle-timeout", f"{limits.idle_timeout_s:g}", str(project.main)]
+                "--idle-timeout", f"{limits.idle_timeout_s:g}", "--max-resources", str(limits.max_resources),
+                str(project.main)]
         child = langhost.start(interpreter, project, scratch, args, env, memory_mib=limits.memory_mib,
                                require_isolation=require_isolation, notes=notes)
         for line in notes:
@@ -163,12 +164,15 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
         return message
     if code == langhost_exec_no_sdk():
         return f"{interpreter.python} ({interpreter.source}) cannot import the pulumi SDK (pip install pulumi)"
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
-        return f"the program was killed by {name} before it completed"
+    last = (run.stderr.text().strip().splitlines() or [""])[-1][:300]
+    memory = (f" (its memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
+              if "MemoryError" in last or "std::bad_alloc" in last else "")
+    signum = -code if code < 0 else code - 128 if run.confined and code > 128 else None  # bwrap: 128 + signal
+    if signum is not None:
+        name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
+        return f"the program was killed by {name} before it completed{memory}"
     if code != 0:
-        last = (run.stderr.text().strip().splitlines() or [""])[-1][:300]
-        return f"the program exited with code {code} before it completed" + (f" ({last})" if last else "")
+        return f"the program exited with code {code} before it completed" + (memory or (f" ({last})" if last else ""))
     if not recorder.completed:
         return "the program exited (code 0) before it completed: it never registered its stack's outputs"
     return None
