@@ -243,6 +243,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
         "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
+        "declared_source": everything.source,  # what drift and the guarantees were judged against
     }
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
