@@ -46,7 +46,7 @@ def register(subparsers) -> None:
     parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
     parser.add_argument("--plan", type=options.input_file, default=None, metavar="FILE",
                         help="apply this plan FILE instead of planning --stack (default: plan --stack dev)")
-    parser.add_argument("--state", type=options.remote_or(options.input_file), nargs="?", const="", default=None,
+    parser.add_argument("--state", type=options.or_checkpoint(options.remote_or(options.input_file)), nargs="?", const="", default=None,
                         metavar="FILE",
                         help="apply what `pulumi up` deployed: a `pulumi stack export` FILE or URI (gs://, s3://), "
                              "deployed names and all; `--state` alone with --stack: that stack's checkpoint in a "

@@ -52,7 +52,7 @@ def evidence_directory(text: str) -> Path:
 # (dest, type, help): the job's options as the CLI validates and explains them.
 REFINED = (
     ("plan", options.remote_or(options.input_file), "a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of planning --stack"),
-    ("state", options.remote_or(options.input_file), "verify what `pulumi up` deployed: a `pulumi stack export` FILE "
+    ("state", options.or_checkpoint(options.remote_or(options.input_file)), "verify what `pulumi up` deployed: a `pulumi stack export` FILE "
                                                       "or URI (gs://, s3a://) instead of a plan, judged under the "
                                                       "deployed names; `--state` alone with --stack: that stack's "
                                                       "checkpoint in a self-managed backend (PULUMI_BACKEND_URL=file://DIR)"),
