@@ -120,7 +120,9 @@ def read_deployment(location: str | Path) -> dict:
     except UnicodeDecodeError:
         raise StateError(f"--state {location}: not text ({EXPORT_HINT})") from None
     except json.JSONDecodeError as err:
-        what = "truncated" if err.pos >= len(raw.rstrip()) else "not JSON"
+        # a cut file ends inside the document: an unterminated string, or no closing brace
+        ends = raw.rstrip()
+        what = "truncated" if err.pos >= len(ends) or err.msg.startswith("Unterminated") or not ends.endswith(b"}") else "not JSON"
         raise StateError(f"--state {location}: {what} at line {err.lineno} column {err.colno} ({err.msg}); "
                          f"{EXPORT_HINT}") from None
     if not isinstance(document, dict) or "version" not in document:
@@ -182,7 +184,7 @@ def plan_of_state(deployment: dict, location: str | Path, stack: str | None = No
     providers = {r["urn"]: r for r in live if r["type"].startswith(PROVIDER_PREFIX)}
     pubsub = [r for r in live if r["type"] in PUBSUB_TYPES and r.get("custom")]
     if not pubsub:
-        types = collections.Counter(r["type"] for r in live if not r["type"].startswith(PROVIDER_PREFIX) and r["type"] != STACK_TYPE)
+        types = collections.Counter(r["type"] for r in live if r.get("custom") and not r["type"].startswith(PROVIDER_PREFIX))
         held = ", ".join(f"{t} ×{n}" for t, n in types.most_common(3)) or "no resources"
         raise StateError(f"--state {location}: no Pub/Sub topic or subscription in this deployment ({held}); "
                          "export the stack that deploys them")
