@@ -86,9 +86,12 @@ def run(args) -> int:
     outcomes = outcome_table(result, plan, show_all)
     if outcomes.row_count:
         console.print(outcomes)
-    comparison = comparison_table(wanted, held, diffs, show_all, state.describe(plan.get("state")) if "state" in plan else "")
+    source = state.describe(plan["state"]) if "state" in plan else ""
+    comparison = comparison_table(wanted, held, diffs, show_all, source)
     if comparison.row_count:
         console.print(comparison)
+    if source:
+        console.print(f"declared: {source}: what `pulumi up` deployed", highlight=False, soft_wrap=True)
     console.print(summary(result, diffs), highlight=False)
     return 0 if result.complete else 1
 
