@@ -12,7 +12,7 @@ A plan made offline (`pubsubguard plan`) holds what a preview knows. Two things 
 
 Only a reference with exactly one Pub/Sub resource of the expected kind behind it is resolved; any
 other unknown stays unknown (apply then names it). `apply --emulator` assigns the names and records the
-rehearsal as the state a deploy would have left (`pubsubguard.state.state_document`), in
+rehearsal as the state a deploy would have left (`state_document`), in
 `<project>/.pubsubguard/rehearsal/<stack>.json`: applying again keeps the names (as Pulumi keeps a
 resource's autoname across updates), `verify --plan` on the emulator finds them there, and the file is
 a `pulumi stack export` document `--state` reads too.
@@ -29,6 +29,7 @@ from typing import Any
 
 import pubsub_facts as facts
 
+from pubsubguard import state
 from pubsubguard.declared import PlanValueError, subscription_path, topic_path
 from pubsubguard.project import UNKNOWN
 
@@ -122,15 +123,47 @@ def for_apply(plan: dict, root: Path) -> tuple[dict, dict[str, str]]:
     return resolve(plan, recorded_names(root, plan["stack"]), assign=True)
 
 
+# --- The rehearsal's record ----------------------------------------------------------------------------
+def state_document(plan: dict, time: str) -> dict:
+    """The export `pulumi stack export` would write after deploying `plan` (names and references resolved):
+    each custom resource's outputs are its inputs with its id, project and name."""
+    project = plan["gcp_project"]
+    resources = []
+    stack_urn = f"urn:pulumi:{plan['stack']}::{plan['project']}::{state.STACK_TYPE}::{plan['project']}-{plan['stack']}"
+    for record in plan["resources"]:
+        if record["type"] == state.STACK_TYPE:
+            stack_urn = record["urn"]
+    resources.append({"urn": stack_urn, "custom": False, "type": state.STACK_TYPE, "outputs": {}})
+    for record in plan["resources"]:
+        if record["type"] == state.STACK_TYPE:
+            continue
+        entry = {"urn": record["urn"], "custom": bool(record.get("custom")), "type": record["type"],
+                 "parent": record.get("parent") or stack_urn, "dependencies": record.get("dependencies") or [],
+                 "propertyDependencies": record.get("property_dependencies") or {}}
+        if record.get("custom"):
+            inputs = dict(record.get("inputs") or {})
+            outputs = dict(inputs)
+            if record["type"] in _NAMED:
+                outputs.setdefault("project", project)
+                path = (topic_path if record["type"] == facts.TOPIC else subscription_path)(outputs["project"], inputs["name"])
+                outputs.update(id=path, effectiveLabels=dict(inputs.get("labels") or {}))
+                entry["id"] = path
+            else:
+                entry["id"] = record.get("id") or record["urn"].rsplit("::", 1)[-1]
+            entry.update(inputs=inputs, outputs=outputs)
+        resources.append(entry)
+    return {"version": state.DEPLOYMENT_VERSION,
+            "deployment": {"manifest": {"time": time, "magic": "", "version": "pubsubguard rehearsal"},
+                           "secrets_providers": {"type": "passphrase"}, "resources": resources}}
+
+
 def record(plan: dict, root: Path) -> Path:
     """Write the rehearsal of `plan` (names resolved) as the state a deploy would have left."""
-    from pubsubguard import state
-
     path = record_path(root, plan["stack"])
     path.parent.mkdir(parents=True, exist_ok=True)
     time = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     staged = path.with_name(f".{path.name}.tmp")
-    staged.write_text(json.dumps(state.state_document(plan, time), indent=4, sort_keys=True) + "\n")
+    staged.write_text(json.dumps(state_document(plan, time), indent=4, sort_keys=True) + "\n")
     staged.replace(path)
     return path
 

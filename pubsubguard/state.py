@@ -26,8 +26,7 @@ backend from PULUMI_BACKEND_URL or `backend.url` in Pulumi.yaml, the checkpoint
 A checkpoint is `{"version": 3, "checkpoint": {"stack", "config", "latest": <deployment>}}`; an export
 is `{"version": 3, "deployment": <deployment>}`; both are read.
 
-`state_document(plan, time)` writes the other way: a plan whose names are resolved (an emulator
-rehearsal, `pubsubguard.rehearsal`) as the export `pulumi stack export` would write after deploying it.
+The other way (a rehearsal's deployment written as an export) is `pubsubguard.rehearsal.state_document`.
 """
 
 from __future__ import annotations
@@ -288,39 +287,3 @@ def describe(source: dict | None) -> str:
                 f"{source.get('deployed_at') or 'at an unrecorded time'})")
     names = f", deployed names from {source['names_from']}" if source.get("names_from") else ""
     return f"plan {source.get('location')}{names}"
-
-
-# --- A rehearsal's deployment as a state -----------------------------------------------------------------
-def state_document(plan: dict, time: str) -> dict:
-    """The export `pulumi stack export` would write after deploying `plan` (names and references resolved):
-    each custom resource's outputs are its inputs with its id, project and name."""
-    from pubsubguard.declared import subscription_path, topic_path
-
-    project = plan["gcp_project"]
-    resources = []
-    stack_urn = f"urn:pulumi:{plan['stack']}::{plan['project']}::{STACK_TYPE}::{plan['project']}-{plan['stack']}"
-    for record in plan["resources"]:
-        if record["type"] == STACK_TYPE:
-            stack_urn = record["urn"]
-    resources.append({"urn": stack_urn, "custom": False, "type": STACK_TYPE, "outputs": {}})
-    for record in plan["resources"]:
-        if record["type"] == STACK_TYPE:
-            continue
-        entry = {"urn": record["urn"], "custom": bool(record.get("custom")), "type": record["type"],
-                 "parent": record.get("parent") or stack_urn, "dependencies": record.get("dependencies") or [],
-                 "propertyDependencies": record.get("property_dependencies") or {}}
-        if record.get("custom"):
-            inputs = dict(record.get("inputs") or {})
-            outputs = dict(inputs)
-            if record["type"] in PUBSUB_TYPES:
-                outputs.setdefault("project", project)
-                path = (topic_path if record["type"] == facts.TOPIC else subscription_path)(outputs["project"], inputs["name"])
-                outputs.update(id=path, effectiveLabels=dict(inputs.get("labels") or {}))
-                entry["id"] = path
-            else:
-                entry["id"] = record.get("id") or record["urn"].rsplit("::", 1)[-1]
-            entry.update(inputs=inputs, outputs=outputs)
-        resources.append(entry)
-    return {"version": DEPLOYMENT_VERSION,
-            "deployment": {"manifest": {"time": time, "magic": "", "version": "pubsubguard rehearsal"},
-                           "secrets_providers": {"type": "passphrase"}, "resources": resources}}
