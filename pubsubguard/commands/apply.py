@@ -62,8 +62,8 @@ def run(args) -> int:
         raise UserError("--emulator is required: apply targets the local emulator; deploy to Google Cloud with `pulumi up`")
     from pubsubguard import rehearsal, state
 
-    plan = declared.plan_from(args.plan, args.stack, args.root, getattr(args, "state", None))
     host = emu.running_host(args.root)
+    plan = declared.plan_from(args.plan, args.stack, args.root, getattr(args, "state", None))
     # Names and references a deploy decides are decided here as `pulumi up` would (kept from the last
     # rehearsal of the stack); the rehearsal is recorded before anything is created, so names survive a
     # partial apply.
