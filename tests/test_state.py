@@ -146,14 +146,17 @@ BAD = {
 
 @pytest.mark.emulator
 @pytest.mark.parametrize("command, case", [("verify", case) for case in BAD] + [
-    ("apply", case) for case in BAD if case != "another project"])  # apply has no --project: it creates where deployed
+    (command, case) for command in ("apply", "run") for case in BAD if case != "another project"])  # no --project there
 def test_bad_state_is_one_line_exit_2_and_nothing_is_created(command, case, emulator, tmp_path, capsys):
     damage, extra, says = BAD[case]
     project = f"bad-input-{uuid.uuid4().hex[:8]}"
     path = _state_in(project, tmp_path)
     damage(path)
-    argv = (["verify", "--state", str(path), "--target", "emulator", "--report", str(tmp_path / "report"), *extra]
-            if command == "verify" else ["apply", "--emulator", "--state", str(path), "--cwd", str(tmp_path)])
+    argv = {
+        "verify": ["verify", "--state", str(path), "--target", "emulator", "--report", str(tmp_path / "report"), *extra],
+        "apply": ["apply", "--emulator", "--state", str(path), "--cwd", str(tmp_path)],
+        "run": ["run", "--state", str(path), "--cwd", str(tmp_path), "--out", str(tmp_path / "report")],
+    }[command]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
