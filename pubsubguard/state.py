@@ -278,6 +278,20 @@ def load(location: str | Path | None, stack: str | None, root: Path) -> dict:
     return plan_of_state(read_deployment(location), location, stack)
 
 
+def caveats(source: dict | None) -> list[str]:
+    """What a reader of a verification against this state should know (one sentence each)."""
+    if not source or source.get("kind") != "state":
+        return []
+    said = []
+    if source.get("pending_operations"):
+        said.append(f"the state {source['location']} records {source['pending_operations']} operation(s) pending: a "
+                    "`pulumi up` was interrupted, so it may not say what is deployed (`pulumi refresh`, then export again)")
+    if source.get("secrets_skipped"):
+        said.append(f"{len(source['secrets_skipped'])} secret value(s) of the state were left unread "
+                    f"({', '.join(source['secrets_skipped'])}): nothing judged here depends on them")
+    return said
+
+
 def describe(source: dict | None) -> str:
     """One line: what a verification judged against (`Estate.source`)."""
     if not source:

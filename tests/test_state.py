@@ -91,6 +91,17 @@ def test_resources_pending_deletion_and_references_are_read_as_a_deploy_left_the
     assert topic_iam["inputs"]["topic"] == f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"
 
 
+def test_an_interrupted_deploy_is_said(tmp_path):
+    document = json.loads(STATE.read_text())
+    document["deployment"]["pending_operations"] = [{"resource": document["deployment"]["resources"][3], "type": "creating"}]
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(document))
+    said = state.caveats(state.load(path, None, EXAMPLE)["state"])
+    assert said[0].startswith(f"the state {path} records 1 operation(s) pending: a `pulumi up` was interrupted")
+    assert state.caveats(state.load(STATE, None, EXAMPLE)["state"]) == [
+        "1 secret value(s) of the state were left unread (stack outputs.ops_webhook): nothing judged here depends on them"]
+
+
 @pytest.mark.parametrize("layout", ["project", "project-gzip", "legacy"])
 def test_the_stack_alone_finds_a_file_backends_checkpoint(layout, tmp_path, monkeypatch):
     deployment = json.loads(STATE.read_text())["deployment"]
@@ -273,3 +284,5 @@ def test_verify_a_deployed_state_under_its_deployed_names_with_drift_since_deplo
     said = f"judged against state {STATE} (stack dev, deployed 2026-11-20T09:14:03.587251Z)"
     assert said in access_line(result) and said in (report / "report.html").read_text()  # terminal and html
     assert CIPHERTEXT not in (report / "report.json").read_text() + (report / "report.html").read_text()
+    assert any(o.startswith("1 secret value(s) of the state were left unread (stack outputs.ops_webhook)")
+               for o in result["observations"])

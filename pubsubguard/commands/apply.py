@@ -92,6 +92,8 @@ def run(args) -> int:
         console.print(comparison)
     if source:
         console.print(f"declared: {source}: what `pulumi up` deployed", highlight=False, soft_wrap=True)
+        for caveat in state.caveats(plan["state"]):
+            console.print(f"declared: {caveat}", highlight=False, soft_wrap=True)
     console.print(summary(result, diffs), highlight=False)
     return 0 if result.complete else 1
 
