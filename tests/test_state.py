@@ -209,6 +209,26 @@ def test_a_rehearsal_resolves_autonames_and_references_as_a_deploy_would(team_pl
     assert {r["inputs"].get("name") for r in again["resources"]} != {r["inputs"].get("name") for r in resolved["resources"]}
 
 
+def test_on_google_cloud_a_plan_cannot_know_the_deployed_names(team_plan, tmp_path):
+    rehearsal.record(rehearsal.resolve(team_plan, {}, assign=True)[0], tmp_path)  # an emulator rehearsal exists
+    with pytest.raises(declared.PlanValueError, match=r"plan.json: orders, .*name chosen at deploy \(autonamed\); "
+                                                      r"verify the deployed stack with --state"):
+        rehearsal.for_verify(team_plan, tmp_path, "gcp", "plan.json")
+    resolved, names_from = rehearsal.for_verify(team_plan, tmp_path, "emulator", "plan.json")
+    assert names_from == str(rehearsal.record_path(tmp_path, "dev")) and not rehearsal.autonamed(resolved)
+
+
+def test_a_state_is_read_through_the_storage_layer(gcs):
+    from pubsubguard import storage
+
+    uri = "gs://pubsubguard-test/deployments/team-orders/state.json"
+    storage.write_bytes(uri, STATE.read_bytes())
+    plan = state.load(uri, None, EXAMPLE)
+    assert plan["state"]["location"] == uri and "orders-ordered-b81e3c4" in declared.estate(plan).subscriptions
+    with pytest.raises(state.StateError, match=r"--state gs://pubsubguard-test/nothing.json: no such file"):
+        state.load("gs://pubsubguard-test/nothing.json", None, EXAMPLE)
+
+
 def test_a_reference_to_nothing_of_the_plan_stays_unknown(team_plan):
     plan = json.loads(json.dumps(team_plan))
     ordered = next(r for r in plan["resources"] if r["name"] == "orders-ordered")

@@ -116,7 +116,8 @@ def preflight(args) -> None:
         return
     if args.report is None and not args.from_evidence:
         stack = args.stack or (planning.load_plan(args.plan)["stack"] if args.plan else
-                               state.load(args.state, None, args.root)["stack"] if args.state else "dev")
+                               state.load(args.state or None, None, args.root)["stack"] if args.state is not None
+                               else "dev")
         args.report = args.root / "out" / stack / "report"
         options.require_writable(args.report, "--report", directory=True)
     if find_java() is None:
