@@ -177,6 +177,18 @@ def _unknowns(value: Any, where: str) -> list[str]:
     return []
 
 
+def require_known(plan: dict) -> None:
+    """UserError unless every value apply sends is known (checked before anything is created)."""
+    for key in ("gcp_project", "resources"):
+        if key not in plan:
+            raise UserError(f"plan: missing {key!r} (make a plan with `pubsubguard plan --out FILE`)")
+    unknown = [w for r in plan["resources"] if r.get("custom") for w in _unknowns(r.get("inputs", {}), f"{r['name']}.inputs")]
+    unnamed = [f"{r['name']}.inputs.name" for r in plan["resources"]
+               if r["type"] in (facts.TOPIC, facts.SUBSCRIPTION) and r.get("custom") and not r["inputs"].get("name")]
+    if unknown or unnamed:
+        raise UserError(f"plan: values unknown until deploy cannot be applied: {', '.join(unknown + unnamed)}")
+
+
 def _ordered(plan: dict, estate: declared.Estate):
     """Topics (dead-letter topics first), subscriptions (drains first), IAM and other resources."""
     dead_letter_topics = {s.dead_letter_topic for s in estate.subscriptions.values() if s.dead_letter_topic}
@@ -205,12 +217,7 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
     """Create or update the plan's resources on the target the clients talk to; see module doc."""
     from google.cloud import pubsub_v1
 
-    for key in ("gcp_project", "resources"):
-        if key not in plan:
-            raise UserError(f"plan: missing {key!r} (make a plan with `pubsubguard plan --out FILE`)")
-    unknown = [w for r in plan["resources"] if r.get("custom") for w in _unknowns(r.get("inputs", {}), f"{r['name']}.inputs")]
-    if unknown:
-        raise UserError(f"plan: values unknown until deploy cannot be applied: {', '.join(unknown)}")
+    require_known(plan)
     publisher = publisher or pubsub_v1.PublisherClient()
     subscriber = subscriber or pubsub_v1.SubscriberClient()
     result = ApplyResult(target=target)

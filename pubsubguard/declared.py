@@ -11,8 +11,10 @@ model: apply's requests (`Topic.inputs` for the fields the model does not name),
 vocabulary and drift (`settings()`), probe isolation's twins, the probe's specs, the checks'
 subscription config and the report (`validation.target.checked`).
 
-`plan_from(plan_file, stack, root)` is the one plan loader of `verify`, `run` and `apply`: the plan
-of `--plan FILE`, or one made offline from `--stack`.
+`plan_from(plan_file, stack, root, state)` is the one plan loader of `verify`, `run` and `apply`: the
+plan of `--plan FILE`, one made offline from `--stack`, or what `pulumi up` deployed (`--state`: a
+stack's state read as a plan by `pubsubguard.state`, its outputs as the declared values, so the same
+model is read from it). `Estate.source` says which.
 """
 
 from __future__ import annotations
@@ -176,6 +178,9 @@ class Estate:
     output_names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     # the Pub/Sub service agent the plan grants dead-lettering roles to (`serviceAccount:service-N@…`)
     service_agent: str | None = None
+    # what the estate was read from (`pubsubguard.state.describe`): a plan, or a deployed stack's state
+    # (location, stack, deployment time); None: not recorded
+    source: dict | None = field(default=None, compare=False)
 
     def settings(self) -> dict[str, dict]:
         """Resource path -> settings, every topic then every subscription (readback vocabulary)."""
@@ -185,13 +190,14 @@ class Estate:
         }
 
     def declared_by_stack(self) -> Estate:
-        """The topics and subscriptions the stack outputs list (sorted by name): what this project's
-        program declares, without its plumbing. Raises when the plan has no such outputs."""
+        """The topics and subscriptions the stack declares for consumers, sorted by name, without plumbing.
+
+        This project's program lists them in its stack outputs (`topics`, `subscriptions`). Any other
+        program (no such outputs) is read from its resources: every subscription except the drains of
+        dead-letter topics (a subscription reading a topic that another subscription dead-letters to),
+        every topic a remaining subscription reads; each dead-lettering subscription gets its drain."""
         if self.output_names is None:
-            raise PlanValueError(
-                f"plan for stack {self.stack!r}: outputs: expected 'topics' and 'subscriptions' "
-                "(the stack outputs of this project's Pulumi program)"
-            )
+            return self._declared_by_resources()
         topic_names, subscription_names = self.output_names
         for kind, names, held in (("topic", topic_names, self.topics), ("subscription", subscription_names, self.subscriptions)):
             for name in names:
@@ -201,6 +207,24 @@ class Estate:
             self,
             topics={name: self.topics[name] for name in sorted(topic_names)},
             subscriptions={name: self.subscriptions[name] for name in sorted(subscription_names)},
+        )
+
+    def _declared_by_resources(self) -> Estate:
+        dead_letter_topics = {s.dead_letter_topic for s in self.subscriptions.values() if s.dead_letter_topic}
+        drains = {s.path: s.topic_path for s in self.subscriptions.values() if s.topic_path in dead_letter_topics}
+        drain_of = {}
+        for path, topic in sorted(drains.items()):
+            drain_of.setdefault(topic, path)
+        subscriptions = {
+            name: replace(s, dead_letter_drain=s.dead_letter_drain or drain_of.get(s.dead_letter_topic))
+            for name, s in sorted(self.subscriptions.items()) if s.path not in drains
+        }
+        read = {s.topic_path for s in subscriptions.values()}
+        return replace(
+            self,
+            topics={name: t for name, t in sorted(self.topics.items()) if t.path in read},
+            subscriptions=subscriptions,
+            drains={**self.drains, **drains},
         )
 
 
@@ -215,6 +239,9 @@ def _seconds(value: Any, where: str) -> float | int:
 def _known(value: Any, where: str) -> Any:
     from pubsubguard.plan import UNKNOWN
 
+    if value is None and where.endswith(".name"):
+        raise PlanValueError(f"{where}: chosen at deploy (autonamed); rehearse with `pubsubguard apply --emulator`, "
+                             "or read the deployed names with --state")
     if value == UNKNOWN:
         raise PlanValueError(f"{where}: unknown until deploy; compare against a plan whose values are known")
     return value
@@ -320,7 +347,10 @@ def estate(plan: dict) -> Estate:
             raise PlanValueError(f"plan: missing {key!r} (make a plan with `pubsubguard plan --out FILE`)")
     project = plan["gcp_project"]
     outputs = plan.get("outputs") or {}
-    topic_outputs, subscription_outputs = outputs.get("topics") or {}, outputs.get("subscriptions") or {}
+    # this project's program exports `topics` and `subscriptions` as mappings by name; another program's
+    # outputs of those names (a list of names, say) say nothing this model reads
+    ours = isinstance(outputs.get("topics"), dict) and isinstance(outputs.get("subscriptions"), dict)
+    topic_outputs, subscription_outputs = (outputs["topics"], outputs["subscriptions"]) if ours else ({}, {})
     topics: dict[str, Topic] = {}
     for resource in resources_of(plan, facts.TOPIC):
         where = f"plan resource {resource['name']!r}"
@@ -348,19 +378,28 @@ def estate(plan: dict) -> Estate:
         probe_isolation=bool(outputs.get("probe_isolation")),
         drains=drains,
         output_names=(
-            (tuple(topic_outputs), tuple(subscription_outputs)) if "topics" in outputs and "subscriptions" in outputs else None
+            (tuple(topic_outputs), tuple(subscription_outputs)) if ours else None
         ),
         service_agent=agents[0] if agents else None,
+        source=plan.get("state"),
     )
 
 
 # --- The one plan loader -------------------------------------------------------------------------
-def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = None) -> dict:
-    """The plan of `--plan FILE`, or one made offline from `--stack` (default dev); both is a usage error."""
+def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = None, state: str | Path | None = None) -> dict:
+    """The plan of `--plan FILE`, of `--state FILE|URI` (a deployed stack's state read as a plan,
+    `pubsubguard.state`; `--state` without a value: `--stack`'s checkpoint in a self-managed backend), or
+    one made offline from `--stack` (default dev). `--plan` with `--stack` or `--state` is a usage error."""
     from pubsubguard import plan as planning
 
+    if plan_file is not None and state is not None:
+        raise UserError("--plan and --state: give one of them (a plan declares what to deploy, a state what was deployed)")
     if plan_file is not None and stack is not None:
         raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
+    if state is not None:
+        from pubsubguard import state as states
+
+        return states.load(state or None, stack, Path(root or planning.project_root()))
     if plan_file is not None:
         return planning.load_plan(plan_file)
     return planning.make_plan(stack or "dev", root)

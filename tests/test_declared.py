@@ -94,11 +94,21 @@ def test_values_unknown_until_deploy_or_malformed_are_named():
         _subscription(messageRetentionDuration="a week")
 
 
-def test_a_plan_without_stack_outputs_has_no_stack_view(dev_plan):
-    bare = {**dev_plan, "outputs": {}}
-    assert declared.estate(bare).subscriptions  # apply and readback still read it
-    with pytest.raises(declared.PlanValueError, match="outputs: expected 'topics' and 'subscriptions'"):
-        declared.estate(bare).declared_by_stack()
+def test_a_plan_without_stack_outputs_is_viewed_from_its_resources(dev_plan):
+    """Any other program has no `topics`/`subscriptions` outputs (issue 25): its stack view is every
+    subscription but the dead-letter drains, found from the resources: here, the same as the outputs say."""
+    bare = {**dev_plan, "outputs": {"subscriptions": ["a list, as a team's program may export"]}}
+    from_resources = declared.estate(bare).declared_by_stack()
+    from_outputs = declared.estate(dev_plan).declared_by_stack()
+    # dev declares `payments-dead-letter-drain` itself; read from the resources alone it is what it does:
+    # the subscription of a dead-letter topic, probed through the drain twin of its dead-lettering subscription
+    assert set(from_resources.subscriptions) == set(from_outputs.subscriptions) - {"payments-dead-letter-drain"}
+    assert from_outputs.drains.items() <= from_resources.drains.items() and from_outputs.drains
+    assert from_resources.drains[f"projects/{PROJECT}/subscriptions/payments-dead-letter-drain"] == (
+        f"projects/{PROJECT}/topics/payments-dead-letter")
+    for name, subscription in from_resources.subscriptions.items():
+        assert subscription.dead_letter_drain == (from_outputs.subscriptions[name].dead_letter_drain or (
+            f"projects/{PROJECT}/subscriptions/payments-dead-letter-drain" if subscription.dead_lettering else None)), name
 
 
 def test_one_plan_loader(tmp_path):

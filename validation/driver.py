@@ -26,6 +26,7 @@ from pubsubguard import storage
 from pubsubguard.errors import UserError
 from validation import access, endpoints, evidence
 from pubsubguard.declared import PUSH, short_name
+from pubsubguard.state import caveats
 from validation.drift import config_drift, missing_subscriptions
 from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from validation.faults import Faults, parse_faults, poison_set
@@ -122,7 +123,7 @@ def probe(args, spark=None, evidence_at: str | None = None):
     twin_specs = plan_twins(estate, run_id, push_url)
     if args.drain_timeout is None:
         args.drain_timeout = default_drain_timeout(twin_specs, args.fault_deadline)
-    observations: list[str] = []
+    observations: list[str] = list(caveats(everything.source))  # what the declared side leaves open
     mapping = endpoints.parse_endpoint_map(getattr(args, "endpoint", None))
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
@@ -243,6 +244,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
         "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
+        "declared_source": everything.source,  # what drift and the guarantees were judged against
     }
     info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)

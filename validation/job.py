@@ -78,6 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--root", type=Path, default=None, help="project directory holding Pulumi.yaml")
     source.add_argument("--plan", type=location, default=None,
                         help="a plan file or URI (gs://, s3a://, hdfs://; `pubsubguard plan --out`) instead of --stack")
+    source.add_argument("--state", type=lambda text: text if text == "" else location(text), nargs="?", const="",
+                        default=None,
+                        help="verify what `pulumi up` deployed: a `pulumi stack export` file or URI instead of a plan; "
+                             "`--state` alone with --stack: that stack's checkpoint in a self-managed backend")
     source.add_argument("--target", choices=("emulator", "gcp"), default="emulator")
     source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
     source.add_argument("--endpoint", action="append", default=None, metavar="REGION=HOST:PORT",

@@ -472,8 +472,13 @@ def access_line(result: dict) -> str:
     parameters = result.get("parameters") or {}
     dialled = (parameters.get("endpoints") or {}).get("dialled") or {}
     through = ", ".join(f"{endpoint} -> {address}" for endpoint, address in sorted(dialled.items())) or "as declared"
+    declared = ""
+    if "declared_source" in parameters:  # runs before issue 25 did not record it
+        from pubsubguard.state import describe
+
+        declared = f" · judged against {describe(parameters['declared_source'])}"
     return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
-            f"endpoints {through}")
+            f"endpoints {through}{declared}")
 
 
 SUMMARY_MIN_WIDTH = 200  # when stdout is not a terminal (a log, CI): wide enough for the whole table

@@ -1,5 +1,10 @@
-"""`pubsubguard apply --emulator [--stack NAME | --plan FILE]`: create the plan's topics and
-subscriptions on the running emulator, then read them back and print declared vs. actual.
+"""`pubsubguard apply --emulator [--stack NAME | --plan FILE | --state FILE]`: create the plan's topics
+and subscriptions on the running emulator, then read them back and print declared vs. actual.
+
+`--state` applies what `pulumi up` deployed (`pulumi stack export`), under the deployed names. A plan of
+any program whose names or references a deploy decides (autonames, `topic=topic.id`) is rehearsed as a
+deploy would resolve them (`pubsubguard.rehearsal`): the names chosen are printed and recorded, so
+applying again keeps them and `verify` finds them.
 
 The emulator is found through PUBSUB_EMULATOR_HOST, else `.pubsubguard/emulator.json` (written by
 `pubsubguard emulator start`). Resources go into the plan's `gcp_project`. Deploying to Google Cloud
@@ -41,6 +46,11 @@ def register(subparsers) -> None:
     parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
     parser.add_argument("--plan", type=options.input_file, default=None, metavar="FILE",
                         help="apply this plan FILE instead of planning --stack (default: plan --stack dev)")
+    parser.add_argument("--state", type=options.or_checkpoint(options.remote_or(options.input_file)), nargs="?", const="", default=None,
+                        metavar="FILE",
+                        help="apply what `pulumi up` deployed: a `pulumi stack export` FILE or URI (gs://, s3://), "
+                             "deployed names and all; `--state` alone with --stack: that stack's checkpoint in a "
+                             "self-managed backend (PULUMI_BACKEND_URL=file://DIR)")
     parser.add_argument("--show", choices=SHOW, default="changes",
                         help="changes: resources changed or not fully applied, and settings that differ; "
                              "all: every resource and every declared setting beside what the emulator holds")
@@ -50,8 +60,19 @@ def register(subparsers) -> None:
 def run(args) -> int:
     if not args.emulator:
         raise UserError("--emulator is required: apply targets the local emulator; deploy to Google Cloud with `pulumi up`")
+    from pubsubguard import rehearsal, state
+
     host = emu.running_host(args.root)
-    plan = declared.plan_from(args.plan, args.stack, args.root)
+    plan = declared.plan_from(args.plan, args.stack, args.root, getattr(args, "state", None))
+    # Names and references a deploy decides are decided here as `pulumi up` would (kept from the last
+    # rehearsal of the stack); the rehearsal is recorded before anything is created, so names survive a
+    # partial apply.
+    plan, autonamed = rehearsal.for_apply(plan, args.root)
+    applying.require_known(plan)
+    if autonamed:
+        record = rehearsal.record(plan, args.root)
+        names = ", ".join(f"{urn.rsplit('::', 1)[-1]} -> {name}" for urn, name in sorted(autonamed.items()))
+        print(f"apply: deployed names (autonamed, as `pulumi up` names them): {names}; recorded in {record}")
     os.environ[emu.HOST_ENV] = host  # the clients select the emulator through this variable only
     receiver = emu.recorded_push_receiver(args.root, host)
     if receiver:  # push subscriptions point at the emulator's own loopback receiver (else one in this process)
@@ -65,9 +86,14 @@ def run(args) -> int:
     outcomes = outcome_table(result, plan, show_all)
     if outcomes.row_count:
         console.print(outcomes)
-    comparison = comparison_table(wanted, held, diffs, show_all)
+    source = state.describe(plan["state"]) if "state" in plan else ""
+    comparison = comparison_table(wanted, held, diffs, show_all, source)
     if comparison.row_count:
         console.print(comparison)
+    if source:
+        console.print(f"declared: {source}: what `pulumi up` deployed", highlight=False, soft_wrap=True)
+        for caveat in state.caveats(plan["state"]):
+            console.print(f"declared: {caveat}", highlight=False, soft_wrap=True)
     console.print(summary(result, diffs), highlight=False)
     return 0 if result.complete else 1
 
@@ -148,14 +174,15 @@ def outcome_table(result: applying.ApplyResult, plan: dict, show_all: bool = Fal
 
 
 def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diffs: list[readback.Difference],
-                     show_all: bool = False):
+                     show_all: bool = False, source: str = ""):
     """Declared settings beside what the target holds, differences marked; unless `show_all`, only
     the differences (and missing resources). Settings the plan leaves to the service's default are
     shown as "(default)" (when the target holds a value for them) and not compared."""
     from rich.table import Table
 
     differing = {(d.path, d.setting) for d in diffs}
-    table = Table(title="declared vs. actual" + ("" if show_all else ": differences (--show all for every setting)"),
+    table = Table(title=f"declared{f' ({source})' if source else ''} vs. actual"
+                        + ("" if show_all else ": differences (--show all for every setting)"),
                   title_justify="left")
     table.add_column("resource", overflow="fold")
     table.add_column("setting")

@@ -117,6 +117,16 @@ def remote_or(local):
     return parse
 
 
+def or_checkpoint(parse):
+    """`--state [FILE]`: FILE as `parse` reads it; the option alone ("", argparse's const, which it also
+    converts) stays "": the stack's checkpoint in its backend (`pubsubguard.state.load`)."""
+
+    def convert(text: str):
+        return text if text == "" else parse(text)
+
+    return convert
+
+
 def remote_location(text: str) -> str:
     from pubsubguard import storage
 

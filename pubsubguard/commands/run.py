@@ -30,6 +30,11 @@ def register(subparsers) -> None:
     add_stack_arguments(parser)
     parser.add_argument("--out", type=options.output_directory, default=None, metavar="DIR",
                         help="output DIRECTORY: plan.json, report/, emulator/ (default: <project>/out/<stack>)")
+    parser.add_argument("--state", type=options.or_checkpoint(options.remote_or(options.input_file)), nargs="?", const="", default=None,
+                        metavar="FILE",
+                        help="rehearse what `pulumi up` deployed instead of planning: a `pulumi stack export` FILE or "
+                             "URI (`--state` alone: --stack's checkpoint in a self-managed backend); apply and verify "
+                             "use the deployed names, plan and check are skipped (they judge what to deploy)")
     parser.add_argument("--faults", type=options.faults, default=DEFAULT_FAULTS,
                         help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N, misroute=1")
     parser.add_argument("--endpoint", type=options.endpoint_mapping, action="append", default=None,
@@ -50,13 +55,20 @@ def run(args) -> int:
     from pubsubguard.emulator import PUSH_RECEIVER_ENV, Emulator
     from pubsubguard.plan import load_plan
 
+    deployed = None
+    if args.state is not None:  # read (and refused when bad) before anything starts
+        from pubsubguard import state
+
+        deployed = state.load(args.state or None, args.stack if args.state == "" else None, args.root)
+        args.stack = deployed["stack"]
     out = (args.out or args.root / "out" / args.stack).absolute()
     options.require_writable(out, "--out", directory=True)
     plan_file = out / "plan.json"
+    declared = ["--state", deployed["state"]["location"]] if deployed else ["--plan", str(plan_file)]
     report = out / "report"
     project = ["--stack", args.stack, "--cwd", str(args.root)]
     verify_argv = [
-        "verify", "--cwd", str(args.root), "--plan", str(plan_file), "--target", "emulator",
+        "verify", "--cwd", str(args.root), *declared, "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
         "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
     ]
@@ -73,29 +85,35 @@ def run(args) -> int:
     from validation.session import spark_session
 
     spark_session(log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
-    _step(f"plan: stack {args.stack!r} -> {plan_file}")
-    planned = cli.main(["plan", *project, "--out", str(plan_file)])
-    if planned != 0:
-        return planned
+    if deployed:
+        from pubsubguard.state import describe
 
-    _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
-    checked = cli.main(["check", "--plan", str(plan_file), "--format", "text"])
-    if checked == INTERRUPTED:
-        return checked
-    if checked != 0:
-        print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
-        return checked
+        _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
+              "deploy: skipped)")
+    else:
+        _step(f"plan: stack {args.stack!r} -> {plan_file}")
+        planned = cli.main(["plan", *project, "--out", str(plan_file)])
+        if planned != 0:
+            return planned
+
+        _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
+        checked = cli.main(["check", "--plan", str(plan_file), "--format", "text"])
+        if checked == INTERRUPTED:
+            return checked
+        if checked != 0:
+            print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
+            return checked
 
     emulator = None
     if own_emulator:
         _step("emulator: starting the Pub/Sub emulator on a free loopback port")
-        emulator = Emulator.start(project=load_plan(plan_file)["gcp_project"], state_dir=out / "emulator")
+        emulator = Emulator.start(project=(deployed or load_plan(plan_file))["gcp_project"], state_dir=out / "emulator")
         os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
         os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
         print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
     try:
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
-        applied = cli.main(["apply", "--emulator", "--plan", str(plan_file)])
+        applied = cli.main(["apply", "--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
             return applied
         _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from pubsubguard import plan as planning
+from pubsubguard import state
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.errors import UserError
@@ -51,6 +52,10 @@ def evidence_directory(text: str) -> Path:
 # (dest, type, help): the job's options as the CLI validates and explains them.
 REFINED = (
     ("plan", options.remote_or(options.input_file), "a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of planning --stack"),
+    ("state", options.or_checkpoint(options.remote_or(options.input_file)), "verify what `pulumi up` deployed: a `pulumi stack export` FILE "
+                                                      "or URI (gs://, s3a://) instead of a plan, judged under the "
+                                                      "deployed names; `--state` alone with --stack: that stack's "
+                                                      "checkpoint in a self-managed backend (PULUMI_BACKEND_URL=file://DIR)"),
     ("target", None, "where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
                      "`pubsubguard emulator`) or gcp (Application Default Credentials)"),
     ("faults", options.faults, "faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber "
@@ -78,7 +83,7 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     add_stack_arguments(parser)  # replaces the job's --stack/--root (the parser resolves conflicts)
     actions = {action.dest: action for action in parser._actions}
-    actions["plan"].metavar, actions["report"].metavar = "FILE", "DIR"
+    actions["plan"].metavar, actions["report"].metavar, actions["state"].metavar = "FILE", "DIR", "FILE"
     for dest, type_, help_ in REFINED:
         if type_ is not None:
             actions[dest].type = type_
@@ -92,7 +97,8 @@ def register(subparsers) -> None:
         exit_codes={0: "every declared guarantee holds",
                     1: "a declared guarantee is violated, or inconclusive (messages not settled by the end of the drain)",
                     2: "bad option, project, plan or evidence; no emulator, Java or credentials"},
-        example="pubsubguard verify -s dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1",
+        example="pubsubguard verify -s dev --faults nack=0.1,expire=0.05,poison=0.01,crash=1\n"
+                "  pulumi stack export --file state.json && pubsubguard verify --state state.json --target gcp",
         conflict_handler="resolve",
     )
     add_verify_arguments(parser)
@@ -109,7 +115,9 @@ def preflight(args) -> None:
     if args.cleanup:  # deletes probe twins: no Spark, no report
         return
     if args.report is None and not args.from_evidence:
-        stack = args.stack or (planning.load_plan(args.plan)["stack"] if args.plan else "dev")
+        stack = args.stack or (planning.load_plan(args.plan)["stack"] if args.plan else
+                               state.load(args.state or None, None, args.root)["stack"] if args.state is not None
+                               else "dev")
         args.report = args.root / "out" / stack / "report"
         options.require_writable(args.report, "--report", directory=True)
     if find_java() is None:

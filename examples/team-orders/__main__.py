@@ -1,0 +1,13 @@
+"""A team's Pulumi program, written the way pulumi-gcp's own docs write one: wiring only."""
+
+import pulumi
+
+from channel import Channel, ChannelArgs
+
+config = pulumi.Config()
+orders = Channel("orders", ChannelArgs(project_number=config.require("projectNumber")))
+
+pulumi.export("topic", orders.topic.name)
+pulumi.export("dead_letter_topic", orders.dead_letter_topic.name)
+pulumi.export("subscriptions", [orders.ordered.name, orders.exactly_once.name])
+pulumi.export("ops_webhook", config.require_secret("opsWebhook"))  # a secret: pubsubguard never needs it
