@@ -15,6 +15,8 @@ pack process (comparable across loaded and idle machines); milliseconds per reso
 memory of this process (the program), of the judge process and of its pack process (`pubsubguard check`
 runs the same three); and the ratio of the total to the goal.
 Goals (issue 17): plan + check of 1,000 topics <= 10 s; of 10,000 topics <= 60 s and <= 1 GiB.
+Goal (issue 23): plan + check within 1.25x the pulumi SDK's own unit-test mocks running the same program
+(`pulumi.runtime.set_mocks`, preview, in one process: the `mocks s` column, measured in the same run).
 
 Run each size in its own process (`--topics N` once per run) for a clean peak-memory figure.
 """
@@ -58,7 +60,8 @@ def estate(topics: int) -> dict:
 
 
 def project(directory: Path, topics: int) -> None:
-    (directory / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "pubsubguard", "runtime": "python", "main": str(ROOT / "infra")}))
+    (directory / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "pubsubguard", "main": str(ROOT / "infra"),
+        "runtime": {"name": "python", "options": {"virtualenv": sys.prefix}}}))  # this environment, as the CLI would
     config = {"gcp:project": "bench-project", "pubsubguard:projectNumber": "100000000001", "pubsubguard:estate": estate(topics)}
     (directory / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": config}))
 
@@ -80,7 +83,9 @@ def measure(topics: int) -> dict:
         alone_start = time.perf_counter()
         checking.run_check(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
+        mocks_s = mocks_seconds(root)
     return {
+        "mocks_s": mocks_s,
         "topics": topics, "resources": len(plan["resources"]), "plan_s": timings["plan_s"], "check_s": timings["check_s"],
         "cpu_s": cpu_end - cpu_start, "check_alone_s": alone_s,
         "workers": checking.default_workers(len(plan["resources"])), "total_s": timings["plan_s"] + timings["check_s"],
@@ -88,6 +93,54 @@ def measure(topics: int) -> dict:
         "self_mib": self_mib,
         "judge_mib": timings.get("judge_mib", 0.0), "pack_mib": timings.get("pack_mib", 0.0),
     }
+
+
+MOCKS = """
+import asyncio, json, os, runpy, sys, time
+started = time.perf_counter()
+os.environ.update(json.load(open(sys.argv[2])))  # PULUMI_CONFIG: too large for one environment variable
+import pulumi
+from pulumi.runtime import mocks
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return ["", dict(args.inputs)]
+
+    def call(self, args):
+        return {}
+
+pulumi.runtime.set_all_config(pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env())
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+pulumi.runtime.set_mocks(Mocks(), project="pubsubguard", stack="bench", preview=True)
+from pulumi.runtime.stack import wait_for_rpcs  # set_mocks made the root stack: run the program in it
+runpy.run_path(sys.argv[1], run_name="__main__")
+loop.run_until_complete(wait_for_rpcs())
+print(time.perf_counter() - started)
+"""
+
+
+def mocks_seconds(root: Path) -> float:
+    """Wall seconds of the same program under the SDK's unit-test mocks, in a fresh process (imports
+    included, as the check's own program process pays them)."""
+    import json
+    import subprocess
+
+    from pubsubguard import project as projects
+
+    project = projects.read_project(root)
+    config = projects.read_stack_config(project, "bench")
+    env = {**os.environ, "PULUMI_PROJECT": project.name, "PULUMI_STACK": "bench"}
+    (root / "config.json").write_text(json.dumps(config.env()))
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", MOCKS, str(project.main), str(root / "config.json")], env=env,
+                          cwd=str(project.program_dir),
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the mocks run failed: {done.stderr.strip().splitlines()[-1:]}")
+    json.loads(done.stdout.strip().splitlines()[-1])
+    return wall
 
 
 def plan_only(sizes: list[int]) -> int:
@@ -126,12 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start (wall times stretch when other work shares the cores)")
     print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'check s':>7} {'total s':>7} {'cpu s':>7} "
-          f"{'ms/res':>6} {'--plan s':>8} {'self MiB':>8} {'judge MiB':>9} {'pack MiB':>8} {'sum MiB':>7} {'goal':>6} {'ratio':>5} {'mand.':>5} {'adv.':>6}")
+          f"{'ms/res':>6} {'mocks s':>7} {'/mocks':>6} {'--plan s':>8} {'self MiB':>8} {'judge MiB':>9} {'pack MiB':>8} {'sum MiB':>7} {'goal':>6} {'ratio':>5} {'mand.':>5} {'adv.':>6}")
     for topics in sizes:
         m = measure(topics)
         goal = GOALS_S.get(topics)
         print(f"{m['topics']:>7} {m['resources']:>9} {m['plan_s']:>7.2f} {m['check_s']:>7.2f} {m['total_s']:>7.2f} "
-              f"{m['cpu_s']:>7.2f} {1000 * m['total_s'] / m['resources']:>6.2f} {m['check_alone_s']:>8.2f} "
+              f"{m['cpu_s']:>7.2f} {1000 * m['total_s'] / m['resources']:>6.2f} {m['mocks_s']:>7.2f} "
+              f"{m['total_s'] / m['mocks_s']:>5.2f}x {m['check_alone_s']:>8.2f} "
               f"{m['self_mib']:>8.0f} {m['judge_mib']:>9.0f} {m['pack_mib']:>8.0f} "
               f"{m['self_mib'] + m['judge_mib'] + m['pack_mib']:>7.0f} "
               f"{(f'{goal:.0f} s' if goal else '-'):>6} {(format(m['total_s'] / goal, '.1f') + 'x' if goal else '-'):>5} "

@@ -244,8 +244,7 @@ def start(interpreter: Interpreter, project: Project, scratch: Path, args: list[
     command = [interpreter.python, "-u", str(script), *args]
     bwrap, why = bubblewrap()
     if bwrap is not None:
-        command = [bwrap, *_bwrap_args(scratch, project.program_dir), "--clearenv",
-                   *[part for key, value in sorted(env.items()) for part in ("--setenv", key, value)], "--", *command]
+        command = [bwrap, *_bwrap_args(scratch, project.program_dir), "--", *command]  # env: Popen's, the allowlist
     else:
         message = (f"{why}: the program runs without network, file-system and PID isolation "
                    "(its environment is still an allowlist; install bubblewrap for the rest)")

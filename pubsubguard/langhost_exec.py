@@ -199,9 +199,16 @@ def main(argv=None):
     parser.add_argument("--dry_run", default="true")
     parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--max-resources", type=int, default=50000)
+    parser.add_argument("--config-file", help="JSON of the environment's PULUMI_CONFIG* variables (a large "
+                                              "stack config does not fit in one environment variable)")
     parser.add_argument("PROGRAM")
     args = parser.parse_args(argv)
 
+    if args.config_file:
+        import json
+
+        with open(args.config_file) as handle:
+            os.environ.update(json.load(handle))
     try:
         import pulumi
         import pulumi.runtime

@@ -110,12 +110,15 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     code = None
     try:
         server, monitor_address, engine_address = serve(recorder, scratch)
-        env = langhost.environment({**config.env(), "PULUMI_PROJECT": project.name, "PULUMI_STACK": stack},
-                                   scratch, interpreter, tuple(pass_env))
+        config_file = scratch / "exec" / "config.json"  # PULUMI_CONFIG may exceed one variable's 128 KiB
+        config_file.write_text(json.dumps(config.env()))
+        env = langhost.environment({"PULUMI_PROJECT": project.name, "PULUMI_STACK": stack}, scratch, interpreter,
+                                   tuple(pass_env))
         args = ["--monitor", monitor_address, "--engine", engine_address, "--project", project.name,
                 "--stack", stack, "--pwd", str(project.program_dir), "--root_directory", str(project.root),
                 "--organization", "organization", "--dry_run", "true", "--parallel", str(PARALLEL),
                 "--idle-timeout", f"{limits.idle_timeout_s:g}", "--max-resources", str(limits.max_resources),
+                "--config-file", str(config_file),
                 str(project.main)]
         child = langhost.start(interpreter, project, scratch, args, env, memory_mib=limits.memory_mib,
                                require_isolation=require_isolation, notes=notes)

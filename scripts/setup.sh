@@ -41,6 +41,17 @@ venvs_only=false
 make_venv .venv pyproject.toml -- -e ".[test]"
 make_venv policies/venv policies/requirements.txt policies/requirements-dev.txt -- \
   -r policies/requirements.txt -r policies/requirements-dev.txt
+# bubblewrap confines the Pulumi programs that `check` and `plan` run (no network, read-only file
+# system, own PID namespace: docs/security.md); without it they run unconfined and say so.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing bubblewrap (Debian bubblewrap), which confines the programs check runs" >&2
+    { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || \
+      echo "setup: could not install bubblewrap; programs will run unconfined (docs/security.md)" >&2
+  else
+    echo "setup: bubblewrap is not installed; programs will run unconfined (apt-get install bubblewrap)" >&2
+  fi
+fi
 $venvs_only && exit 0
 
 if ! command -v java >/dev/null 2>&1; then
