@@ -230,8 +230,17 @@ class Limits:
     idle_timeout_s: float = 60.0
 
 
-class Breach(Exception):
+class Refused(Exception):
+    """A call the engine answers with an error status (the program sees it as the RPC's error)."""
+    code = "FAILED_PRECONDITION"
+
+
+class Breach(Refused):
     """The program crossed a limit or sent what no SDK sends; the message names which."""
+
+
+class Unsupported(Refused):
+    code = "UNIMPLEMENTED"
 
 
 def source_position(request, root_prefix: str | None) -> dict | None:
@@ -369,13 +378,8 @@ def services(recorder: Recorder):
     features = {getattr(resource_pb2, "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper())
                 for f in FEATURES}
 
-    def guarded(method):
-        def call(self, request, context):
-            try:
-                return method(self, request, context)
-            except Breach as err:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-        return call
+    def guarded(method):  # the servicers' methods run inline in the server's event loop (`_asynchronous`)
+        return method
 
     class Monitor(resource_pb2_grpc.ResourceMonitorServicer):
         def GetDeploymentInfo(self, request, context):  # noqa: N802 - the protocol's names
@@ -422,8 +426,7 @@ def services(recorder: Recorder):
             return resource_pb2.ResourceInvokeResponse(**{"return": _struct(result)})
 
         def Call(self, request, context):  # noqa: N802 - methods of remote components: not offline
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{request.tok}: calls to component methods are not "
-                                                          "evaluated offline")
+            raise Unsupported(f"{request.tok}: calls to component methods are not evaluated offline")
 
         def RegisterPackage(self, request, context):  # noqa: N802
             return resource_pb2.RegisterPackageResponse(ref=f"{request.name}@{request.version}")
@@ -454,27 +457,66 @@ def services(recorder: Recorder):
         def RequirePulumiVersion(self, request, context):  # noqa: N802
             return engine_pb2.RequirePulumiVersionResponse()
 
-    return Monitor(), Engine()
+    return _asynchronous(Monitor)(), _asynchronous(Engine)()
 
 
-def serve(recorder: Recorder, folder: Path):
-    """Start the engine's gRPC server on two Unix sockets in `folder`; returns (server, monitor address,
-    engine address). Messages up to the input limit plus room reach the services, which judge sizes
-    themselves (so a crossing is reported with the limit's name, not as a transport error)."""
-    from concurrent import futures
-
+def _asynchronous(cls):
+    """`cls` as an asyncio servicer: each method runs inline in the server's event loop (a registration
+    is a few dictionary operations; the thread hand-offs of the threaded server cost ten times that)."""
     import grpc
-    from pulumi.runtime.proto import engine_pb2_grpc, resource_pb2_grpc
 
-    size = max(64 * 1024 * 1024, 4 * recorder.limits.max_input_bytes)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="engine"),
-                         options=[("grpc.max_receive_message_length", size),
-                                  ("grpc.max_send_message_length", size)])
-    monitor, engine = services(recorder)
-    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
-    engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
-    monitor_address, engine_address = f"unix:{folder / 'monitor.sock'}", f"unix:{folder / 'engine.sock'}"
-    server.add_insecure_port(monitor_address)
-    server.add_insecure_port(engine_address)
-    server.start()
-    return server, monitor_address, engine_address
+    def make(method):
+        async def call(self, request, context):
+            try:
+                return method(self, request, context)
+            except Refused as err:
+                await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+        return call
+
+    methods = {name: make(method) for name, method in vars(cls).items() if not name.startswith("_") and callable(method)}
+    return type(cls.__name__, cls.__bases__, methods)
+
+
+class Server:
+    """The engine's gRPC server (grpc.aio) in a thread of its own, on two Unix sockets in a folder."""
+
+    def __init__(self, recorder: Recorder, folder: Path):
+        import asyncio
+
+        self.monitor_address = f"unix:{folder / 'monitor.sock'}"
+        self.engine_address = f"unix:{folder / 'engine.sock'}"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="pubsubguard-engine")
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(self._start(recorder), self.loop).result(30)
+
+    async def _start(self, recorder: Recorder):
+        import grpc
+        from pulumi.runtime.proto import engine_pb2_grpc, resource_pb2_grpc
+
+        size = max(64 * 1024 * 1024, 4 * recorder.limits.max_input_bytes)  # the services judge sizes themselves,
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),  # so a crossing is named
+                                          ("grpc.max_send_message_length", size)])
+        monitor, engine = services(recorder)
+        resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
+        engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
+        server.add_insecure_port(self.monitor_address)
+        server.add_insecure_port(self.engine_address)
+        await server.start()
+        return server
+
+    def stop(self) -> None:
+        import asyncio
+
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(5)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+
+def serve(recorder: Recorder, folder: Path) -> Server:
+    """Start the engine's gRPC server (`Server`) for `recorder` on Unix sockets in `folder`."""
+    return Server(recorder, folder)

@@ -109,7 +109,8 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     server = child = None
     code = None
     try:
-        server, monitor_address, engine_address = serve(recorder, scratch)
+        server = serve(recorder, scratch)
+        monitor_address, engine_address = server.monitor_address, server.engine_address
         config_file = scratch / "exec" / "config.json"  # PULUMI_CONFIG may exceed one variable's 128 KiB
         config_file.write_text(json.dumps(config.env()))
         env = langhost.environment({"PULUMI_PROJECT": project.name, "PULUMI_STACK": stack}, scratch, interpreter,
@@ -129,7 +130,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         if child is not None:
             child.stop()
         if server is not None:
-            server.stop(grace=None)
+            server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     records = dict(recorder.records)
     run = ProgramRun(
