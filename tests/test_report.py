@@ -57,6 +57,9 @@ def test_every_mapped_scenario_exists_and_only_violated_ones_explain():
     drift = {"kind": "config_drift", "form": "differs", "drift": {"setting": "retention_seconds"}}
     assert explained_by(drift, {"retention-as-declared": "violated"}) == ["retention-as-declared"]
     assert explained_by({**drift, "drift": {"setting": "ack_deadline_seconds"}}, {"retention-as-declared": "violated"}) == []
+    # the target refusing the declared retention (`unsupported`) explains the retention it holds instead
+    assert explained_by(drift, {"retention-as-declared": "unsupported"}) == ["retention-as-declared"]
+    assert explained_by(finding, {"ordered-nack-redelivers-in-order": "unsupported"}) == []
     # a scenario of ordered subscriptions explains findings on ordered subscriptions only
     missing = {"kind": "dead_letter_missing", "form": None}
     ordered_dl = {"dead-letter-ordered-after-max-attempts": "violated", "dead-letter-after-max-attempts": "holds"}
