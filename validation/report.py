@@ -157,11 +157,13 @@ def finding_groups(findings: list[dict]) -> list[dict]:
         explained = tuple(f.get("explained_by", ()))
         key = (f["subscription"], f["kind"], form, f["severity"], explained)
         if key not in groups:
-            groups[key] = {"id": f"group-{len(groups) + 1}", "subscription": f["subscription"], "kind": f["kind"],
-                           "form": form, "severity": f["severity"], "guarantee": f["guarantee"],
-                           "explained_by": list(explained), "findings": []}
+            groups[key] = {"subscription": f["subscription"], "kind": f["kind"], "form": form,
+                           "severity": f["severity"], "guarantee": f["guarantee"], "explained_by": list(explained),
+                           "findings": []}
         groups[key]["findings"].append(f)
-    return list(groups.values())
+    # per subscription, errors first, the largest group first
+    ordered = sorted(groups.values(), key=lambda g: (g["subscription"], g["severity"] != "error", -len(g["findings"])))
+    return [{"id": f"group-{number}", **g} for number, g in enumerate(ordered, 1)]
 
 
 def _action(target: str, kind: str, explained: list[str]) -> str:
@@ -311,7 +313,8 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, groups: list[dict]
             keyed.append((f["subscription"], f["key"]))
         received = (f.get("times") or {}).get("received_us")
         if received is not None and f["seq"] is not None:
-            violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"]})
+            violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"],
+                                                     "example": any(f is g["findings"][0] for g in groups)})
     keyed = keyed[:MAX_TIMELINES]
     timelines: dict[str, list] = {}
     if keyed:
@@ -521,6 +524,10 @@ def _sequence_plot(title: str, rows: list[dict], violations: list[dict], start_u
     if violations:
         ax.scatter([(v["t"] - t0) / 1e6 for v in violations], [v["seq"] for v in violations], s=90, marker="x",
                    color="red", linewidths=2, label="violating delivery")
+        examples = [v for v in violations if v.get("example")]
+        if examples:
+            ax.scatter([(v["t"] - t0) / 1e6 for v in examples], [v["seq"] for v in examples], s=260, marker="o",
+                       facecolors="none", edgecolors="black", linewidths=1.2, label="the worked example")
     ax.set_xlabel(f"seconds since the run's start ({clock(start_us)})")
     ax.set_ylabel("seq")
     ax.set_title(f"Deliveries of {title} (seq over time, by what the subscriber did)")
