@@ -178,6 +178,8 @@ def test_help_names_what_out_and_policy_config_are():
     (("run", "--faults", "nack=2"), "argument --faults: nack=2: expected a fraction from 0 to 1"),
     (("run", "--messages-per-key", "x"), "argument --messages-per-key: expected a whole number"),
     (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
+    (("verify", "--push-port", "70000"), "argument --push-port: expected a TCP port from 1 to 65535, got '70000'"),
+    (("verify", "--push-port", "0"), "argument --push-port: expected a TCP port from 1 to 65535"),
     (("check", "--policy-config", "no-such.json"), "argument --policy-config: no-such.json: no such file"),
     (("apply", "--emulator", "--plan", "no-such.json"), "argument --plan: no-such.json: no such file"),
 ])
