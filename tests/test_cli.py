@@ -148,6 +148,17 @@ def test_help_shows_defaults_exit_codes_and_an_example(command):
     assert "-C DIR, --cwd DIR, --root DIR" in text and "(default: the current directory)" in text
 
 
+def test_each_command_description_is_one_sentence_with_one_stop():
+    from pubsubguard.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    for name, sub in subparsers.choices.items():
+        assert sub.description[-1] in ".?" and sub.description[-2] not in ".?!", f"{name}: {sub.description!r}"
+    text = " ".join(cli("conform", "--help").stdout.split())
+    assert "does the target keep? options:" in text and "keep?." not in text
+
+
 def test_every_option_has_help():
     from pubsubguard.cli import build_parser
 
