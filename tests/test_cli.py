@@ -355,6 +355,19 @@ def test_the_emulator_pushes_to_its_sidecar_receiver_only(tmp_path):
 
 # --- apply's output -----------------------------------------------------------------------------------
 @pytest.mark.emulator
+def test_a_value_the_engine_cannot_serialize_is_one_line(emulator, project):
+    """ack_deadline_seconds=float("nan") in the program: the engine's refusal in one line and exit 2,
+    and nothing after it (the SDK's pending futures are retrieved, not reported at exit)."""
+    components = project / "infra" / "components.py"
+    text = components.read_text()
+    assert "ack_deadline_seconds=spec.ack_deadline_seconds," in text
+    components.write_text(text.replace("ack_deadline_seconds=spec.ack_deadline_seconds,", 'ack_deadline_seconds=float("nan"),'))
+    done = cli("apply", "--emulator", cwd=project, env={"PUBSUB_EMULATOR_HOST": emulator.host})
+    one_line(done, 2, "pubsubguard apply: the program failed", "NaN")
+    assert "Future exception" not in done.stdout + done.stderr
+
+
+@pytest.mark.emulator
 def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator, tmp_path):
     import uuid
 
