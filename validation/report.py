@@ -13,13 +13,23 @@
          "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
                                                   # absent facts left out, plus `detail`: its sentence
          "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
-                     redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}}}
+                     redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
+     "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
+                      "advisories": [cause, ...]}}
+     # cause: {kind, count, forms, groups, explained_by, subscriptions, action}; kind `unsettled` for
+     # messages neither acked nor dead-lettered when the drain ended
 
 The verdict is `violated` (exit code 1) when any declared guarantee of any subscription is violated:
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
 
 The report does not judge: `build` receives a `validation.verdict.RunVerdict` and renders it; each
-finding's sentence is made from its fields by `describe`.
+finding's sentence is made from its fields by `describe`, with times as `clock` writes them (UTC and
+the offset from the run's start). report.html opens with why: each violated or inconclusive guarantee
+with what explains it (`explanations`: a conformance scenario the target violated, or "unexplained"
+and where to look) and what to do; then the guarantees table, the run, and the findings grouped
+(`finding_groups`: subscription, kind, form, severity, explanation), each group with one worked
+example and its key's sequence plot, the rest folded. Nothing is filtered: every finding is in
+report.json, and in report.html up to MAX_FINDINGS_SHOWN per group.
 """
 
 from __future__ import annotations
@@ -302,6 +312,7 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, groups: list[dict]
         latency.setdefault(r["subscription"], []).append(r["ms"])
 
     findings = [f for g in groups for f in g["findings"]]
+    examples = {g["findings"][0]["id"] for g in groups}
     keyed = [(g["subscription"], g["findings"][0]["key"]) for g in groups if g["findings"][0]["key"] is not None]
     keyed = list(dict.fromkeys(keyed))
     violations = {}
@@ -314,7 +325,7 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, groups: list[dict]
         received = (f.get("times") or {}).get("received_us")
         if received is not None and f["seq"] is not None:
             violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"],
-                                                     "example": any(f is g["findings"][0] for g in groups)})
+                                                     "example": f["id"] in examples})
     keyed = keyed[:MAX_TIMELINES]
     timelines: dict[str, list] = {}
     if keyed:
