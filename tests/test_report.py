@@ -74,6 +74,54 @@ def test_every_mapped_scenario_exists_and_only_violated_ones_explain():
     assert explained_by(missing, {"dead-letter-after-max-attempts": "violated"}, ordered=True) == ["dead-letter-after-max-attempts"]
 
 
+def _finding(number: int, subscription: str, kind: str, form=None, severity="error", guarantee="ordering", **extra):
+    return {"id": f"finding-{number}", "subscription": subscription, "kind": kind, "form": form, "severity": severity,
+            "guarantee": guarantee, "key": "k", "seq": number, **extra}
+
+
+def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
+    """Pure data: groups hold every finding once; each violated or inconclusive guarantee gets its causes
+    (explained or not, unsettled messages too); advisories are merged; statuses are not touched."""
+    from validation.report import _what_to_do, explanations, finding_groups
+
+    findings = [_finding(1, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(2, "a", "out_of_order", "regression", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(3, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(4, "b", "duplicate_while_outstanding", guarantee="exactly_once"),
+                _finding(5, "d", "config_drift", "differs", severity="advisory", guarantee="config",
+                         drift={"setting": "retention_seconds"}, explained_by=["retention-as-declared"]),
+                _finding(6, "e", "config_drift", "differs", severity="advisory", guarantee="config",
+                         drift={"setting": "retention_seconds"}, explained_by=["retention-as-declared"])]
+    groups = finding_groups(findings)
+    assert sorted(f["id"] for g in groups for f in g["findings"]) == sorted(f["id"] for f in findings)
+    assert [(g["subscription"], g["form"], len(g["findings"])) for g in groups][:2] == [("a", "skip", 2), ("a", "regression", 1)]
+    subscriptions = {
+        "a": {"guarantees": {"ordering": "violated", "completeness": "holds"}, "figures": {"published": 9, "settled": 9}},
+        "b": {"guarantees": {"exactly_once": "violated", "completeness": "inconclusive"},
+              "figures": {"published": 9, "settled": 6}},
+        "c": {"guarantees": {"ordering": "holds"}, "figures": None}}
+    result = {"target": "emulator", "parameters": {"drain": {"ended": "timeout", "unsettled": {"b": 3}}},
+              "conformance": {"scenarios": []}, "subscriptions": subscriptions}
+    why = explanations(result, groups)
+    items = {(i["subscription"], i["guarantee"]): i for i in why["guarantees"]}
+    assert list(items) == [("a", "ordering"), ("b", "exactly_once"), ("b", "completeness")]
+    [ordering] = items[("a", "ordering")]["causes"]
+    assert ordering["count"] == 3 and ordering["forms"] == {"skip": 2, "regression": 1}
+    assert ordering["explained_by"] == ["ordered-nack-redelivers-in-order"] and "emulator lacks" in ordering["action"]
+    [duplicate] = items[("b", "exactly_once")]["causes"]
+    assert duplicate["explained_by"] == [] and duplicate["action"].startswith("unexplained: no conformance scenario")
+    assert [(c["kind"], c["count"]) for c in items[("b", "completeness")]["causes"]] == [("unsettled", 3)]
+    [drift] = why["advisories"]
+    assert drift["count"] == 2 and drift["subscriptions"] == ["d", "e"] and drift["explained_by"] == ["retention-as-declared"]
+    # each action once, with the numbers of the lines it is for (advisories numbered after the guarantees)
+    assert [numbers for _, numbers in _what_to_do(why)] == [[1, 4], [2], [3]]
+    # without the conformance scenarios nothing could explain a finding, and the reader is told so
+    alone = explanations({**result, "conformance": None}, finding_groups([_finding(4, "b", "duplicate_while_outstanding",
+                                                                                   guarantee="exactly_once")]))
+    [cause] = [c for i in alone["guarantees"] if i["guarantee"] == "exactly_once" for c in i["causes"]]
+    assert "did not run" in cause["action"]
+
+
 def test_verdict_reason_names_what_decided_it():
     assert verdict_of({"a": {"ordering": "violated", "completeness": "inconclusive"}}, {"a": 2}, {})[0] == "violated"
     verdict, reason = verdict_of({"a": {"ordering": "holds", "completeness": "inconclusive"}}, {"a": 2}, {"ended": "stuck"})

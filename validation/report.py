@@ -176,8 +176,9 @@ def finding_groups(findings: list[dict]) -> list[dict]:
     return [{"id": f"group-{number}", **g} for number, g in enumerate(ordered, 1)]
 
 
-def _action(target: str, kind: str, explained: list[str]) -> str:
-    """What the reader should do about findings of `kind` on `target`, explained by `explained` (or not)."""
+def _action(target: str, kind: str, explained: list[str], conformance_ran: bool = True) -> str:
+    """What the reader should do about findings of `kind` on `target`, explained by `explained` (or not;
+    without the conformance scenarios nothing could be)."""
     if explained:
         if target == "emulator":
             return ("not your configuration: the emulator lacks these documented behaviours (docs/emulator.md); "
@@ -186,6 +187,10 @@ def _action(target: str, kind: str, explained: list[str]) -> str:
                 "and raise it with the target's owner (Google Cloud support)")
     if kind == "config_drift":
         return "the target holds another value than the plan declares: apply the plan again, or find what changed it"
+    if not conformance_ran:
+        return ("unexplained: the conformance scenarios did not run (verify --conform says which documented "
+                "behaviours the target lacks); read its worked example (the key's plot and evidence rows) and "
+                "the check in docs/checks.md")
     return ("unexplained: no conformance scenario covers it; read its worked example (the key's plot and evidence "
             "rows) and the check in docs/checks.md, and re-run to see whether it repeats")
 
@@ -196,13 +201,14 @@ def explanations(result: dict, groups: list[dict]) -> dict:
     merged across subscriptions. Unsettled messages (an inconclusive guarantee) are said as a cause
     with their count; nothing here changes a status or leaves a finding out."""
     target, drain = result["target"], result["parameters"].get("drain") or {}
+    ran = result.get("conformance") is not None
 
     def causes(selected: list[dict]) -> list[dict]:
         merged: dict[tuple, dict] = {}
         for group in selected:
             cause = merged.setdefault((group["kind"], tuple(group["explained_by"])), {
                 "kind": group["kind"], "count": 0, "forms": {}, "groups": [], "explained_by": group["explained_by"],
-                "subscriptions": [], "action": _action(target, group["kind"], group["explained_by"])})
+                "subscriptions": [], "action": _action(target, group["kind"], group["explained_by"], ran)})
             cause["count"] += len(group["findings"])
             if group["form"]:
                 cause["forms"][group["form"]] = cause["forms"].get(group["form"], 0) + len(group["findings"])
@@ -682,10 +688,22 @@ def print_summary(result: dict, report: Path | str) -> None:
         console.print(f"[yellow]observed:[/] {observation}", highlight=False)
     for line in explanation_lines(result):
         console.print(line, highlight=False)
+    for line in what_to_do_lines(result):
+        console.print(line, highlight=False)
     colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
     console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
     console.print(f"report: {storage.join(report, 'report.html')} (json: {storage.join(report, 'report.json')})",
                   highlight=False)
+
+
+def what_to_do_lines(result: dict) -> list[str]:
+    """report.html's "What to do", each action once with the guarantees (and advisories) it is for."""
+    why = result.get("explanations")
+    if not why:
+        return []
+    labels = [f"{item['subscription']}.{item['guarantee']}" for item in why["guarantees"]]
+    labels += [f"advisory {cause['kind']}" for cause in why["advisories"]]
+    return [f"what to do ({', '.join(labels[n - 1] for n in numbers)}): {action}" for action, numbers in _what_to_do(why)]
 
 
 def explanation_lines(result: dict) -> list[str]:
