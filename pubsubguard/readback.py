@@ -130,7 +130,9 @@ def actual_subscription(subscription) -> dict:
 
 
 def actual(paths: Iterable[str], publisher=None, subscriber=None) -> dict[str, dict | None]:
-    """Path -> normalised settings as the target holds them; None when the resource does not exist."""
+    """Path -> normalised settings as the target holds them; None when the resource does not exist,
+    which includes a name the target refuses (InvalidArgument: e.g. `zamówienia`, whose create failed
+    the same way and is reported by the caller)."""
     from google.api_core import exceptions
     from google.cloud import pubsub_v1
 
@@ -143,7 +145,7 @@ def actual(paths: Iterable[str], publisher=None, subscriber=None) -> dict[str, d
             else:
                 subscriber = subscriber or pubsub_v1.SubscriberClient()
                 result[path] = actual_subscription(subscriber.get_subscription(subscription=path))
-        except exceptions.NotFound:
+        except (exceptions.NotFound, exceptions.InvalidArgument):
             result[path] = None
     return result
 

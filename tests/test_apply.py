@@ -252,6 +252,23 @@ def test_cli_apply_twice_prints_the_table_and_says_nothing_changed(emulator, dev
     assert "created" not in second.stdout
 
 
+def test_a_name_the_target_refuses_is_a_failed_row_not_a_bug(emulator, dev_plan, tmp_path):
+    """A topic named `zamówienia` (not a Pub/Sub name; a plan file skips the stack's validation): the
+    emulator refuses it at creation and at readback (InvalidArgument, not NotFound). Like an
+    out-of-range setting it is a `failed` row and exit 1, not "unexpected error ... (a bug)"."""
+    plan = isolated(dev_plan)
+    text = json.dumps(plan, ensure_ascii=False).replace('"name": "orders"', '"name": "zamówienia"')
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(text.replace('/topics/orders"', '/topics/zamówienia"'), encoding="utf-8")
+    done = _cli("apply", "--emulator", "--plan", str(plan_file), env={"PUBSUB_EMULATOR_HOST": emulator.host})
+    assert done.returncode == 1, done.stderr
+    assert "unexpected error" not in done.stderr and "Traceback" not in done.stderr + done.stdout
+    [row] = [line for line in done.stdout.splitlines() if "topics/zamówienia " in line and "│ topic " in line]
+    assert "failed" in row and "InvalidArgument" in row
+    path = f"projects/{plan['gcp_project']}/topics/zamówienia"
+    assert readback.actual([path]) == {path: None}  # it does not exist there, and cannot
+
+
 def test_cli_apply_without_a_running_emulator_is_a_clear_error(tmp_path):
     env = {"PUBSUB_EMULATOR_HOST": ""}
     done = _cli("apply", "--emulator", "--root", str(tmp_path), env=env)

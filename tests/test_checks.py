@@ -321,21 +321,26 @@ def test_guarantee_status():
 
 def test_report_sentences_are_rendered_from_the_fields(judged):
     """The report's sentences come from a finding's fields alone (validation.report.describe)."""
-    from validation.report import describe
+    from validation.report import clock, describe
     from validation.verdict import finding_record
 
     _, findings, _ = judged
     by_case = {f["subscription"]: finding_record({k: (v.asDict() if hasattr(v, "asDict") else v) for k, v in f.items()})
                for f in findings}
     assert describe(by_case["ooo-skip"]) == (
-        f"skip: seq 2 received at {T + 2 * S} started a run after seq 0 while seq 0 was not settled"
+        f"skip: seq 2 received at {clock(T + 2 * S)} started a run after seq 0 while seq 0 was not settled"
     )
     assert describe(by_case["ooo-dead-letter-advisory"]).endswith(
         "; advisory: the key has a dead-lettered message and order is best effort for those"
     )
     assert describe(by_case["dup-after-ack"]) == (
-        f"delivered again at {T + 5 * S}, 3.900 s after a successful ack at {T + 1 * S + 100 * MS}"
+        f"delivered again at {clock(T + 5 * S)}, 3.900 s after a successful ack at {clock(T + 1 * S + 100 * MS)}"
     )
     assert describe(by_case["dl-early"]) == (
-        f"forwarded at {T + 2 * S} after 1 delivery attempts, fewer than the declared 5"
+        f"forwarded at {clock(T + 2 * S)} after 1 delivery attempts, fewer than the declared 5"
     )
+    # with the run's start: UTC to the millisecond and the offset from it
+    assert describe(by_case["dl-early"], T) == (
+        f"forwarded at {clock(T + 2 * S, T)} after 1 delivery attempts, fewer than the declared 5"
+    )
+    assert clock(T + 2 * S + 5 * MS, T).endswith(" UTC (+2.005 s)") and clock(T - S, T).endswith(" UTC (-1.000 s)")

@@ -149,6 +149,17 @@ def test_help_shows_defaults_exit_codes_and_an_example(command):
     assert "-C DIR, --cwd DIR, --root DIR" in text and "(default: the current directory)" in text
 
 
+def test_each_command_description_is_one_sentence_with_one_stop():
+    from pubsubguard.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    for name, sub in subparsers.choices.items():
+        assert sub.description[-1] in ".?" and sub.description[-2] not in ".?!", f"{name}: {sub.description!r}"
+    text = " ".join(cli("conform", "--help").stdout.split())
+    assert "does the target keep? options:" in text and "keep?." not in text
+
+
 def test_every_option_has_help():
     from pubsubguard.cli import build_parser
 
@@ -179,6 +190,8 @@ def test_help_names_what_out_and_policy_config_are():
     (("run", "--faults", "nack=2"), "argument --faults: nack=2: expected a fraction from 0 to 1"),
     (("run", "--messages-per-key", "x"), "argument --messages-per-key: expected a whole number"),
     (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
+    (("verify", "--push-port", "70000"), "argument --push-port: expected a TCP port from 1 to 65535, got '70000'"),
+    (("verify", "--push-port", "0"), "argument --push-port: expected a TCP port from 1 to 65535"),
     (("check", "--policy-config", "no-such.json"), "argument --policy-config: no-such.json: no such file"),
     (("apply", "--emulator", "--plan", "no-such.json"), "argument --plan: no-such.json: no such file"),
 ])
@@ -342,6 +355,19 @@ def test_the_emulator_pushes_to_its_sidecar_receiver_only(tmp_path):
 
 
 # --- apply's output -----------------------------------------------------------------------------------
+@pytest.mark.emulator
+def test_a_value_the_engine_cannot_serialize_is_one_line(emulator, project):
+    """ack_deadline_seconds=float("nan") in the program: the engine's refusal in one line and exit 2,
+    and nothing after it (the SDK's pending futures are retrieved, not reported at exit)."""
+    components = project / "infra" / "components.py"
+    text = components.read_text()
+    assert "ack_deadline_seconds=spec.ack_deadline_seconds," in text
+    components.write_text(text.replace("ack_deadline_seconds=spec.ack_deadline_seconds,", 'ack_deadline_seconds=float("nan"),'))
+    done = cli("apply", "--emulator", cwd=project, env={"PUBSUB_EMULATOR_HOST": emulator.host})
+    one_line(done, 2, "pubsubguard apply: the program failed", "NaN")
+    assert "Future exception" not in done.stdout + done.stderr
+
+
 @pytest.mark.emulator
 def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator, tmp_path):
     import uuid

@@ -1,11 +1,17 @@
 """The report of a judged run, from evidence alone (`verify --from-evidence`, real Spark): report.json
 follows docs/schemas/report.schema.json; findings carry `explained_by` only for scenarios violated in
-the same run; unsettled messages make a guarantee inconclusive; report.html shows all of it."""
+the same run; unsettled messages make a guarantee inconclusive; report.html shows all of it, says why
+first, and fits a 1,400 px window in a real browser (headless Chromium: Debian package `chromium`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -57,12 +63,63 @@ def test_every_mapped_scenario_exists_and_only_violated_ones_explain():
     drift = {"kind": "config_drift", "form": "differs", "drift": {"setting": "retention_seconds"}}
     assert explained_by(drift, {"retention-as-declared": "violated"}) == ["retention-as-declared"]
     assert explained_by({**drift, "drift": {"setting": "ack_deadline_seconds"}}, {"retention-as-declared": "violated"}) == []
+    # the target refusing the declared retention (`unsupported`) explains the retention it holds instead
+    assert explained_by(drift, {"retention-as-declared": "unsupported"}) == ["retention-as-declared"]
+    assert explained_by(finding, {"ordered-nack-redelivers-in-order": "unsupported"}) == []
     # a scenario of ordered subscriptions explains findings on ordered subscriptions only
     missing = {"kind": "dead_letter_missing", "form": None}
     ordered_dl = {"dead-letter-ordered-after-max-attempts": "violated", "dead-letter-after-max-attempts": "holds"}
     assert explained_by(missing, ordered_dl, ordered=True) == ["dead-letter-ordered-after-max-attempts"]
     assert explained_by(missing, ordered_dl, ordered=False) == []
     assert explained_by(missing, {"dead-letter-after-max-attempts": "violated"}, ordered=True) == ["dead-letter-after-max-attempts"]
+
+
+def _finding(number: int, subscription: str, kind: str, form=None, severity="error", guarantee="ordering", **extra):
+    return {"id": f"finding-{number}", "subscription": subscription, "kind": kind, "form": form, "severity": severity,
+            "guarantee": guarantee, "key": "k", "seq": number, **extra}
+
+
+def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
+    """Pure data: groups hold every finding once; each violated or inconclusive guarantee gets its causes
+    (explained or not, unsettled messages too); advisories are merged; statuses are not touched."""
+    from validation.report import _what_to_do, explanations, finding_groups
+
+    findings = [_finding(1, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(2, "a", "out_of_order", "regression", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(3, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
+                _finding(4, "b", "duplicate_while_outstanding", guarantee="exactly_once"),
+                _finding(5, "d", "config_drift", "differs", severity="advisory", guarantee="config",
+                         drift={"setting": "retention_seconds"}, explained_by=["retention-as-declared"]),
+                _finding(6, "e", "config_drift", "differs", severity="advisory", guarantee="config",
+                         drift={"setting": "retention_seconds"}, explained_by=["retention-as-declared"])]
+    groups = finding_groups(findings)
+    assert sorted(f["id"] for g in groups for f in g["findings"]) == sorted(f["id"] for f in findings)
+    assert [(g["subscription"], g["form"], len(g["findings"])) for g in groups][:2] == [("a", "skip", 2), ("a", "regression", 1)]
+    subscriptions = {
+        "a": {"guarantees": {"ordering": "violated", "completeness": "holds"}, "figures": {"published": 9, "settled": 9}},
+        "b": {"guarantees": {"exactly_once": "violated", "completeness": "inconclusive"},
+              "figures": {"published": 9, "settled": 6}},
+        "c": {"guarantees": {"ordering": "holds"}, "figures": None}}
+    result = {"target": "emulator", "parameters": {"drain": {"ended": "timeout", "unsettled": {"b": 3}}},
+              "conformance": {"scenarios": []}, "subscriptions": subscriptions}
+    why = explanations(result, groups)
+    items = {(i["subscription"], i["guarantee"]): i for i in why["guarantees"]}
+    assert list(items) == [("a", "ordering"), ("b", "exactly_once"), ("b", "completeness")]
+    [ordering] = items[("a", "ordering")]["causes"]
+    assert ordering["count"] == 3 and ordering["forms"] == {"skip": 2, "regression": 1}
+    assert ordering["explained_by"] == ["ordered-nack-redelivers-in-order"] and "emulator lacks" in ordering["action"]
+    [duplicate] = items[("b", "exactly_once")]["causes"]
+    assert duplicate["explained_by"] == [] and duplicate["action"].startswith("unexplained: no conformance scenario")
+    assert [(c["kind"], c["count"]) for c in items[("b", "completeness")]["causes"]] == [("unsettled", 3)]
+    [drift] = why["advisories"]
+    assert drift["count"] == 2 and drift["subscriptions"] == ["d", "e"] and drift["explained_by"] == ["retention-as-declared"]
+    # each action once, with the numbers of the lines it is for (advisories numbered after the guarantees)
+    assert [numbers for _, numbers in _what_to_do(why)] == [[1, 4], [2], [3]]
+    # without the conformance scenarios nothing could explain a finding, and the reader is told so
+    alone = explanations({**result, "conformance": None}, finding_groups([_finding(4, "b", "duplicate_while_outstanding",
+                                                                                   guarantee="exactly_once")]))
+    [cause] = [c for i in alone["guarantees"] if i["guarantee"] == "exactly_once" for c in i["causes"]]
+    assert "did not run" in cause["action"]
 
 
 def test_verdict_reason_names_what_decided_it():
@@ -84,11 +141,18 @@ def test_report_explains_findings_by_measured_scenarios(spark, tmp_path, seed):
     found = report["subscriptions"][injection.subscription]["findings"]["out_of_order"]
     assert found and all(f["explained_by"] == ["ordered-nack-redelivers-in-order"] for f in found)
     assert report["subscriptions"]["ordered"]["guarantees"]["ordering"] == "violated"  # never downgraded
-    # the HTML: the explanation, the link from the table to the finding, its evidence rows, the plots
-    assert "explained by the violated scenario" in html and f'href="#{found[0]["id"]}"' in html
-    assert f'id="{found[0]["id"]}"' in html and "evidence rows" in html
-    assert 'id="scenario-ordered-nack-redelivers-in-order"' in html
+    # why first: the violated guarantee with the scenario that explains it, before the table
+    [why] = [item for item in report["explanations"]["guarantees"] if item["subscription"] == "ordered"]
+    assert why["status"] == "violated" and why["guarantee"] == "ordering"
+    assert [c["explained_by"] for c in why["causes"]] == [["ordered-nack-redelivers-in-order"]]
+    assert html.index('id="why"') < html.index("ordered-nack-redelivers-in-order") < html.index('id="guarantees"')
+    # the HTML: the group the table links to, its worked example with its evidence rows, the plots
+    group = re.search(r'<section class="group error" id="(group-\d+)">', html).group(1)
+    assert f'href="#{group}"' in html and f'id="{found[0]["id"]}"' in html and "evidence rows" in html
+    assert "explained by the target" in html and 'id="scenario-ordered-nack-redelivers-in-order"' in html
     assert html.count("data:image/png;base64,") >= 3  # timeline, latency CDF, the key's sequence plot
+    # readable times: UTC, and the offset from the run's start
+    assert re.search(r"received at \d\d:\d\d:\d\d\.\d{3} UTC \([+-]\d+\.\d{3} s\)", found[0]["detail"])
 
 
 def test_unsettled_messages_make_guarantees_inconclusive(spark, tmp_path):
@@ -104,3 +168,114 @@ def test_unsettled_messages_make_guarantees_inconclusive(spark, tmp_path):
     assert plain["guarantees"]["completeness"] == "inconclusive" and not plain["findings"]
     assert report["verdict"] == "inconclusive" and code == 1 and "plain 1" in report["verdict_reason"]
     assert "inconclusive" in html
+
+
+# ------------------------------------------------------------------------ a recorded run, in a browser
+# tests/data/dev-run: the evidence of `pubsubguard run` (dev stack, the main job's faults, conformance
+# beside it) on the emulator, 2026-11-25 (parts merged into one per table).
+DEV_RUN = ROOT / "tests" / "data" / "dev-run"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1400, 900)
+EPOCH_US = re.compile(r"\b1[5-9]\d{14}\b")  # a raw microsecond epoch time
+
+
+@pytest.fixture(scope="module")
+def dev_report(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("dev-run")
+    shutil.copytree(DEV_RUN, base / "evidence")
+    code, report, html = recheck(spark, base / "evidence", base / "report")
+    return code, report, html, base / "report" / "report.html"
+
+
+def test_recorded_run_says_why_first(dev_report):
+    """The issue's run: every violated or inconclusive guarantee in the why list with what explains it,
+    the drift explained too, findings grouped (none dropped), no raw epoch times."""
+    code, report, html, _ = dev_report
+    jsonschema.validate(report, SCHEMA, format_checker=jsonschema.FormatChecker())
+    assert code == 1 and report["verdict"] == "violated"
+    why = {(i["subscription"], i["guarantee"]): i for i in report["explanations"]["guarantees"]}
+    assert set(why) == {(name, g) for name, sub in report["subscriptions"].items()
+                        for g, status in sub["guarantees"].items() if status in ("violated", "inconclusive")}
+    ordering = why[("orders-ordered", "ordering")]["causes"]
+    assert [(c["kind"], c["explained_by"]) for c in ordering] == [("out_of_order", ["ordered-nack-redelivers-in-order"])]
+    duplicate = why[("orders-ordered-exactly-once", "exactly_once")]["causes"]
+    assert [(c["kind"], c["explained_by"]) for c in duplicate] == [("duplicate_while_outstanding", [])]
+    assert "unexplained" in duplicate[0]["action"]
+    unsettled = why[("orders-ordered-exactly-once", "completeness")]["causes"]
+    assert [(c["kind"], c["count"]) for c in unsettled] == [("unsettled", 17)]
+    # never downgraded: the statuses are the verdict's, whatever explains them
+    assert report["subscriptions"]["orders-ordered"]["guarantees"]["ordering"] == "violated"
+    # the drift: the emulator refuses 31 days (retention-as-declared unsupported) and keeps 7
+    assert report["config_drift"] and all(d["explained_by"] == ["retention-as-declared"] for d in report["config_drift"])
+    [advisory] = report["explanations"]["advisories"]
+    assert advisory["kind"] == "config_drift" and advisory["count"] == len(report["config_drift"])
+    # every finding once in the HTML; each group shows its first as the worked example
+    findings = {f["id"] for sub in report["subscriptions"].values() for items in sub["findings"].values()
+                for f in items if f["kind"] != "config_drift"}
+    assert all(html.count(f'id="{finding}"') == 1 for finding in findings)
+    assert html.count('<li class="finding"') == len(findings)
+    assert html.count("<details><summary>the other") == sum(
+        1 for m in re.finditer(r'· (\d+) findings</h3>', html))
+    # times are read as UTC and offsets; raw microseconds only in cells' titles (hover) and report.json
+    assert not any(EPOCH_US.search(f["detail"]) for sub in report["subscriptions"].values()
+                   for items in sub["findings"].values() for f in items)
+    assert not EPOCH_US.search(re.sub(r'title="[^"]*"', "", html))
+
+
+MEASURE = """<script>
+window.addEventListener("load", () => {
+  const box = e => e.getBoundingClientRect();
+  const table = document.querySelector("table.guarantees");
+  const why = document.querySelectorAll("ol.why > li");
+  const out = document.createElement("pre");
+  out.id = "measured";
+  out.textContent = JSON.stringify({
+    viewport: [document.documentElement.clientWidth, window.innerHeight],
+    page_scroll_width: document.documentElement.scrollWidth,
+    table_right: Math.ceil(box(table).right), table_scroll_width: table.scrollWidth, table_client_width: table.clientWidth,
+    why_top: box(document.getElementById("why")).top,
+    why_items_bottom: Math.max(...[...why].map(li => box(li).bottom)),
+    first_plot_top: box(document.querySelector("img")).top,
+  });
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    """Debian's chromium, headless, in a fresh profile, at WINDOW."""
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--hide-scrollbars",
+             "--run-all-compositor-stages-before-draw", "--virtual-time-budget=5000", *args],
+            capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_report_first_screen_in_a_browser(dev_report, tmp_path):
+    """At 1,400 x 900 px the first screen shows the verdict and the whole why list, the guarantees table
+    fits the window (no column cut), and the plots come later. Screenshots: the test's artifacts
+    (tmp_path, and $PUBSUBGUARD_ARTIFACTS when set); PUBSUBGUARD_UPDATE_DOCS=1 also writes
+    docs/report-first-screen.png."""
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (Debian package `chromium`): the report's layout at 1,400 px is not checked")
+    _, _, html, page = dev_report
+    measured_page = tmp_path / "measured.html"
+    measured_page.write_text(html.replace("</body>", MEASURE + "</body>"))
+    dom = chromium("--dump-dom", measured_page.as_uri())
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S)
+    assert found, f"chromium printed no measurement (exit {dom.returncode}): {dom.stderr[-2000:]}"
+    m = json.loads(found.group(1).replace("&quot;", '"'))
+    width, height = m["viewport"]
+    assert width <= WINDOW[0] and m["page_scroll_width"] <= width, m  # nothing wider than the window
+    assert m["table_right"] <= width and m["table_scroll_width"] <= m["table_client_width"], m
+    assert m["why_top"] < height / 4 and m["why_items_bottom"] <= height, m  # why, on the first screen
+    assert m["first_plot_top"] > height, m
+    shot = tmp_path / "report-first-screen.png"
+    run = chromium(f"--screenshot={shot}", page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 10_000, run.stderr[-2000:]
+    for directory in filter(None, [os.environ.get("PUBSUBGUARD_ARTIFACTS"),
+                                   ROOT / "docs" if os.environ.get("PUBSUBGUARD_UPDATE_DOCS") == "1" else None]):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(directory) / shot.name)

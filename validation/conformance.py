@@ -935,14 +935,24 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
 # Scenarios that measure a behaviour of ordered subscriptions only: they explain findings on those alone.
 ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts"})
 
+# Scenarios whose `unsupported` (the target refused the setting as declared) explains a config_drift of
+# that setting too: a target that refuses the declared value holds another one, which is the drift.
+EXPLAINS_WHEN_REFUSED = frozenset({"retention-as-declared"})
+
 
 def explained_by(finding: dict, results: dict[str, str], ordered: bool = False) -> list[str]:
     """The ids of the scenarios, `violated` in `results` (scenario id -> result), whose behaviour
-    explains `finding` (EXPLAINS; ORDERED_ONLY ones only when the finding's subscription is `ordered`);
-    empty when none does."""
+    explains `finding` (EXPLAINS; ORDERED_ONLY ones only when the finding's subscription is `ordered`;
+    EXPLAINS_WHEN_REFUSED ones also when `unsupported`, for config drift); empty when none does."""
     form = (finding.get("drift") or {}).get("setting") if finding["kind"] == "config_drift" else finding.get("form")
+
+    def deviates(scenario: str) -> bool:
+        result = results.get(scenario)
+        return result == VIOLATED or (result == UNSUPPORTED and scenario in EXPLAINS_WHEN_REFUSED
+                                      and finding["kind"] == "config_drift")
+
     return [scenario for scenario, governs in EXPLAINS.items()
-            if results.get(scenario) == VIOLATED and (ordered or scenario not in ORDERED_ONLY)
+            if deviates(scenario) and (ordered or scenario not in ORDERED_ONLY)
             and any(kind == finding["kind"] and wanted in (None, form) for kind, wanted in governs)]
 
 

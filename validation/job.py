@@ -72,6 +72,17 @@ def fault_deadline(text: str) -> float | None:
     return value
 
 
+def tcp_port(text: str) -> int:
+    """`--push-port`: a TCP port, 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port from 1 to 65535, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("what to verify")
     source.add_argument("--stack", default=None, help="stack whose plan is made offline (default: dev)")
@@ -91,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--push-receiver", default=None, metavar="URL",
                         help="on gcp, a URL Pub/Sub can push to that reaches the probe's push receiver on loopback "
                              "port --push-port; push subscriptions are probed through it (else not_tested)")
-    source.add_argument("--push-port", type=int, default=8080,
+    source.add_argument("--push-port", type=tcp_port, default=8080,
                         help="the loopback port of the probe's push receiver with --push-receiver")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")

@@ -13,13 +13,23 @@
          "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
                                                   # absent facts left out, plus `detail`: its sentence
          "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
-                     redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}}}
+                     redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
+     "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
+                      "advisories": [cause, ...]}}
+     # cause: {kind, count, forms, groups, explained_by, subscriptions, action}; kind `unsettled` for
+     # messages neither acked nor dead-lettered when the drain ended
 
 The verdict is `violated` (exit code 1) when any declared guarantee of any subscription is violated:
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
 
 The report does not judge: `build` receives a `validation.verdict.RunVerdict` and renders it; each
-finding's sentence is made from its fields by `describe`.
+finding's sentence is made from its fields by `describe`, with times as `clock` writes them (UTC and
+the offset from the run's start). report.html opens with why: each violated or inconclusive guarantee
+with what explains it (`explanations`: a conformance scenario the target violated, or "unexplained"
+and where to look) and what to do; then the guarantees table, the run, and the findings grouped
+(`finding_groups`: subscription, kind, form, severity, explanation), each group with one worked
+example and its key's sequence plot, the rest folded. Nothing is filtered: every finding is in
+report.json, and in report.html up to MAX_FINDINGS_SHOWN per group.
 """
 
 from __future__ import annotations
@@ -37,9 +47,9 @@ from validation import evidence
 from validation.verdict import RunVerdict, judge_run
 
 REPORT_FORMAT = "pubsubguard-report/1"
-MAX_TIMELINES = 8
+MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first
 MAX_LATENCY_POINTS = 200_000
-MAX_FINDINGS_SHOWN = 50  # per subscription and kind in report.html (report.json holds every one)
+MAX_FINDINGS_SHOWN = 50  # per group in report.html, folded (report.json holds every one)
 
 
 def read_evidence(spark, evidence_dir: Path | str):
@@ -88,9 +98,10 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
     conformance = info.parameters.get("conformance")
     results = {s["id"]: s["result"] for s in conformance["scenarios"]} if conformance else {}
     ordered = {sub.name for sub in info.subscriptions if sub.ordering}
+    start_us = run_start_us(info, publishes)
     findings = []
     for number, f in enumerate(verdict.findings, 1):
-        finding = {**f, "id": f"finding-{number}", "detail": describe(f)}
+        finding = {**f, "id": f"finding-{number}", "detail": describe(f, start_us)}
         explained = explained_by(f, results, f["subscription"] in ordered)
         if explained:
             finding["explained_by"] = explained
@@ -118,7 +129,7 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
         "run_id": info.run_id,
         "target": info.target,
         "stack": info.parameters.get("stack"),
-        "started": _iso(info.parameters.get("twins_created_us")),
+        "started": _iso(start_us),
         "verdict": verdict.verdict,
         "verdict_reason": verdict.verdict_reason,
         "exit_code": 0 if verdict.verdict == "holds" else 1,
@@ -129,8 +140,103 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
         "subscriptions": subscriptions,
         "evidence": str(evidence_dir),
     }
-    result["_plots"] = _plot_data(publishes, deliveries, info, findings)
+    groups = finding_groups(findings)
+    result["explanations"] = explanations(result, groups)
+    result["_plots"] = _plot_data(publishes, deliveries, info, groups, start_us)
     return result
+
+
+def run_start_us(info: evidence.RunInfo, publishes) -> int | None:
+    """The run's start, which every time in the report is offset from: when the probe's twins existed
+    (run.json), else (generated evidence) the run's first publish."""
+    from pyspark.sql import functions as F
+
+    created = info.parameters.get("twins_created_us")
+    if created is not None:
+        return int(created)
+    return publishes.where(F.col("run_id") == info.run_id).agg(F.min("publish_time_us").alias("t0")).first()["t0"]
+
+
+def finding_groups(findings: list[dict]) -> list[dict]:
+    """The findings grouped by subscription, kind, form (a config drift: its setting), severity and what
+    explains them, in the order of each group's first finding; that finding is the group's worked
+    example. Every finding is in exactly one group."""
+    groups: dict[tuple, dict] = {}
+    for f in findings:
+        form = f["drift"]["setting"] if f["kind"] == "config_drift" else f.get("form")
+        explained = tuple(f.get("explained_by", ()))
+        key = (f["subscription"], f["kind"], form, f["severity"], explained)
+        if key not in groups:
+            groups[key] = {"subscription": f["subscription"], "kind": f["kind"], "form": form,
+                           "severity": f["severity"], "guarantee": f["guarantee"], "explained_by": list(explained),
+                           "findings": []}
+        groups[key]["findings"].append(f)
+    # per subscription, errors first, the largest group first
+    ordered = sorted(groups.values(), key=lambda g: (g["subscription"], g["severity"] != "error", -len(g["findings"])))
+    return [{"id": f"group-{number}", **g} for number, g in enumerate(ordered, 1)]
+
+
+def _action(target: str, kind: str, explained: list[str], conformance_ran: bool = True) -> str:
+    """What the reader should do about findings of `kind` on `target`, explained by `explained` (or not;
+    without the conformance scenarios nothing could be)."""
+    if explained:
+        if target == "emulator":
+            return ("not your configuration: the emulator lacks these documented behaviours (docs/emulator.md); "
+                    "judge these guarantees on Google Cloud (verify --target gcp) before relying on them")
+        return ("the target lacks these documented behaviours: keep conformance.json and the findings' evidence rows "
+                "and raise it with the target's owner (Google Cloud support)")
+    if kind == "config_drift":
+        return "the target holds another value than the plan declares: apply the plan again, or find what changed it"
+    if not conformance_ran:
+        return ("unexplained: the conformance scenarios did not run (verify --conform says which documented "
+                "behaviours the target lacks); read its worked example (the key's plot and evidence rows) and "
+                "the check in docs/checks.md")
+    return ("unexplained: no conformance scenario covers it; read its worked example (the key's plot and evidence "
+            "rows) and the check in docs/checks.md, and re-run to see whether it repeats")
+
+
+def explanations(result: dict, groups: list[dict]) -> dict:
+    """Why the verdict is what it is, as data: one item per violated or inconclusive guarantee (each with
+    the error findings behind it, per kind and explanation, and what to do), then the advisory findings
+    merged across subscriptions. Unsettled messages (an inconclusive guarantee) are said as a cause
+    with their count; nothing here changes a status or leaves a finding out."""
+    target, drain = result["target"], result["parameters"].get("drain") or {}
+    ran = result.get("conformance") is not None
+
+    def causes(selected: list[dict]) -> list[dict]:
+        merged: dict[tuple, dict] = {}
+        for group in selected:
+            cause = merged.setdefault((group["kind"], tuple(group["explained_by"])), {
+                "kind": group["kind"], "count": 0, "forms": {}, "groups": [], "explained_by": group["explained_by"],
+                "subscriptions": [], "action": _action(target, group["kind"], group["explained_by"], ran)})
+            cause["count"] += len(group["findings"])
+            if group["form"]:
+                cause["forms"][group["form"]] = cause["forms"].get(group["form"], 0) + len(group["findings"])
+            cause["groups"].append(group["id"])
+            if group["subscription"] not in cause["subscriptions"]:
+                cause["subscriptions"].append(group["subscription"])
+        return list(merged.values())
+
+    items = []
+    for name, sub in result["subscriptions"].items():
+        for guarantee, status in sub["guarantees"].items():
+            if status not in ("violated", "inconclusive"):
+                continue
+            behind = [g for g in groups if g["subscription"] == name and g["guarantee"] == guarantee
+                      and g["severity"] == "error"]
+            item = {"subscription": name, "guarantee": guarantee, "status": status, "causes": causes(behind)}
+            figures = sub["figures"] or {}
+            unsettled = (drain.get("unsettled") or {}).get(name) or (
+                figures.get("published", 0) - figures.get("settled", 0) if figures else 0)
+            if status == "inconclusive" and unsettled:
+                item["causes"].append({
+                    "kind": "unsettled", "count": unsettled, "forms": {}, "groups": [], "explained_by": [],
+                    "subscriptions": [name],
+                    "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "
+                               "re-run with a longer --drain-timeout; if they stay unsettled, the target keeps them")})
+            items.append(item)
+    advisories = causes([g for g in groups if g["severity"] == "advisory"])
+    return {"guarantees": items, "advisories": advisories}
 
 
 def tool_version() -> str:
@@ -159,10 +265,11 @@ def _conformance_section(conformance: dict | None) -> dict | None:
 TIMELINE_BINS = 300  # the run's timeline is aggregated into at most this many bins, whatever its size
 
 
-def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dict]) -> dict:
+def _plot_data(publishes, deliveries, info: evidence.RunInfo, groups: list[dict], start_us: int | None) -> dict:
     """What the plots need, aggregated or sampled by Spark so its size does not grow with the run:
     a binned timeline, first-delivery latencies (a sample of at most MAX_LATENCY_POINTS), the
-    deliveries of the keys with findings (at most MAX_TIMELINES keys)."""
+    deliveries of the keys with findings (at most MAX_TIMELINES keys: first the keys of the groups'
+    worked examples). Times on the plots are seconds since `start_us`, as in the findings' sentences."""
     from pyspark.sql import functions as F
 
     run = info.run_id
@@ -172,7 +279,7 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dic
     bounds = pubs.agg(F.min("publish_time_us").alias("t0")).first()
     end = mine.agg(F.max(F.greatest("receive_time_us", F.coalesce("ack_time_us", "receive_time_us"))).alias("t1")).first()
     if bounds["t0"] is None or end["t1"] is None:
-        return {"t0": None, "timeline": None, "latency": {}, "timelines": {}, "violations": {}}
+        return {"t0": None, "start": start_us, "timeline": None, "latency": {}, "timelines": {}, "violations": {}}
     t0, t1 = bounds["t0"], max(end["t1"], bounds["t0"] + 1)
     bin_us = max(100_000, -(-(t1 - t0) // TIMELINE_BINS))
 
@@ -210,7 +317,11 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dic
     for r in first.select("subscription", ((F.col("received") - F.col("publish_time_us")) / 1000.0).alias("ms")).collect():
         latency.setdefault(r["subscription"], []).append(r["ms"])
 
-    keyed, violations = [], {}
+    findings = [f for g in groups for f in g["findings"]]
+    examples = {g["findings"][0]["id"] for g in groups}
+    keyed = [(g["subscription"], g["findings"][0]["key"]) for g in groups if g["findings"][0]["key"] is not None]
+    keyed = list(dict.fromkeys(keyed))
+    violations = {}
     for f in findings:
         if f["key"] is None or f["kind"] == "config_drift":
             continue
@@ -219,7 +330,8 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dic
             keyed.append((f["subscription"], f["key"]))
         received = (f.get("times") or {}).get("received_us")
         if received is not None and f["seq"] is not None:
-            violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"]})
+            violations.setdefault(title, []).append({"t": received, "seq": f["seq"], "kind": f["kind"], "severity": f["severity"],
+                                                     "example": f["id"] in examples})
     keyed = keyed[:MAX_TIMELINES]
     timelines: dict[str, list] = {}
     if keyed:
@@ -230,20 +342,36 @@ def _plot_data(publishes, deliveries, info: evidence.RunInfo, findings: list[dic
         for r in (mine.where(cond).select("subscription", "key", "seq", "receive_time_us", "action", "ack_result", "kind",
                                           "subscriber_task").collect()):
             timelines.setdefault(f"{r['subscription']} / {r['key']}", []).append(r.asDict())
-    return {"t0": t0, "bin_us": bin_us, "bins": (t1 - t0) // bin_us + 1, "timeline": timeline, "expiry_deadline_s": expiry,
+    return {"t0": t0, "start": t0 if start_us is None else start_us, "bin_us": bin_us, "bins": (t1 - t0) // bin_us + 1, "timeline": timeline, "expiry_deadline_s": expiry,
             "crash": None if crash["first"] is None else (crash["first"], crash["last"]),
             "latency": latency, "latency_sampled_from": total, "timelines": timelines,
             "violations": {k: v for k, v in violations.items() if k in timelines}}
 
 
 # ------------------------------------------------------------------------------------- sentences
-def describe(finding: dict) -> str:
-    """The sentence a report shows for a finding, rendered from its fields alone."""
+def clock(time_us: int, start_us: int | None = None) -> str:
+    """A time as a reader reads it: UTC to the millisecond and its offset from the run's start,
+    `10:06:23.704 UTC (+5.819 s)`; without a start, with its date (`2026-11-25 10:06:23.704 UTC`)."""
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(time_us / 1e6, timezone.utc)
+    if start_us is None:
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return f"{moment.strftime('%H:%M:%S.%f')[:-3]} UTC ({(time_us - start_us) / 1e6:+.3f} s)"
+
+
+def describe(finding: dict, start_us: int | None = None) -> str:
+    """The sentence a report shows for a finding, rendered from its fields alone; times as `clock`
+    renders them, offset from `start_us` (the run's start) when given."""
     kind, form = finding["kind"], finding.get("form")
     times = finding.get("times") or {}
     seqs = finding.get("seqs") or {}
     attempts = finding.get("attempts") or {}
-    received, seq = times.get("received_us"), finding.get("seq")
+    seq = finding.get("seq")
+
+    def at(name: str) -> str:
+        return clock(times[name], start_us)
+
     if kind == "config_drift":
         drift = finding["drift"]
         return f"{drift['path']}: {drift['setting']} declared {drift['declared']!r}, target holds {drift['actual']!r}"
@@ -260,37 +388,38 @@ def describe(finding: dict) -> str:
             else f"{where['requests']} pull/ack requests"
         return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
     if kind == "lost":
-        return f"published at {times['published_us']} (status ok) and never delivered nor dead-lettered"
+        return f"published at {at('published_us')} (status ok) and never delivered nor dead-lettered"
     if kind == "unexpected":
         if form == "foreign":
-            return f"received at {received} a message without this run's probe attributes (another run, or not a probe message)"
-        return f"received at {received} a message (key, seq) this run never published"
+            return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"
+        return f"received at {at('received_us')} a message (key, seq) this run never published"
     if kind == "duplicate_after_ack":
-        acked = times["acked_us"]
-        return f"delivered again at {received}, {(received - acked) / 1e6:.3f} s after a successful ack at {acked}"
+        gap = (times["received_us"] - times["acked_us"]) / 1e6
+        return f"delivered again at {at('received_us')}, {gap:.3f} s after a successful ack at {at('acked_us')}"
     if kind == "duplicate_while_outstanding":
         return (
-            f"delivered again at {received} while an earlier delivery was outstanding until "
-            f"{times['outstanding_until_us']} (no nack, deadline not passed)"
+            f"delivered again at {at('received_us')} while an earlier delivery was outstanding until "
+            f"{at('outstanding_until_us')} (no nack, deadline not passed)"
         )
     if kind == "stale_ack_accepted":
         if form == "late_ack":
-            return f"ack sent at {times['acked_us']} after the deadline ({times['deadline_us']}) returned success"
+            return f"ack sent at {at('acked_us')} after the deadline ({at('deadline_us')}) returned success"
         return (
-            f"ack sent at {times['acked_us']} returned success although a later delivery at "
-            f"{times['superseded_us']} superseded its ack id"
+            f"ack sent at {at('acked_us')} returned success although a later delivery at "
+            f"{at('superseded_us')} superseded its ack id"
         )
     if kind == "out_of_order":
         previous = seqs.get("previous")
         if form == "rewind_without_replay":
             sentence = (
-                f"rewind_without_replay: seq {seq} received at {received} right after seq {previous}, "
+                f"rewind_without_replay: seq {seq} received at {at('received_us')} right after seq {previous}, "
                 "below the highest seq delivered so far: the rewind stopped replaying"
             )
         else:
             after = "(none)" if previous is None else previous
             blocked = "?" if seqs.get("blocking") is None else seqs["blocking"]
-            sentence = f"{form}: seq {seq} received at {received} started a run after seq {after} while seq {blocked} was not settled"
+            sentence = (f"{form}: seq {seq} received at {at('received_us')} started a run after seq {after} while "
+                        f"seq {blocked} was not settled")
         if finding["severity"] == "advisory":
             sentence += "; advisory: the key has a dead-lettered message and order is best effort for those"
         return sentence
@@ -300,10 +429,10 @@ def describe(finding: dict) -> str:
             f"(max {attempts['max']})"
         )
     if kind == "dead_letter_after_ack":
-        return f"forwarded at {times['forwarded_us']} although its last delivery was acked with success"
+        return f"forwarded at {at('forwarded_us')} although its last delivery was acked with success"
     if kind == "dead_letter_early":
         return (
-            f"forwarded at {times['forwarded_us']} after {attempts['seen']} delivery attempts, fewer than the "
+            f"forwarded at {at('forwarded_us')} after {attempts['seen']} delivery attempts, fewer than the "
             f"declared {attempts['max']}"
         )
     if kind == "delivery_attempts_exceeded":
@@ -333,6 +462,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+LEGEND_OUTSIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
 ACTION_COLOURS = {"ack": "tab:green", "nack": "tab:orange", "late_ack": "tab:red", "expire": "tab:purple",
                   "crash": "black", "none": "tab:blue"}
 
@@ -343,7 +473,7 @@ def _timeline_plot(data: dict, plt):
     import numpy as np
 
     bins, bin_s = int(data["bins"]), data["bin_us"] / 1e6
-    x = np.arange(bins) * bin_s
+    x = np.arange(bins) * bin_s + (data["t0"] - data["start"]) / 1e6  # seconds since the run's start
 
     def series(name):
         out = np.zeros(bins)
@@ -362,7 +492,7 @@ def _timeline_plot(data: dict, plt):
     top.set_title("Throughput and outstanding messages, with the injected faults")
     bottom.plot(x, np.cumsum(published) - np.cumsum(settled), color="tab:red", label="outstanding (published − settled)")
     bottom.set_ylabel("messages")
-    bottom.set_xlabel("seconds since the first publish")
+    bottom.set_xlabel(f"seconds since the run's start ({clock(data['start'])})")
     nacks, expiries = series("delivered:nack"), series("delivered:expire") + series("delivered:late_ack")
     deadline = max(data["expiry_deadline_s"].values(), default=0)
     for ax in (top, bottom):
@@ -371,15 +501,15 @@ def _timeline_plot(data: dict, plt):
         for b in np.flatnonzero(expiries):
             ax.axvspan(x[b], x[b] + deadline, color="tab:purple", alpha=0.08, lw=0)
         if data["crash"]:
-            first, last = ((t - data["t0"]) / 1e6 for t in data["crash"])
+            first, last = ((t - data["start"]) / 1e6 for t in data["crash"])
             ax.axvspan(first, last + bin_s, color="black", alpha=0.25, lw=0)
     from matplotlib.patches import Patch
 
     handles = top.get_legend_handles_labels()[0] + [Patch(color="tab:orange", alpha=0.4, label="nacks"),
                                                     Patch(color="tab:purple", alpha=0.2, label="expiries (held to the deadline)"),
                                                     Patch(color="black", alpha=0.25, label="crash (deliveries held by the dying task)")]
-    top.legend(handles=handles, fontsize=7, loc="upper right")
-    bottom.legend(fontsize=7, loc="upper right")
+    top.legend(handles=handles, **LEGEND_OUTSIDE)  # beside the axes, never over the data
+    bottom.legend(**LEGEND_OUTSIDE)
     return fig
 
 
@@ -397,13 +527,13 @@ def _latency_plot(data: dict, plt):
         ax.axhline(q, color="#bbb", lw=0.7, ls=":")
     sampled = data["latency_sampled_from"]
     ax.set_title("Latency CDF per subscription" + (f" (a sample of {sampled} messages)" if sampled > MAX_LATENCY_POINTS else ""))
-    ax.legend(fontsize=7)
+    ax.legend(**LEGEND_OUTSIDE)
     return fig
 
 
-def _sequence_plot(title: str, rows: list[dict], violations: list[dict], plt):
+def _sequence_plot(title: str, rows: list[dict], violations: list[dict], start_us: int, plt):
     fig, ax = plt.subplots(figsize=(10, 3))
-    t0 = min(r["receive_time_us"] for r in rows)
+    t0 = start_us
     for action, colour in ACTION_COLOURS.items():
         pts = [r for r in rows if r["action"] == action and r["seq"] is not None]
         if pts:
@@ -411,14 +541,19 @@ def _sequence_plot(title: str, rows: list[dict], violations: list[dict], plt):
     if violations:
         ax.scatter([(v["t"] - t0) / 1e6 for v in violations], [v["seq"] for v in violations], s=90, marker="x",
                    color="red", linewidths=2, label="violating delivery")
-    ax.set_xlabel("seconds since the key's first delivery")
+        examples = [v for v in violations if v.get("example")]
+        if examples:
+            ax.scatter([(v["t"] - t0) / 1e6 for v in examples], [v["seq"] for v in examples], s=260, marker="o",
+                       facecolors="none", edgecolors="black", linewidths=1.2, label="the worked example")
+    ax.set_xlabel(f"seconds since the run's start ({clock(start_us)})")
     ax.set_ylabel("seq")
-    ax.set_title(f"Sequence per key: {title}")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"Deliveries of {title} (seq over time, by what the subscriber did)")
+    ax.legend(**LEGEND_OUTSIDE)
     return fig
 
 
-def _plots(result: dict) -> list[tuple[str, str]]:
+def _plots(result: dict) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The run's plots (timeline, latency CDF) and the sequence plot per key ("subscription / key")."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -426,13 +561,13 @@ def _plots(result: dict) -> list[tuple[str, str]]:
 
     data = result["_plots"]
     if data.get("timeline") is None:
-        return []
+        return [], {}
     images = [("Timeline", _png(_timeline_plot(data, plt)))]
     if data["latency"]:
         images.append(("Latency CDF per subscription", _png(_latency_plot(data, plt))))
-    for title, rows in sorted(data["timelines"].items()):
-        images.append((f"Sequence per key: {title}", _png(_sequence_plot(title, rows, data["violations"].get(title, []), plt))))
-    return images
+    keys = {title: _png(_sequence_plot(title, rows, data["violations"].get(title, []), data["start"], plt))
+            for title, rows in sorted(data["timelines"].items())}
+    return images, keys
 
 
 def _ms(value) -> str:
@@ -455,14 +590,49 @@ def _drain_text(parameters: dict) -> str:
             }.get(drain.get("ended"), "not recorded")
 
 
+def _all_findings(result: dict) -> list[dict]:
+    """Every finding of a report once, in its order (a drift of a declared subscription is in both lists)."""
+    by_id = {f["id"]: f for sub in result["subscriptions"].values() for items in sub["findings"].values() for f in items}
+    by_id.update({f["id"]: f for f in result["config_drift"]})
+    return sorted(by_id.values(), key=lambda f: int(f["id"].rsplit("-", 1)[1]))
+
+
+def _cell(column: str, value, start_us):
+    """An evidence row's value as the report shows it: a `*_us` time as `clock` renders it."""
+    if value is None:
+        return ""
+    if column.endswith("_us") and isinstance(value, int) and value > 10**12:
+        return clock(value, start_us)
+    return value
+
+
+def _what_to_do(why: dict) -> list[tuple[str, list[int]]]:
+    """Each distinct action of the why list once, with the numbers of its items (the guarantees first,
+    then the advisories, numbered on)."""
+    actions: dict[str, list[int]] = {}
+    items = [item["causes"] for item in why["guarantees"]] + [[cause] for cause in why["advisories"]]
+    for number, causes in enumerate(items, 1):
+        for cause in causes:
+            numbers = actions.setdefault(cause["action"], [])
+            if number not in numbers:
+                numbers.append(number)
+    return list(actions.items())
+
+
 def render_html(result: dict) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     env = Environment(loader=PackageLoader("validation", "templates"), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined)  # a missing field is a bug, not an empty cell
+    plots, key_plots = _plots(result)
+    start_us = result["_plots"].get("start")
+    scenarios = {s["id"]: s for s in (result["conformance"] or {}).get("scenarios", [])}
     return env.get_template("report.html.j2").render(
-        r=result, guarantees=evidence.GUARANTEES, plots=_plots(result), ms=_ms, dash=lambda v: "–" if v is None else v,
-        evidence_columns=_evidence_columns,
+        r=result, guarantees=evidence.GUARANTEES, plots=plots, key_plots=key_plots, ms=_ms,
+        dash=lambda v: "–" if v is None else v, evidence_columns=_evidence_columns,
+        groups=finding_groups(_all_findings(result)), why=result["explanations"], scenarios=scenarios,
+        what_to_do=_what_to_do(result["explanations"]),
+        cell=lambda column, value: _cell(column, value, start_us), word=lambda v: str(v).replace("_", " "),
         drain_text=_drain_text(result["parameters"]), max_findings=MAX_FINDINGS_SHOWN,
         access=access_line(result))
 
@@ -523,10 +693,22 @@ def print_summary(result: dict, report: Path | str) -> None:
         console.print(f"[yellow]observed:[/] {observation}", highlight=False)
     for line in explanation_lines(result):
         console.print(line, highlight=False)
+    for line in what_to_do_lines(result):
+        console.print(line, highlight=False)
     colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
     console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
     console.print(f"report: {storage.join(report, 'report.html')} (json: {storage.join(report, 'report.json')})",
                   highlight=False)
+
+
+def what_to_do_lines(result: dict) -> list[str]:
+    """report.html's "What to do", each action once with the guarantees (and advisories) it is for."""
+    why = result.get("explanations")
+    if not why:
+        return []
+    labels = [f"{item['subscription']}.{item['guarantee']}" for item in why["guarantees"]]
+    labels += [f"advisory {cause['kind']}" for cause in why["advisories"]]
+    return [f"what to do ({', '.join(labels[n - 1] for n in numbers)}): {action}" for action, numbers in _what_to_do(why)]
 
 
 def explanation_lines(result: dict) -> list[str]:
@@ -547,5 +729,5 @@ def explanation_lines(result: dict) -> list[str]:
     for (name, kind, form, severity, explained), items in sorted(groups.items()):
         what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
         lines.append(f"  {what}: explained by {', '.join(explained)}" if explained
-                     else f"  {what}: no violated scenario explains it")
+                     else f"  {what}: no scenario explains it")
     return lines

@@ -39,9 +39,15 @@ def epilog(exit_codes: dict[int, str], example: str) -> str:
     return f"exit codes:\n{codes}\n\nexample:\n  {example}"
 
 
+def description(help: str) -> str:
+    """A command's one-line help as the sentence `--help` opens with: capitalised, ending in one stop
+    (a question keeps its question mark)."""
+    return help[0].upper() + help[1:] + ("" if help.endswith((".", "?", "!")) else ".")
+
+
 def add_command(subparsers, name: str, help: str, exit_codes: dict[int, str], example: str, **kwargs):
     return subparsers.add_parser(
-        name, help=help, description=help[0].upper() + help[1:] + ".", epilog=epilog(exit_codes, example),
+        name, help=help, description=description(help), epilog=epilog(exit_codes, example),
         formatter_class=HelpFormatter, **kwargs,
     )
 

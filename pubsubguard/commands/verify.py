@@ -62,7 +62,7 @@ REFINED = (
                                "tasks killed), misroute=1 (publishers on the global endpoint); "
                                "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)"),
     ("endpoint", options.endpoint_mapping, None),
-    ("push_port", options.positive_int, None),
+    ("push_port", options.port, None),
     ("keys", options.positive_int, "ordering keys per topic"),
     ("messages_per_key", options.positive_int, "messages published per key"),
     ("subscribers", options.positive_int, "subscriber tasks"),
