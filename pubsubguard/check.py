@@ -141,8 +141,12 @@ class PackProcess:
                 f"127.0.0.1:{self.port}", options=[("grpc.max_receive_message_length", 400 * 1024 * 1024),
                                                    ("grpc.max_send_message_length", 400 * 1024 * 1024)]
             )
-            grpc.channel_ready_future(self.channel).result(timeout=STARTUP_TIMEOUT_S)
             self.stub = analyzer_pb2_grpc.AnalyzerStub(self.channel)
+            from google.protobuf import empty_pb2
+
+            # Ready when it answers (not `channel_ready_future`, whose polling thread outlives the wait and
+            # raised "Cannot monitor channel state: Channel closed!" when the check ended soon after).
+            self.stub.GetPluginInfo(empty_pb2.Empty(), wait_for_ready=True, timeout=STARTUP_TIMEOUT_S)
         except BaseException:
             self.close()
             raise

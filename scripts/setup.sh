@@ -63,6 +63,13 @@ if ! command -v java >/dev/null 2>&1; then
     exit 2
   fi
 fi
+if ! command -v chromium >/dev/null 2>&1; then  # the report's layout is tested in a real browser
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Chromium (Debian chromium), for the report's browser test" >&2
+    { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+      echo "setup: could not install chromium; the report's browser test will say it did not run" >&2
+  fi
+fi
 if ! .venv/bin/python -m pubsubguard.emulator --locate >/dev/null; then
   .venv/bin/python -m pubsubguard.emulator --locate || true
   exit 2
