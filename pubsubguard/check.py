@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -68,6 +69,7 @@ class CheckResult:
     unknown_invokes: list[dict] = field(default_factory=list)  # invokes whose results were unknown offline
     unjudged: list[dict] = field(default_factory=list)  # {urn, resource_name, policy, properties}: not judged
     error: str | None = None  # the program did not complete (what happened); the verdict is then exit 2
+    unknowns_fail: bool = False  # `--unknowns fail`: a mandatory rule that could not decide fails the check
     program: Any = None  # the program's run (`plan.ProgramRun`: its output, log, notes), when one ran
 
     @property
@@ -75,10 +77,19 @@ class CheckResult:
         return [v for v in self.violations if v.level == "mandatory"]
 
     @property
+    def undecided_mandatory(self) -> list[dict]:
+        """Not-judged entries of mandatory rules (they fail the check with `--unknowns fail`)."""
+        return [e for e in self.unjudged if self.levels.get(e["policy"]) == "mandatory"]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.mandatory) or (self.unknowns_fail and bool(self.undecided_mandatory))
+
+    @property
     def exit_code(self) -> int:
         if self.error:
             return 2
-        return 1 if self.mandatory else 0
+        return 1 if self.failed else 0
 
     @property
     def secrets(self) -> set[str]:
@@ -674,8 +685,12 @@ class Judge:
         found = [(urn, d) for _, urn, d in sorted(self.diagnostics, key=lambda item: item[0])]
         found += [("", d) for d in stack_diagnostics]
         by_urn = {r["urn"]: r for r in plan["resources"]}
-        violations = []
+        violations, cannot_judge = [], []
         for subject, d in found:
+            undecided = cannot_judge_entries(d, subject, by_urn)
+            if undecided is not None:
+                cannot_judge += undecided
+                continue
             urn = d.urn or subject
             resource = by_urn.get(urn, {})
             message = d.message
@@ -694,26 +709,40 @@ class Judge:
             source=source, resources=len(judged_resources(plan)), policies=self.policies,
             levels={name: level for name, (level, _) in effective.items()}, violations=violations,
             unknown_invokes=list(plan.get("unknown_invokes") or []),
-            unjudged=unjudged(plan, {name for name, (level, _) in effective.items() if level != "disabled"}),
+            unjudged=sorted(cannot_judge, key=lambda e: (e["policy"], e["urn"])),
         )
 
 
-def unjudged(plan: dict, enabled: set[str]) -> list[dict]:
-    """Which rules could not judge which resources, because a property they read was unknown."""
-    from pubsub_rules.catalog import RULES
-    from pubsub_rules.model import Resource
-    from pubsub_rules.values import plain
+CANNOT_JUDGE = re.compile(r"^can't run policy '(?P<policy>[^']+)' from policy pack '[^']*' during preview: "
+                          r"\w+ value at \.(?P<what>.*) can't be known during preview$", re.S)
 
-    found = []
-    for record in judged_resources(plan):
-        resource = Resource(record["type"], record["name"], record["urn"], plain(record.get("inputs") or {}))
-        for rule in RULES:
-            if rule.name in enabled:
-                properties = rule.unjudged(resource)
-                if properties:
-                    found.append({"urn": record["urn"], "resource_type": record["type"],
-                                  "resource_name": record["name"], "policy": rule.name, "properties": properties})
-    return found
+
+def cannot_judge_entries(diagnostic, subject: str, by_urn: dict) -> list[dict] | None:
+    """The "not judged" entries a pack's cannot-judge line carries (`pubsub_rules.rule`: the policy SDK's
+    own line for a policy that met an unknown), or None for any other diagnostic. A resource rule's line
+    is about the resource judged (`subject`); a stack rule's names each resource: `<urn>: <properties>`."""
+    match = CANNOT_JUDGE.match(diagnostic.message)
+    if match is None:
+        return None
+    entries = []
+    for part in match.group("what").split("; "):
+        urn, _, paths = part.rpartition(": ") if part.startswith("urn:") else ("", "", part)
+        urn = urn or diagnostic.urn or subject
+        record = by_urn.get(urn, {})
+        properties = [p for p in paths.split(", ") if p]
+        entries.append({"urn": urn, "resource_type": record.get("type", ""), "resource_name": record.get("name", ""),
+                        "policy": match.group("policy"), "properties": properties,
+                        "unknown_inputs": {p: (record.get("unknowns") or {}).get(p) or _sources_of(record, p)
+                                           for p in properties}})
+    return entries
+
+
+def _sources_of(record: dict, path: str) -> list[dict]:
+    """Where an unknown input comes from, from the plan's provenance of its top-level property."""
+    unknowns = record.get("unknowns") or {}
+    top = path.split(".")[0].split(" ")[0]
+    return next((sources for key, sources in unknowns.items() if key.split(".")[0] == top), [])
+
 
 def _configure_stack(stub, context: dict) -> None:
     import grpc
@@ -767,8 +796,10 @@ def format_text(result: CheckResult, compact: bool | None = None) -> str:
         lines.append(f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
                      "(the stack rules did not run).")
         return "\n".join(lines) + "\n"
-    verdict = "REJECTED" if mandatory else "PASSED"
-    lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}.")
+    verdict = "REJECTED" if result.failed else "PASSED"
+    undecided = (f", {len(result.undecided_mandatory)} mandatory not judged (--unknowns fail)"
+                 if result.unknowns_fail and result.undecided_mandatory else "")
+    lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}{undecided}.")
     return "\n".join(lines) + "\n"
 
 
@@ -826,6 +857,8 @@ def _not_judged(result: CheckResult) -> list[str]:
         parts = [f"{rule} on {', '.join(sorted(names)[:EXAMPLES])}" + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
                  for rule, names in sorted(by_rule.items())]
         lines.append("Not judged (values unknown until deploy): " + "; ".join(parts) + ".")
+        if result.unknowns_fail and result.undecided_mandatory:
+            lines.append("With --unknowns fail, each mandatory rule above that could not decide fails the check.")
     return lines + [""] if lines else lines
 
 
@@ -833,7 +866,8 @@ def format_json(result: CheckResult) -> str:
     return json.dumps(
         {
             "pack": result.pack, "version": result.pack_version, "stack": result.stack, "source": result.source,
-            "resources": result.resources, "passed": None if result.error else not result.mandatory,
+            "resources": result.resources, "passed": None if result.error else not result.failed,
+            "unknowns": "fail" if result.unknowns_fail else "advisory",
             "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
             "levels": result.levels,
             "violations": [v.__dict__ for v in result.violations],
@@ -905,6 +939,21 @@ def format_sarif(result: CheckResult, locate=None) -> str:
         if v.policy in rule_index:
             entry["ruleIndex"] = rule_index[v.policy]
         results.append(entry)
+    for entry in result.unjudged:
+        blocking = result.unknowns_fail and result.levels.get(entry["policy"]) == "mandatory"
+        where = Violation(policy=entry["policy"], level="advisory", message="", urn=entry["urn"],
+                          resource_type=entry["resource_type"], resource_name=entry["resource_name"])
+        uri, line = locate(where) if locate else (result.source or "Pulumi.yaml", 1)
+        results.append({
+            "ruleId": entry["policy"], "level": "error" if blocking else "note",
+            "message": {"text": f"Not judged: {', '.join(entry['properties'])} unknown until deploy."},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(1, line)}},
+                           "logicalLocations": [{"name": entry["resource_name"] or "stack",
+                                                 "fullyQualifiedName": entry["urn"], "kind": "resource"}]}],
+            "partialFingerprints": {"pulumiUrnPolicy/v1": f"{entry['urn']}|{entry['policy']}|not-judged"},
+            "properties": {"notJudged": True, "unknownInputs": entry.get("unknown_inputs") or {}},
+            **({"ruleIndex": rule_index[entry["policy"]]} if entry["policy"] in rule_index else {}),
+        })
     sarif = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",

@@ -75,6 +75,21 @@ def contains_unknown(value: Any) -> bool:
     return value == UNKNOWN
 
 
+def _unknown_paths(value: Any, path: str):
+    """Dotted paths of the unknown leaves of `value` (list items as `path[i]`)."""
+    if value == UNKNOWN:
+        yield path
+    elif isinstance(value, dict):
+        if value.get(SIG) == SECRET_SIG:
+            yield from _unknown_paths(value.get("value"), path)
+            return
+        for key, item in value.items():
+            yield from _unknown_paths(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unknown_paths(item, f"{path}[{index}]")
+
+
 def unsecret(value: Any) -> Any:
     """The value with secret envelopes opened (for evaluating invokes)."""
     if isinstance(value, dict):
@@ -329,6 +344,9 @@ class Recorder:
         source = source_position(request, self.root_prefix)
         if source:
             record["source"] = source
+        unknowns = self.provenance(inputs, record["property_dependencies"])
+        if unknowns:
+            record["unknowns"] = unknowns
         if read_id is not None:
             record["external"] = True
         with self.lock:
@@ -341,6 +359,24 @@ class Recorder:
                     self.on_resource(record)  # under the lock: in registration order
         if duplicate:
             self.fail(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+
+    def provenance(self, inputs: dict, dependencies: dict[str, list[str]]) -> dict[str, list[dict]]:
+        """Where each unknown input comes from: `{dotted path: [{urn, type, name}]}`, the resources its
+        top-level property depends on (the SDK sends dependencies per top-level property; a value unknown
+        at preview is one of those resources' outputs the engine left unknown, or computed from them).
+        An unknown with no dependency comes from an unknown invoke result or a `secure:` config value."""
+        found: dict[str, list[dict]] = {}
+        for key, value in inputs.items():
+            paths = list(_unknown_paths(value, key))
+            if not paths:
+                continue
+            sources = []
+            for urn in dependencies.get(key, []):
+                record = self.records.get(urn)
+                sources.append({"urn": urn, "type": record["type"], "name": record["name"]} if record else {"urn": urn})
+            for path in paths:
+                found[path] = sources
+        return found
 
     def invoke(self, token: str, args: dict) -> dict:
         if token == "pulumi:pulumi:getResource":

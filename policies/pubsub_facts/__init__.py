@@ -129,6 +129,11 @@ def pubsub_service_agent(project_number: str) -> str:
     return f"serviceAccount:service-{project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 
 
+SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"  # its email: ACCOUNT_ID@PROJECT.iam.gserviceaccount.com
+# Cloud Run services' URLs are HTTPS by the provider's contract: "https://SERVICE-HASH-REGION.a.run.app"
+# (https://cloud.google.com/run/docs/triggering/https-request; pulumi-gcp cloudrun.Service status.url,
+# cloudrunv2.Service uri/urls).
+CLOUD_RUN_SERVICES = ("gcp:cloudrun/service:Service", "gcp:cloudrunv2/service:Service")
 SERVICE_AGENT_RE = re.compile(r"serviceAccount:service-(\d+)@gcp-sa-pubsub\.iam\.gserviceaccount\.com")
 PUBLISHER_ROLE = "roles/pubsub.publisher"
 SUBSCRIBER_ROLE = "roles/pubsub.subscriber"

@@ -30,11 +30,22 @@ The pack judges raw pulumi-gcp resources, so it works on any organisation's Pulu
 resource's `name`, a new resource's `id`, outputs of other resources such as a Cloud Run URL, results of
 `apply`, stack references, data sources without a given result) reaches the pack as the engine's
 unknown sentinel. Every rule reads properties through `pubsub_rules.values`: an unknown, a missing value
-or a value of the wrong type is "cannot judge" and never produces a violation (the provider rejects wrong
-types itself). `pubsubguard check` lists, after the violations (and in JSON as `unjudged`, in SARIF as
-notifications), which rules could not judge which resources because a property they read was unknown.
-Secrets (`pulumi.secret`, `secure:` config) reach the pack as the engine passes them: their value where
-the offline plan knows it, unknown where it cannot decrypt it.
+or a value of the wrong type is never judged as a violation (the provider rejects wrong types itself).
+Where the value's **provenance** decides (the resources a property depends on, which the engine sends
+with `AnalyzeStack`), rules use it: two references to two different Topic resources are two topics; a
+member computed only from service accounts the stack creates is never the Pub/Sub service agent; a push
+endpoint computed only from Cloud Run services' URLs is HTTPS by the provider's contract
+(`https://SERVICE-HASH-REGION.a.run.app`, https://cloud.google.com/run/docs/triggering/https-request).
+**Cannot judge** is exact: a rule that applies to a resource but cannot decide says so the way Pulumi's
+policy SDK does for any policy that meets an unknown during preview, as an advisory "can't run policy
+'<rule>' … during preview: string value at .<properties> can't be known during preview" (a stack rule
+names each resource: `<urn>: <properties>`), so the real CLI shows the same. `pubsubguard check` turns
+those lines into its "Not judged" list (JSON `unjudged` and SARIF `note` results, each with the unknown
+inputs that blocked it and where they come from); a rule that fired or does not apply is never listed.
+By default, as in Pulumi, not judged is advisory; `pubsubguard check --unknowns fail` fails the check on
+every mandatory rule that could not decide (a closed gate). Secrets (`pulumi.secret`, `secure:` config)
+reach the pack as the engine passes them: their value where the offline plan knows it, unknown where it
+cannot decrypt it.
 
 **References.** Stack rules resolve references between resources by value (`projects/P/topics/N`, or `N`
 in the referring resource's project) or, when the value is unknown, by the property's dependencies that

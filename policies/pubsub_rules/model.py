@@ -318,14 +318,38 @@ class Stack:
                     found[id(grant)] = grant
         return list(found.values())
 
-    def granted(self, target: Target, type_: str, roles: tuple[str, ...], member_ok) -> bool:
-        """Whether a grant may give one of `roles` on `target` (or its project) to a member `member_ok`
-        accepts. Conservative: a grant whose role, member or target is unknown counts."""
+    def granted(self, target: Target, type_: str, roles: tuple[str, ...], member_ok) -> Any:
+        """Whether a grant gives one of `roles` on `target` (or its project) to a member `member_ok`
+        accepts: True (a known grant does), UNKNOWN (only grants with an unknown role, member or target
+        might), False (none can). An unknown member that comes only from service accounts the stack
+        creates (its property dependencies) is not the Pub/Sub service agent: it cannot count."""
+        maybe = False
+        exact = {id(g) for g in self.grants_on_exactly(target, type_)}
         for grant in self.grants_on(target, type_):
             for role, member in iam_members(grant):
-                if (not known(role) or role in roles) and (not known(member) or member_ok(member)):
+                if known(role) and role not in roles:
+                    continue
+                if not known(member) and self.created_accounts_only(grant):
+                    continue
+                if known(member) and not member_ok(member):
+                    continue
+                if known(role) and known(member) and id(grant) in exact:
                     return True
-        return False
+                maybe = True
+        return UNKNOWN if maybe else False
+
+    def grants_on_exactly(self, target: Target, type_: str) -> list[Resource]:
+        """The grants of `grants_on` whose target is resolved (or that are project-level)."""
+        _, anywhere = self._grant_index()
+        unresolved = {id(g) for g in anywhere if g.type not in facts.PROJECT_IAM_TYPES}
+        return [g for g in self.grants_on(target, type_) if id(g) not in unresolved]
+
+    def created_accounts_only(self, grant: Resource) -> bool:
+        """Whether the grant's members come only from service accounts this stack creates (by property
+        dependencies): a created account's email (`ACCOUNT_ID@PROJECT.iam.gserviceaccount.com`) and
+        anything computed from it alone is never the Pub/Sub service agent."""
+        deps = [u for key in ("member", "members", "policyData") for u in grant.property_dependencies.get(key, [])]
+        return bool(deps) and all(u in self.by_urn and self.by_urn[u].type == facts.SERVICE_ACCOUNT for u in deps)
 
 
 def target_of_sub(sub: Resource) -> Target:

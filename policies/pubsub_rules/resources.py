@@ -162,15 +162,6 @@ def _names(resource: Resource, _config) -> Iterator[str]:
         yield f"{kind} {resource.name} has an invalid Pub/Sub name: {problem}; rename it."
 
 
-def _push_https(sub: Resource, _config) -> Iterator[str]:
-    endpoint = as_str(get(nested(sub.props, "pushConfig"), "pushEndpoint"))
-    if known(endpoint) and not endpoint.lower().startswith(facts.HTTPS_SCHEME):
-        yield (
-            f"Subscription {sub.label} pushes to {endpoint!r}, but Pub/Sub push endpoints must be public "
-            "HTTPS URLs; use an https:// endpoint."
-        )
-
-
 def _public_iam(resource: Resource, _config) -> Iterator[str]:
     public = sorted({m for _, m in iam_members(resource) if known(m) and m in facts.PUBLIC_MEMBERS})
     if public:
@@ -452,14 +443,6 @@ RULES = [
         types=TOPIC_AND_SUB,
         unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
         reads=("name",),
-    ),
-    _rule(
-        "push-endpoint-https",
-        "Requires push endpoints to be https:// URLs.",
-        MANDATORY,
-        "Push endpoints are public HTTPS URLs.",
-        _push_https,
-        reads=("pushConfig.pushEndpoint",),
     ),
     _rule(
         "no-public-pubsub-iam",

@@ -5,6 +5,16 @@ StackValidationPolicy; the checks themselves never see the SDK, so they are plai
 A resource check is `check(resource, config) -> iterable of messages`; a stack check is
 `check(stack, config) -> iterable of (urn, message)`. `config` holds the rule's configured properties
 with the schema's defaults filled in.
+
+**Cannot judge.** A check may also yield `Undecided(paths)` (a stack check: `(urn, Undecided(paths))`)
+where the rule applies to a resource but values unknown until deploy keep it from deciding. A rule with
+`exact_unknowns=False` (the default) is treated as undecided on a resource of its types that it did not
+report and one of whose `reads` is unknown. The pack reports them the way the policy SDK reports a
+policy that meets an unknown during preview, so the same text reaches the Pulumi CLI: the SDK's
+`UnknownValueError`, an advisory "can't run policy '<rule>' from policy pack '<pack>' during preview:
+string value at .<what> can't be known during preview", where <what> lists the properties (for a stack
+rule, `<urn>: <properties>` per resource, separated by `; `). `pubsubguard check` reads those lines back
+into its exact "not judged" list.
 """
 
 from __future__ import annotations
@@ -17,6 +27,18 @@ from pubsub_rules.values import plain_props
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
+UNDECIDED_SEPARATOR = "; "
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """The rule applies but cannot decide: `paths` are the unknown properties that blocked it."""
+    paths: tuple[str, ...]
+
+
+def undecided_text(entries: list[tuple[str, tuple[str, ...]]]) -> str:
+    """What a cannot-judge line carries: `<properties>` (resource rule, urn "") or `<urn>: <properties>`."""
+    return UNDECIDED_SEPARATOR.join(f"{urn}: {', '.join(paths)}" if urn else ", ".join(paths) for urn, paths in entries)
 
 
 @dataclass(frozen=True)
@@ -31,6 +53,7 @@ class Rule:
     stack: bool = False
     config_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reads: tuple[str, ...] = ()  # dotted properties of `types` the judgement depends on
+    exact_unknowns: bool = False  # the check yields Undecided itself (else: `reads` unknown and not reported)
 
     def defaults(self) -> dict[str, Any]:
         return {key: spec["default"] for key, spec in self.config_schema.items() if "default" in spec}
@@ -39,15 +62,46 @@ class Rule:
         return {**self.defaults(), **dict(configured or {})}
 
     def run_resource(self, resource: Resource, configured: Mapping[str, Any] | None = None) -> list[str]:
-        if resource.type not in self.types:
-            return []
-        return list(self.check(resource, self.settings(configured)))
+        return self.judge_resource(resource, configured)[0]
 
     def run_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
-        return list(self.check(Stack(resources), self.settings(configured)))
+        return self.judge_stack(resources, configured)[0]
+
+    def judge_resource(self, resource: Resource, configured: Mapping[str, Any] | None = None
+                       ) -> tuple[list[str], tuple[str, ...]]:
+        """(messages, the unknown properties that kept the rule from deciding: empty when it decided)."""
+        if resource.type not in self.types:
+            return [], ()
+        messages, undecided = [], []
+        for item in self.check(resource, self.settings(configured)):
+            if isinstance(item, Undecided):
+                undecided += [p for p in item.paths if p not in undecided]
+            else:
+                messages.append(item)
+        if not messages and not undecided and not self.exact_unknowns:
+            undecided = self.unjudged(resource)
+        return messages, tuple(undecided) if not messages else ()
+
+    def judge_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None
+                    ) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
+        """(violations as (urn, message), undecided as (urn, unknown properties))."""
+        violations, undecided = [], {}
+        for urn, item in self.check(Stack(resources), self.settings(configured)):
+            if isinstance(item, Undecided):
+                undecided.setdefault(urn, [])
+                undecided[urn] += [p for p in item.paths if p not in undecided[urn]]
+            else:
+                violations.append((urn, item))
+        reported = {urn for urn, _ in violations}
+        if not self.exact_unknowns:
+            for resource in resources:
+                paths = self.unjudged(resource)
+                if paths and resource.urn not in reported and resource.urn not in undecided:
+                    undecided[resource.urn] = paths
+        return violations, [(urn, tuple(paths)) for urn, paths in undecided.items() if urn not in reported]
 
     def unjudged(self, resource: Resource) -> list[str]:
-        """The properties this rule reads that are unknown on `resource` (it could not judge them)."""
+        """The properties this rule reads that are unknown on `resource`."""
         if resource.type not in self.types:
             return []
         return [path for path in self.reads if reads_unknown(resource.props, path)]
@@ -67,8 +121,11 @@ class Rule:
 
             def validate_stack(args, report_violation) -> None:
                 resources = [from_policy_resource(r) for r in args.resources]
-                for urn, message in self.run_stack(resources, args.get_config()):
+                violations, undecided = self.judge_stack(resources, args.get_config())
+                for urn, message in violations:
                     report_violation(message, urn)
+                if undecided:
+                    _cannot_judge(undecided)
 
             return StackValidationPolicy(
                 name=self.name, description=self.description, validate=validate_stack,
@@ -80,10 +137,21 @@ class Rule:
                 return
             resource = Resource(args.resource_type, args.name, args.urn, plain_props(args.props),
                                 provider_project=provider_project(getattr(args, "provider", None)))
-            for message in self.run_resource(resource, args.get_config()):
+            messages, undecided = self.judge_resource(resource, args.get_config())
+            for message in messages:
                 report_violation(message, None)
+            if undecided:
+                _cannot_judge([("", undecided)])
 
         return ResourceValidationPolicy(
             name=self.name, description=self.description, validate=validate_resource,
             enforcement_level=level, config_schema=schema,
         )
+
+
+def _cannot_judge(entries: list[tuple[str, tuple[str, ...]]]):
+    """Raise the policy SDK's own unknown-value error: the SDK turns it into the advisory "can't run
+    policy ... during preview" line it gives any policy that meets an unknown (see module doc)."""
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
+
+    raise UnknownValueError(UNKNOWN_STRING_VALUE, [undecided_text(entries)])

@@ -9,32 +9,49 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pubsub_facts as facts
-from pubsub_rules.model import Resource, Stack, block, iam_members, nested, target_of_sub
-from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
+from pubsub_rules.model import Resource, Stack, block, iam_members, nested, reads_unknown, target_of_sub
+from pubsub_rules.rule import ADVISORY, MANDATORY, Rule, Undecided
 from pubsub_rules.values import UNKNOWN, as_bool, as_list, as_str, enabled, get, known
 
 
 # --- Rules -----------------------------------------------------------------------------------------
-def _dead_letter_not_source(stack: Stack, _config) -> Iterator[tuple[str, str]]:
+def _unresolved(sub: Resource, *paths: str) -> Undecided:
+    """Cannot judge `sub`: the listed references (those of `paths` that are unknown) did not resolve."""
+    unknown = tuple(p for p in paths if reads_unknown(sub.props, p))
+    return Undecided(unknown or paths)
+
+
+def _dead_letter_not_source(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
         if dead_letter is None:
-            continue
-        if stack.same(dead_letter, stack.topic_of(sub)) is True:
+            continue  # no dead-lettering: the rule does not apply
+        same = stack.same(dead_letter, stack.topic_of(sub))
+        if same is True:
             yield sub.urn, (
                 f"Subscription {sub.label} dead-letters into its own topic {dead_letter.describe()}, but the "
                 "dead-letter topic must differ from the subscription's topic; use a separate dead-letter topic."
             )
+        elif same is not False:
+            yield sub.urn, _unresolved(sub, "topic", "deadLetterPolicy.deadLetterTopic")
 
 
-def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, str]]:
+def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, Any]]:
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
-        if dead_letter is None or not dead_letter.resolved:
+        if dead_letter is None:
+            continue
+        if not dead_letter.resolved:
+            yield sub.urn, _unresolved(sub, "deadLetterPolicy.deadLetterTopic")
             continue
         if dead_letter.external and config["allowExternalTopics"]:
             continue  # declared in another stack or project: its subscription is not visible here
-        if stack.readers(dead_letter) is False:
+        readers = stack.readers(dead_letter)
+        if readers is UNKNOWN:
+            unresolved = [s.urn for s in stack.subscriptions if not stack.topic_of(s).resolved]
+            yield sub.urn, Undecided(tuple(f"topic of {urn.rsplit('::', 1)[-1]}" for urn in unresolved[:3])
+                                     or ("deadLetterPolicy.deadLetterTopic",))
+        if readers is False:
             where = "" if dead_letter.resources else " (a topic this stack does not declare)"
             yield sub.urn, (
                 f"Subscription {sub.label} dead-letters into {dead_letter.describe()}{where}, which no "
@@ -56,20 +73,31 @@ def _agent_check(sub: Resource, numbers: dict) -> Any:
     return member_ok, own
 
 
-def _dead_letter_iam(stack: Stack, config) -> Iterator[tuple[str, str]]:
+def _dead_letter_iam(stack: Stack, config) -> Iterator[tuple[str, Any]]:
     numbers = config.get("projectNumbers") or {}
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
-        if dead_letter is None or not dead_letter.resolved:
+        if dead_letter is None:
+            continue
+        if not dead_letter.resolved:
+            yield sub.urn, _unresolved(sub, "deadLetterPolicy.deadLetterTopic")
             continue
         member_ok, own = _agent_check(sub, numbers)
         agent = (f"serviceAccount:service-{own}@gcp-sa-pubsub.iam.gserviceaccount.com" if own else
                  "service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the subscription's project")
-        missing = []
-        if not stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES, member_ok):
+        missing, undecided = [], []
+        publish = stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES, member_ok)
+        consume = stack.granted(target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES, member_ok)
+        if publish is False:
             missing.append(f"{facts.PUBLISHER_ROLE} on the dead-letter topic {dead_letter.describe()}")
-        if not stack.granted(target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES, member_ok):
+        elif publish is UNKNOWN:
+            undecided.append("IAM on the dead-letter topic (role, member or target unknown)")
+        if consume is False:
             missing.append(f"{facts.SUBSCRIBER_ROLE} on the subscription itself")
+        elif consume is UNKNOWN:
+            undecided.append("IAM on the subscription (role, member or target unknown)")
+        if not missing and undecided:
+            yield sub.urn, Undecided(tuple(undecided))
         if missing:
             yield sub.urn, (
                 f"Subscription {sub.label} dead-letters without granting the Pub/Sub service agent ({agent}) "
@@ -253,10 +281,44 @@ def _export_agent_access(stack: Stack, _config) -> Iterator[tuple[str, str]]:
             )
 
 
+def _push_https(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
+    for sub in stack.subscriptions:
+        push = nested(sub.props, "pushConfig")
+        if push is UNKNOWN:
+            yield sub.urn, Undecided(("pushConfig",))
+            continue
+        endpoint = as_str(get(push, "pushEndpoint")) if isinstance(push, dict) else None
+        if endpoint is None:
+            continue  # a pull subscription: the rule does not apply
+        if known(endpoint):
+            if not endpoint.lower().startswith(facts.HTTPS_SCHEME):
+                yield sub.urn, (
+                    f"Subscription {sub.label} pushes to {endpoint!r}, but Pub/Sub push endpoints must be public "
+                    "HTTPS URLs; use an https:// endpoint."
+                )
+            continue
+        sources = [stack.by_urn.get(u) for u in sub.property_dependencies.get("pushConfig", [])]
+        if not (sources and all(r is not None and r.type in facts.CLOUD_RUN_SERVICES for r in sources)):
+            yield sub.urn, Undecided(("pushConfig.pushEndpoint",))
+        # else: computed from Cloud Run services' URLs alone, which are HTTPS by the provider's contract
+
+
 SUB = (facts.SUBSCRIPTION,)
 DEAD_LETTER_READS = ("topic", "deadLetterPolicy", "deadLetterPolicy.deadLetterTopic")
 
 RULES = [
+    Rule(
+        name="push-endpoint-https",
+        description="Requires push endpoints to be https:// URLs.",
+        level=MANDATORY,
+        fact="Push endpoints are public HTTPS URLs.",
+        unknowns=(
+            "An endpoint unknown until deploy that is computed from Cloud Run services' URLs alone (its property "
+            "dependencies) is HTTPS by the provider's contract; any other unknown endpoint is not judged."
+        ),
+        check=_push_https,
+        stack=True, types=SUB, reads=("pushConfig.pushEndpoint",), exact_unknowns=True,
+    ),
     Rule(
         name="dead-letter-topic-not-source",
         description="Prohibits a subscription's dead-letter topic being the subscription's own topic.",
@@ -267,7 +329,7 @@ RULES = [
             "is unresolved or could be either of two topics."
         ),
         check=_dead_letter_not_source,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
     ),
     Rule(
         name="dead-letter-topic-has-subscription",
@@ -279,7 +341,7 @@ RULES = [
             "unresolved might read it, or (by default) when it is declared outside the stack."
         ),
         check=_dead_letter_has_subscription,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
         config_schema={
             "allowExternalTopics": {
                 "type": "boolean", "default": True,
@@ -307,7 +369,7 @@ RULES = [
             "for every topic and subscription; without projectNumbers any Pub/Sub service agent counts."
         ),
         check=_dead_letter_iam,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS,
+        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
         config_schema={
             "projectNumbers": {
                 "type": "object", "default": {},

@@ -50,6 +50,10 @@ def register(subparsers) -> None:
     compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
     parser.add_argument("--out", type=options.output_file, metavar="FILE",
                         help="write the report to this FILE (default: stdout)")
+    parser.add_argument(
+        "--unknowns", choices=("advisory", "fail"), default="advisory",
+        help="what a mandatory rule that cannot decide (values unknown until deploy) does: advisory lists it "
+             "under 'Not judged', as Pulumi's policy SDK does; fail fails the check (exit 1) for a closed gate")
     add_program_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -102,6 +106,7 @@ def _run(args, source: str) -> int:
                                               policy_config=_with_numbers(config, invokes, header),
                                               config_source=config_source, run_options=run_options(args))
         files = [root / source] + project.program_files
+    result.unknowns_fail = args.unknowns == "fail"
     if args.format == "json":
         text = checking.format_json(result)
     elif args.format == "sarif":

@@ -13,7 +13,7 @@ from pulumi_policy import (
     ResourceValidationArgs,
     StackValidationArgs,
 )
-from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
 import pubsub_facts as facts
 from pubsub_rules.catalog import BY_NAME
@@ -47,10 +47,21 @@ def policy(name: str):
     return _POLICIES[name]
 
 
+CANNOT_JUDGE: list[str] = []  # the SDK's "can't run policy ... during preview" texts of the last calls
+
+
+def _validate(rule: str, args, report) -> None:
+    """As the SDK's servicer: an UnknownValueError becomes its advisory cannot-judge line."""
+    try:
+        policy(rule).validate(args, report)
+    except UnknownValueError as err:
+        CANNOT_JUDGE.append(err.message)
+
+
 def validate_resource(rule: str, type_: str, props: dict, name: str = "res", config: dict | None = None) -> list[str]:
     messages: list[str] = []
     args = ResourceValidationArgs(type_, unknown_checking_proxy(props), urn(type_, name), name, _opts(), provider(), config)
-    policy(rule).validate(args, lambda message, _urn=None: messages.append(message))
+    _validate(rule, args, lambda message, _urn=None: messages.append(message))
     return messages
 
 
@@ -68,8 +79,16 @@ def validate_stack(rule: str, resources: list[dict], config: dict | None = None)
             built[spec["name"]].property_dependencies[key] = [built[n] for n in names]
     found: list[tuple[str | None, str]] = []
     args = StackValidationArgs(list(built.values()), config)
-    policy(rule).validate(args, lambda message, at=None: found.append((at, message)))
+    _validate(rule, args, lambda message, at=None: found.append((at, message)))
     return found
+
+
+def cannot_judge(rule: str, resources: list[dict], config: dict | None = None) -> list[str]:
+    """The cannot-judge texts (`string value at .X can't be known during preview`) of `rule` over
+    `resources`, as the SDK reports them (the X part)."""
+    CANNOT_JUDGE.clear()
+    check(rule, resources, config)
+    return [m.removeprefix("string value at .").removesuffix(" can't be known during preview") for m in CANNOT_JUDGE]
 
 
 def check(rule: str, resources: list[dict], config: dict | None = None) -> list[str]:
