@@ -162,18 +162,6 @@ def _names(resource: Resource, _config) -> Iterator[str]:
         yield f"{kind} {resource.name} has an invalid Pub/Sub name: {problem}; rename it."
 
 
-def _public_iam(resource: Resource, _config) -> Iterator[str]:
-    public = sorted({m for _, m in iam_members(resource) if known(m) and m in facts.PUBLIC_MEMBERS})
-    if public:
-        target = as_str(get(resource.props, "topic" if resource.type in facts.TOPIC_IAM_TYPES else "subscription"))
-        where = f" on {target}" if known(target) else ""
-        yield (
-            f"IAM resource {resource.name} grants{where} to {' and '.join(public)}, which opens the Pub/Sub "
-            "resource to anyone; grant to specific principals instead."
-        )
-
-
-
 # Durations the API takes: (property path, what it is); the Cloud Storage one only on subscriptions.
 DURATION_FIELDS = (
     ("messageRetentionDuration", "message retention"),
@@ -443,16 +431,6 @@ RULES = [
         types=TOPIC_AND_SUB,
         unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
         reads=("name",),
-    ),
-    _rule(
-        "no-public-pubsub-iam",
-        "Prohibits granting any role on a Pub/Sub topic or subscription to allUsers or allAuthenticatedUsers.",
-        MANDATORY,
-        "allUsers / allAuthenticatedUsers make a topic or subscription public.",
-        _public_iam,
-        types=facts.IAM_TYPES,
-        unknowns="Judges only known members; an unknown member or policyData is not reported.",
-        reads=("member", "members", "policyData"),
     ),
     _rule(
         "durations-api-format",

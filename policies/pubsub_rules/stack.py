@@ -224,6 +224,8 @@ def _iam_conflicts(stack: Stack, _config) -> Iterator[tuple[str, str]]:
             continue
         type_, target = stack.target_of_grant(grant)
         if not target.resolved:
+            field_name = "topic" if type_ == facts.TOPIC else "subscription"
+            yield grant.urn, Undecided((field_name,))
             continue
         if target.resources:
             identity = "urn:" + target.resources[0].urn if len(target.resources) == 1 else None
@@ -298,9 +300,27 @@ def _push_https(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
                 )
             continue
         sources = [stack.by_urn.get(u) for u in sub.property_dependencies.get("pushConfig", [])]
-        if not (sources and all(r is not None and r.type in facts.CLOUD_RUN_SERVICES for r in sources)):
+        types = {r.type if r is not None else None for r in sources}
+        if not (types & set(facts.CLOUD_RUN_SERVICES) and types <= {*facts.CLOUD_RUN_SERVICES, facts.SERVICE_ACCOUNT}):
             yield sub.urn, Undecided(("pushConfig.pushEndpoint",))
-        # else: computed from Cloud Run services' URLs alone, which are HTTPS by the provider's contract
+        # else: computed from Cloud Run services' URLs (the accounts beside them give the OIDC token's email):
+        # HTTPS by the provider's contract
+
+
+def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
+    for grant in (r for r in stack.resources if r.type in facts.IAM_TYPES):
+        members = [m for _, m in iam_members(grant)]
+        public = sorted({m for m in members if known(m) and m in facts.PUBLIC_MEMBERS})
+        if public:
+            target = as_str(get(grant.props, "topic" if grant.type in facts.TOPIC_IAM_TYPES else "subscription"))
+            where = f" on {target}" if known(target) else ""
+            yield grant.urn, (
+                f"IAM resource {grant.name} grants{where} to {' and '.join(public)}, which opens the Pub/Sub "
+                "resource to anyone; grant to specific principals instead."
+            )
+        elif any(not known(m) for m in members) and not stack.created_accounts_only(grant):
+            yield grant.urn, Undecided(tuple(p for p in ("member", "members", "policyData")
+                                             if reads_unknown(grant.props, p)) or ("member",))
 
 
 SUB = (facts.SUBSCRIPTION,)
@@ -313,8 +333,8 @@ RULES = [
         level=MANDATORY,
         fact="Push endpoints are public HTTPS URLs.",
         unknowns=(
-            "An endpoint unknown until deploy that is computed from Cloud Run services' URLs alone (its property "
-            "dependencies) is HTTPS by the provider's contract; any other unknown endpoint is not judged."
+            "An endpoint unknown until deploy whose pushConfig depends on Cloud Run services (and at most service "
+            "accounts, for the OIDC token) is HTTPS by the provider's contract; any other unknown endpoint is not judged."
         ),
         check=_push_https,
         stack=True, types=SUB, reads=("pushConfig.pushEndpoint",), exact_unknowns=True,
@@ -432,6 +452,16 @@ RULES = [
         stack=True, types=SUB, reads=("enableMessageOrdering",),
     ),
     Rule(
+        name="no-public-pubsub-iam",
+        description="Prohibits granting any role on a Pub/Sub topic or subscription to allUsers or allAuthenticatedUsers.",
+        level=MANDATORY,
+        fact="allUsers / allAuthenticatedUsers make a topic or subscription public.",
+        unknowns=("Judges known members; an unknown member computed only from service accounts the stack creates is "
+                  "not public; any other unknown member or policyData is not judged."),
+        check=_public_iam,
+        stack=True, types=facts.IAM_TYPES, reads=("member", "members", "policyData"), exact_unknowns=True,
+    ),
+    Rule(
         name="iam-authoritative-conflict",
         description=(
             "Prohibits an authoritative IAMPolicy together with another IAM resource on the same topic or "
@@ -444,7 +474,7 @@ RULES = [
         ),
         unknowns="Groups grants by resolved target only; an unresolved target or unknown role is not judged.",
         check=_iam_conflicts,
-        stack=True, types=facts.IAM_TYPES, reads=("topic", "subscription", "role"),
+        stack=True, types=facts.IAM_TYPES, reads=("topic", "subscription", "role"), exact_unknowns=True,
     ),
     Rule(
         name="export-service-agent-access",
