@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import threading
-from importlib import metadata
 from pathlib import Path
 
 from pubsubguard.commands import options
@@ -35,10 +34,10 @@ example (the whole flow on the local emulator):
 
 
 def version() -> str:
-    try:
-        return metadata.version("pubsubguard")
-    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
-        return "unknown (not installed)"
+    """`pubsubguard.__version__`, the one place the version is written (the wheel's metadata is built from it)."""
+    from pubsubguard import __version__
+
+    return __version__
 
 
 def build_parser() -> options.Parser:
