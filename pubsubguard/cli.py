@@ -23,7 +23,7 @@ from pathlib import Path
 from pubsubguard.commands import options
 from pubsubguard.errors import UserError
 
-COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle")
+COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
 DEBUG_ENV = "PUBSUBGUARD_DEBUG"
 EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
 
