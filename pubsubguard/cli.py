@@ -181,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     atexit.register(_close_stray_event_loops)
     prefix = f"pubsubguard {args.command}:"
     try:
+        from pubsubguard import extras
+
+        extras.require(args.command)
         return int(args.run(args) or 0)
     except UserError as err:
         print(f"{prefix} {err}", file=sys.stderr)
@@ -202,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
             return _interrupted_exit(prefix)
         if _debug():
             raise
+        if isinstance(err, ModuleNotFoundError) and extras.for_missing_module(err.name):
+            print(f"{prefix} {extras.for_missing_module(err.name)}", file=sys.stderr)
+            return 2
         print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
               "for the traceback and report it)", file=sys.stderr)
         return 2

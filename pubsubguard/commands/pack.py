@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pubsubguard import packenv
 from pubsubguard.commands import options
+from pubsubguard.commands.plan import add_project_argument
 
 
 def register(subparsers) -> None:
@@ -21,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("what", choices=("path", "python"), help="path: the pack's folder; python: its interpreter")
     parser.add_argument("--policy-pack", metavar="DIR", default=None,
                         help="another pack (a team's fork) instead of pubsubguard's own (default: the bundled pack)")
+    add_project_argument(parser)  # as every command takes it; the pack does not depend on the project
     parser.set_defaults(run=run)
 
 
