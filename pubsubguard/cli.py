@@ -48,7 +48,12 @@ def build_parser() -> options.Parser:
     )
     parser.add_argument("--version", action="version", version=f"pubsubguard {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from pubsubguard import extras
+
     for name in COMMANDS:
+        if name in extras.NEEDS_VERIFY and extras.verify_missing():
+            extras.register_stub(subparsers, name)  # its options need the extra's modules
+            continue
         try:
             module = importlib.import_module(f"pubsubguard.commands.{name}")
         except ModuleNotFoundError as err:
@@ -164,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
             if signal.getsignal(sig) is default:
                 signal.signal(sig, _interrupt)
+    from pubsubguard import extras
+
+    command = extras.command_of(sys.argv[1:] if argv is None else argv)
+    if command in extras.NEEDS_VERIFY and extras.verify_missing():  # before its parser, which needs them
+        print(f"pubsubguard {command}: {extras.message(extras.verify_missing())}", file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a bad option (its one line is printed)
@@ -181,9 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     atexit.register(_close_stray_event_loops)
     prefix = f"pubsubguard {args.command}:"
     try:
-        from pubsubguard import extras
-
-        extras.require(args.command)
         return int(args.run(args) or 0)
     except UserError as err:
         print(f"{prefix} {err}", file=sys.stderr)

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from pubsubguard.errors import UserError
-
 VERIFY_MODULES = ("pyspark", "google.cloud.pubsub_v1", "pandas", "pyarrow", "matplotlib", "jinja2", "rich", "venv_pack")
 NEEDS_VERIFY = {"verify", "run", "apply", "emulator", "conform", "bundle"}
-
-
-class MissingExtra(UserError):
-    pass
 
 
 def _missing(modules) -> list[str]:
@@ -33,12 +27,26 @@ def message(missing: list[str]) -> str:
     return (f"needs the verify extra (missing: {', '.join(missing)}): pip install 'pubsubguard[verify]'")
 
 
-def require(command: str) -> None:
-    """Raise the one line when `command` needs the verify extra and it is not installed."""
-    if command in NEEDS_VERIFY:
-        missing = _missing(VERIFY_MODULES)
-        if missing:
-            raise MissingExtra(message(missing))
+_verify_missing: list[str] | None = None
+
+
+def verify_missing() -> list[str]:
+    """The verify extra's modules that are not installed (looked up once: no module is imported)."""
+    global _verify_missing
+    if _verify_missing is None:
+        _verify_missing = _missing(VERIFY_MODULES)
+    return _verify_missing
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The subcommand of a command line (the first word that is not an option; the top-level options
+    take no values)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def register_stub(subparsers, name: str) -> None:
+    """`pubsubguard --help` still lists a command whose extra is missing, and says what it needs."""
+    subparsers.add_parser(name, help="(needs the verify extra: pip install 'pubsubguard[verify]')")
 
 
 def for_missing_module(name: str | None) -> str | None:
