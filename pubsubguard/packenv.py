@@ -75,9 +75,11 @@ def default_pack_dir() -> Path:
 
 def virtualenv_name(pack_dir: Path) -> str:
     """`runtime.options.virtualenv` of PulumiPolicy.yaml (default `venv`), as the CLI reads it."""
-    from pubsubguard.check import read_manifest
+    from pubsubguard.errors import read_yaml_mapping
 
-    runtime = read_manifest(pack_dir).get("runtime")
+    manifest = read_yaml_mapping(Path(pack_dir) / "PulumiPolicy.yaml", PackError, f"is {pack_dir} a policy pack?",
+                                 "a mapping with 'runtime' and 'version'")
+    runtime = manifest.get("runtime")
     options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
     return str((options or {}).get("virtualenv", "venv"))
 
