@@ -97,18 +97,17 @@ class CheckResult:
 
 # --- The pack process ------------------------------------------------------------------------------
 def default_pack_dir() -> Path:
-    return planning.project_root() / "policies"
+    """The checkout's `policies/`, else the installed pack's folder in the cache (pubsubguard.packenv)."""
+    from pubsubguard import packenv
+
+    return packenv.default_pack_dir()
 
 def pack_python(pack_dir: Path) -> Path:
-    """The pack's interpreter, from PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI)."""
-    manifest = read_manifest(pack_dir)
-    runtime = manifest.get("runtime")
-    options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
-    venv = pack_dir / str((options or {}).get("virtualenv", "venv"))
-    python = venv / "bin" / "python"
-    if not python.exists():
-        raise CheckError(f"{python}: the policy pack's virtualenv is missing; run scripts/setup.sh")
-    return python
+    """The pack's interpreter: PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI), else the
+    virtualenv made in the cache for its requirements (pubsubguard.packenv)."""
+    from pubsubguard import packenv
+
+    return packenv.pack_python(pack_dir)
 
 def read_manifest(pack_dir: Path) -> dict:
     return read_yaml_mapping(
@@ -405,7 +404,7 @@ def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict |
 
 def check_program(root: Path, stack: str, *, invoke_results=None, policy_config: dict | None = None,
                   source: str = "", config_source: str = "policy config", timings: dict | None = None,
-                  run_options: dict | None = None):
+                  run_options: dict | None = None, pack_dir: Path | None = None):
     """Plan the program of `root` and judge it as the engine does in a preview: the pack judges each
     resource as the program registers it; the stack rules run once the program is done. The program
     runs in a confined process of its own (`plan.run_program`); the judging client runs in another
@@ -419,7 +418,7 @@ def check_program(root: Path, stack: str, *, invoke_results=None, policy_config:
     project = planning.read_project(root)
     header = planning.plan_header(project, stack, planning.read_stack_config(project, stack))
     started = time.perf_counter()
-    with JudgeProcess(header, policy_config=policy_config, config_source=config_source) as judge:
+    with JudgeProcess(header, policy_config=policy_config, config_source=config_source, pack_dir=pack_dir) as judge:
         try:
             run = planning.run_program(stack, root, invoke_results=invoke_results, on_resource=judge.analyze,
                                        **(run_options or {}))

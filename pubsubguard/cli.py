@@ -18,13 +18,12 @@ import os
 import signal
 import sys
 import threading
-from importlib import metadata
 from pathlib import Path
 
 from pubsubguard.commands import options
 from pubsubguard.errors import UserError
 
-COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle")
+COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
 DEBUG_ENV = "PUBSUBGUARD_DEBUG"
 EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
 
@@ -35,10 +34,10 @@ example (the whole flow on the local emulator):
 
 
 def version() -> str:
-    try:
-        return metadata.version("pubsubguard")
-    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
-        return "unknown (not installed)"
+    """`pubsubguard.__version__`, the one place the version is written (the wheel's metadata is built from it)."""
+    from pubsubguard import __version__
+
+    return __version__
 
 
 def build_parser() -> options.Parser:
@@ -49,7 +48,12 @@ def build_parser() -> options.Parser:
     )
     parser.add_argument("--version", action="version", version=f"pubsubguard {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from pubsubguard import extras
+
     for name in COMMANDS:
+        if name in extras.NEEDS_VERIFY and extras.verify_missing():
+            extras.register_stub(subparsers, name)  # its options need the extra's modules
+            continue
         try:
             module = importlib.import_module(f"pubsubguard.commands.{name}")
         except ModuleNotFoundError as err:
@@ -165,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
             if signal.getsignal(sig) is default:
                 signal.signal(sig, _interrupt)
+    from pubsubguard import extras
+
+    command = extras.command_of(sys.argv[1:] if argv is None else argv)
+    if command in extras.NEEDS_VERIFY and extras.verify_missing():  # before its parser, which needs them
+        print(f"pubsubguard {command}: {extras.message(extras.verify_missing())}", file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a bad option (its one line is printed)
@@ -203,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             return _interrupted_exit(prefix)
         if _debug():
             raise
+        if isinstance(err, ModuleNotFoundError) and extras.for_missing_module(err.name):
+            print(f"{prefix} {extras.for_missing_module(err.name)}", file=sys.stderr)
+            return 2
         print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
               "for the traceback and report it)", file=sys.stderr)
         return 2

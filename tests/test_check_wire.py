@@ -160,7 +160,10 @@ def test_the_pack_process_is_terminated_on_error(tmp_path):
 
 def test_missing_pack_virtualenv_is_a_user_error(tmp_path):
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
-    with pytest.raises(checking.CheckError, match="scripts/setup.sh"):
+    from pubsubguard.errors import UserError
+
+    # no virtualenv and no requirements.txt to make one from (pubsubguard.packenv)
+    with pytest.raises(UserError, match="requirements.txt does not exist to make one from .in a checkout: run scripts/setup.sh"):
         checking.PackProcess(tmp_path)
 
 

@@ -144,7 +144,7 @@ def test_help_shows_defaults_exit_codes_and_an_example(command):
     text = " ".join(done.stdout.split())
     assert "exit codes:" in text and "130 interrupted" in text and "2 " in text
     assert f"pubsubguard {command}" in text.split("example:")[1]
-    if command not in ("emulator", "conform", "bundle"):  # no stack: a project's emulator, throwaway scenarios, the job's bundle
+    if command not in ("emulator", "conform", "bundle", "pack"):  # no stack: a project's emulator, throwaway scenarios, the job's bundle, the pack
         assert "-s STACK, --stack STACK" in text and "(default: dev)" in text
     assert "-C DIR, --cwd DIR, --root DIR" in text and "(default: the current directory)" in text
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from pubsubguard import check as checking
 from pubsubguard import plan as planning
+from pubsubguard import suppressions
 from pubsubguard.commands import options
+from pubsubguard.commands import pack as pack_command
 from pubsubguard.commands.plan import add_program_arguments, add_stack_arguments, run_options
 from pubsubguard.engine import InvokeResults
 from pubsubguard.errors import UserError
@@ -26,8 +28,9 @@ def register(subparsers) -> None:
         subparsers, "check", "judge the plan with the Pub/Sub policy pack (exit 1 on a mandatory violation)",
         exit_codes={0: "PASSED: the program completed and no mandatory rule fired (advisories may be listed)",
                     1: "REJECTED: at least one mandatory violation",
-                    2: "bad option, stack file, plan or policy config; the program failed, was stopped at a "
-                       "limit or ended early (violations seen until then are listed); the pack's virtualenv missing"},
+                    2: "bad option, stack file, plan, policy config, suppression or baseline; the program failed, "
+                       "was stopped at a limit or ended early (violations seen until then are listed); the pack is "
+                       "not a pack or its virtualenv cannot be made"},
         example="pubsubguard check -s dev --format sarif --out pubsubguard.sarif",
     )
     add_stack_arguments(parser)
@@ -54,6 +57,17 @@ def register(subparsers) -> None:
         "--unknowns", choices=("advisory", "fail"), default="advisory",
         help="what a mandatory rule that cannot decide (values unknown until deploy) does: advisory lists it "
              "under 'Not judged', as Pulumi's policy SDK does; fail fails the check (exit 1) for a closed gate")
+    adopt = parser.add_argument_group("the pack, suppressions and baselines (see pubsubguard/suppressions.py)")
+    adopt.add_argument("--policy-pack", metavar="DIR", default=None,
+                       help="judge with this policy pack folder (a team's fork) (default: pubsubguard's own; "
+                            "`pubsubguard pack path` prints it)")
+    adopt.add_argument("--suppressions", type=options.input_file, metavar="FILE",
+                       help="a YAML or JSON FILE {suppressions: [{rule, resource, reason}]}; comments "
+                            "`# pubsubguard: ignore[rule] reason` on a resource's line are read too (default: none)")
+    adopt.add_argument("--baseline", type=options.input_file, metavar="FILE",
+                       help="violations listed in this FILE (from --create-baseline) are known: only new ones fail")
+    adopt.add_argument("--create-baseline", type=options.output_file, metavar="FILE",
+                       help="write every violation found to this baseline FILE (the verdict is unchanged)")
     add_program_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -91,6 +105,10 @@ def run(args) -> int:
 
 def _run(args, source: str) -> int:
     root = args.root
+    pack_dir = pack_command.resolve(args.policy_pack)
+    checking.pack_python(pack_dir)  # its virtualenv made now (first use), before the program runs
+    from_file = suppressions.load_file(args.suppressions) if args.suppressions else []
+    baseline = suppressions.load_baseline(args.baseline) if args.baseline else None
     config = checking.read_policy_config(args.policy_config)
     invokes = InvokeResults.load(args.invoke_results)
     config_source = f"--policy-config {args.policy_config}" if args.policy_config else "policy config"
@@ -98,21 +116,29 @@ def _run(args, source: str) -> int:
         plan = planning.load_plan(args.plan)
         files = [args.plan]
         result = checking.run_check(plan, policy_config=_with_numbers(config, invokes, plan), source=source,
-                                    config_source=config_source)
+                                    config_source=config_source, pack_dir=pack_dir)
     else:
         project = planning.read_project(root)
         header = planning.plan_header(project, args.stack, planning.read_stack_config(project, args.stack))
         plan, result = checking.check_program(root, args.stack, invoke_results=invokes, source=source,
                                               policy_config=_with_numbers(config, invokes, header),
-                                              config_source=config_source, run_options=run_options(args))
+                                              config_source=config_source, run_options=run_options(args),
+                                              pack_dir=pack_dir)
         files = [root / source] + project.program_files
     result.unknowns_fail = args.unknowns == "fail"
+    found = list(result.violations)
+    outcome = suppressions.apply(result, plan, from_file=from_file, from_source=suppressions.comments(plan, root),
+                                 baseline=baseline, baseline_file=str(args.baseline) if args.baseline else None)
+    if args.create_baseline and not result.error:
+        options.write_text(args.create_baseline, suppressions.baseline_document(found, result.stack), "--create-baseline")
+        print(f"check: baseline of {len(found)} violation{'s' if len(found) != 1 else ''} -> {args.create_baseline}",
+              file=sys.stderr)
     if args.format == "json":
-        text = checking.format_json(result)
+        text = suppressions.render_json(checking.format_json(result), result, outcome)
     elif args.format == "sarif":
-        text = checking.format_sarif(result, checking.source_locator(files, Path.cwd(), plan, root))
+        text = suppressions.render_sarif(result, outcome, checking.source_locator(files, Path.cwd(), plan, root))
     else:
-        text = checking.format_text(result, args.compact)
+        text = suppressions.render_text(checking.format_text(result, args.compact), outcome)
     if not args.show_secrets:
         text = planning.mask(text, result.secrets)
     _emit(args, text, result)

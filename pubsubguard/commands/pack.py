@@ -1,0 +1,40 @@
+"""`pubsubguard pack`: where the policy pack is, so the real CLI enforces the same rules:
+
+    pulumi preview --policy-pack "$(pubsubguard pack path)"
+
+`path` prints the pack's folder (its virtualenv beside it, made on first use: one line on stderr);
+`python` prints the pack's interpreter."""
+
+from __future__ import annotations
+
+from pubsubguard import packenv
+from pubsubguard.commands import options
+from pubsubguard.commands.plan import add_project_argument
+
+
+def register(subparsers) -> None:
+    parser = options.add_command(
+        subparsers, "pack", "print the policy pack's folder (for `pulumi preview --policy-pack`) or interpreter",
+        exit_codes={0: "printed", 2: "the pack is not a policy pack, or its virtualenv cannot be made "
+                                     "(no network, no venv module)"},
+        example='pulumi preview --policy-pack "$(pubsubguard pack path)"',
+    )
+    parser.add_argument("what", choices=("path", "python"), help="path: the pack's folder; python: its interpreter")
+    parser.add_argument("--policy-pack", metavar="DIR", default=None,
+                        help="another pack (a team's fork) instead of pubsubguard's own (default: the bundled pack)")
+    add_project_argument(parser)  # as every command takes it; the pack does not depend on the project
+    parser.set_defaults(run=run)
+
+
+def resolve(policy_pack) -> "packenv.Path":
+    """The pack folder `check` and `pack` use: --policy-pack DIR (validated), else the bundled pack."""
+    if policy_pack:
+        return packenv.validate(policy_pack)
+    return packenv.default_pack_dir()
+
+
+def run(args) -> int:
+    folder = resolve(args.policy_pack)
+    python = packenv.pack_python(folder)  # made now, so the folder is complete when printed
+    print(python if args.what == "python" else folder)
+    return 0

@@ -1,0 +1,184 @@
+"""Suppressions (a comment on the resource's line, a file) and baselines: a suppressed violation is
+listed with its reason in every format and does not count; a baseline lets only new violations fail;
+bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pubsubguard import suppressions
+
+ROOT = Path(__file__).resolve().parent.parent
+TEAM = ROOT / "examples" / "team-orders"
+ORDERED = "        self.ordered = gcp.pubsub.Subscription(\n"
+
+
+def cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", *argv, "--python", sys.executable],
+                          capture_output=True, text=True, timeout=180, cwd=cwd,
+                          env={**os.environ, "NO_GCE_CHECK": "true"})
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    return done
+
+
+def one_line(done, *fragments: str) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def team(tmp_path) -> Path:
+    """The team's program with one mandatory violation: an ack deadline of 5 s on the ordered subscription."""
+    copy = tmp_path / "team"
+    shutil.copytree(TEAM, copy, ignore=shutil.ignore_patterns("__pycache__", "venv"))
+    channel = copy / "channel.py"
+    text = channel.read_text()
+    assert "ack_deadline_seconds=30" in text
+    channel.write_text(text.replace("enable_message_ordering=True, ack_deadline_seconds=30",
+                                    "enable_message_ordering=True, ack_deadline_seconds=5"))
+    return copy
+
+
+def comment_above(team: Path, comment: str, line: str = ORDERED) -> None:
+    channel = team / "channel.py"
+    text = channel.read_text()
+    assert line in text
+    channel.write_text(text.replace(line, f"        {comment}\n{line}"))
+
+
+# --- the data ---------------------------------------------------------------------------------------
+def test_the_fingerprint_ignores_stack_and_project():
+    def violation(urn):
+        return SimpleNamespace(policy="ack-deadline-in-range", urn=urn, message="m")
+
+    dev = violation("urn:pulumi:dev::team-orders::team:index:Channel$gcp:pubsub/subscription:Subscription::orders-ordered")
+    prod = violation("urn:pulumi:prod::renamed::team:index:Channel$gcp:pubsub/subscription:Subscription::orders-ordered")
+    assert suppressions.fingerprint(dev) == suppressions.fingerprint(prod) == (
+        "ack-deadline-in-range::team:index:Channel$gcp:pubsub/subscription:Subscription::orders-ordered")
+
+
+@pytest.mark.parametrize("content, says", [
+    ("suppressions:\n  - {rule: topic-kms-key, resource: orders}\n", "suppressions[0].reason: a suppression needs a reason"),
+    ("suppressions:\n  - {rule: topic-kms-key, resource: orders, reason: '  '}\n", "suppressions[0].reason"),
+    ("suppressions:\n  - {rule: topic-kms-key, resource: orders, reason: r, until: x}\n", "unknown key 'until'"),
+    ("rules: []\n", "expected a mapping with a list 'suppressions'"),
+    ("suppressions: [\n", "not valid YAML or JSON"),
+])
+def test_a_bad_suppressions_file_names_what_is_wrong(tmp_path, content, says):
+    path = tmp_path / "suppressions.yaml"
+    path.write_text(content)
+    with pytest.raises(suppressions.SuppressionError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        suppressions.load_file(path)
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{not json", "not JSON"),
+    ('{"violations": []}', "expected a baseline written by --create-baseline"),
+    ('{"format": "pubsubguard-baseline/1", "violations": [{"policy": "x"}]}', "violations[0]: expected an object"),
+])
+def test_a_broken_baseline_names_what_is_wrong(tmp_path, content, says):
+    path = tmp_path / "baseline.json"
+    path.write_text(content)
+    with pytest.raises(suppressions.SuppressionError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        suppressions.load_baseline(path)
+
+
+# --- through the command ------------------------------------------------------------------------------
+def test_a_comment_suppresses_with_its_reason_in_every_format(team):
+    assert cli("check", cwd=team).returncode == 1  # the violation, unsuppressed
+    comment_above(team, "# pubsubguard: ignore[ack-deadline-in-range] consumers ack within 2 s (load test OPS-12)")
+    text = cli("check", cwd=team)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "Suppressed (1; not counted in the verdict):" in text.stdout
+    assert ("[mandatory] ack-deadline-in-range on orders-ordered: consumers ack within 2 s (load test OPS-12) "
+            "(channel.py:35)") in text.stdout
+    assert text.stdout.rstrip().splitlines()[-1].startswith("PASSED: 0 mandatory")
+
+    document = json.loads(cli("check", "--format", "json", cwd=team).stdout)
+    assert document["passed"] is True and document["mandatory"] == 0 and document["suppressed"] == 1
+    [suppressed] = [v for v in document["violations"] if v["suppressed"]]
+    assert suppressed["policy"] == "ack-deadline-in-range" and suppressed["resource_name"] == "orders-ordered"
+    assert suppressed["suppressed"] == {"kind": "inSource", "reason": "consumers ack within 2 s (load test OPS-12)",
+                                        "where": "channel.py:35"}
+    assert all(v["suppressed"] is None for v in document["violations"] if v is not suppressed)
+
+    sarif = json.loads(cli("check", "--format", "sarif", cwd=team).stdout)
+    results = sarif["runs"][0]["results"]
+    [entry] = [r for r in results if r.get("suppressions")]
+    assert entry["ruleId"] == "ack-deadline-in-range"
+    assert entry["suppressions"] == [{"kind": "inSource", "status": "accepted",
+                                      "justification": "consumers ack within 2 s (load test OPS-12) (channel.py:35)"}]
+    assert len(results) == len(document["violations"])  # nothing dropped
+
+
+def test_a_suppressions_file_by_resource_name(team, tmp_path):
+    path = tmp_path / "suppressions.yaml"
+    path.write_text("suppressions:\n  - rule: ack-deadline-in-range\n    resource: orders-ordered\n"
+                    "    reason: consumers ack within 2 s\n")
+    done = cli("check", "--suppressions", str(path), cwd=team)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"consumers ack within 2 s ({path}: suppressions[0])" in done.stdout
+
+
+@pytest.mark.parametrize("comment, says", [
+    ("# pubsubguard: ignore[ack-deadline-in-range]", "channel.py:35: `pubsubguard: ignore[ack-deadline-in-range]` needs a reason"),
+    ("# pubsubguard: ignore[no-such-rule] because", "channel.py:35: suppresses 'no-such-rule', which is not a rule of the pack"),
+])
+def test_a_bad_comment_is_one_line(team, comment, says):
+    comment_above(team, comment)
+    one_line(cli("check", cwd=team), "pubsubguard check: ", says)
+
+
+def test_a_comment_on_no_resource_is_one_line(team):
+    comment_above(team, "# pubsubguard: ignore[topic-kms-key] reason", line="        child = pulumi.ResourceOptions(parent=self)\n")
+    one_line(cli("check", cwd=team), "is not on (or just above) a line that creates a resource")
+
+
+def test_a_suppression_of_an_unknown_resource_is_one_line(team, tmp_path):
+    path = tmp_path / "suppressions.yaml"
+    path.write_text("suppressions:\n  - {rule: topic-kms-key, resource: no-such-topic, reason: r}\n")
+    one_line(cli("check", "--suppressions", str(path), cwd=team),
+             "suppressions[0]: suppresses 'topic-kms-key' on 'no-such-topic', which the program does not declare")
+
+
+def test_a_baseline_fails_only_on_new_violations(team, tmp_path):
+    baseline = tmp_path / "baseline.json"
+    created = cli("check", "--create-baseline", str(baseline), cwd=team)
+    assert created.returncode == 1  # the verdict is unchanged; the baseline is written
+    assert f"-> {baseline}" in created.stderr
+    entries = json.loads(baseline.read_text())["violations"]
+    assert any(e["fingerprint"].startswith("ack-deadline-in-range::") for e in entries)
+
+    known = cli("check", "--baseline", str(baseline), cwd=team)
+    assert known.returncode == 0, known.stdout + known.stderr
+    assert f"In the baseline {baseline}" in known.stdout
+
+    channel = team / "channel.py"  # a new mandatory violation on another resource
+    channel.write_text(channel.read_text().replace("ack_deadline_seconds=60", "ack_deadline_seconds=700"))
+    new = cli("check", "--baseline", str(baseline), "--format", "json", cwd=team)
+    assert new.returncode == 1
+    document = json.loads(new.stdout)
+    assert [(v["policy"], v["resource_name"]) for v in document["violations"]
+            if v["level"] == "mandatory" and not v["suppressed"]] == [("ack-deadline-in-range", "orders-exactly-once")]
+    assert document["baseline"]["known"] >= 1
+
+
+def test_a_broken_baseline_is_one_line(team, tmp_path):
+    path = tmp_path / "baseline.json"
+    path.write_text("[]")
+    one_line(cli("check", "--baseline", str(path), cwd=team), f"--baseline {path}: expected a baseline")
+
+
+def test_a_policy_pack_that_is_not_a_pack_is_one_line(team, tmp_path):
+    one_line(cli("check", "--policy-pack", str(tmp_path), cwd=team), f"--policy-pack {tmp_path}: no PulumiPolicy.yaml")
