@@ -17,7 +17,10 @@ Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resource
      "gcp_project": "pubsubguard-dev", "provider_config": {"project": ..., "region": ...},
      "resources": [{"urn", "type", "name", "custom", "parent", "id", "provider", "inputs",
                     "dependencies", "property_dependencies", "source" ({path, line} where
-                    the program constructs it), "external" (read with .get)}...],
+                    the program constructs it), "external" (read with .get),
+                    "unknowns" ({dotted input path: [{urn, type, name}]}: where each value unknown
+                    at preview comes from, the resources its top-level property depends on;
+                    [] for an unknown invoke result or `secure:` config)}...],
      "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
      "unknown_invokes": [{"token", "args"}...],
      "secrets": "redacted" (present when secret values were written as "[secret]")}

@@ -1,0 +1,78 @@
+"""Values unknown until deploy through the whole check (issue 26): the plan records where each comes
+from, the check lists exactly the rules that could not decide, JSON and SARIF carry the same list with
+the unknown inputs that blocked it, and `--unknowns fail` closes the gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+PROGRAM = """
+    import pulumi_gcp as gcp
+
+    function = gcp.cloudfunctions.Function("handler", runtime="python312", entry_point="main",
+                                           trigger_http=True, source_archive_bucket="b", source_archive_object="o")
+    topic = gcp.pubsub.Topic("orders", name="orders", message_retention_duration="86400s")
+    gcp.pubsub.Subscription("orders-push", name="orders-push", topic=topic.id, expiration_policy={"ttl": ""},
+                            push_config={"push_endpoint": function.https_trigger_url,
+                                         "oidc_token": {"service_account_email": "push@acme-prod.iam.gserviceaccount.com"}})
+"""
+
+
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "acme-prod"}}))
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(PROGRAM).lstrip())
+    return tmp_path
+
+
+def check(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pubsubguard", "check", *args], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "VIRTUAL_ENV": sys.prefix})
+
+
+def test_an_endpoint_of_unknown_scheme_is_not_judged_and_says_where_it_comes_from(tmp_path):
+    root = project(tmp_path)
+    text = check(root)
+    assert text.returncode == 0, text.stderr
+    assert "Not judged (values unknown until deploy): push-endpoint-https on orders-push." in text.stdout
+    document = json.loads(check(root, "--format", "json").stdout)
+    (entry,) = document["unjudged"]
+    assert entry["policy"] == "push-endpoint-https" and entry["properties"] == ["pushConfig.pushEndpoint"]
+    (source,) = entry["unknown_inputs"]["pushConfig.pushEndpoint"]
+    assert (source["type"], source["name"]) == ("gcp:cloudfunctions/function:Function", "handler")
+    sarif = json.loads(check(root, "--format", "sarif").stdout)
+    (note,) = [r for r in sarif["runs"][0]["results"] if r.get("properties", {}).get("notJudged")]
+    assert note["level"] == "note" and note["ruleId"] == "push-endpoint-https"
+    assert note["locations"][0]["physicalLocation"]["region"]["startLine"] == 6  # the subscription's line
+    plan = json.loads(subprocess.run([sys.executable, "-m", "pubsubguard", "plan"], cwd=root, capture_output=True,
+                                     text=True, check=True, env={**os.environ, "VIRTUAL_ENV": sys.prefix}).stdout)
+    (sub,) = [r for r in plan["resources"] if r["name"] == "orders-push"]
+    assert [s["name"] for s in sub["unknowns"]["topic"]] == ["orders"]
+    assert [s["name"] for s in sub["unknowns"]["pushConfig.pushEndpoint"]] == ["handler"]
+
+
+def test_unknowns_fail_closes_the_gate_on_a_mandatory_rule_that_could_not_decide(tmp_path):
+    root = project(tmp_path)
+    closed = check(root, "--unknowns", "fail")
+    assert closed.returncode == 1, closed.stderr
+    assert closed.stdout.rstrip().splitlines()[-1] == (
+        "REJECTED: 0 mandatory, 1 advisory violation, 1 mandatory not judged (--unknowns fail).")
+    document = json.loads(check(root, "--unknowns", "fail", "--format", "json").stdout)
+    assert document["passed"] is False and document["unknowns"] == "fail"
+    sarif = json.loads(check(root, "--unknowns", "fail", "--format", "sarif").stdout)
+    assert [r["level"] for r in sarif["runs"][0]["results"] if r.get("properties", {}).get("notJudged")] == ["error"]
+    advisory_only = check(root, "--unknowns", "fail", "--policy-config", str(_config(tmp_path)))
+    assert advisory_only.returncode == 0  # the rule made advisory: not judged no longer fails
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "levels.json"
+    path.write_text(json.dumps({"push-endpoint-https": "advisory"}))
+    return path
