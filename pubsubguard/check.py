@@ -769,23 +769,48 @@ COMPACT_FROM = 40  # violations: above this, text output summarises per rule (th
 EXAMPLES = 3
 
 
-def format_text(result: CheckResult, compact: bool | None = None) -> str:
+def format_text(result: CheckResult, compact: bool | None = None, locate=None, verbose: bool = False) -> str:
+    """The report for a person, as linters print: one line per violation, `file:line: level rule: message`
+    (the line in the program that creates the resource, `locate(violation) -> (file, line)`), mandatory
+    first; an advisory rule that fires on more than a few resources is one line with its count; URNs
+    only with `verbose`; what could not be judged and what the program printed; the verdict last."""
     lines = [
         f"pubsubguard check: {result.source or 'plan'} (stack {result.stack}), {result.resources} resources, "
         f"pack {result.pack}@{result.pack_version} ({len(result.policies)} policies)",
         "",
     ]
     if compact is None:
-        compact = len(result.violations) > COMPACT_FROM
+        compact = len(result.mandatory) > COMPACT_FROM
+
+    def where(v: Violation) -> str:
+        if locate is None:
+            return f"{v.resource_type.split(':')[-1]} {v.resource_name}: " if v.resource_name else "stack: "
+        path, line = locate(v)
+        return f"{path}:{line}: "
+
+    def entry(v: Violation, level_width: int = 9) -> list[str]:
+        text = [f"{where(v)}{v.level:<{level_width}} {v.policy}: {v.message}"]
+        return text + ([f"    {v.urn}"] if verbose and v.urn else [])
+
+    mandatory = [v for v in result.violations if v.level == "mandatory"]
+    advisory = [v for v in result.violations if v.level != "mandatory"]
     if compact:
         lines += _per_rule(result)
     else:
-        for urn, violations in grouped(result):
-            first = violations[0]
-            what = f"{first.resource_type} {first.resource_name}" if first.resource_type else "stack"
-            lines.append(f"{what}" + (f"\n  {urn}" if urn else ""))
-            for v in violations:
-                lines.append(f"  [{v.level}] {v.policy}: {v.message}")
+        for v in sorted(mandatory, key=lambda v: (where(v), v.policy)):
+            lines += entry(v)
+        by_rule: dict[str, list[Violation]] = {}
+        for v in advisory:
+            by_rule.setdefault(v.policy, []).append(v)
+        for rule, found in sorted(by_rule.items()):
+            if len(found) > EXAMPLES and not verbose:
+                names = sorted({v.resource_name or "stack" for v in found})
+                lines.append(f"{where(found[0])}{found[0].level:<9} {rule} ({len(found)} resources: "
+                             f"{', '.join(names[:EXAMPLES])} and {len(names) - EXAMPLES} more): {found[0].message}")
+            else:
+                for v in sorted(found, key=where):
+                    lines += entry(v)
+        if result.violations:
             lines.append("")
     lines += _not_judged(result)
     lines += _program_section(result)
@@ -975,7 +1000,18 @@ def format_sarif(result: CheckResult, locate=None) -> str:
 def source_locator(files: list[Path], relative_to: Path, plan: dict | None = None, root: Path | None = None):
     """`locate` for SARIF: where the program constructs the resource (the source position the SDK sends
     with its registration), else the first line of `files` naming it, else line 1 of the first file."""
-    positions = {r["urn"]: r["source"] for r in (plan or {}).get("resources", []) if r.get("source")}
+    records = {r["urn"]: r for r in (plan or {}).get("resources", [])}
+    positions = {}
+    for urn, record in records.items():
+        # The user's line: where the outermost component around the resource was created (a resource made
+        # inside a component's class points at the line that created the component), else its own.
+        found, parent = record.get("source"), record.get("parent")
+        while parent in records and records[parent]["type"] != "pulumi:pulumi:Stack":
+            if records[parent].get("source") and not records[parent].get("custom"):
+                found = records[parent]["source"]
+            parent = records[parent].get("parent")
+        if found:
+            positions[urn] = found
     texts = []
     for path in files:
         try:
@@ -993,10 +1029,18 @@ def source_locator(files: list[Path], relative_to: Path, plan: dict | None = Non
         position = positions.get(violation.urn)
         if position and root is not None:
             return uri(root / position["path"]), position["line"]
-        needle = violation.resource_name
+        needles, parent = [violation.resource_name], records.get(violation.urn, {}).get("parent")
+        while parent in records and records[parent]["type"] != "pulumi:pulumi:Stack":
+            needles.append(records[parent]["name"])  # a component's name, where the program creates it
+            parent = records[parent].get("parent")
+        for needle in filter(None, needles):
+            for path, lines in texts:
+                for number, text in enumerate(lines, 1):
+                    if f'"{needle}"' in text or f"'{needle}'" in text:
+                        return uri(path), number
         for path, lines in texts:
             for number, text in enumerate(lines, 1):
-                if needle and needle in text:
+                if violation.resource_name and violation.resource_name in text:
                     return uri(path), number
         return (uri(texts[0][0]), 1) if texts else ("Pulumi.yaml", 1)
 

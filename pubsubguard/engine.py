@@ -267,8 +267,8 @@ def source_position(request, root_prefix: str | None) -> dict | None:
     from urllib.parse import unquote
 
     path = unquote(position.uri[len("file://"):])
-    if not path.startswith(root_prefix):
-        return None
+    if not path.startswith(root_prefix) or "/site-packages/" in path or "/dist-packages/" in path:
+        return None  # outside the project, or an installed library (a virtualenv inside the project)
     return {"path": path[len(root_prefix):], "line": position.line}
 
 

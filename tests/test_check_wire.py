@@ -139,7 +139,7 @@ def test_dev_plan_passes(dev_plan):
     assert {v.policy for v in result.violations} <= {r.name for r in BY_NAME.values() if r.level == "advisory"}
 
 
-def test_a_broken_plan_is_rejected_and_grouped_by_resource(dev_plan):
+def test_a_broken_plan_is_rejected_one_line_per_violation_mandatory_first(dev_plan):
     plan = copy.deepcopy(dev_plan)
     for resource in plan["resources"]:
         if resource["type"] == facts.SUBSCRIPTION and resource["name"] == "orders-push":
@@ -151,8 +151,14 @@ def test_a_broken_plan_is_rejected_and_grouped_by_resource(dev_plan):
     mandatory = {(v.resource_name, v.policy) for v in result.mandatory}
     assert mandatory == {("orders-push", "no-exactly-once-on-push"), ("orders-ordered", "dead-letter-topic-has-subscription")}
     text = checking.format_text(result)
-    assert text.index("orders-push\n") < text.index("[mandatory] no-exactly-once-on-push")
-    assert "REJECTED: 2 mandatory" in text
+    lines = text.splitlines()
+    push = next(i for i, line in enumerate(lines) if "mandatory no-exactly-once-on-push" in line)
+    assert lines[push].startswith("Subscription orders-push: mandatory no-exactly-once-on-push: ")
+    assert push < min(i for i, line in enumerate(lines) if " advisory " in line)  # mandatory first
+    assert "urn:pulumi:" not in text and "urn:pulumi:" in checking.format_text(result, verbose=True)
+    located = checking.format_text(result, locate=lambda v: ("infra/__main__.py", 15))
+    assert "infra/__main__.py:15: mandatory no-exactly-once-on-push: Subscription orders-push" in located
+    assert lines[-1].startswith("REJECTED: 2 mandatory")
 
 
 def test_the_pack_process_is_terminated_on_error(tmp_path):

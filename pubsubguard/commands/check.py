@@ -51,6 +51,8 @@ def register(subparsers) -> None:
     compact.add_argument("--compact", action="store_true", default=None,
                          help=f"text: summarise per rule (the default above {checking.COMPACT_FROM} violations)")
     compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="text: each violation's URN, and every advisory even when a rule repeats")
     parser.add_argument("--out", type=options.output_file, metavar="FILE",
                         help="write the report to this FILE (default: stdout)")
     parser.add_argument(
@@ -138,7 +140,8 @@ def _run(args, source: str) -> int:
     elif args.format == "sarif":
         text = suppressions.render_sarif(result, outcome, checking.source_locator(files, Path.cwd(), plan, root))
     else:
-        text = suppressions.render_text(checking.format_text(result, args.compact), outcome)
+        locate = checking.source_locator(files, Path.cwd(), plan, root)
+        text = suppressions.render_text(checking.format_text(result, args.compact, locate, args.verbose), outcome)
     if not args.show_secrets:
         text = planning.mask(text, result.secrets)
     _emit(args, text, result)
