@@ -997,6 +997,18 @@ def format_sarif(result: CheckResult, locate=None) -> str:
     }
     return json.dumps(sarif, indent=2) + "\n"
 
+def format_sarif_error(error: UserError, *, stack: str = "") -> str:
+    """A SARIF run with no results and `executionSuccessful: false` when there is no verdict."""
+    return json.dumps({
+        "$schema": SARIF_SCHEMA, "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "pubsubguard", "rules": []}},
+                  "automationDetails": {"id": f"pubsubguard-check/{stack}/"},
+                  "invocations": [{"executionSuccessful": False, "exitCode": error.exit_code,
+                                   "toolExecutionNotifications": [{"level": "error", "message": {"text": str(error)}}]}],
+                  "results": []}],
+    }, indent=2) + "\n"
+
+
 def source_locator(files: list[Path], relative_to: Path, plan: dict | None = None, root: Path | None = None):
     """`locate` for SARIF: where the program constructs the resource (the source position the SDK sends
     with its registration), else the first line of `files` naming it, else line 1 of the first file."""

@@ -151,7 +151,10 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
         known = stack_names(project.root)
         raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
     data = _load_yaml(path, "the stack's settings") or {}
-    config = data.get("config", {}) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path.name}: expected a mapping with 'config' (as `pulumi config set` writes it), "
+                        f"got a {type(data).__name__}")
+    config = data.get("config", {})
     if config is None:
         config = {}
     if not isinstance(config, dict):

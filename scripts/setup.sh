@@ -52,7 +52,12 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "setup: bubblewrap is not installed; programs will run unconfined (apt-get install bubblewrap)" >&2
   fi
 fi
-$venvs_only && exit 0
+ready() {
+  echo "setup: ready. Judge a program: .venv/bin/pubsubguard check -C PROJECT_DIR -s STACK" >&2
+  echo "setup:        the whole flow on the emulator: .venv/bin/pubsubguard run -s dev" >&2
+  echo "setup:        (or: source .venv/bin/activate, then the commands as in --help: pubsubguard run -s dev)" >&2
+}
+if $venvs_only; then ready; exit 0; fi
 
 if ! command -v java >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -74,3 +79,4 @@ if ! .venv/bin/python -m pubsubguard.emulator --locate >/dev/null; then
   .venv/bin/python -m pubsubguard.emulator --locate || true
   exit 2
 fi
+ready

@@ -102,6 +102,8 @@ def run(args) -> int:
     except UserError as err:
         if args.format == "json":
             _emit(args, checking.format_json_error(err, stack=str(args.stack or ""), source=source), None)
+        elif args.format == "sarif":  # code scanning still gets a run, marked as failed, with the reason
+            _emit(args, checking.format_sarif_error(err, stack=str(args.stack or "")), None)
         raise
 
 

@@ -28,8 +28,18 @@ def add_project_argument(parser) -> None:
     )
 
 
+def stack_name(text: str) -> str:
+    """`-s/--stack NAME`: a Pulumi stack name (letters, digits, `-`, `_`, `.`; an `org/project/` prefix is
+    allowed and the last part names the stack file)."""
+    name = text.rsplit("/", 1)[-1]
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name in (".", ".."):
+        raise argparse.ArgumentTypeError(f"expected a stack name (letters, digits, -, _ or .), got {text!r}")
+    return name
+
+
 def add_stack_arguments(parser) -> None:
-    parser.add_argument("-s", "--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument("-s", "--stack", default="dev", type=stack_name,
+                        help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
     add_project_argument(parser)
 
 
