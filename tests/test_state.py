@@ -9,6 +9,7 @@ import gzip
 import json
 import re
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -243,7 +244,8 @@ def test_plan_apply_verify_a_team_program_on_the_emulator(emulator, tmp_path, ca
     from validation.target import load_estate
 
     project = tmp_path / "team-orders"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".pubsubguard", "__pycache__"))
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".pubsubguard", "__pycache__", "venv"))
+    (project / "venv").symlink_to(sys.prefix)  # the virtualenv its Pulumi.yaml names, as `pulumi install` makes it
     plan_file = tmp_path / "plan.json"
     assert cli.main(["plan", "--cwd", str(project), "--out", str(plan_file)]) == 0
     args = type("Args", (), {"plan": plan_file, "stack": None, "root": project, "state": None, "project": None,
