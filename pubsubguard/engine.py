@@ -507,6 +507,10 @@ def _asynchronous(cls):
                 return method(self, request, context)
             except Refused as err:
                 await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+            except (ValueError, TypeError, KeyError) as err:  # a message no SDK sends well-formed (e.g. a NaN
+                what = " ".join(filter(None, (getattr(request, "type", ""), repr(getattr(request, "name", "")))))
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,  # number): the program's error, in its words
+                                    f"the engine cannot read {what or 'the request'}: {err}")
         return call
 
     methods = {name: make(method) for name, method in vars(cls).items() if not name.startswith("_") and callable(method)}

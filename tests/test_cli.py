@@ -359,10 +359,11 @@ def test_the_emulator_pushes_to_its_sidecar_receiver_only(tmp_path):
 def test_a_value_the_engine_cannot_serialize_is_one_line(emulator, project):
     """ack_deadline_seconds=float("nan") in the program: the engine's refusal in one line and exit 2,
     and nothing after it (the SDK's pending futures are retrieved, not reported at exit)."""
-    components = project / "infra" / "components.py"
-    text = components.read_text()
-    assert "ack_deadline_seconds=spec.ack_deadline_seconds," in text
-    components.write_text(text.replace("ack_deadline_seconds=spec.ack_deadline_seconds,", 'ack_deadline_seconds=float("nan"),'))
+    (project / "Pulumi.yaml").write_text("name: nan\nruntime: python\n")  # a program of its own (the copy's
+    (project / "__main__.py").write_text(  # infra/ would import the installed `infra` package, as under Pulumi)
+        "import pulumi_gcp as gcp\n"
+        "t = gcp.pubsub.Topic('orders', name='orders')\n"
+        "gcp.pubsub.Subscription('s', name='orders-sub', topic=t.name, ack_deadline_seconds=float('nan'))\n")
     done = cli("apply", "--emulator", cwd=project, env={"PUBSUB_EMULATOR_HOST": emulator.host})
     one_line(done, 2, "pubsubguard apply: the program failed", "NaN")
     assert "Future exception" not in done.stdout + done.stderr

@@ -181,7 +181,7 @@ def test_bad_state_is_one_line_exit_2_and_nothing_is_created(command, case, emul
 # --- A team's plan rehearsed on the emulator ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def team_plan() -> dict:
-    return make_plan("dev", EXAMPLE)
+    return make_plan("dev", EXAMPLE, python=sys.executable)  # its `venv` is what `pulumi install` would make
 
 
 def test_the_offline_plan_of_a_team_program_holds_what_only_a_deploy_decides(team_plan):
