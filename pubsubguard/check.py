@@ -816,7 +816,7 @@ def format_text(result: CheckResult, compact: bool | None = None, locate=None, v
     lines += _program_section(result)
     mandatory, advisory = len(result.mandatory), len(result.violations) - len(result.mandatory)
     if result.error:
-        lines.append(f"ERROR: the program did not complete: {result.error}")
+        lines.append(f"ERROR: {result.error}")
         lines.append(f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
                      "(the stack rules did not run).")
         return "\n".join(lines) + "\n"
