@@ -233,6 +233,7 @@ FEATURES = ("secrets", "resourceReferences", "outputValues", "deletedWith", "ali
 TYPE_TOKEN = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-/]*)?:[A-Za-z0-9_.\-]+$")
 MAX_NAME = 1024
 MAX_MESSAGES = 200  # warnings and infos kept from the program's log
+PROVENANCE = "pubsubguard:provenance "  # langhost_exec.PROVENANCE: the program side's report of Output origins
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ class Recorder:
         self.completed = False  # the stack's outputs were registered (the SDK does it when the program ends)
         self.breach: str | None = None
         self.root_urn = ""
+        self.traced: dict[tuple[str, str], dict] = {}  # (type, name) -> {input path: {from, via}} (the child's)
 
     # -- validation --
     def fail(self, message: str):
@@ -344,7 +346,7 @@ class Recorder:
         source = source_position(request, self.root_prefix)
         if source:
             record["source"] = source
-        unknowns = self.provenance(inputs, record["property_dependencies"])
+        unknowns = self.provenance(inputs, record["property_dependencies"], request.type, request.name)
         if unknowns:
             record["unknowns"] = unknowns
         if read_id is not None:
@@ -360,11 +362,13 @@ class Recorder:
         if duplicate:
             self.fail(f"Duplicate resource URN '{urn}'; try giving it a unique name")
 
-    def provenance(self, inputs: dict, dependencies: dict[str, list[str]]) -> dict[str, list[dict]]:
-        """Where each unknown input comes from: `{dotted path: [{urn, type, name}]}`, the resources its
-        top-level property depends on (the SDK sends dependencies per top-level property; a value unknown
-        at preview is one of those resources' outputs the engine left unknown, or computed from them).
-        An unknown with no dependency comes from an unknown invoke result or a `secure:` config value."""
+    def provenance(self, inputs: dict, dependencies: dict[str, list[str]], type_: str = "",
+                   name: str = "") -> dict[str, list[dict]]:
+        """Where each unknown input comes from: `{dotted path: [{urn, type, name, output, via}]}`, the
+        resources its top-level property depends on (the SDK sends dependencies per top-level property: the
+        engine's own record), with the output property and the `apply` / `Output.all` chain where the
+        program side reported them (`trace`). An unknown with no dependency comes from an unknown invoke
+        result or a `secure:` config value."""
         found: dict[str, list[dict]] = {}
         for key, value in inputs.items():
             paths = list(_unknown_paths(value, key))
@@ -375,7 +379,13 @@ class Recorder:
                 record = self.records.get(urn)
                 sources.append({"urn": urn, "type": record["type"], "name": record["name"]} if record else {"urn": urn})
             for path in paths:
-                found[path] = sources
+                found[path] = [dict(source) for source in sources]
+                traced = self.traced_origin(type_, name, path)
+                for origin in (traced or {}).get("from") or []:
+                    for source in found[path]:
+                        if (source.get("type"), source.get("name")) == (origin.get("type"), origin.get("name")):
+                            source["output"] = origin.get("output")
+                            source["via"] = list((traced or {}).get("via") or [])
         return found
 
     def invoke(self, token: str, args: dict) -> dict:
@@ -392,6 +402,28 @@ class Recorder:
         with self.lock:
             self.unknown_invokes.append({"token": token, "args": args})
         return unknown_result(token, args)
+
+    def trace(self, message: str) -> None:
+        """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
+        which resource's output property, through which `apply` / `Output.all`. Attached to the inputs the
+        engine records as unknown; never used to judge (the child could say anything)."""
+        try:
+            data = json.loads(message)
+            key, inputs = (str(data["type"]), str(data["name"])), data["inputs"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if isinstance(inputs, dict) and len(self.traced) < self.limits.max_resources:
+            with self.lock:
+                self.traced[key] = inputs
+
+    def traced_origin(self, type_: str, name: str, path: str) -> dict | None:
+        """The child's report for `path` (or the nearest enclosing path it reported), if any."""
+        inputs = self.traced.get((type_, name)) or {}
+        while path:
+            if isinstance(inputs.get(path), dict):
+                return inputs[path]
+            path = path.rsplit(".", 1)[0] if "." in path else ""
+        return None
 
     def log(self, severity: str, message: str) -> None:
         message = message.strip()
@@ -476,7 +508,10 @@ def services(recorder: Recorder):
     class Engine(engine_pb2_grpc.EngineServicer):
         def Log(self, request, context):  # noqa: N802
             severity = severities.get(request.severity, "info")
-            if severity != "debug":
+            if severity == "debug":
+                if request.message.startswith(PROVENANCE):
+                    recorder.trace(request.message[len(PROVENANCE):])
+            else:
                 recorder.log(severity, request.message)
             return empty_pb2.Empty()
 

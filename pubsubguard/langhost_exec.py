@@ -110,6 +110,108 @@ def _no_debug_log():
     pulumi.log.debug = lambda *args, **kwargs: None
 
 
+PROVENANCE = "pubsubguard:provenance "  # a debug line to the engine: where a resource's Output inputs come from
+MAX_PROVENANCE = 64 * 1024
+
+
+def _camel(name):
+    head, *rest = str(name).split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _origin(value):
+    """(sources, via) recorded on an Output: read from its __dict__ (Output lifts attribute access)."""
+    attributes = getattr(type(value), "__dict__", {})
+    if "apply" not in attributes and "apply" not in dir(type(value)):
+        return None
+    found = getattr(value, "__dict__", {}).get("_pubsubguard_from")
+    return found if isinstance(found, tuple) else None
+
+
+def _trace_outputs(send):
+    """Where each Output comes from: a resource's output property (`id`, `email`, ...), and the `apply` /
+    `Output.all` it went through. Reported for every resource input that is an Output, in a debug line
+    to the engine (`PROVENANCE`), which attaches it to the inputs that are unknown at preview. A report,
+    never a judgement: the rules decide from the engine's own records (property dependencies)."""
+    import pulumi
+    import pulumi.resource as resource_module
+    from pulumi import Output
+
+    def tag(output, sources, via):
+        try:
+            output.__dict__["_pubsubguard_from"] = (tuple(sources), tuple(via))
+        except (AttributeError, TypeError):
+            pass
+        return output
+
+    apply = Output.apply
+
+    def traced_apply(self, func, *args, **kwargs):
+        result = apply(self, func, *args, **kwargs)
+        found = _origin(self)
+        return tag(result, found[0], found[1] + ("apply",)) if found else result
+
+    Output.apply = traced_apply
+    everything = Output.all
+
+    def traced_all(*args, **kwargs):
+        result = everything(*args, **kwargs)
+        sources, via = [], []
+        for value in list(args) + list(kwargs.values()):
+            found = _origin(value)
+            if found:
+                sources += [s for s in found[0] if s not in sources]
+                via += [v for v in found[1] if v not in via]
+        return tag(result, sources, tuple(via) + ("all",)) if sources else result
+
+    Output.all = staticmethod(traced_all)
+
+    def walk(value, path, found, depth=0):
+        origin = _origin(value)
+        if origin:
+            found[path] = {"from": [{"type": t, "name": n, "output": _camel(k)} for t, n, k in origin[0]],
+                           "via": list(origin[1])}
+        elif depth < 8 and isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, "%s.%s" % (path, _camel(key)), found, depth + 1)
+        elif depth < 8 and isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(item, "%s[%d]" % (path, index), found, depth + 1)
+        elif depth < 8 and hasattr(type(value), "_pulumi_input_type") and hasattr(value, "__dict__"):
+            for key, item in vars(value).items():
+                walk(item, "%s.%s" % (path, _camel(key)), found, depth + 1)
+
+    register = resource_module.register_resource
+
+    def traced_register(res, ty, name, *args, **kwargs):
+        try:  # a report only: whatever happens here, the registration goes on untouched
+            props = args[3] if len(args) > 3 else kwargs.get("props")
+            found = {}
+            for key, value in (props.items() if isinstance(props, dict) else ()):
+                walk(value, _camel(key), found)
+            text = pulumi_json_dumps({"type": ty, "name": name, "inputs": found}) if found else ""
+            if text and len(text) < MAX_PROVENANCE:
+                send(PROVENANCE + text)
+        except Exception:  # noqa: BLE001
+            pass
+        result = register(res, ty, name, *args, **kwargs)
+        try:
+            for key, value in list(vars(res).items()):
+                if isinstance(value, Output):
+                    tag(value, [(ty, name, key.lstrip("_"))], ())
+        except Exception:  # noqa: BLE001
+            pass
+        return result
+
+    resource_module.register_resource = traced_register
+
+
+def pulumi_json_dumps(value):
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _count_constructions(activity, max_resources):
     """Count constructions (the watchdog names what a stuck program waits for) and stop the program at
     the resource limit: a loop constructing resources runs before any of them registers, so the
@@ -252,6 +354,13 @@ def main(argv=None):
         accepted = inspect.signature(pulumi.runtime.Settings.__init__).parameters
         settings = pulumi.runtime.Settings(**{k: v for k, v in kwargs.items() if k in accepted})
     _patch("answers", lambda: _count_answers(settings.monitor, activity))
+
+    def send_debug(message):
+        from pulumi.runtime.proto import engine_pb2
+
+        settings.engine.Log(engine_pb2.LogRequest(severity=engine_pb2.DEBUG, message=message, urn=""))
+
+    _patch("provenance", lambda: _trace_outputs(send_debug))
     pulumi.runtime.configure(settings)
 
     sys.argv = [args.PROGRAM]

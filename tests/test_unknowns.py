@@ -46,7 +46,8 @@ def test_an_endpoint_of_unknown_scheme_is_not_judged_and_says_where_it_comes_fro
     (entry,) = document["unjudged"]
     assert entry["policy"] == "push-endpoint-https" and entry["properties"] == ["pushConfig.pushEndpoint"]
     (source,) = entry["unknown_inputs"]["pushConfig.pushEndpoint"]
-    assert (source["type"], source["name"]) == ("gcp:cloudfunctions/function:Function", "handler")
+    assert (source["type"], source["name"], source["output"], source["via"]) == (
+        "gcp:cloudfunctions/function:Function", "handler", "httpsTriggerUrl", [])
     sarif = json.loads(check(root, "--format", "sarif").stdout)
     (note,) = [r for r in sarif["runs"][0]["results"] if r.get("properties", {}).get("notJudged")]
     assert note["level"] == "note" and note["ruleId"] == "push-endpoint-https"
@@ -56,6 +57,24 @@ def test_an_endpoint_of_unknown_scheme_is_not_judged_and_says_where_it_comes_fro
     (sub,) = [r for r in plan["resources"] if r["name"] == "orders-push"]
     assert [s["name"] for s in sub["unknowns"]["topic"]] == ["orders"]
     assert [s["name"] for s in sub["unknowns"]["pushConfig.pushEndpoint"]] == ["handler"]
+    assert [(s["output"], s["via"]) for s in sub["unknowns"]["topic"]] == [("id", [])]
+
+
+def test_a_value_derived_through_apply_says_so(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "acme-prod"}}))
+    (tmp_path / "__main__.py").write_text(textwrap.dedent("""
+        import pulumi, pulumi_gcp as gcp
+        app = gcp.serviceaccount.Account("app", account_id="app")
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        both = pulumi.Output.all(app.email, topic.name).apply(lambda v: f"serviceAccount:{v[0]}")
+        gcp.pubsub.TopicIAMMember("grant", topic=topic.name, role="roles/pubsub.publisher", member=both)
+    """).lstrip())
+    plan = json.loads(subprocess.run([sys.executable, "-m", "pubsubguard", "plan"], cwd=tmp_path, capture_output=True,
+                                     text=True, check=True, env={**os.environ, "VIRTUAL_ENV": sys.prefix}).stdout)
+    (grant,) = [r for r in plan["resources"] if r["name"] == "grant"]
+    sources = {(s["name"], s["output"], tuple(s["via"])) for s in grant["unknowns"]["member"]}
+    assert sources == {("app", "email", ("all", "apply")), ("orders", "name", ("all", "apply"))}
 
 
 def test_unknowns_fail_closes_the_gate_on_a_mandatory_rule_that_could_not_decide(tmp_path):
