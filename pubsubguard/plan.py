@@ -18,9 +18,12 @@ Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resource
      "resources": [{"urn", "type", "name", "custom", "parent", "id", "provider", "inputs",
                     "dependencies", "property_dependencies", "source" ({path, line} where
                     the program constructs it), "external" (read with .get),
-                    "unknowns" ({dotted input path: [{urn, type, name}]}: where each value unknown
-                    at preview comes from, the resources its top-level property depends on;
-                    [] for an unknown invoke result or `secure:` config)}...],
+                    "unknowns" ({dotted input path: [{urn, type, name, output, via}]}: where each
+                    value unknown at preview comes from: the resources its top-level property
+                    depends on (the engine's record), the output property (`id`, `email`, ...)
+                    and the `apply` / `all` chain it went through (reported by the program
+                    side; absent where it could not tell); [] for an unknown invoke result or a
+                    `secure:` config value)}...],
      "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
      "unknown_invokes": [{"token", "args"}...],
      "secrets": "redacted" (present when secret values were written as "[secret]")}
