@@ -74,14 +74,16 @@ def _normalised(name: str) -> str:
 
 
 def requirements() -> tuple[str, ...]:
-    """This installation's runtime dependencies minus NOT_SHIPPED, pinned to the installed versions."""
+    """The job's runtime dependencies (the package's own and its `verify` extra's) minus NOT_SHIPPED,
+    pinned to the installed versions."""
     from packaging.requirements import Requirement
 
     pinned = []
     for text in metadata.requires("pubsubguard") or ():
         requirement = Requirement(text)
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue  # an extra's (test) requirement
+        if requirement.marker is not None and not any(requirement.marker.evaluate({"extra": extra})
+                                                      for extra in ("", "verify")):
+            continue  # another extra's (test) requirement
         if _normalised(requirement.name) in NOT_SHIPPED:
             continue
         pinned.append(f"{requirement.name}=={metadata.version(requirement.name)}")

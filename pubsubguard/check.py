@@ -423,10 +423,13 @@ def check_program(root: Path, stack: str, *, invoke_results=None, policy_config:
             run = planning.run_program(stack, root, invoke_results=invoke_results, on_resource=judge.analyze,
                                        **(run_options or {}))
             failure = None
+            stopped = False
         except planning.ProgramFailed as err:
-            run, failure = err.run, str(err)
+            run, failure, stopped = err.run, str(err), err.stopped
         planned = time.perf_counter()
-        result, peaks = judge.finish(run.plan, source, partial=failure is not None)
+        # A program that failed: every resource it registered is judged (the stack rules, which need the
+        # whole program, are not); one stopped at a limit: only what was judged already (exit at once).
+        result, peaks = judge.finish(run.plan, source, partial=failure is not None, abandon=stopped)
     result.error, result.program = failure, run
     if timings is not None:
         timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned, **peaks)
@@ -473,9 +476,10 @@ class JudgeProcess:
         except OSError:  # the judge exited; finish() says so
             self.broken = True
 
-    def finish(self, plan: dict, source: str = "", partial: bool = False) -> tuple[CheckResult, dict]:
+    def finish(self, plan: dict, source: str = "", partial: bool = False, abandon: bool = False
+               ) -> tuple[CheckResult, dict]:
         try:
-            self.sending.send(("finish", plan, source, partial))
+            self.sending.send(("finish", plan, source, partial, abandon))
             kind, value, peaks = self.receiving.recv()
         except (OSError, EOFError):
             code = self.process.wait(timeout=30) if self.process else None
@@ -519,9 +523,9 @@ def judge_main(receive_fd: int, send_fd: int) -> None:
                 if message[0] == "analyze":
                     judge.analyze(message[1])
                     continue
-                _, plan, source, partial = message
+                _, plan, source, partial, abandon = message
                 try:
-                    reply = ("result", judge.finish(plan, source, partial))
+                    reply = ("result", judge.finish(plan, source, partial, abandon))
                 except BaseException as err:  # noqa: BLE001 - handed to the command, which reports it
                     try:
                         pickle.dumps(err)
@@ -668,11 +672,11 @@ class Judge:
         self.queue.put((self.count, analyze_request(record, self.context, self.by_urn)))
         self.count += 1
 
-    def finish(self, plan: dict, source: str = "", partial: bool = False) -> CheckResult:
+    def finish(self, plan: dict, source: str = "", partial: bool = False, abandon: bool = False) -> CheckResult:
         """AnalyzeStack over the whole plan once every Analyze is answered; the result. `partial`: the
-        program did not complete, so what was judged so far is the result (resources still queued are
-        not sent, and the stack rules, which need the whole program, do not run)."""
-        self.abandoned = partial
+        program did not complete, so the stack rules, which need the whole program, do not run;
+        `abandon`: it was stopped at a limit, so resources still queued are not sent either."""
+        self.abandoned = abandon
         for _ in self.threads:
             self.queue.put(self._DONE)
         for thread in self.threads:

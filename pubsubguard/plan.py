@@ -68,9 +68,10 @@ class ProgramFailed(PlanError):
     """The program failed, was stopped at a limit, or ended before it completed; `run` holds what it
     registered until then (the check still judges it and lists what it found)."""
 
-    def __init__(self, message: str, run: "ProgramRun"):
+    def __init__(self, message: str, run: "ProgramRun", stopped: bool = False):
         super().__init__(message)
         self.run = run
+        self.stopped = stopped  # stopped at a limit (or timed out): judge no more of it, answer at once
 
 
 @dataclass
@@ -147,7 +148,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     )
     failure = _failure(run, recorder, code, limits, config.source, interpreter)
     if failure:
-        raise ProgramFailed(failure, run)
+        raise ProgramFailed(failure, run, stopped=bool(recorder.breach) or code is None)
     return run
 
 

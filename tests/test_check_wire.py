@@ -255,7 +255,7 @@ def test_the_judge_process_gives_the_same_result_and_stops_quietly_when_nobody_w
     from_judge_read, from_judge_write = os.pipe()
     sending = Connection(to_judge_write, readable=False)
     sending.send((context, {}))
-    sending.send(("finish", dev_plan, "", False))
+    sending.send(("finish", dev_plan, "", False, False))
     os.close(from_judge_read)  # the command is gone before the answer
     errors = []
     thread = threading.Thread(target=lambda: _catch(errors, checking.judge_main, to_judge_read, from_judge_write))
