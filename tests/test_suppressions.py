@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pubsubguard import suppressions
+from pubsubguard.check import suppressions
 
 ROOT = Path(__file__).resolve().parent.parent
 TEAM = ROOT / "examples" / "team-orders"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pubsubguard import check as checking
 from pubsubguard import plan as planning
-from pubsubguard import suppressions
+from pubsubguard.check import suppressions
 from pubsubguard.commands import options
 from pubsubguard.commands import pack as pack_command
 from pubsubguard.commands.plan import add_program_arguments, add_stack_arguments, run_options
@@ -59,7 +59,7 @@ def register(subparsers) -> None:
         "--unknowns", choices=("advisory", "fail"), default="advisory",
         help="what a mandatory rule that cannot decide (values unknown until deploy) does: advisory lists it "
              "under 'Not judged', as Pulumi's policy SDK does; fail fails the check (exit 1) for a closed gate")
-    adopt = parser.add_argument_group("the pack, suppressions and baselines (see pubsubguard/suppressions.py)")
+    adopt = parser.add_argument_group("the pack, suppressions and baselines (see pubsubguard/check/suppressions.py)")
     adopt.add_argument("--policy-pack", metavar="DIR", default=None,
                        help="judge with this policy pack folder (a team's fork) (default: pubsubguard's own; "
                             "`pubsubguard pack path` prints it)")

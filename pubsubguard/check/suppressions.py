@@ -258,10 +258,10 @@ def render_sarif(result, outcome: Outcome, locate=None) -> str:
     code scanning shows as suppressed instead of as an open alert."""
     from dataclasses import replace
 
-    from pubsubguard import check as checking
+    from pubsubguard.check.formats import format_sarif
 
     pairs = _all_sorted(result, outcome)
-    sarif = json.loads(checking.format_sarif(replace(result, violations=[v for v, _ in pairs]), locate))
+    sarif = json.loads(format_sarif(replace(result, violations=[v for v, _ in pairs]), locate))
     for entry, (_, suppression) in zip(sarif["runs"][0]["results"], pairs):
         if suppression is None:
             continue

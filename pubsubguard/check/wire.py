@@ -1,0 +1,176 @@
+"""The Analyzer protocol's messages: a plan's resources as the CLI sends them (unknowns as the engine's
+sentinel, secrets in their envelope, each resource's provider), the pack's answers read back (policies,
+and the policy SDK's cannot-judge lines as "not judged" entries)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pubsubguard import plan as planning
+from pubsubguard.check.result import PolicyInfo
+
+
+def _pb():
+    from pulumi.runtime.proto import analyzer_pb2
+
+    return analyzer_pb2
+
+
+def _level_name(value: int) -> str:
+    pb = _pb()
+    return {pb.ADVISORY: "advisory", pb.MANDATORY: "mandatory", pb.REMEDIATE: "remediate", pb.DISABLED: "disabled"}[value]
+
+
+def _level_value(name: str) -> int:
+    pb = _pb()
+    return {"advisory": pb.ADVISORY, "mandatory": pb.MANDATORY, "remediate": pb.REMEDIATE, "disabled": pb.DISABLED}[name]
+
+
+def wire_value(value: Any) -> Any:
+    """A plan value as the CLI marshals it: unknowns are the engine's unknown (string) sentinel."""
+    from pulumi.runtime import rpc
+
+    if value == planning.UNKNOWN:
+        return rpc.UNKNOWN  # the SDK's marshalled unknown, the same string the plan records
+    if isinstance(value, dict):
+        return {k: wire_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [wire_value(v) for v in value]
+    return value
+
+
+def _struct(values: dict):
+    from google.protobuf import struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(wire_value(values))
+    return struct
+
+
+def _provider(resource: dict, plan: dict, by_urn: dict):
+    """The provider the CLI reports for a resource: the explicit provider resource it names, else the
+    default provider of its package (with the stack's `<package>:*` config). None for components."""
+    if not resource.get("custom") or resource["type"].startswith("pulumi:"):
+        return None
+    explicit = by_urn.get(resource.get("provider") or "")
+    if explicit is not None:
+        return _pb().AnalyzerProviderResource(
+            type=explicit["type"], name=explicit["name"], urn=explicit["urn"],
+            properties=_struct(explicit.get("inputs") or {}),
+        )
+    package = resource["type"].split(":", 1)[0]
+    config = plan.get("provider_config") or ({"project": plan["gcp_project"]} if plan.get("gcp_project") else {})
+    return _pb().AnalyzerProviderResource(
+        type=f"pulumi:providers:{package}",
+        name="default",
+        urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:{package}::default",
+        properties=_struct(config if package == "gcp" else {}),
+    )
+
+
+def judged_resources(plan: dict) -> list[dict]:
+    """What the engine sends to analyzers: every registered resource, not those only read."""
+    return [r for r in plan["resources"] if not r.get("external")]
+
+
+def analyze_request(resource: dict, context: dict, by_urn: dict):
+    """The `Analyze` request the CLI sends for one resource."""
+    pb = _pb()
+    request = pb.AnalyzeRequest(
+        type=resource["type"], name=resource["name"], urn=resource["urn"],
+        properties=_struct(resource.get("inputs") or {}),
+        options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
+    )
+    provider = _provider(resource, context, by_urn)
+    if provider is not None:
+        request.provider.CopyFrom(provider)
+    return request
+
+
+def analyze_stack_request(plan: dict):
+    pb = _pb()
+    request = pb.AnalyzeStackRequest()
+    by_urn = {r["urn"]: r for r in plan["resources"]}
+    for resource in judged_resources(plan):
+        item = request.resources.add(
+            type=resource["type"], name=resource["name"], urn=resource["urn"],
+            properties=_struct(resource.get("inputs") or {}),
+            options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
+            parent=resource.get("parent") or "",
+            dependencies=resource.get("dependencies") or [],
+        )
+        for key, urns in (resource.get("property_dependencies") or {}).items():
+            item.propertyDependencies[key].urns.extend(urns)
+        provider = _provider(resource, plan, by_urn)
+        if provider is not None:
+            item.provider.CopyFrom(provider)
+    return request
+
+
+def policy_infos(info) -> list[PolicyInfo]:
+    from google.protobuf import json_format
+
+    pb = _pb()
+    result = []
+    for p in info.policies:
+        schema = json_format.MessageToDict(p.configSchema) if p.HasField("configSchema") else {}
+        result.append(
+            PolicyInfo(
+                name=p.name, description=p.description, level=_level_name(p.enforcementLevel),
+                kind="stack" if p.policy_type == pb.POLICY_TYPE_STACK else "resource", config_schema=schema,
+            )
+        )
+    return result
+
+
+def plan_context(plan: dict) -> dict:
+    """What a resource's Analyze request needs besides the resource: stack, project, provider config."""
+    return {key: plan.get(key) for key in ("project", "stack", "gcp_project", "provider_config")}
+
+
+CANNOT_JUDGE = re.compile(r"^can't run policy '(?P<policy>[^']+)' from policy pack '[^']*' during preview: "
+                          r"\w+ value at \.(?P<what>.*) can't be known during preview$", re.S)
+
+
+def cannot_judge_entries(diagnostic, subject: str, by_urn: dict) -> list[dict] | None:
+    """The "not judged" entries a pack's cannot-judge line carries (`pubsub_rules.rule`: the policy SDK's
+    own line for a policy that met an unknown), or None for any other diagnostic. A resource rule's line
+    is about the resource judged (`subject`); a stack rule's names each resource: `<urn>: <properties>`."""
+    match = CANNOT_JUDGE.match(diagnostic.message)
+    if match is None:
+        return None
+    entries = []
+    for part in match.group("what").split("; "):
+        urn, _, paths = part.rpartition(": ") if part.startswith("urn:") else ("", "", part)
+        urn = urn or diagnostic.urn or subject
+        record = by_urn.get(urn, {})
+        properties = [p for p in paths.split(", ") if p]
+        entries.append({"urn": urn, "resource_type": record.get("type", ""), "resource_name": record.get("name", ""),
+                        "policy": match.group("policy"), "properties": properties,
+                        "unknown_inputs": {p: (record.get("unknowns") or {}).get(p) or _sources_of(record, p)
+                                           for p in properties}})
+    return entries
+
+
+def _sources_of(record: dict, path: str) -> list[dict]:
+    """Where an unknown input comes from, from the plan's provenance of its top-level property."""
+    unknowns = record.get("unknowns") or {}
+    top = path.split(".")[0].split(" ")[0]
+    return next((sources for key, sources in unknowns.items() if key.split(".")[0] == top), [])
+
+
+def _configure_stack(stub, context: dict) -> None:
+    import grpc
+
+    pb = _pb()
+    try:
+        stub.ConfigureStack(
+            pb.AnalyzerStackConfigureRequest(
+                stack=str(context.get("stack") or ""), project=str(context.get("project") or ""),
+                organization="organization", dry_run=True,
+            )
+        )
+    except grpc.RpcError as err:  # packs built on older SDKs do not implement it; the CLI goes on too
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
