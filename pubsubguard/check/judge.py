@@ -8,7 +8,6 @@ import collections
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

@@ -1,0 +1,517 @@
+"""The fifteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
+`validation.conformance_harness.scenario`). See `validation.conformance`."""
+
+from __future__ import annotations
+
+import time
+
+import pubsub_facts as facts
+
+from validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, _ack_status, _duration_s, _error, _one_line, _request_fields, _seq, scenario
+
+
+# ------------------------------------------------------------------------------------ exactly-once
+EOD_SOURCE = (f"{FACTS_DOC} § Exactly-once delivery (seed 002): only the latest ack ID of a message is valid; an "
+              f"acknowledge with an expired or superseded ack ID fails with INVALID_ARGUMENT. {DOC_EXACTLY_ONCE}")
+
+
+def _eod_subscription(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    return topic, probe.create_subscription("sub", topic, enable_exactly_once_delivery=True,
+                                            ack_deadline_seconds=ACK_DEADLINE_S)
+
+
+def _first_delivery(probe: Probe, subscription: str, what: str):
+    got = probe.pull_until(subscription, bool, DELIVERY_WINDOW_S)
+    if not got:
+        raise Outcome(INCONCLUSIVE, f"{what} was not delivered within {DELIVERY_WINDOW_S:g} s")
+    return got[0]
+
+
+def _ack_verdict(err: Exception | None, situation: str) -> tuple[str, str]:
+    status = _ack_status(err)
+    if status == "invalid_ack_id":
+        info = _error(err)
+        why = ", ".join([info.get("reason", "")] + sorted(set(info.get("metadata", {}).values()))).strip(", ")
+        return HOLDS, f"{situation}: the target answered {info['code']}" + (f" ({why})" if why else "")
+    if status == "success":
+        return VIOLATED, f"{situation}: the target answered OK (accepted an ack id that is no longer valid)"
+    return INCONCLUSIVE, f"{situation}: the target answered neither OK nor an invalid-ack-id error: {_one_line(err)}"
+
+
+@scenario("eod-stale-ack-rejected",
+          "exactly-once: an ack with an ack id whose deadline passed (no pull outstanding) is rejected",
+          EOD_SOURCE)
+def eod_stale_ack_rejected(probe: Probe) -> tuple[str, str]:
+    topic, subscription = _eod_subscription(probe)
+    probe.publish(topic, b"stale")
+    message = _first_delivery(probe, subscription, "the message")
+    received_at = time.monotonic()
+    probe.note(f"no call for {ACK_DEADLINE_S + EXPIRY_MARGIN_S:g} s: the {ACK_DEADLINE_S} s ack deadline passes")
+    probe.sleep(ACK_DEADLINE_S + EXPIRY_MARGIN_S)
+    waited = time.monotonic() - received_at
+    err = probe.acknowledge(subscription, [message.ack_id])
+    return _ack_verdict(err, f"ack {waited:.1f} s after the delivery (deadline {ACK_DEADLINE_S} s)")
+
+
+@scenario("eod-superseded-ack-rejected",
+          "exactly-once: after a redelivery, an ack with the earlier delivery's ack id is rejected",
+          EOD_SOURCE)
+def eod_superseded_ack_rejected(probe: Probe) -> tuple[str, str]:
+    topic, subscription = _eod_subscription(probe)
+    probe.publish(topic, b"superseded")
+    first = _first_delivery(probe, subscription, "the message")
+    err = probe.nack(subscription, [first.ack_id])
+    if err is not None:
+        raise Outcome(INCONCLUSIVE, f"the nack that should cause a redelivery failed: {_one_line(err)}")
+    second = _first_delivery(probe, subscription, "the redelivery after a nack")
+    if second.message.message_id != first.message.message_id:
+        raise Outcome(INCONCLUSIVE, f"expected a redelivery of {first.message.message_id}, "
+                                    f"got message {second.message.message_id}")
+    if second.ack_id == first.ack_id:
+        raise Outcome(INCONCLUSIVE, "the redelivery carried the same ack id, so no ack id was superseded")
+    err = probe.acknowledge(subscription, [first.ack_id])
+    verdict = _ack_verdict(err, "ack with the first delivery's ack id after the redelivery")
+    current = probe.acknowledge(subscription, [second.ack_id])
+    return verdict[0], verdict[1] + f"; the current ack id: {_ack_status(current)}"
+
+
+@scenario("eod-no-redelivery-after-ack",
+          "exactly-once: a message acked successfully within its deadline is never redelivered",
+          f"{FACTS_DOC} § Exactly-once delivery (seed 002): no redelivery after a successful ack. {DOC_EXACTLY_ONCE}")
+def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
+    import queue
+
+    from google.cloud import pubsub_v1
+
+    from validation.probe import _ack_result
+
+    topic, subscription = _eod_subscription(probe)
+    deliveries: queue.Queue = queue.Queue()
+
+    def callback(message):
+        probe.note(f"streaming pull delivered message {message.message_id} (delivery_attempt "
+                   f"{message.delivery_attempt}, data {message.data.decode(errors='replace')!r})")
+        deliveries.put(message)
+
+    probe.note(f"StreamingPull opened on {subscription}")
+    stream = probe.subscriber.subscribe(subscription, callback,
+                                        flow_control=pubsub_v1.types.FlowControl(max_messages=10))
+    try:
+        message_id = probe.publish(topic, b"acked-once")
+        try:
+            message = deliveries.get(timeout=DELIVERY_WINDOW_S)
+        except queue.Empty:
+            raise Outcome(INCONCLUSIVE, f"the message was not delivered within {DELIVERY_WINDOW_S:g} s") from None
+        result = _ack_result(message.ack_with_response())
+        probe.note(f"ack_with_response() of message {message.message_id}: {result}")
+        if result != "success":
+            raise Outcome(INCONCLUSIVE, f"the ack within the deadline did not succeed ({result}), so the guarantee "
+                                        "for successful acks was not exercised")
+        watch = ACK_DEADLINE_S + EXPIRY_MARGIN_S + 2
+        probe.sleep(watch)
+    finally:
+        stream.cancel()
+        try:
+            stream.result(timeout=10)
+        except Exception:  # noqa: BLE001 - a cancelled stream ends with its cancellation
+            pass
+        probe.note("StreamingPull closed")
+    again = [m for m in _drain_queue(deliveries) if m.message_id == message_id]
+    if again:
+        return VIOLATED, (f"acked successfully, then redelivered {len(again)} time(s) within {watch:g} s "
+                          f"(delivery_attempt {[m.delivery_attempt for m in again]})")
+    return HOLDS, f"acked successfully with ack_with_response(); not redelivered in the {watch:g} s after the ack " \
+                  f"(more than the {ACK_DEADLINE_S} s deadline)"
+
+
+def _drain_queue(q) -> list:
+    items = []
+    while not q.empty():
+        items.append(q.get_nowait())
+    return items
+
+
+# ---------------------------------------------------------------------------------------- ordering
+ORDER_SOURCE = (f"{FACTS_DOC} § Ordering (seeds 000/001/004): a redelivery of message n triggers redelivery of "
+                f"every later message of that key, acknowledged ones included (the stream rewinds to n). {DOC_ORDERING}")
+
+
+def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True,
+                                             ack_deadline_seconds=ACK_DEADLINE_S)
+    for seq in range(4):
+        probe.publish(topic, str(seq).encode(), ordering_key="A")
+    first = probe.pull_until(subscription, lambda got: {_seq(m) for m in got} >= {"0", "1", "2", "3"},
+                             DELIVERY_WINDOW_S)
+    order = [_seq(m) for m in first]
+    if set(order) < {"0", "1", "2", "3"}:
+        raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: {order}")
+    if order[:4] != ["0", "1", "2", "3"]:
+        return VIOLATED, f"the first delivery of key A was not in publish order: {order}"
+    by_seq = {_seq(m): m for m in first}
+    for seq in ("0", "2", "3"):
+        probe.acknowledge(subscription, [by_seq[seq].ack_id])
+    if nack:
+        err = probe.nack(subscription, [by_seq["1"].ack_id])
+        if err is not None:
+            raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {_one_line(err)}")
+        window = DELIVERY_WINDOW_S
+        how = "nacked"
+    else:
+        probe.note(f"1 is neither acked nor nacked: its {ACK_DEADLINE_S} s deadline runs out")
+        window = ACK_DEADLINE_S + DELIVERY_WINDOW_S
+        how = "left to expire"
+    settled = time.monotonic()
+    arrivals: list[float] = []
+
+    def on_redelivery(message) -> None:
+        arrivals.append(time.monotonic() - settled)
+        probe.acknowledge(subscription, [message.ack_id])  # at once: Pub/Sub keeps one batch per key outstanding
+
+    redelivered = probe.pull_until(subscription, lambda got: "3" in [_seq(m) for m in got], window,
+                                   on_message=on_redelivery)
+    again = [_seq(m) for m in redelivered]
+    if not again:
+        return INCONCLUSIVE, f"1 was {how}, and nothing was redelivered within {window:g} s"
+    how += f" (first redelivery {arrivals[0]:.1f} s later)"
+    if again[0] != "1":
+        return VIOLATED, f"1 was {how}; the redelivery began with {again[0]}, before 1: {again}"
+    if again[:3] == ["1", "2", "3"]:
+        return HOLDS, f"1 was {how}; redelivered {again}: the key rewound to 1 and went on in order"
+    if again == ["1"]:
+        return VIOLATED, (f"1 was {how}; 1 was redelivered alone and 2, 3 (acked) were not redelivered within "
+                          f"{window:g} s: no rewind")
+    return VIOLATED, f"1 was {how}; the redelivery was {again}, not 1, 2, 3 in order"
+
+
+@scenario("ordered-nack-redelivers-in-order",
+          "ordering: key A, 0..3 received, 0, 2, 3 acked and 1 nacked: redelivered 1, 2, 3 in order",
+          ORDER_SOURCE)
+def ordered_nack_redelivers_in_order(probe: Probe) -> tuple[str, str]:
+    return _ordered_redelivery(probe, nack=True)
+
+
+@scenario("ordered-expiry-redelivers-in-order",
+          "ordering: key A, 0..3 received, 0, 2, 3 acked and 1 left to expire: redelivered 1, 2, 3 in order",
+          ORDER_SOURCE)
+def ordered_expiry_redelivers_in_order(probe: Probe) -> tuple[str, str]:
+    return _ordered_redelivery(probe, nack=False)
+
+
+@scenario("ordering-immutable",
+          "ordering is fixed at creation: an update of enable_message_ordering is refused",
+          f"{FACTS_DOC} § Ordering: ordering is a subscription setting fixed at creation (update is rejected). "
+          f"{DOC_ORDERING}")
+def ordering_immutable(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True)
+    request = {"subscription": types.Subscription(name=subscription, enable_message_ordering=False),
+               "update_mask": {"paths": ["enable_message_ordering"]}}
+    try:
+        probe.call("UpdateSubscription", {"subscription": {"name": subscription, "enable_message_ordering": False},
+                                          "update_mask": ["enable_message_ordering"]},
+                   lambda: probe.subscriber.update_subscription(request=request, timeout=30, retry=None),
+                   _request_fields)
+        refused = None
+    except Interrupted:
+        raise
+    except Exception as err:  # noqa: BLE001 - the refusal is the expected answer
+        refused = err
+    stored = probe.get_subscription(subscription).enable_message_ordering
+    if refused is None:
+        return VIOLATED, f"the update to enable_message_ordering=false was accepted; the target now holds {stored}"
+    if not stored:
+        return VIOLATED, f"the update was refused ({_one_line(refused)}) but the target holds ordering off"
+    return HOLDS, f"the update was refused ({_one_line(refused)}); ordering still on"
+
+
+# ------------------------------------------------------------------------------------- dead letter
+@scenario("dead-letter-after-max-attempts",
+          "a message nacked every time is forwarded to the dead-letter topic after about max_delivery_attempts, "
+          "with delivery_attempt counts and the CloudPubSubDeadLetterSource* attributes",
+          f"{FACTS_DOC} § Dead-letter topics: attempts 5..100 counted best effort; forwarded messages carry "
+          f"CloudPubSubDeadLetterSourceDeliveryCount, …SourceSubscription, …SourceSubscriptionProject, "
+          f"…SourceTopicPublishTime. {DOC_DEAD_LETTER}")
+def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(probe, ordered=False)
+
+
+@scenario("dead-letter-ordered-after-max-attempts",
+          "on an ordered subscription too, a message nacked every time is forwarded to the dead-letter topic after "
+          "about max_delivery_attempts (only its order relative to the key's other messages is best effort)",
+          f"{FACTS_DOC} § Ordering: with a dead-letter topic the rewind may not hold and order may not be kept for "
+          f"dead-lettered messages (best effort); § Dead-letter topics. {DOC_DEAD_LETTER}")
+def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(probe, ordered=True)
+
+
+def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
+    topic = probe.create_topic("topic")
+    dead_letter = probe.create_topic("dead")
+    drain = probe.create_subscription("drain", dead_letter)
+    subscription = probe.create_subscription(
+        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=ordered,
+        dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
+    _grant_service_agent(probe, dead_letter, subscription)
+    message_id = probe.publish(topic, b"poison", ordering_key="A" if ordered else "")
+    attempts: list[int] = []
+    forwarded: list = []
+    limit = attempts_max + 5
+    while len(attempts) < limit:
+        got = [m for m in probe.pull_until(subscription, bool, PULL_TIMEOUT_S) if m.message.message_id == message_id]
+        if not got:
+            forwarded = probe.pull_until(drain, bool, PULL_TIMEOUT_S)
+            if forwarded:
+                break
+            if not attempts:
+                raise Outcome(INCONCLUSIVE, f"the message was not delivered within {PULL_TIMEOUT_S:g} s")
+            break  # no redelivery and nothing forwarded within a pull window: wait for the forward below
+        attempts.append(got[0].delivery_attempt)
+        probe.nack(subscription, [got[0].ack_id])
+    if not forwarded:
+        forwarded = probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else DELIVERY_WINDOW_S)
+    for message in forwarded:
+        probe.acknowledge(drain, [message.ack_id])
+    seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"
+    if not forwarded:
+        if len(attempts) >= limit:
+            return VIOLATED, f"nacked {len(attempts)} times (max_delivery_attempts {attempts_max}), never forwarded; {seen}"
+        if len(attempts) >= attempts_max:
+            return VIOLATED, (f"nacked {len(attempts)} times (max_delivery_attempts {attempts_max}), then neither "
+                              f"delivered again nor forwarded within {FORWARD_WINDOW_S:g} s: the message is gone; {seen}")
+        return INCONCLUSIVE, f"deliveries stopped after {len(attempts)} nacks but nothing reached the dead-letter " \
+                             f"topic within {DELIVERY_WINDOW_S:g} s; {seen}"
+    attributes = dict(forwarded[0].message.attributes)
+    problems = []
+    missing = [a for a in ("CloudPubSubDeadLetterSourceDeliveryCount", "CloudPubSubDeadLetterSourceSubscription",
+                           "CloudPubSubDeadLetterSourceSubscriptionProject", "CloudPubSubDeadLetterSourceTopicPublishTime")
+               if a not in attributes]
+    if missing:
+        problems.append(f"forwarded without {', '.join(missing)}")
+    if len(attempts) < attempts_max:
+        problems.append(f"forwarded after {len(attempts)} deliveries, fewer than max_delivery_attempts {attempts_max}")
+    if attempts != list(range(1, len(attempts) + 1)):
+        problems.append(f"delivery_attempt did not count 1, 2, …: {attempts}")
+    count = attributes.get("CloudPubSubDeadLetterSourceDeliveryCount")
+    carried = sorted(k for k in attributes if k.startswith("CloudPubSubDeadLetter") and not k.endswith("DeliveryCount"))
+    attributes_seen = f"CloudPubSubDeadLetterSourceDeliveryCount={count}, {', '.join(carried) or 'no other source attribute'}"
+    if problems:
+        return VIOLATED, "; ".join(problems) + f"; {seen}; forwarded with {attributes_seen}"
+    return HOLDS, f"forwarded after {len(attempts)} deliveries ({seen}) with {attributes_seen}"
+
+
+def _grant_service_agent(probe: Probe, dead_letter: str, subscription: str) -> None:
+    """Give the Pub/Sub service agent its two roles (Google Cloud; the emulator has no IAM)."""
+    if probe.session.target == "emulator":
+        probe.note("no IAM grants: the emulator implements no IAM and forwards without them (docs/emulator.md)")
+        return
+    number = probe.session.project_number
+    if not number:
+        raise Outcome(INCONCLUSIVE, "without --project-number conform cannot grant the Pub/Sub service agent "
+                                    "roles/pubsub.publisher on the dead-letter topic and roles/pubsub.subscriber on "
+                                    "the subscription, and without them nothing is forwarded")
+    member = f"serviceAccount:{facts.pubsub_service_agent(number)}"
+    for resource, role, client in ((dead_letter, facts.PUBLISHER_ROLE, probe.publisher),
+                                   (subscription, facts.SUBSCRIBER_ROLE, probe.subscriber)):
+        policy = probe.call("GetIamPolicy", {"resource": resource},
+                            lambda: client.get_iam_policy(request={"resource": resource}, timeout=30))
+        policy.bindings.add(role=role, members=[member])
+        probe.call("SetIamPolicy", {"resource": resource, "role": role, "member": member},
+                   lambda: client.set_iam_policy(request={"resource": resource, "policy": policy}, timeout=30))
+
+
+# ---------------------------------------------------------------------------------- create rejects
+def _create_rejects(probe: Probe, control: dict, invalid: dict[str, dict], topic: str | None = None) -> tuple[str, str]:
+    """The control subscription must be accepted (else `unsupported`); each invalid one must be refused."""
+    topic = topic or probe.create_topic("topic")
+    probe.create_subscription("control", topic, **control)
+    accepted, refused = [], []
+    for part, fields in invalid.items():
+        created, err = probe.try_create_subscription(part, topic, **fields)
+        if err is None:
+            accepted.append(part)
+        else:
+            refused.append(f"{part}: {_one_line(err)}")
+    if accepted:
+        return VIOLATED, f"accepted {', '.join(accepted)} (must be refused)" + (
+            f"; refused {'; '.join(refused)}" if refused else "")
+    return HOLDS, f"refused {'; '.join(refused)} (control accepted)"
+
+
+@scenario("create-rejects-push-with-exactly-once",
+          "a push subscription with exactly-once delivery is refused at creation",
+          f"{FACTS_DOC} § Exactly-once delivery (seed 002): pull and StreamingPull only; push and export "
+          f"subscriptions do not support it. {DOC_EXACTLY_ONCE}")
+def create_rejects_push_with_exactly_once(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    # Nothing is ever published to this topic, so no push is attempted; on the emulator it is a loopback URL.
+    endpoint = ("https://127.0.0.1:9/pubsubguard-conform" if probe.session.target == "emulator"
+                else "https://example.com/pubsubguard-conform")
+    push = types.PushConfig(push_endpoint=endpoint)
+    return _create_rejects(probe, {"push_config": push},
+                           {"push-eod": {"push_config": push, "enable_exactly_once_delivery": True}})
+
+
+@scenario("create-rejects-ack-deadline-out-of-range",
+          f"ack_deadline_seconds outside {facts.ACK_DEADLINE_MIN_S}..{facts.ACK_DEADLINE_MAX_S} is refused at creation",
+          f"{FACTS_DOC} § Ranges and formats: ack_deadline_seconds 10..600. {DOC_SUBSCRIPTION_API}")
+def create_rejects_ack_deadline_out_of_range(probe: Probe) -> tuple[str, str]:
+    low, high = facts.ACK_DEADLINE_MIN_S - 1, facts.ACK_DEADLINE_MAX_S + 1
+    return _create_rejects(probe, {"ack_deadline_seconds": facts.ACK_DEADLINE_MIN_S},
+                           {f"ack-{low}": {"ack_deadline_seconds": low}, f"ack-{high}": {"ack_deadline_seconds": high}})
+
+
+@scenario("create-rejects-self-dead-letter",
+          "a dead-letter topic equal to the subscription's own topic is refused at creation",
+          f"{FACTS_DOC} § Dead-letter topics: the dead-letter topic must differ from the subscription's topic. "
+          f"{DOC_DEAD_LETTER}")
+def create_rejects_self_dead_letter(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    topic = probe.create_topic("topic")
+    dead_letter = probe.create_topic("dead")
+    return _create_rejects(
+        probe, {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=5)},
+        {"self-dead-letter": {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=topic,
+                                                                           max_delivery_attempts=5)}},
+        topic=topic)
+
+
+@scenario("create-rejects-attempts-out-of-range",
+          f"max_delivery_attempts outside {facts.MAX_DELIVERY_ATTEMPTS_MIN}..{facts.MAX_DELIVERY_ATTEMPTS_MAX} "
+          "is refused at creation",
+          f"{FACTS_DOC} § Dead-letter topics: attempts 5..100. {DOC_DEAD_LETTER}")
+def create_rejects_attempts_out_of_range(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    dead_letter = probe.create_topic("dead")
+    low, high = facts.MAX_DELIVERY_ATTEMPTS_MIN - 1, facts.MAX_DELIVERY_ATTEMPTS_MAX + 1
+
+    def policy(attempts):
+        return {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts)}
+
+    return _create_rejects(probe, policy(facts.MAX_DELIVERY_ATTEMPTS_MIN),
+                           {f"attempts-{low}": policy(low), f"attempts-{high}": policy(high)})
+
+
+# ------------------------------------------------------------------------------ filter, retention
+@scenario("filter-enforced",
+          "a subscription with filter attributes.kind = \"a\" receives only the messages that match",
+          f"{FACTS_DOC} § Ranges and formats (filter, immutable); messages that do not match are acknowledged "
+          f"automatically and never delivered. {DOC_FILTER}")
+def filter_enforced(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, filter='attributes.kind = "a"')
+    probe.publish(topic, b"a", kind="a")
+    probe.publish(topic, b"b", kind="b")
+    probe.publish(topic, b"none")
+    got = probe.pull_until(subscription, lambda ms: len(ms) >= 3, DELIVERY_WINDOW_S,
+                           on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
+    delivered = sorted(_seq(m) for m in got)
+    if [d for d in delivered if d != "a"]:
+        return VIOLATED, f"delivered {delivered}; only 'a' matches the filter"
+    if "a" not in delivered:
+        return INCONCLUSIVE, f"the matching message was not delivered within {DELIVERY_WINDOW_S:g} s"
+    return HOLDS, f"delivered {delivered} of a (kind=a), b (kind=b), none (no attributes) in {DELIVERY_WINDOW_S:g} s"
+
+
+RETENTIONS_S = (facts.RETENTION_MIN_S, 7 * 24 * 3600, facts.RETENTION_MAX_S)
+
+
+@scenario("retention-as-declared",
+          "message retention of 10 min, 7 d and 31 d (subscription) and 31 d (topic) is accepted and read back "
+          "as declared",
+          f"{FACTS_DOC} § Ranges and formats: subscription retention 10 min..31 days (default 7 days). "
+          f"{DOC_SUBSCRIPTION_API}")
+def retention_as_declared(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic", message_retention_duration={"seconds": facts.TOPIC_RETENTION_MAX_S})
+    stored_topic = probe.call("GetTopic", {"topic": topic}, lambda: probe.publisher.get_topic(topic=topic, timeout=30),
+                              _request_fields)
+    differs, refused, kept = [], [], []
+    topic_seconds = _duration_s(stored_topic.message_retention_duration)
+    (kept if topic_seconds == facts.TOPIC_RETENTION_MAX_S else differs).append(
+        f"topic {facts.TOPIC_RETENTION_MAX_S} s -> {topic_seconds:.0f} s" if topic_seconds is not None else "topic: none")
+    for seconds in RETENTIONS_S:
+        created, err = probe.try_create_subscription(f"ret-{seconds}", topic, message_retention_duration={"seconds": seconds})
+        if err is not None:
+            refused.append(f"{seconds} s: {_one_line(err)}")
+            continue
+        actual = _duration_s(probe.get_subscription(created.name).message_retention_duration)
+        (kept if actual == seconds else differs).append(f"subscription {seconds} s -> {actual:.0f} s")
+    parts = [f"read back as declared: {', '.join(kept)}"] if kept else []
+    if differs:
+        parts.append(f"read back differently: {', '.join(differs)}")
+    if refused:
+        parts.append(f"refused: {'; '.join(refused)}")
+    result = VIOLATED if differs else UNSUPPORTED if refused else HOLDS
+    return result, "; ".join(parts)
+
+
+# ------------------------------------------------------------------------------- publisher (client)
+@scenario("ordered-publish-failure-pauses-key",
+          "after a failed publish on an ordering key, later publishes on that key fail until resume_publish; "
+          "other keys go on; messages published after the resume arrive in order",
+          f"{FACTS_DOC} § Ordering, publisher side (seed 003): once a publish with an ordering key fails, later "
+          f"publishes for that key fail until the publisher calls resume_publish(topic, key). {DOC_RESUME}")
+def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True)
+    publisher = probe.session.new_publisher()
+    problems = []
+    try:
+        # The injected failure: a message with neither data nor attributes, which Pub/Sub refuses.
+        try:
+            probe.publish(topic, b"", ordering_key="A", publisher=publisher)
+            raise Outcome(INCONCLUSIVE, "the target accepted an empty message, so no publish failure was injected")
+        except Outcome:
+            raise
+        except Interrupted:
+            raise
+        except Exception as err:  # noqa: BLE001 - the failure we wanted
+            injected = _one_line(err)
+        try:
+            probe.publish(topic, b"1", ordering_key="A", publisher=publisher)
+            problems.append("the publish after the failure on key A succeeded without resume_publish")
+            paused = "not paused"
+        except Interrupted:
+            raise
+        except Exception as err:  # noqa: BLE001 - the expected pause
+            paused = type(err).__name__
+        try:
+            probe.publish(topic, b"b", ordering_key="B", publisher=publisher)
+        except Interrupted:
+            raise
+        except Exception as err:  # noqa: BLE001 - recorded
+            problems.append(f"key B failed too while A was paused: {_one_line(err)}")
+        probe.note("resume_publish(topic, 'A')")
+        publisher.resume_publish(topic, "A")
+        for seq in ("2", "3", "4"):
+            try:
+                probe.publish(topic, seq.encode(), ordering_key="A", publisher=publisher)
+            except Interrupted:
+                raise
+            except Exception as err:  # noqa: BLE001 - recorded
+                problems.append(f"publish {seq} on A after resume_publish failed: {_one_line(err)}")
+    finally:
+        publisher.stop()
+    got = probe.pull_until(subscription, lambda ms: {"2", "3", "4", "b"} <= {_seq(m) for m in ms}, DELIVERY_WINDOW_S,
+                           on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
+    key_a = [_seq(m) for m in got if m.message.ordering_key == "A"]
+    if [s for s in key_a if s not in ("2", "3", "4")]:
+        problems.append(f"key A delivered messages that were not published successfully: {key_a}")
+    elif list(dict.fromkeys(key_a)) != sorted(set(key_a)):  # first arrivals; a redelivery may repeat some
+        problems.append(f"key A after the resume arrived out of order: {key_a}")
+    story = f"injected: {injected}; next publish on A: {paused}; key A delivered {key_a}"
+    if problems:
+        return VIOLATED, "; ".join(problems) + f" ({story})"
+    if key_a != ["2", "3", "4"]:
+        return INCONCLUSIVE, f"messages after the resume not all delivered within {DELIVERY_WINDOW_S:g} s ({story})"
+    return HOLDS, story
