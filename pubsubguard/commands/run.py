@@ -1,6 +1,7 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
 with faults (the conformance scenarios run beside it on the same emulator and explain its findings), report —
-for one stack. Each step is the same subcommand a user can run alone.
+for one stack. Each step is the same subcommand a user can run alone, called as a function
+(`cli.run_command`: its parser and `run(args)`), not by re-entering the command line.
 
 Every option (the verify step's included) is validated, and Java, the emulator and the output
 directory are found, before the first step starts."""
@@ -68,7 +69,7 @@ def run(args) -> int:
     report = out / "report"
     project = ["--stack", args.stack, "--cwd", str(args.root)]
     verify_argv = [
-        "verify", "--cwd", str(args.root), *declared, "--target", "emulator",
+        "--cwd", str(args.root), *declared, "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
         "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
     ]
@@ -92,12 +93,12 @@ def run(args) -> int:
               "deploy: skipped)")
     else:
         _step(f"plan: stack {args.stack!r} -> {plan_file}")
-        planned = cli.main(["plan", *project, "--out", str(plan_file)])
+        planned = cli.run_command("plan", [*project, "--out", str(plan_file)])
         if planned != 0:
             return planned
 
         _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
-        checked = cli.main(["check", "--plan", str(plan_file), "--format", "text"])
+        checked = cli.run_command("check", ["--plan", str(plan_file), "--format", "text"])
         if checked == INTERRUPTED:
             return checked
         if checked != 0:
@@ -113,11 +114,11 @@ def run(args) -> int:
         print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
     try:
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
-        applied = cli.main(["apply", "--emulator", "--cwd", str(args.root), *declared])
+        applied = cli.run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
             return applied
         _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
-        verdict = cli.main(verify_argv)
+        verdict = cli.run_command("verify", verify_argv)
     finally:
         if emulator is not None:
             emulator.stop()
