@@ -380,12 +380,6 @@ class Recorder:
                 sources.append({"urn": urn, "type": record["type"], "name": record["name"]} if record else {"urn": urn})
             for path in paths:
                 found[path] = [dict(source) for source in sources]
-                traced = self.traced_origin(type_, name, path)
-                for origin in (traced or {}).get("from") or []:
-                    for source in found[path]:
-                        if (source.get("type"), source.get("name")) == (origin.get("type"), origin.get("name")):
-                            source["output"] = origin.get("output")
-                            source["via"] = list((traced or {}).get("via") or [])
         return found
 
     def invoke(self, token: str, args: dict) -> dict:
@@ -408,13 +402,29 @@ class Recorder:
         which resource's output property, through which `apply` / `Output.all`. Attached to the inputs the
         engine records as unknown; never used to judge (the child could say anything)."""
         try:
-            data = json.loads(message)
-            key, inputs = (str(data["type"]), str(data["name"])), data["inputs"]
-        except (ValueError, KeyError, TypeError):
+            batch = json.loads(message)
+        except ValueError:
             return
-        if isinstance(inputs, dict) and len(self.traced) < self.limits.max_resources:
-            with self.lock:
-                self.traced[key] = inputs
+        for data in batch if isinstance(batch, list) else []:
+            try:
+                key, inputs = (str(data["type"]), str(data["name"])), data["inputs"]
+            except (KeyError, TypeError):
+                continue
+            if isinstance(inputs, dict) and len(self.traced) < self.limits.max_resources:
+                with self.lock:
+                    self.traced[key] = inputs
+
+    def attach_traced(self) -> None:
+        """Name each unknown input's output property and `apply` chain from the program side's reports
+        (they arrive in batches, after the resources registered): called once the program ended."""
+        for record in self.records.values():
+            for path, sources in (record.get("unknowns") or {}).items():
+                traced = self.traced_origin(record["type"], record["name"], path)
+                for origin in (traced or {}).get("from") or []:
+                    for source in sources:
+                        if (source.get("type"), source.get("name")) == (origin.get("type"), origin.get("name")):
+                            source["output"] = origin.get("output")
+                            source["via"] = list((traced or {}).get("via") or [])
 
     def traced_origin(self, type_: str, name: str, path: str) -> dict | None:
         """The child's report for `path` (or the nearest enclosing path it reported), if any."""

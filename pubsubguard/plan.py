@@ -139,6 +139,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         if server is not None:
             server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+    recorder.attach_traced()
     records = dict(recorder.records)
     run = ProgramRun(
         plan={**plan_header(project, stack, config), "resources": [records[urn] for urn in sorted(records)],
