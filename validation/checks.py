@@ -93,6 +93,9 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 class CheckResults:
     findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
     stats: DataFrame  # one row per subscription, see STATS_SCHEMA
+    # what the report plots, from the same pass (driver-side, small): `judge.plot_aggregates`' timeline
+    # and extent, and `latency` subscription -> `judge.latency_cdf`
+    plot: dict | None = None
 
 
 STATS_SCHEMA = T.StructType(
@@ -220,7 +223,8 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "receive_time_us AS t",
         "ack_time_us AS ack_t",
         f"CASE WHEN rk = {judge.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
-        "THEN dl_source_delivery_count ELSE delivery_attempt END AS att",
+        "THEN dl_source_delivery_count ELSE (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
+        f"WHEN 'expire' THEN {judge.EXT_EXPIRE} WHEN 'crash' THEN {judge.EXT_CRASH} ELSE {judge.EXT_NONE} END) END AS att",
     )
     return pubs.unionByName(dels)
 
@@ -372,7 +376,10 @@ def run_checks(
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
     judged = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
     is_finding = pc.is_valid(judged["kind"])
-    stats = judge.summarise(judged.filter(pc.invert(is_finding)), names)
+    is_plot = pc.is_valid(judged["series"])
+    stats = judge.summarise(judged.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+    plot = judge.plot_aggregates(judged.filter(is_plot))
+    plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
     found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
     # the names of the keys with findings and of the hottest keys: a read of the key columns (of
     # the publish log only, unless some of those keys were never published)
@@ -404,7 +411,7 @@ def run_checks(
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
-    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA))
+    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot)
 
 
 SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})

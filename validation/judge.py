@@ -35,6 +35,7 @@ from validation.evidence import FINDING_KINDS
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
 ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
+EXT_NONE, EXT_EXPIRE, EXT_CRASH = 0, 1, 2  # an ACT_OTHER delivery's action (packed in `att`)
 INF = float(2**62)  # "never settled"
 HOTTEST_KEYS = 5
 LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
@@ -51,8 +52,10 @@ DEFAULT_SKEW_US = 250_000
 #           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
-#   att     a delivery's delivery_attempt; a dead-letter row's forwarded delivery count; a foreign
-#           row's xxhash64(message_id) (to tell its finding's row from others at the same time)
+#   att     a delivery's (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond
+#           act (EXT_*: expire, crash; the report's timeline tells them apart); a dead-letter row's
+#           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
+#           from others at the same time)
 INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
 SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
 MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
@@ -108,6 +111,18 @@ OUTPUT_SCHEMA = pa.schema(
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
         ("key_published", pa.bool_()),  # the key has publish rows: its name is in the publish log
+        # the report's timeline (`plot_aggregates`): a series' counts per bin of 2**bin_shift µs
+        # (bins numbered from the epoch), the chunk's extent, crash window and expiry deadlines
+        ("series", pa.string()),
+        ("bin_shift", pa.int64()),
+        ("bins", pa.list_(pa.int64())),
+        ("bin_counts", pa.list_(pa.int64())),
+        ("first_publish_us", pa.int64()),
+        ("first_ok_publish_us", pa.int64()),
+        ("last_us", pa.int64()),
+        ("crash_first_us", pa.int64()),
+        ("crash_last_us", pa.int64()),
+        ("expiry_deadline_s", pa.int64()),
     ]
 )
 
@@ -300,11 +315,17 @@ class Chunk:
         self.row_kind = meta & 3
         deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
         deadline_s[deadline_s < 0] = np.nan
+        self.deadline_s = deadline_s
         self.seq = seq = _floats(_arr(table, "seq"))
         self.t = t = _ints(table, "t").astype(np.float64)
         self.ack_t = ack_t = _floats(_arr(table, "ack_t"))
         self.att_raw = _arr(table, "att")
         att = _floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
+        # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
+        delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
+        attempt = (delivery_att >> 2).astype(np.float64) - 1
+        att = np.where(self.row_kind == DELIVERY, np.where(attempt < 0, np.nan, attempt), att)
         # end: when a delivery stopped being outstanding
         self.deadline_end = t + deadline_s * 1e6
         acked_or_nacked = ((self.act == ACT_ACK) | (self.act == ACT_NACK)) & self.ok
@@ -592,6 +613,7 @@ def _judge_chunk(
             if len(found.rows):
                 _append_findings(out, found, chunk, config.names, row_id_base)
     _append_statistics(out, chunk, config.names, latencies)
+    _append_plot(out, chunk, config.names)
     return pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -743,5 +765,128 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
             "redelivery_rate": (delivered - distinct) / delivered if delivered else None,
             **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
             "hottest": [(h, h2, d, p) for d, h, h2, p in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
+            "latency_cdf": latency_cdf(s["latency"]),
         }
     return stats
+
+
+# -- the report's timeline ----------------------------------------------------------------------
+# The report plots the run's throughput per bin; the pass counts it, so the report reads nothing
+# more. A chunk does not know the run's extent, so it counts per bin of 2**k µs numbered from the
+# epoch, k the least (from TIMELINE_MIN_SHIFT) that spans its rows in CHUNK_TIMELINE_BINS bins;
+# `plot_aggregates` coarsens every chunk's bins to the run's k (a power of two apart: exact).
+TIMELINE_SERIES = ("published", "settled", *(f"delivered:{a}" for a in ("ack", "nack", "expire", "late_ack", "crash", "none")))
+TIMELINE_MIN_SHIFT = 17  # the finest bin: 2**17 µs = 131 ms
+CHUNK_TIMELINE_BINS = 4096
+TIMELINE_BINS = 300  # the run's timeline has at most this many bins (at least half as many, or 131 ms ones)
+LATENCY_POINTS = 2_000  # per subscription on the latency CDF
+
+
+def _shift_for(lo: int, hi: int, most_bins: int) -> int:
+    """The least k >= TIMELINE_MIN_SHIFT with [lo, hi] in at most `most_bins` bins of 2**k µs."""
+    k = TIMELINE_MIN_SHIFT
+    while (hi >> k) - (lo >> k) + 1 > most_bins:
+        k += 1
+    return k
+
+
+def _min_or_none(values: np.ndarray):
+    values = values[~np.isnan(values)]
+    return int(values.min()) if len(values) else None
+
+
+def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> None:
+    """This chunk's timeline counts (one row per series), its extent and crash window (one row), and
+    per subscription the longest deadline an expired or late-acked delivery was held to."""
+    delivery = chunk.is_delivery
+    series_of_delivery = np.select(
+        [chunk.act == ACT_ACK, chunk.act == ACT_NACK, chunk.action_ext == EXT_EXPIRE, chunk.act == ACT_LATE_ACK,
+         chunk.action_ext == EXT_CRASH],
+        [2, 3, 4, 5, 6], 7,
+    )
+    published = chunk.is_publish & chunk.ok
+    settle = np.fmin(chunk.message_settled_by_ack, chunk.message_forwarded_us)
+    settle = settle[~np.isnan(settle)]
+    times = np.concatenate([chunk.t[published], settle, chunk.t[delivery]]).astype(np.int64)
+    series = np.concatenate([
+        np.zeros(int(published.sum()), np.int64), np.ones(len(settle), np.int64), series_of_delivery[delivery],
+    ])
+    if len(times):
+        k = _shift_for(int(times.min()), int(times.max()), CHUNK_TIMELINE_BINS)
+        bins = times >> k
+        pairs, counts = np.unique(np.stack([series, bins]), axis=1, return_counts=True)
+        begin = np.searchsorted(pairs[0], np.arange(len(TIMELINE_SERIES) + 1))
+        for code in np.flatnonzero(np.diff(begin)).tolist():
+            lo, hi = begin[code], begin[code + 1]
+            _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=pairs[1, lo:hi].tolist(),
+                        bin_counts=counts[lo:hi].tolist())
+    received = delivery | chunk.is_dead_letter
+    crash = chunk.t[delivery & (chunk.action_ext == EXT_CRASH)]
+    ends = np.fmax(chunk.t[received], chunk.ack_t[received])
+    _append_row(
+        out, series="extent",
+        first_publish_us=_min_or_none(chunk.t[chunk.is_publish]),
+        first_ok_publish_us=_min_or_none(chunk.t[published]),
+        last_us=int(ends.max()) if len(ends) else None,
+        crash_first_us=int(crash.min()) if len(crash) else None,
+        crash_last_us=int(crash.max()) if len(crash) else None,
+    )
+    held = delivery & ((chunk.action_ext == EXT_EXPIRE) | (chunk.act == ACT_LATE_ACK)) & ~np.isnan(chunk.deadline_s)
+    if held.any():
+        longest = np.full(len(names), -1.0)
+        np.maximum.at(longest, chunk.sub[held], chunk.deadline_s[held])
+        for s in np.flatnonzero(longest >= 0).tolist():
+            _append_row(out, series="expiry", subscription=names[s], expiry_deadline_s=int(longest[s]))
+
+
+def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
+    """The pass's timeline rows merged: the run's extent (`first_publish_us`, `t0` the first
+    successful publish, `t1` the last receive or ack), the timeline in at most `timeline_bins` bins
+    of `bin_us` (a power of two µs) from `t0` (aligned down to a bin), `timeline` series -> {bin: count},
+    `expiry_deadline_s` per subscription and `crash` (first, last receive) or None."""
+    extent = rows.filter(pc.equal(rows["series"], "extent"))
+
+    def extreme(name, fold):
+        values = [v for v in extent[name].to_pylist() if v is not None]
+        return fold(values) if values else None
+
+    first_publish, t0, t1 = extreme("first_publish_us", min), extreme("first_ok_publish_us", min), extreme("last_us", max)
+    crash_first, crash_last = extreme("crash_first_us", min), extreme("crash_last_us", max)
+    expiry: dict[str, int] = {}
+    for row in rows.filter(pc.equal(rows["series"], "expiry")).select(["subscription", "expiry_deadline_s"]).to_pylist():
+        expiry[row["subscription"]] = max(expiry.get(row["subscription"], 0), row["expiry_deadline_s"])
+    result = {"first_publish_us": first_publish, "t0": t0, "t1": t1, "expiry_deadline_s": expiry,
+              "crash": None if crash_first is None else (crash_first, crash_last)}
+    if t0 is None or t1 is None:
+        return {**result, "timeline": None}
+    t1 = max(t1, t0 + 1)
+    timeline_bins = TIMELINE_BINS if timeline_bins is None else timeline_bins
+    counted = rows.filter(pc.is_in(rows["series"], pa.array(TIMELINE_SERIES)))
+    shifts = counted["bin_shift"].to_pylist()
+    k = max([_shift_for(t0, t1, timeline_bins), *shifts])
+    first_bin = t0 >> k
+    timeline: dict[str, dict[int, int]] = {}
+    for name, shift, bins, counts in zip(*(counted[c].to_pylist() for c in ("series", "bin_shift", "bins", "bin_counts"))):
+        merged = timeline.setdefault(name, {})
+        for b, n in zip(((np.asarray(bins, np.int64) >> (k - shift)) - first_bin).tolist(), counts):
+            merged[b] = merged.get(b, 0) + n
+    return {**result, "t0": first_bin << k, "bin_us": 1 << k, "bins": (t1 >> k) - first_bin + 1, "timeline": timeline}
+
+
+def latency_cdf(summaries: list[tuple[np.ndarray, np.ndarray]], points: int = LATENCY_POINTS) -> dict | None:
+    """The latency CDF of one subscription from its partitions' `latency_summary`s: at most `points`
+    (ms, fraction of messages at or below) steps, evenly spaced in rank, the largest value always
+    kept; `messages` the number of messages it stands for."""
+    if not summaries:
+        return None
+    v = np.concatenate([s[0] for s in summaries])
+    w = np.concatenate([s[1] for s in summaries])
+    if len(v) == 0:
+        return None
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(w[order])
+    total = int(cum[-1])
+    if len(v) > points:
+        keep = np.unique(np.append(np.searchsorted(cum, np.linspace(0, total, points), side="left"), len(v) - 1))
+        v, cum = v[keep], cum[keep]
+    return {"ms": v.tolist(), "fraction": (cum / total).tolist(), "messages": total}

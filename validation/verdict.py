@@ -23,6 +23,7 @@ class RunVerdict:
     observations: list[str]  # what the evidence shows about the target beyond the findings
     verdict: str  # holds | violated | inconclusive
     verdict_reason: str = ""  # why, in one sentence (which guarantees, which messages)
+    plot: dict | None = None  # what the report plots, from the checks' pass (checks.CheckResults.plot)
 
 
 def finding_record(row: dict) -> dict:
@@ -77,7 +78,7 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
                 "retained backlog to a newly created subscription"
             )
     verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {})
-    return RunVerdict(findings, stats, guarantees, observations, verdict, reason)
+    return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
 
 
 def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict) -> tuple[str, str]:
