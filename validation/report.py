@@ -79,13 +79,11 @@ def judged(spark, evidence_dir, shown=None) -> dict:
     its evidence as `shown` (default: where it is read)."""
     info = evidence.RunInfo.read(evidence_dir)
     publishes, deliveries = read_evidence(spark, evidence_dir)
-    # The checks, the figures and the plots all read the evidence: read its part files once.
-    publishes, deliveries = publishes.cache(), deliveries.cache()
-    try:
-        return build(judge_run(publishes, deliveries, info), info, shown or evidence_dir, publishes, deliveries)
-    finally:
-        publishes.unpersist()
-        deliveries.unpersist()
+    # Not cached: the checks' one pass reads six numbers per row and gives the figures and the plots'
+    # aggregates; every other read (key names, evidence rows, the plotted keys, the topics' counts)
+    # takes a few columns or the row groups of a few keys. Caching every column cost more than all
+    # of them (1M delivery rows: 11.3 s cached, against 5.0 s for the checks).
+    return build(judge_run(publishes, deliveries, info), info, shown or evidence_dir, publishes, deliveries)
 
 
 def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:
