@@ -317,7 +317,8 @@ class Chunk:
         deadline_s[deadline_s < 0] = np.nan
         self.deadline_s = deadline_s
         self.seq = seq = _floats(_arr(table, "seq"))
-        self.t = t = _ints(table, "t").astype(np.float64)
+        self.t_us = _ints(table, "t")
+        self.t = t = self.t_us.astype(np.float64)
         self.ack_t = ack_t = _floats(_arr(table, "ack_t"))
         self.att_raw = _arr(table, "att")
         att = _floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
@@ -790,43 +791,45 @@ def _shift_for(lo: int, hi: int, most_bins: int) -> int:
     return k
 
 
-def _min_or_none(values: np.ndarray):
-    values = values[~np.isnan(values)]
-    return int(values.min()) if len(values) else None
+# a delivery's timeline series by act * 3 + action_ext (TIMELINE_SERIES: 2 ack ... 7 none)
+_SERIES_OF_DELIVERY = np.array([
+    7, 4, 6,  # ACT_OTHER: none, expire, crash
+    2, 2, 2,  # ACT_ACK
+    5, 5, 5,  # ACT_LATE_ACK
+    3, 3, 3,  # ACT_NACK
+])
 
 
 def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> None:
     """This chunk's timeline counts (one row per series), its extent and crash window (one row), and
     per subscription the longest deadline an expired or late-acked delivery was held to."""
-    delivery = chunk.is_delivery
-    series_of_delivery = np.select(
-        [chunk.act == ACT_ACK, chunk.act == ACT_NACK, chunk.action_ext == EXT_EXPIRE, chunk.act == ACT_LATE_ACK,
-         chunk.action_ext == EXT_CRASH],
-        [2, 3, 4, 5, 6], 7,
-    )
+    delivery, t = chunk.is_delivery, chunk.t_us
     published = chunk.is_publish & chunk.ok
+    series = np.where(delivery, _SERIES_OF_DELIVERY[chunk.act * 3 + chunk.action_ext], 0)
+    counted = np.flatnonzero(delivery | published)
+    row_t, row_series = t[counted], series[counted]
     settle = np.fmin(chunk.message_settled_by_ack, chunk.message_forwarded_us)
-    settle = settle[~np.isnan(settle)]
-    times = np.concatenate([chunk.t[published], settle, chunk.t[delivery]]).astype(np.int64)
-    series = np.concatenate([
-        np.zeros(int(published.sum()), np.int64), np.ones(len(settle), np.int64), series_of_delivery[delivery],
-    ])
-    if len(times):
-        k = _shift_for(int(times.min()), int(times.max()), CHUNK_TIMELINE_BINS)
-        bins = times >> k
-        pairs, counts = np.unique(np.stack([series, bins]), axis=1, return_counts=True)
-        begin = np.searchsorted(pairs[0], np.arange(len(TIMELINE_SERIES) + 1))
-        for code in np.flatnonzero(np.diff(begin)).tolist():
-            lo, hi = begin[code], begin[code + 1]
-            _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=pairs[1, lo:hi].tolist(),
-                        bin_counts=counts[lo:hi].tolist())
-    received = delivery | chunk.is_dead_letter
-    crash = chunk.t[delivery & (chunk.action_ext == EXT_CRASH)]
-    ends = np.fmax(chunk.t[received], chunk.ack_t[received])
+    settle = settle[~np.isnan(settle)].astype(np.int64)
+    if len(row_t) or len(settle):
+        first = min(int(row_t.min()) if len(row_t) else 2**62, int(settle.min()) if len(settle) else 2**62)
+        last = max(int(row_t.max()) if len(row_t) else -(2**62), int(settle.max()) if len(settle) else -(2**62))
+        k = _shift_for(first, last, CHUNK_TIMELINE_BINS)
+        base, width = first >> k, (last >> k) - (first >> k) + 1
+        size = len(TIMELINE_SERIES) * width
+        counts = np.bincount(row_series * width + ((row_t >> k) - base), minlength=size)
+        counts += np.bincount(width + ((settle >> k) - base), minlength=size)  # series 1: settled
+        for code, per_bin in enumerate(counts.reshape(len(TIMELINE_SERIES), width)):
+            used = np.flatnonzero(per_bin)
+            if len(used):
+                _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=(used + base).tolist(),
+                            bin_counts=per_bin[used].tolist())
+    crash = t[delivery & (chunk.action_ext == EXT_CRASH)]
+    ends = np.fmax(chunk.t, chunk.ack_t)[delivery | chunk.is_dead_letter]
+    publish_t, published_t = t[chunk.is_publish], t[published]
     _append_row(
         out, series="extent",
-        first_publish_us=_min_or_none(chunk.t[chunk.is_publish]),
-        first_ok_publish_us=_min_or_none(chunk.t[published]),
+        first_publish_us=int(publish_t.min()) if len(publish_t) else None,
+        first_ok_publish_us=int(published_t.min()) if len(published_t) else None,
         last_us=int(ends.max()) if len(ends) else None,
         crash_first_us=int(crash.min()) if len(crash) else None,
         crash_last_us=int(crash.max()) if len(crash) else None,
