@@ -63,8 +63,10 @@ Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one 
 numbers each (`judge.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
 key and sorted within partitions by (key, seq, foreign last, time); `judge.judge_partition` judges
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
-coordinates of their row, statistics and latency summaries, which come to the driver as Arrow
-(small: findings and a few rows per chunk) and are merged there (`judge.summarise`). Then, for the
+coordinates of their row, statistics and latency summaries, and what the report plots (timeline
+counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
+(small: findings and a few rows per chunk) and are merged there (`judge.summarise`,
+`judge.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 """
