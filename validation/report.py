@@ -87,7 +87,8 @@ def judged(spark, evidence_dir, shown=None) -> dict:
 
 
 def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:
-    """The report of a judged run (plus the data its plots need, read from the evidence): the
+    """The report of a judged run (plus the data its plots need: aggregated by the checks' pass,
+    `verdict.plot`, and the deliveries of the keys it plots, read from `deliveries`): the
     verdict's findings with their sentences and ids, per subscription; each finding that a
     conformance scenario violated on the same target explains names it (`explained_by`)."""
     from validation.conformance import explained_by
