@@ -283,19 +283,23 @@ def test_report_first_screen_in_a_browser(dev_report, tmp_path):
 
 @pytest.mark.parametrize("timeline_bins", [300, 5])
 def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, timeline_bins):
-    """The report's timeline, extent, crash window, expiry deadlines and latency CDF come from the
-    checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
+    """The report's timeline, extent, crash window, expiry deadlines and latency CDF (and the poison
+    publishes the verdict needs) come from the checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
     evidence rows directly gives (few bins: every chunk's bins coarsened to the run's)."""
     from validation import judge
     from validation.checks import run_checks
 
     monkeypatch.setattr(judge, "TIMELINE_BINS", timeline_bins)
     subs = [PLAIN, ORDERED, DeclaredSubscription("eod", "t2", exactly_once=True, ack_deadline_s=60),
-            DeclaredSubscription("dl", "t2", max_delivery_attempts=5, dead_letter_topic="t-dlq")]
+            DeclaredSubscription("dl", "t3", max_delivery_attempts=5, dead_letter_topic="t-dlq")]
     h = H.generate(subs, H.Workload(keys=4, messages_per_key=9, poison_rate=0.2, fault_rate=0.5), seed=3)
     h, _ = H.mutate_lost(h, random.Random(2))
-    plot = run_checks(spark.createDataFrame(h.publish_table()), spark.createDataFrame(h.delivery_table()), subs,
-                      chunk_rows=16).plot
+    results = run_checks(spark.createDataFrame(h.publish_table()), spark.createDataFrame(h.delivery_table()), subs,
+                         chunk_rows=16)
+    plot = results.plot
+    # and what the verdict needs of the publishes beside the statistics: the poison published per subscription
+    poison = {s.name: sum(p["poison"] and p["status"] == "ok" and p["topic"] == s.topic for p in h.publishes) for s in subs}
+    assert results.poison_published == poison and poison["dl"] > 0
     assert {"delivered:expire", "delivered:crash", "delivered:late_ack", "delivered:nack"} <= set(plot["timeline"])
 
     topics = {}

@@ -98,6 +98,8 @@ class CheckResults:
     # what the report plots, from the same pass (driver-side, small): `judge.plot_aggregates`' timeline
     # and extent, and `latency` subscription -> `judge.latency_cdf`
     plot: dict | None = None
+    # subscription -> poison messages published with status ok on its topic (from the same pass)
+    poison_published: dict | None = None
 
 
 STATS_SCHEMA = T.StructType(
@@ -211,7 +213,7 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
-        "CAST(NULL AS BIGINT) AS att",
+        "CAST(CASE WHEN poison THEN 1 END AS BIGINT) AS att",
     )
     act = (
         f"CASE action WHEN 'ack' THEN {judge.ACT_ACK} WHEN 'late_ack' THEN {judge.ACT_LATE_ACK} "
@@ -382,6 +384,7 @@ def run_checks(
     stats = judge.summarise(judged.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
     plot = judge.plot_aggregates(judged.filter(is_plot))
     plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
+    poison_published = {name: stats[name].pop("poison_published") for name in names}
     found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
     # the names of the keys with findings and of the hottest keys: a read of the key columns (of
     # the publish log only, unless some of those keys were never published)
@@ -413,7 +416,8 @@ def run_checks(
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
-    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot)
+    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
+                        poison_published=poison_published)
 
 
 SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})

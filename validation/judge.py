@@ -52,7 +52,7 @@ DEFAULT_SKEW_US = 250_000
 #           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
-#   att     a delivery's (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond
+#   att     a publish's poison flag (1, else null); a delivery's (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond
 #           act (EXT_*: expire, crash; the report's timeline tells them apart); a dead-letter row's
 #           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
 #           from others at the same time)
@@ -111,6 +111,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
         ("key_published", pa.bool_()),  # the key has publish rows: its name is in the publish log
+        ("poison_published", pa.int64()),  # poison publishes with status ok
         # the report's timeline (`plot_aggregates`): a series' counts per bin of 2**bin_shift µs
         # (bins numbered from the epoch), the chunk's extent, crash window and expiry deadlines
         ("series", pa.string()),
@@ -325,6 +326,7 @@ class Chunk:
         # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
         delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
+        self.poison = (self.row_kind == PUBLISH) & (delivery_att == 1)
         attempt = (delivery_att >> 2).astype(np.float64) - 1
         att = np.where(self.row_kind == DELIVERY, np.where(attempt < 0, np.nan, attempt), att)
         # end: when a delivery stopped being outstanding
@@ -667,6 +669,7 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
         return np.bincount(ids, minlength=subscriptions)
 
     published = per_sub(sub[chunk.is_publish & chunk.ok])
+    poison = per_sub(sub[chunk.is_publish & chunk.ok & chunk.poison])
     delivered = per_sub(sub[chunk.is_delivery])
     distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
     acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
@@ -685,7 +688,8 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
     hot_end = np.searchsorted(key_sub[hot], np.arange(subscriptions), side="right")
     for s in np.flatnonzero(per_sub(sub)).tolist():
         _append_row(
-            out, subscription=names[s], published=int(published[s]), delivered=int(delivered[s]),
+            out, subscription=names[s], published=int(published[s]), poison_published=int(poison[s]),
+            delivered=int(delivered[s]),
             distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
             settled=int(settled[s]),
         )
@@ -744,7 +748,7 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
     counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
     as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
     ties -- unnamed."""
-    counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
+    counts = ("published", "poison_published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
     merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
     for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
         s = merged[row["subscription"]]

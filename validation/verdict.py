@@ -50,13 +50,11 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")
-    # per topic, in one read of three columns: messages published with status ok, and whether a poison one was
-    topics = (publishes.where(F.col("status") == "ok").groupBy("topic")
-              .agg(F.count(F.lit(1)).alias("count"), F.max(F.col("poison").cast("int")).alias("poison")).collect())
-    published_ok = {r["topic"]: r["count"] for r in topics}
-    findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
-    poison_topics = {r["topic"] for r in topics if r["poison"]}
+    # per probed topic, from the checks' pass: messages published with status ok, and whether a poison one was
+    published_ok = {sub.topic: stats[sub.name]["published"] for sub in probed}
+    poison_topics = {sub.topic for sub in probed if results.poison_published[sub.name]}
+    findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     unsettled = {name: s["published"] - s["settled"] for name, s in stats.items()}
     guarantees = {
         sub.name: guarantee_status(
