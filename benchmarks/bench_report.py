@@ -78,6 +78,9 @@ def main() -> int:
     else:
         evidence = args.evidence
     spark = spark_session(app_name="bench-report")
+    from bench_checks import PythonWorkerPeak
+
+    workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     for attempt in range(1, args.repeat):
         started = time.monotonic()
         reporting.render_html(reporting.judged(spark, evidence))
@@ -99,7 +102,7 @@ def main() -> int:
     source = f"--evidence {args.evidence}" if args.evidence else f"--rows {args.rows}"
     print(f"run {args.repeat} (the stages above): judge + build + render + write {written - started:.1f} s")
     print(f"command: .venv/bin/python benchmarks/bench_report.py {source} --repeat {args.repeat}")
-    print(peaks(spark, None))
+    print(peaks(spark, workers))
     print(load())
     return 0
 
