@@ -17,13 +17,15 @@ every time is printed):
   must do: read the columns the checks read, sort by (subscription, key, receive time), count
   deliveries per message id.
 Prints rows/s for both, the ratio, 10M/1M scaling and the driver's peak memory (JVM VmHWM; the
-driver's Python process separately).
+driver's Python process separately) and the load average before and after (a figure taken under
+load is not a result).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -197,6 +199,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per size and side; the best of each is compared")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    print("before: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
 
     from validation.session import spark_session
 
@@ -234,6 +237,7 @@ def main(argv=None) -> int:
     print(f"driver peak memory: JVM {jvm_peak_mib(spark):,.0f} MiB (driver and executor: local mode), "
           f"Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB; executor "
           f"{workers.stop()}; spark.local.dir: {spark.sparkContext.getConf().get('spark.local.dir', '/tmp')}")
+    print("after: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     spark.stop()
     return 0
 

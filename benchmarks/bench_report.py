@@ -8,6 +8,18 @@ Spark) and render (matplotlib + the jinja2 template), on generated evidence of a
 cold JVM, the others warm -- what the checks' rehearsal during the drain (validation.driver.Rehearsal)
 buys the main job.
 
+The whole prove path, from recorded evidence to report.html, beside the checks alone and the DuckDB
+floor, on the logs of `bench_checks.py` (made there, or here if missing):
+
+    .venv/bin/python benchmarks/bench_report.py --from-evidence --sizes 1000000,10000000 --repeat 3
+
+Per size, after one untimed run of each side (warm: JIT, page cache), `--repeat` times: the checks
+alone (`run_checks`, findings and statistics collected: what bench_checks.py times), the re-check
+as `verify --from-evidence` does it (validation.report.judged's steps: read the evidence and judge
+it; build the report and its plots' data; render and write report.html), and the floor. Prints every
+time, the best of each, the ratios (checks / floor, re-check / checks), the peaks of the driver and
+executor memory and the load average before and after.
+
 The evidence is a legal history (`validation.histories`: plain, ordered, exactly-once, dead-lettering
 subscriptions) tiled to size, plus one mutated copy so findings, their evidence rows and a sequence
 plot exist. Prints each stage's wall time and the size of report.html.
@@ -16,6 +28,7 @@ plot exist. Prints each stage's wall time and the size of report.html.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -25,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "policies"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 from validation import histories as H  # noqa: E402
@@ -43,7 +57,12 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="about this many delivery rows")
     parser.add_argument("--evidence", type=Path, default=None, help="a recorded evidence directory instead")
     parser.add_argument("--repeat", type=int, default=1, help="times the whole report is made (first: cold JVM)")
+    parser.add_argument("--from-evidence", action="store_true",
+                        help="the prove path from recorded evidence to report.html beside the checks and the floor")
+    parser.add_argument("--sizes", default="1000000,10000000", help="with --from-evidence: delivery rows per log")
     args = parser.parse_args()
+    if args.from_evidence:
+        return prove_path([int(n) for n in args.sizes.split(",")], args.repeat)
     from validation import report as reporting
     from validation.evidence import RunInfo
     from validation.session import spark_session
@@ -59,6 +78,9 @@ def main() -> int:
     else:
         evidence = args.evidence
     spark = spark_session(app_name="bench-report")
+    from bench_checks import PythonWorkerPeak
+
+    workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     for attempt in range(1, args.repeat):
         started = time.monotonic()
         reporting.render_html(reporting.judged(spark, evidence))
@@ -80,6 +102,77 @@ def main() -> int:
     source = f"--evidence {args.evidence}" if args.evidence else f"--rows {args.rows}"
     print(f"run {args.repeat} (the stages above): judge + build + render + write {written - started:.1f} s")
     print(f"command: .venv/bin/python benchmarks/bench_report.py {source} --repeat {args.repeat}")
+    print(peaks(spark, workers))
+    print(load())
+    return 0
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def peaks(spark, workers) -> str:
+    """The driver's and the executor's peak memory (local mode: the JVM is both; its Python workers apart)."""
+    import resource
+
+    from bench_checks import jvm_peak_mib
+
+    executor = f"; executor {workers.stop()}" if workers is not None else ""
+    return (f"peaks: JVM {jvm_peak_mib(spark):,.0f} MiB (driver and executor: local mode), driver Python "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB{executor}")
+
+
+def prove_path(sizes: list[int], repeat: int) -> int:
+    """Per size: checks alone, the re-check from evidence to report.html (by stage) and the DuckDB floor."""
+    from bench_checks import PythonWorkerPeak, build, floor, spark_checks
+
+    from validation import report as reporting
+    from validation.evidence import RunInfo
+    from validation.session import spark_session
+    from validation.verdict import judge_run
+
+    print(f"before: {load()}", flush=True)
+    out = ROOT / "benchmarks" / "out"
+    dirs = {rows: build(rows, out) for rows in sizes}
+    spark = spark_session("local[2]", app_name="bench-prove", shuffle_partitions=8)
+    workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    report_dir = Path(tempfile.mkdtemp(prefix="bench-prove-"))
+
+    def recheck(directory: Path) -> dict:
+        """validation.report.judged, then write: timed by stage."""
+        t = time.perf_counter()
+        info = RunInfo.read(directory)
+        publishes, deliveries = reporting.read_evidence(spark, directory)
+        verdict = judge_run(publishes, deliveries, info)
+        judged = time.perf_counter()
+        result = reporting.build(verdict, info, directory, publishes, deliveries)
+        built = time.perf_counter()
+        reporting.write(result, report_dir)
+        written = time.perf_counter()
+        return {"seconds": written - t, "judge": judged - t, "data": built - judged, "render": written - built,
+                "findings": len(verdict.findings)}
+
+    for rows in sizes:
+        directory = dirs[rows]
+        warm = spark_checks(spark, directory), recheck(directory), floor(directory)
+        print(f"{rows:>11,} rows  warm-up: checks {warm[0]['seconds']:.1f} s; re-check {warm[1]['seconds']:.1f} s; "
+              f"duckdb {warm[2]['seconds']:.1f} s", flush=True)
+        runs = [(spark_checks(spark, directory), recheck(directory), floor(directory)) for _ in range(repeat)]
+        best = [min((r[i] for r in runs), key=lambda x: x["seconds"]) for i in range(3)]
+        checks, prove, duck = best
+        n = duck["rows"]
+        for i, name in enumerate(("checks", "re-check", "duckdb")):
+            times = ", ".join(f"{r[i]['seconds']:.2f}" for r in runs)
+            print(f"{n:>11,} rows  {name:8s} runs: {times} s", flush=True)
+        print(f"{n:>11,} rows  re-check best {prove['seconds']:.2f} s = judge (read + checks + verdict) "
+              f"{prove['judge']:.2f} s · report data {prove['data']:.2f} s · render + write {prove['render']:.2f} s; "
+              f"{prove['findings']} findings", flush=True)
+        print(f"{n:>11,} rows  checks {checks['seconds']:.2f} s · duckdb floor {duck['seconds']:.2f} s · "
+              f"re-check {prove['seconds']:.2f} s   checks/floor {checks['seconds'] / duck['seconds']:.2f}x   "
+              f"re-check/checks {prove['seconds'] / checks['seconds']:.2f}x", flush=True)
+    print(peaks(spark, workers))
+    print(f"after: {load()}")
+    spark.stop()
     return 0
 
 

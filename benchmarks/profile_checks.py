@@ -18,6 +18,7 @@ Arrow writer costs about the same per column).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     if not (directory / "run.json").exists():
         print(f"{directory}: no log; make it with: .venv/bin/python benchmarks/bench_checks.py --sizes {args.rows}")
         return 2
+    print("before: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     spark = spark_session("local[2]", app_name="profile-checks")
     run = RunInfo.read(directory)
 
@@ -73,6 +75,7 @@ def main(argv=None) -> int:
     for columns in (["h"], ["h", "meta", "t"], list(judge.INPUT_COLUMNS)):
         timed(f"{len(columns)} column(s) ({', '.join(columns)})", cached.select(*columns).mapInArrow(_drain, "x long"))
     timed("scan of the cached frame", cached)
+    print("after: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     spark.stop()
     return 0
 

@@ -279,3 +279,76 @@ def test_report_first_screen_in_a_browser(dev_report, tmp_path):
                                    ROOT / "docs" if os.environ.get("PUBSUBGUARD_UPDATE_DOCS") == "1" else None]):
         Path(directory).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(directory) / shot.name)
+
+
+@pytest.mark.parametrize("timeline_bins", [300, 5])
+def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, timeline_bins):
+    """The report's timeline, extent, crash window, expiry deadlines and latency CDF (and the poison
+    publishes the verdict needs) come from the checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
+    evidence rows directly gives (few bins: every chunk's bins coarsened to the run's)."""
+    from validation import judge
+    from validation.checks import run_checks
+
+    monkeypatch.setattr(judge, "TIMELINE_BINS", timeline_bins)
+    subs = [PLAIN, ORDERED, DeclaredSubscription("eod", "t2", exactly_once=True, ack_deadline_s=60),
+            DeclaredSubscription("dl", "t3", max_delivery_attempts=5, dead_letter_topic="t-dlq")]
+    h = H.generate(subs, H.Workload(keys=4, messages_per_key=9, poison_rate=0.2, fault_rate=0.5), seed=3)
+    h, _ = H.mutate_lost(h, random.Random(2))
+    results = run_checks(spark.createDataFrame(h.publish_table()), spark.createDataFrame(h.delivery_table()), subs,
+                         chunk_rows=16)
+    plot = results.plot
+    # and what the verdict needs of the publishes beside the statistics: the poison published per subscription
+    poison = {s.name: sum(p["poison"] and p["status"] == "ok" and p["topic"] == s.topic for p in h.publishes) for s in subs}
+    assert results.poison_published == poison and poison["dl"] > 0
+    assert {"delivered:expire", "delivered:crash", "delivered:late_ack", "delivered:nack"} <= set(plot["timeline"])
+
+    topics = {}
+    for s in subs:
+        topics[s.topic] = topics.get(s.topic, 0) + 1
+    ok = [p for p in h.publishes if p["status"] == "ok"]
+    mine = [d for d in h.deliveries if d["probe_run"] == h.run_id]
+    deliveries = [d for d in mine if d["kind"] == "delivery"]
+    t0 = min(p["publish_time_us"] for p in ok)
+    t1 = max(max(d["receive_time_us"], d["ack_time_us"] or 0) for d in mine)
+    bin_us = plot["bin_us"]
+    assert plot["t0"] <= t0 < plot["t0"] + bin_us and bin_us & (bin_us - 1) == 0
+    assert plot["bins"] == (t1 - plot["t0"]) // bin_us + 1 <= max(timeline_bins, 1)
+    assert plot["bins"] * 2 >= timeline_bins or bin_us == 1 << judge.TIMELINE_MIN_SHIFT  # else a finer bin fits
+
+    def binned(times):
+        counts = {}
+        for t, n in times:
+            b = (t - plot["t0"]) // bin_us
+            counts[b] = counts.get(b, 0) + n
+        return counts
+
+    settled = {}
+    for d in mine:
+        if d["kind"] == "dead_letter" or (d["action"] in ("ack", "late_ack") and d["ack_result"] == "success"):
+            at = d["receive_time_us"] if d["kind"] == "dead_letter" else d["ack_time_us"]
+            m = (d["subscription"], d["key"], d["seq"])
+            settled[m] = min(settled.get(m, at), at)
+    expected = {"published": binned((p["publish_time_us"], topics[p["topic"]]) for p in ok),
+                "settled": binned((t, 1) for t in settled.values())}
+    for action in {d["action"] for d in deliveries}:
+        expected[f"delivered:{action}"] = binned((d["receive_time_us"], 1) for d in deliveries if d["action"] == action)
+    assert plot["timeline"] == expected
+    crash = [d["receive_time_us"] for d in deliveries if d["action"] == "crash"]
+    assert plot["crash"] == (min(crash), max(crash))
+    held = {}
+    for d in deliveries:
+        if d["action"] in ("expire", "late_ack"):
+            held[d["subscription"]] = max(held.get(d["subscription"], 0), d["ack_deadline_s"])
+    assert plot["expiry_deadline_s"] == held
+    assert plot["first_publish_us"] == min(p["publish_time_us"] for p in h.publishes)
+    # the latency CDF: every message published ok and delivered, once
+    first = {}
+    for d in deliveries:
+        m = (d["subscription"], d["key"], d["seq"])
+        first[m] = min(first.get(m, d["receive_time_us"]), d["receive_time_us"])
+    for s in subs:
+        published = {(p["key"], p["seq"]): p["publish_time_us"] for p in ok if p["topic"] == s.topic}
+        ms = sorted((t - published[(k, q)]) / 1000 for (name, k, q), t in first.items()
+                    if name == s.name and (k, q) in published)
+        assert plot["latency"][s.name] == {"ms": ms, "fraction": [(i + 1) / len(ms) for i in range(len(ms))],
+                                           "messages": len(ms)}

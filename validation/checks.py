@@ -63,8 +63,10 @@ Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one 
 numbers each (`judge.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
 key and sorted within partitions by (key, seq, foreign last, time); `judge.judge_partition` judges
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
-coordinates of their row, statistics and latency summaries, which come to the driver as Arrow
-(small: findings and a few rows per chunk) and are merged there (`judge.summarise`). Then, for the
+coordinates of their row, statistics and latency summaries, and what the report plots (timeline
+counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
+(small: findings and a few rows per chunk) and are merged there (`judge.summarise`,
+`judge.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 """
@@ -93,6 +95,11 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 class CheckResults:
     findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
     stats: DataFrame  # one row per subscription, see STATS_SCHEMA
+    # what the report plots, from the same pass (driver-side, small): `judge.plot_aggregates`' timeline
+    # and extent, and `latency` subscription -> `judge.latency_cdf`
+    plot: dict | None = None
+    # subscription -> poison messages published with status ok on its topic (from the same pass)
+    poison_published: dict | None = None
 
 
 STATS_SCHEMA = T.StructType(
@@ -206,7 +213,7 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
-        "CAST(NULL AS BIGINT) AS att",
+        "CAST(CASE WHEN poison THEN 1 END AS BIGINT) AS att",
     )
     act = (
         f"CASE action WHEN 'ack' THEN {judge.ACT_ACK} WHEN 'late_ack' THEN {judge.ACT_LATE_ACK} "
@@ -220,7 +227,8 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "receive_time_us AS t",
         "ack_time_us AS ack_t",
         f"CASE WHEN rk = {judge.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
-        "THEN dl_source_delivery_count ELSE delivery_attempt END AS att",
+        "THEN dl_source_delivery_count ELSE (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
+        f"WHEN 'expire' THEN {judge.EXT_EXPIRE} WHEN 'crash' THEN {judge.EXT_CRASH} ELSE {judge.EXT_NONE} END) END AS att",
     )
     return pubs.unionByName(dels)
 
@@ -372,7 +380,11 @@ def run_checks(
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
     judged = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
     is_finding = pc.is_valid(judged["kind"])
-    stats = judge.summarise(judged.filter(pc.invert(is_finding)), names)
+    is_plot = pc.is_valid(judged["series"])
+    stats = judge.summarise(judged.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+    plot = judge.plot_aggregates(judged.filter(is_plot))
+    plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
+    poison_published = {name: stats[name].pop("poison_published") for name in names}
     found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
     # the names of the keys with findings and of the hottest keys: a read of the key columns (of
     # the publish log only, unless some of those keys were never published)
@@ -404,7 +416,8 @@ def run_checks(
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
-    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA))
+    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
+                        poison_published=poison_published)
 
 
 SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})

@@ -35,6 +35,7 @@ from validation.evidence import FINDING_KINDS
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
 ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
+EXT_NONE, EXT_EXPIRE, EXT_CRASH = 0, 1, 2  # an ACT_OTHER delivery's action (packed in `att`)
 INF = float(2**62)  # "never settled"
 HOTTEST_KEYS = 5
 LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
@@ -51,8 +52,10 @@ DEFAULT_SKEW_US = 250_000
 #           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
-#   att     a delivery's delivery_attempt; a dead-letter row's forwarded delivery count; a foreign
-#           row's xxhash64(message_id) (to tell its finding's row from others at the same time)
+#   att     a publish's poison flag (1, else null); a delivery's (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond
+#           act (EXT_*: expire, crash; the report's timeline tells them apart); a dead-letter row's
+#           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
+#           from others at the same time)
 INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
 SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
 MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
@@ -108,6 +111,19 @@ OUTPUT_SCHEMA = pa.schema(
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
         ("key_published", pa.bool_()),  # the key has publish rows: its name is in the publish log
+        ("poison_published", pa.int64()),  # poison publishes with status ok
+        # the report's timeline (`plot_aggregates`): a series' counts per bin of 2**bin_shift µs
+        # (bins numbered from the epoch), the chunk's extent, crash window and expiry deadlines
+        ("series", pa.string()),
+        ("bin_shift", pa.int64()),
+        ("bins", pa.list_(pa.int64())),
+        ("bin_counts", pa.list_(pa.int64())),
+        ("first_publish_us", pa.int64()),
+        ("first_ok_publish_us", pa.int64()),
+        ("last_us", pa.int64()),
+        ("crash_first_us", pa.int64()),
+        ("crash_last_us", pa.int64()),
+        ("expiry_deadline_s", pa.int64()),
     ]
 )
 
@@ -300,11 +316,19 @@ class Chunk:
         self.row_kind = meta & 3
         deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
         deadline_s[deadline_s < 0] = np.nan
+        self.deadline_s = deadline_s
         self.seq = seq = _floats(_arr(table, "seq"))
-        self.t = t = _ints(table, "t").astype(np.float64)
+        self.t_us = _ints(table, "t")
+        self.t = t = self.t_us.astype(np.float64)
         self.ack_t = ack_t = _floats(_arr(table, "ack_t"))
         self.att_raw = _arr(table, "att")
         att = _floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
+        # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
+        delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
+        self.poison = (self.row_kind == PUBLISH) & (delivery_att == 1)
+        attempt = (delivery_att >> 2).astype(np.float64) - 1
+        att = np.where(self.row_kind == DELIVERY, np.where(attempt < 0, np.nan, attempt), att)
         # end: when a delivery stopped being outstanding
         self.deadline_end = t + deadline_s * 1e6
         acked_or_nacked = ((self.act == ACT_ACK) | (self.act == ACT_NACK)) & self.ok
@@ -592,6 +616,7 @@ def _judge_chunk(
             if len(found.rows):
                 _append_findings(out, found, chunk, config.names, row_id_base)
     _append_statistics(out, chunk, config.names, latencies)
+    _append_plot(out, chunk, config.names)
     return pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -644,6 +669,7 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
         return np.bincount(ids, minlength=subscriptions)
 
     published = per_sub(sub[chunk.is_publish & chunk.ok])
+    poison = per_sub(sub[chunk.is_publish & chunk.ok & chunk.poison])
     delivered = per_sub(sub[chunk.is_delivery])
     distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
     acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
@@ -662,7 +688,8 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
     hot_end = np.searchsorted(key_sub[hot], np.arange(subscriptions), side="right")
     for s in np.flatnonzero(per_sub(sub)).tolist():
         _append_row(
-            out, subscription=names[s], published=int(published[s]), delivered=int(delivered[s]),
+            out, subscription=names[s], published=int(published[s]), poison_published=int(poison[s]),
+            delivered=int(delivered[s]),
             distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
             settled=int(settled[s]),
         )
@@ -721,7 +748,7 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
     counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
     as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
     ties -- unnamed."""
-    counts = ("published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
+    counts = ("published", "poison_published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
     merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
     for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
         s = merged[row["subscription"]]
@@ -743,5 +770,130 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
             "redelivery_rate": (delivered - distinct) / delivered if delivered else None,
             **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
             "hottest": [(h, h2, d, p) for d, h, h2, p in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
+            "latency_cdf": latency_cdf(s["latency"]),
         }
     return stats
+
+
+# -- the report's timeline ----------------------------------------------------------------------
+# The report plots the run's throughput per bin; the pass counts it, so the report reads nothing
+# more. A chunk does not know the run's extent, so it counts per bin of 2**k µs numbered from the
+# epoch, k the least (from TIMELINE_MIN_SHIFT) that spans its rows in CHUNK_TIMELINE_BINS bins;
+# `plot_aggregates` coarsens every chunk's bins to the run's k (a power of two apart: exact).
+TIMELINE_SERIES = ("published", "settled", *(f"delivered:{a}" for a in ("ack", "nack", "expire", "late_ack", "crash", "none")))
+TIMELINE_MIN_SHIFT = 17  # the finest bin: 2**17 µs = 131 ms
+CHUNK_TIMELINE_BINS = 4096
+TIMELINE_BINS = 300  # the run's timeline has at most this many bins (at least half as many, or 131 ms ones)
+LATENCY_POINTS = 2_000  # per subscription on the latency CDF
+
+
+def _shift_for(lo: int, hi: int, most_bins: int) -> int:
+    """The least k >= TIMELINE_MIN_SHIFT with [lo, hi] in at most `most_bins` bins of 2**k µs."""
+    k = TIMELINE_MIN_SHIFT
+    while (hi >> k) - (lo >> k) + 1 > most_bins:
+        k += 1
+    return k
+
+
+# a delivery's timeline series by act * 3 + action_ext (TIMELINE_SERIES: 2 ack ... 7 none)
+_SERIES_OF_DELIVERY = np.array([
+    7, 4, 6,  # ACT_OTHER: none, expire, crash
+    2, 2, 2,  # ACT_ACK
+    5, 5, 5,  # ACT_LATE_ACK
+    3, 3, 3,  # ACT_NACK
+])
+
+
+def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> None:
+    """This chunk's timeline counts (one row per series), its extent and crash window (one row), and
+    per subscription the longest deadline an expired or late-acked delivery was held to."""
+    delivery, t = chunk.is_delivery, chunk.t_us
+    published = chunk.is_publish & chunk.ok
+    series = np.where(delivery, _SERIES_OF_DELIVERY[chunk.act * 3 + chunk.action_ext], 0)
+    counted = np.flatnonzero(delivery | published)
+    row_t, row_series = t[counted], series[counted]
+    settle = np.fmin(chunk.message_settled_by_ack, chunk.message_forwarded_us)
+    settle = settle[~np.isnan(settle)].astype(np.int64)
+    if len(row_t) or len(settle):
+        first = min(int(row_t.min()) if len(row_t) else 2**62, int(settle.min()) if len(settle) else 2**62)
+        last = max(int(row_t.max()) if len(row_t) else -(2**62), int(settle.max()) if len(settle) else -(2**62))
+        k = _shift_for(first, last, CHUNK_TIMELINE_BINS)
+        base, width = first >> k, (last >> k) - (first >> k) + 1
+        size = len(TIMELINE_SERIES) * width
+        counts = np.bincount(row_series * width + ((row_t >> k) - base), minlength=size)
+        counts += np.bincount(width + ((settle >> k) - base), minlength=size)  # series 1: settled
+        for code, per_bin in enumerate(counts.reshape(len(TIMELINE_SERIES), width)):
+            used = np.flatnonzero(per_bin)
+            if len(used):
+                _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=(used + base).tolist(),
+                            bin_counts=per_bin[used].tolist())
+    crash = t[delivery & (chunk.action_ext == EXT_CRASH)]
+    ends = np.fmax(chunk.t, chunk.ack_t)[delivery | chunk.is_dead_letter]
+    publish_t, published_t = t[chunk.is_publish], t[published]
+    _append_row(
+        out, series="extent",
+        first_publish_us=int(publish_t.min()) if len(publish_t) else None,
+        first_ok_publish_us=int(published_t.min()) if len(published_t) else None,
+        last_us=int(ends.max()) if len(ends) else None,
+        crash_first_us=int(crash.min()) if len(crash) else None,
+        crash_last_us=int(crash.max()) if len(crash) else None,
+    )
+    held = delivery & ((chunk.action_ext == EXT_EXPIRE) | (chunk.act == ACT_LATE_ACK)) & ~np.isnan(chunk.deadline_s)
+    if held.any():
+        longest = np.full(len(names), -1.0)
+        np.maximum.at(longest, chunk.sub[held], chunk.deadline_s[held])
+        for s in np.flatnonzero(longest >= 0).tolist():
+            _append_row(out, series="expiry", subscription=names[s], expiry_deadline_s=int(longest[s]))
+
+
+def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
+    """The pass's timeline rows merged: the run's extent (`first_publish_us`, `t0` the first
+    successful publish, `t1` the last receive or ack), the timeline in at most `timeline_bins` bins
+    of `bin_us` (a power of two µs) from `t0` (aligned down to a bin), `timeline` series -> {bin: count},
+    `expiry_deadline_s` per subscription and `crash` (first, last receive) or None."""
+    extent = rows.filter(pc.equal(rows["series"], "extent"))
+
+    def extreme(name, fold):
+        values = [v for v in extent[name].to_pylist() if v is not None]
+        return fold(values) if values else None
+
+    first_publish, t0, t1 = extreme("first_publish_us", min), extreme("first_ok_publish_us", min), extreme("last_us", max)
+    crash_first, crash_last = extreme("crash_first_us", min), extreme("crash_last_us", max)
+    expiry: dict[str, int] = {}
+    for row in rows.filter(pc.equal(rows["series"], "expiry")).select(["subscription", "expiry_deadline_s"]).to_pylist():
+        expiry[row["subscription"]] = max(expiry.get(row["subscription"], 0), row["expiry_deadline_s"])
+    result = {"first_publish_us": first_publish, "t0": t0, "t1": t1, "expiry_deadline_s": expiry,
+              "crash": None if crash_first is None else (crash_first, crash_last)}
+    if t0 is None or t1 is None:
+        return {**result, "timeline": None}
+    t1 = max(t1, t0 + 1)
+    timeline_bins = TIMELINE_BINS if timeline_bins is None else timeline_bins
+    counted = rows.filter(pc.is_in(rows["series"], pa.array(TIMELINE_SERIES)))
+    shifts = counted["bin_shift"].to_pylist()
+    k = max([_shift_for(t0, t1, timeline_bins), *shifts])
+    first_bin = t0 >> k
+    timeline: dict[str, dict[int, int]] = {}
+    for name, shift, bins, counts in zip(*(counted[c].to_pylist() for c in ("series", "bin_shift", "bins", "bin_counts"))):
+        merged = timeline.setdefault(name, {})
+        for b, n in zip(((np.asarray(bins, np.int64) >> (k - shift)) - first_bin).tolist(), counts):
+            merged[b] = merged.get(b, 0) + n
+    return {**result, "t0": first_bin << k, "bin_us": 1 << k, "bins": (t1 >> k) - first_bin + 1, "timeline": timeline}
+
+
+def latency_cdf(summaries: list[tuple[np.ndarray, np.ndarray]], points: int = LATENCY_POINTS) -> dict | None:
+    """The latency CDF of one subscription from its partitions' `latency_summary`s: at most `points`
+    (ms, fraction of messages at or below) steps, evenly spaced in rank, the largest value always
+    kept; `messages` the number of messages it stands for."""
+    if not summaries:
+        return None
+    v = np.concatenate([s[0] for s in summaries])
+    w = np.concatenate([s[1] for s in summaries])
+    if len(v) == 0:
+        return None
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(w[order])
+    total = int(cum[-1])
+    if len(v) > points:
+        keep = np.unique(np.append(np.searchsorted(cum, np.linspace(0, total, points), side="left"), len(v) - 1))
+        v, cum = v[keep], cum[keep]
+    return {"ms": v.tolist(), "fraction": (cum / total).tolist(), "messages": total}

@@ -23,6 +23,7 @@ class RunVerdict:
     observations: list[str]  # what the evidence shows about the target beyond the findings
     verdict: str  # holds | violated | inconclusive
     verdict_reason: str = ""  # why, in one sentence (which guarantees, which messages)
+    plot: dict | None = None  # what the report plots, from the checks' pass (checks.CheckResults.plot)
 
 
 def finding_record(row: dict) -> dict:
@@ -49,12 +50,11 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")
-    published_ok = {r["topic"]: r["count"] for r in publishes.where(F.col("status") == "ok").groupBy("topic").count().collect()}
-    findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
-    poison_topics = {
-        r["topic"] for r in publishes.where(F.col("poison") & (F.col("status") == "ok")).select("topic").distinct().collect()
-    }
+    # per probed topic, from the checks' pass: messages published with status ok, and whether a poison one was
+    published_ok = {sub.topic: stats[sub.name]["published"] for sub in probed}
+    poison_topics = {sub.topic for sub in probed if results.poison_published[sub.name]}
+    findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     unsettled = {name: s["published"] - s["settled"] for name, s in stats.items()}
     guarantees = {
         sub.name: guarantee_status(
@@ -77,7 +77,7 @@ def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
                 "retained backlog to a newly created subscription"
             )
     verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {})
-    return RunVerdict(findings, stats, guarantees, observations, verdict, reason)
+    return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
 
 
 def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict) -> tuple[str, str]:
