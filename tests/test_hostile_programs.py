@@ -222,6 +222,22 @@ def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tmp_path
         assert names == ["env-clean-home"]
 
 
+def test_a_repository_with_its_own_pubsubguard_package_cannot_stand_in_for_the_judge(tmp_path, listener):
+    """The check runs in the judged repository: a `pubsubguard/` folder there (a pull request can add one)
+    must not be what the check's own processes import."""
+    root = project(tmp_path, VIOLATION, listener)
+    fake = root / "pubsubguard" / "check"
+    fake.mkdir(parents=True)
+    (root / "pubsubguard" / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text(
+        "import sys\ndef judge_main(*args):\n    sys.exit(0)\n")  # a judge that answers nothing and exits 0
+    script = Path(sys.executable).parent / "pubsubguard"  # as users run it (`python -m` would put the cwd first)
+    done = subprocess.run([str(script), "check", "--format", "json"], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "CANARY_TOKEN": CANARY}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert mandatory(verdict(done)) == ["no-exactly-once-on-push"]
+
+
 def test_a_flood_is_cut_in_the_text_output(tmp_path, listener):
     root = project(tmp_path, "for _ in range(100000): print('spam ' * 20)\n" + CLEAN, listener)
     done = subprocess.run([sys.executable, "-m", "pubsubguard", "check"], cwd=root, capture_output=True, text=True,

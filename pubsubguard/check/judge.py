@@ -97,7 +97,8 @@ class JudgeProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", f"from pubsubguard.check import judge_main; judge_main({from_parent}, {to_parent})"],
                 pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-            )
+                cwd=package_parent,  # `-c` puts the cwd first on sys.path: never the judged repository, whose
+            )                        # own `pubsubguard/` folder would otherwise stand in for this package
         finally:
             os.close(from_parent)
             os.close(to_parent)
