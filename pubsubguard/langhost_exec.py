@@ -120,15 +120,6 @@ def _camel(name):
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _origin(value):
-    """(sources, via) recorded on an Output: read from its __dict__ (Output lifts attribute access)."""
-    attributes = getattr(type(value), "__dict__", {})
-    if "apply" not in attributes and "apply" not in dir(type(value)):
-        return None
-    found = getattr(value, "__dict__", {}).get("_pubsubguard_from")
-    return found if isinstance(found, tuple) else None
-
-
 def _trace_outputs(send):
     """Where each Output comes from: a resource's output property (`id`, `email`, ...), and the `apply` /
     `Output.all` it went through. Reported for every resource input that is an Output, in a debug line
@@ -137,6 +128,13 @@ def _trace_outputs(send):
     import pulumi
     import pulumi.resource as resource_module
     from pulumi import Output
+
+    def _origin(value):
+        """(sources, via) recorded on an Output (read from its __dict__: Output lifts attribute access)."""
+        if not isinstance(value, Output):  # cheap for the strings and numbers most inputs are
+            return None
+        found = value.__dict__.get("_pubsubguard_from")
+        return found if isinstance(found, tuple) else None
 
     def tag(output, sources, via):
         try:
