@@ -165,20 +165,26 @@ def _trace_outputs(send):
 
     Output.all = staticmethod(traced_all)
 
+    plain = (str, int, float, bool, type(None))
+
     def walk(value, path, found, depth=0):
+        """`path` is a tuple of keys and indexes, spelled only where an Output with an origin is found
+        (most inputs are plain values: spelling every path cost the plan at 1,000 topics)."""
+        if isinstance(value, plain):
+            return
         origin = _origin(value)
         if origin:
-            found[path] = {"from": [{"type": t, "name": n, "output": _camel(k)} for t, n, k in origin[0]],
-                           "via": list(origin[1])}
+            found[_spell(path)] = {"from": [{"type": t, "name": n, "output": _camel(k)} for t, n, k in origin[0]],
+                                   "via": list(origin[1])}
         elif depth < 8 and isinstance(value, dict):
             for key, item in value.items():
-                walk(item, "%s.%s" % (path, _camel(key)), found, depth + 1)
+                walk(item, path + (key,), found, depth + 1)
         elif depth < 8 and isinstance(value, (list, tuple)):
             for index, item in enumerate(value):
-                walk(item, "%s[%d]" % (path, index), found, depth + 1)
+                walk(item, path + (index,), found, depth + 1)
         elif depth < 8 and hasattr(type(value), "_pulumi_input_type") and hasattr(value, "__dict__"):
             for key, item in vars(value).items():
-                walk(item, "%s.%s" % (path, _camel(key)), found, depth + 1)
+                walk(item, path + (key,), found, depth + 1)
 
     register = resource_module.register_resource
     pending = []
@@ -196,7 +202,7 @@ def _trace_outputs(send):
             props = args[3] if len(args) > 3 else kwargs.get("props")
             found = {}
             for key, value in (props.items() if isinstance(props, dict) else ()):
-                walk(value, _camel(key), found)
+                walk(value, (key,), found)
             if found:
                 pending.append({"type": ty, "name": name, "inputs": found})
                 if len(pending) >= BATCH:
@@ -214,6 +220,14 @@ def _trace_outputs(send):
 
     resource_module.register_resource = traced_register
     return flush
+
+
+def _spell(path):
+    """('dead_letter_policy', 'dead_letter_topic') -> 'deadLetterPolicy.deadLetterTopic'; indexes as [i]."""
+    text = _camel(path[0])
+    for part in path[1:]:
+        text += "[%d]" % part if isinstance(part, int) else "." + _camel(part)
+    return text
 
 
 def pulumi_json_dumps(value):
