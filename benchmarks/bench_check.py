@@ -126,7 +126,7 @@ def mocks_seconds(root: Path) -> float:
     import json
     import subprocess
 
-    from pubsubguard import project as projects
+    from pubsubguard.core import project as projects
 
     project = projects.read_project(root)
     config = projects.read_stack_config(project, "bench")
@@ -144,7 +144,7 @@ def mocks_seconds(root: Path) -> float:
 
 
 def plan_only(sizes: list[int]) -> int:
-    from pubsubguard import plan as planning
+    from pubsubguard.core import plan as planning
 
     print(f"load average {os.getloadavg()[0]:.1f} at start")
     print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'cpu s':>7} {'cpu ms/res':>10} {'peak MiB':>8}")

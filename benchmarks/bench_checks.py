@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_checks.py                      # 1M and 10M rows
     .venv/bin/python benchmarks/bench_checks.py --sizes 1000000     # one size
 
-The logs are legal histories from `validation.histories` (four subscriptions: plain, ordered,
+The logs are legal histories from `histories` (four subscriptions: plain, ordered,
 exactly-once, dead-lettering), tiled to size under renamed keys, plus one mutated copy so the
 findings and their evidence join are exercised. They are written once as Parquet under
 `benchmarks/out/checks-<rows>/` (the probe's layout) and reused.
@@ -34,14 +34,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from validation import histories as H  # noqa: E402
-from validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
+import histories as H  # noqa: E402
+from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("bench-plain", "bench-plain-topic"),
@@ -100,7 +100,7 @@ def build(rows: int, out: Path) -> Path:
     for name, table in (("publishes", mp), ("deliveries", md)):
         pq.write_table(table, directory / name / "part-mutated.parquet")
     RunInfo(run_id="bench", target="generated", subscriptions=list(SUBSCRIPTIONS),
-            parameters={"generator": "validation.histories"}).write(directory)  # last: the log is complete
+            parameters={"generator": "histories"}).write(directory)  # last: the log is complete
     return directory
 
 
@@ -169,7 +169,7 @@ def jvm_peak_mib(spark) -> float:
 
 
 def spark_checks(spark, directory: Path) -> dict:
-    from validation.checks import run_checks
+    from pubsubguard.validation.checks import run_checks
 
     run = RunInfo.read(directory)
     t = time.perf_counter()
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     print("before: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
 
-    from validation.session import spark_session
+    from pubsubguard.validation.session import spark_session
 
     dirs = {}
     for rows in sizes:

@@ -5,7 +5,7 @@
 Starts its own emulator, declares one topic with one plain pull subscription (probe isolation on),
 then (1) a bare loop: a streaming pull is opened, then PublisherClient with ordering keys publishes N
 messages (each stamped before the call), the pull receives and acks all N; (2) the probe
-(`validation.job`, the default master, no faults) on the same workload. Probe rates come from its
+(`pubsubguard.validation.job`, the default master, no faults) on the same workload. Probe rates come from its
 evidence: published = rows / (first publish() call -> last publish result), delivered and recorded =
 rows / (first publish -> last receive); latency p50/p95/p99 (publish -> first receive) from its report.
 Prints both, the ratios and whether the goals are met (publish rate >= 0.7 of the bare loop's, latency
@@ -97,12 +97,11 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=20)
     parser.add_argument("--messages-per-key", type=int, default=100)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from pubsubguard.apply import apply_plan
-    from pubsubguard.emulator import Emulator
-    from pubsubguard.plan import make_plan
-    from validation import job
-    from validation.session import spark_session
+    from pubsubguard.core.apply import apply_plan
+    from pubsubguard.core.emulator import Emulator
+    from pubsubguard.core.plan import make_plan
+    from pubsubguard.validation import job
+    from pubsubguard.validation.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench-probe-"))
     emu = Emulator.start(project="pubsubguard-dev", state_dir=work / "emulator")

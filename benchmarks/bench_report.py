@@ -5,7 +5,7 @@ Spark) and render (matplotlib + the jinja2 template), on generated evidence of a
     .venv/bin/python benchmarks/bench_report.py --evidence out/dev/report/evidence --repeat 3   # a run's own
 
 `--repeat N` runs the whole report (judge, build, render) N times in one Spark session: the first in a
-cold JVM, the others warm -- what the checks' rehearsal during the drain (validation.driver.Rehearsal)
+cold JVM, the others warm -- what the checks' rehearsal during the drain (pubsubguard.validation.driver.Rehearsal)
 buys the main job.
 
 The whole prove path, from recorded evidence to report.html, beside the checks alone and the DuckDB
@@ -15,12 +15,12 @@ floor, on the logs of `bench_checks.py` (made there, or here if missing):
 
 Per size, after one untimed run of each side (warm: JIT, page cache), `--repeat` times: the checks
 alone (`run_checks`, findings and statistics collected: what bench_checks.py times), the re-check
-as `verify --from-evidence` does it (validation.report.judged's steps: read the evidence and judge
+as `verify --from-evidence` does it (pubsubguard.validation.document.of_evidence's steps: read the evidence and judge
 it; build the report and its plots' data; render and write report.html), and the floor. Prints every
 time, the best of each, the ratios (checks / floor, re-check / checks), the peaks of the driver and
 executor memory and the load average before and after.
 
-The evidence is a legal history (`validation.histories`: plain, ordered, exactly-once, dead-lettering
+The evidence is a legal history (`histories`: plain, ordered, exactly-once, dead-lettering
 subscriptions) tiled to size, plus one mutated copy so findings, their evidence rows and a sequence
 plot exist. Prints each stage's wall time and the size of report.html.
 """
@@ -36,13 +36,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "policies"))
+sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-from validation import histories as H  # noqa: E402
-from validation.evidence import DeclaredSubscription  # noqa: E402
+import histories as H  # noqa: E402
+from pubsubguard.validation.evidence import DeclaredSubscription  # noqa: E402
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("plain", "t"),
@@ -63,10 +62,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_evidence:
         return prove_path([int(n) for n in args.sizes.split(",")], args.repeat)
-    from validation import report as reporting
-    from validation.evidence import RunInfo
-    from validation.session import spark_session
-    from validation.verdict import judge_run
+    from pubsubguard.validation import document
+    from pubsubguard.validation import report as reporting
+    from pubsubguard.validation.evidence_store import read_evidence
+    from pubsubguard.validation.session import spark_session
+    from pubsubguard.validation.verdict import run_verdict
 
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
     if args.evidence is None:
@@ -83,16 +83,16 @@ def main() -> int:
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     for attempt in range(1, args.repeat):
         started = time.monotonic()
-        reporting.render_html(reporting.judged(spark, evidence))
+        reporting.render_html(document.of_evidence(spark, evidence))
         print(f"run {attempt} ({'cold JVM' if attempt == 1 else 'warm'}): judge + build + render "
               f"{time.monotonic() - started:.1f} s")
-    info = RunInfo.read(evidence)
-    publishes, deliveries = (f.cache() for f in reporting.read_evidence(spark, evidence))
+    info, publishes, deliveries = read_evidence(spark, evidence)
+    publishes, deliveries = publishes.cache(), deliveries.cache()
     print(f"evidence: {publishes.count()} publish rows, {deliveries.count()} delivery rows")
     started = time.monotonic()
-    verdict = judge_run(publishes, deliveries, info)
+    verdict = run_verdict(publishes, deliveries, info)
     judged = time.monotonic()
-    result = reporting.build(verdict, info, evidence, publishes, deliveries)
+    result = document.build(verdict, info, evidence, publishes, deliveries)
     built = time.monotonic()
     reporting.write(result, work / "report")
     written = time.monotonic()
@@ -126,10 +126,11 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     """Per size: checks alone, the re-check from evidence to report.html (by stage) and the DuckDB floor."""
     from bench_checks import PythonWorkerPeak, build, floor, spark_checks
 
-    from validation import report as reporting
-    from validation.evidence import RunInfo
-    from validation.session import spark_session
-    from validation.verdict import judge_run
+    from pubsubguard.validation import document
+    from pubsubguard.validation import report as reporting
+    from pubsubguard.validation.evidence_store import read_evidence
+    from pubsubguard.validation.session import spark_session
+    from pubsubguard.validation.verdict import run_verdict
 
     print(f"before: {load()}", flush=True)
     out = ROOT / "benchmarks" / "out"
@@ -139,13 +140,12 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     report_dir = Path(tempfile.mkdtemp(prefix="bench-prove-"))
 
     def recheck(directory: Path) -> dict:
-        """validation.report.judged, then write: timed by stage."""
+        """pubsubguard.validation.document.of_evidence, then write: timed by stage."""
         t = time.perf_counter()
-        info = RunInfo.read(directory)
-        publishes, deliveries = reporting.read_evidence(spark, directory)
-        verdict = judge_run(publishes, deliveries, info)
+        info, publishes, deliveries = read_evidence(spark, directory)
+        verdict = run_verdict(publishes, deliveries, info)
         judged = time.perf_counter()
-        result = reporting.build(verdict, info, directory, publishes, deliveries)
+        result = document.build(verdict, info, directory, publishes, deliveries)
         built = time.perf_counter()
         reporting.write(result, report_dir)
         written = time.perf_counter()

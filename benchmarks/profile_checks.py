@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from validation import checks, judge  # noqa: E402
-from validation.evidence import RunInfo  # noqa: E402
-from validation.session import spark_session  # noqa: E402
+from pubsubguard.validation import checks, kernel  # noqa: E402
+from pubsubguard.validation.evidence import RunInfo  # noqa: E402
+from pubsubguard.validation.session import spark_session  # noqa: E402
 
 
 def _drain(batches):
@@ -67,12 +67,12 @@ def main(argv=None) -> int:
         ordered = u.repartition("h").sortWithinPartitions(*map(F.expr, checks._ORDER))
         timed("+ shuffle/sort", ordered)
         timed("+ Arrow (drained)", ordered.mapInArrow(_drain, "x long"))
-        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, judge.DEFAULT_SKEW_US))
+        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, kernel.DEFAULT_SKEW_US))
         timed("evidence read (every column)", publishes.unionByName(deliveries, allowMissingColumns=True))
     cached = u.cache()
     cached.count()
     print("Arrow transfer from a cached frame:")
-    for columns in (["h"], ["h", "meta", "t"], list(judge.INPUT_COLUMNS)):
+    for columns in (["h"], ["h", "meta", "t"], list(kernel.INPUT_COLUMNS)):
         timed(f"{len(columns)} column(s) ({', '.join(columns)})", cached.select(*columns).mapInArrow(_drain, "x long"))
     timed("scan of the cached frame", cached)
     print("after: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))

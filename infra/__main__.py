@@ -2,8 +2,8 @@
 
 import pulumi
 
-from infra.components import Subscription, Topic, endpoint
-from infra.config import read_estate, service_agent
+from pubsubguard.infra.components import SubscriptionComponent, TopicComponent, endpoint
+from pubsubguard.infra.config import read_estate, service_agent
 
 estate = read_estate()
 agent = service_agent()
@@ -12,11 +12,11 @@ named_dead_letter_topics = {
 }
 
 topics = {
-    spec.name: Topic(spec, service_agent=agent, receives_dead_letters=spec.name in named_dead_letter_topics)
+    spec.name: TopicComponent(spec, service_agent=agent, receives_dead_letters=spec.name in named_dead_letter_topics)
     for spec in estate.topics
 }
 subscriptions = {
-    sub.name: Subscription(
+    sub.name: SubscriptionComponent(
         sub,
         topic=topics[topic.name],
         topics=topics,

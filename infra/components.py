@@ -1,4 +1,4 @@
-"""ComponentResources: one `Topic` per declared topic, one `Subscription` per declared subscription
+"""ComponentResources: one `TopicComponent` per declared topic, one `SubscriptionComponent` per declared subscription
 (parented to its topic's component) holding the subscription and its dead-letter plumbing."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from typing import Mapping
 
 import pulumi
 import pulumi_gcp as gcp
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
+from pubsubguard.core import probe_contract
 
-from infra import estate as model
+from pubsubguard.infra import estate as model
 
 MANAGED_BY = {"managed-by": "pubsubguard"}
 
@@ -25,7 +25,7 @@ def endpoint(region: str | None) -> str:
     return facts.locational_endpoint(region) if region else facts.GLOBAL_ENDPOINT
 
 
-class Topic(pulumi.ComponentResource):
+class TopicComponent(pulumi.ComponentResource):
     """A topic, plus the publisher grant for the Pub/Sub service agent when it receives dead letters."""
 
     topic: gcp.pubsub.Topic
@@ -33,7 +33,7 @@ class Topic(pulumi.ComponentResource):
 
     def __init__(
         self,
-        spec: model.Topic,
+        spec: model.TopicSpec,
         *,
         service_agent: pulumi.Input[str],
         receives_dead_letters: bool,
@@ -75,7 +75,7 @@ def dead_letter_publisher(name, topic: gcp.pubsub.Topic, service_agent, opts) ->
     )
 
 
-class Subscription(pulumi.ComponentResource):
+class SubscriptionComponent(pulumi.ComponentResource):
     """A subscription with its dead-letter topic (auto-created or named), drain and service-agent IAM."""
 
     subscription: gcp.pubsub.Subscription
@@ -84,10 +84,10 @@ class Subscription(pulumi.ComponentResource):
 
     def __init__(
         self,
-        spec: model.Subscription,
+        spec: model.SubscriptionSpec,
         *,
-        topic: Topic,
-        topics: Mapping[str, Topic],
+        topic: TopicComponent,
+        topics: Mapping[str, TopicComponent],
         service_agent: pulumi.Input[str],
         probe_isolation: bool,
         opts: pulumi.ResourceOptions | None = None,

@@ -6,14 +6,14 @@ import json
 
 import pulumi
 import pulumi_gcp as gcp
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra.estate import SECRET_MESSAGE, Estate, EstateError, is_secret, load_estate
+from pubsubguard.infra.estate import SECRET_MESSAGE, EstateSpec, EstateError, is_secret, load_spec
 
 NAMESPACE = "pubsubguard"
 
 
-def read_estate() -> Estate:
+def read_estate() -> EstateSpec:
     """The stack's estate, or a pulumi.RunError (no traceback) naming the stack file and field."""
     source = f"Pulumi.{pulumi.get_stack()}.yaml"
     config = pulumi.Config(NAMESPACE)
@@ -26,7 +26,7 @@ def read_estate() -> Estate:
     if is_secret(raw):
         raise pulumi.RunError(f"{source}: {NAMESPACE}:estate: {SECRET_MESSAGE}")
     try:
-        estate = load_estate(raw, source, prefix=f"{NAMESPACE}:estate")
+        estate = load_spec(raw, source, prefix=f"{NAMESPACE}:estate")
     except EstateError as err:
         raise pulumi.RunError(str(err)) from None
     if not estate.topics:

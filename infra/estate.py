@@ -34,7 +34,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
 # --- Durations ---------------------------------------------------------------------------------
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -155,7 +155,7 @@ class DeadLetter(_Strict):
     )
 
 
-class Subscription(_Strict):
+class SubscriptionSpec(_Strict):
     name: str
     delivery: Delivery = Field(default_factory=PullDelivery)
     ordering: bool = False
@@ -207,7 +207,7 @@ class Subscription(_Strict):
         return value
 
 
-class Topic(_Strict):
+class TopicSpec(_Strict):
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     message_retention: int | None = None
@@ -215,7 +215,7 @@ class Topic(_Strict):
     enforce_in_transit: bool = False
     kms_key: str | None = None
     publisher_region: str | None = None
-    subscriptions: list[Subscription] = Field(default_factory=list)
+    subscriptions: list[SubscriptionSpec] = Field(default_factory=list)
 
     _name = field_validator("name", mode="before")(staticmethod(_name))
     _labels = field_validator("labels", mode="before")(staticmethod(_labels))
@@ -240,12 +240,12 @@ class Topic(_Strict):
         return [_region(v) for v in value]
 
 
-class Estate(_Strict):
-    topics: list[Topic]
+class EstateSpec(_Strict):
+    topics: list[TopicSpec]
     probe_isolation: bool = False
 
     @model_validator(mode="after")
-    def _references(self) -> "Estate":
+    def _references(self) -> "EstateSpec":
         topic_names = [t.name for t in self.topics]
         seen: set[str] = set()
         for index, name in enumerate(topic_names):
@@ -336,7 +336,7 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 def _known_fields(loc: tuple) -> list[str]:
     """The field names allowed where `loc` (pydantic's raw location, delivery tags included) ends."""
-    model: type[BaseModel] | None = Estate
+    model: type[BaseModel] | None = EstateSpec
     for part in loc[:-1]:
         if part in _DELIVERIES:  # the delivery union's tag
             model = _DELIVERIES[part]
@@ -402,15 +402,15 @@ def secret_paths(data: Any, loc: tuple = ()) -> list[tuple]:
     return []
 
 
-def load_estate(data: Any, source: str, prefix: str = "pubsubguard:estate") -> Estate:
-    """Validate `data` (the parsed config value) into an Estate, or raise EstateError naming each field."""
+def load_spec(data: Any, source: str, prefix: str = "pubsubguard:estate") -> EstateSpec:
+    """Validate `data` (the parsed config value) into an EstateSpec, or raise EstateError naming each field."""
     if isinstance(data, str):
         raise EstateError(source, [(prefix, "expected a mapping with 'topics', got a string")])
     secrets = secret_paths(data)
     if secrets:
         raise EstateError(source, [(field_path(prefix, loc), SECRET_MESSAGE) for loc in secrets])
     try:
-        return Estate.model_validate(data)
+        return EstateSpec.model_validate(data)
     except _FieldError as err:
         raise EstateError(source, [(field_path(prefix, err.loc), err.message)]) from None
     except ValidationError as err:

@@ -4,7 +4,7 @@ returns the exit code.
 
 Exit codes: 0 ok / passed / holds, 1 rejected / violated, 2 usage, input or environment error,
 130 interrupted. Every error is one line on stderr, `pubsubguard COMMAND: what, where, the fix`:
-user errors (`pubsubguard.errors.UserError`) and bad options as they are; an OS error (a file that
+user errors (`pubsubguard.core.errors.UserError`) and bad options as they are; an OS error (a file that
 cannot be read or written) with the file; anything unexpected with its type and message and a
 pointer to `PUBSUBGUARD_DEBUG=1`, which re-raises it so the traceback is printed (a bug is never
 hidden, only kept off the user's terminal until asked for)."""
@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from pubsubguard.commands import options
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
 DEBUG_ENV = "PUBSUBGUARD_DEBUG"
@@ -48,7 +48,7 @@ def build_parser() -> options.Parser:
     )
     parser.add_argument("--version", action="version", version=f"pubsubguard {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from pubsubguard import extras
+    from pubsubguard.core import extras
 
     for name in COMMANDS:
         if name in extras.NEEDS_VERIFY and extras.verify_missing():
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
             if signal.getsignal(sig) is default:
                 signal.signal(sig, _interrupt)
-    from pubsubguard import extras
+    from pubsubguard.core import extras
 
     command = extras.command_of(sys.argv[1:] if argv is None else argv)
     if command in extras.NEEDS_VERIFY and extras.verify_missing():  # before its parser, which needs them
@@ -219,23 +219,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
               "for the traceback and report it)", file=sys.stderr)
         return 2
-
-
-def run_command(name: str, argv: list[str]) -> int:
-    """One command's function on its options, as a step of another command (`run`): the command's own
-    parser and `run(args)`, its user errors as one line and their exit code. The process-wide setup
-    (signals, logging, exit hooks) stays `main`'s, done once."""
-    parser = options.Parser(prog="pubsubguard", formatter_class=options.HelpFormatter)
-    importlib.import_module(f"pubsubguard.commands.{name}").register(parser.add_subparsers(dest="command"))
-    try:
-        args = parser.parse_args([name, *argv])
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else 2
-    try:
-        return int(args.run(args) or 0)
-    except UserError as err:
-        print(f"pubsubguard {name}: {err}", file=sys.stderr)
-        return err.exit_code
 
 
 def _interrupted_exit(prefix: str) -> int:

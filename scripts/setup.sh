@@ -75,8 +75,8 @@ if ! command -v chromium >/dev/null 2>&1; then  # the report's layout is tested 
       echo "setup: could not install chromium; the report's browser test will say it did not run" >&2
   fi
 fi
-if ! .venv/bin/python -m pubsubguard.emulator --locate >/dev/null; then
-  .venv/bin/python -m pubsubguard.emulator --locate || true
+if ! .venv/bin/python -m pubsubguard.core.emulator --locate >/dev/null; then
+  .venv/bin/python -m pubsubguard.core.emulator --locate || true
   exit 2
 fi
 ready

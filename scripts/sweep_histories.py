@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the model of legal histories (test code)
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import tests.test_histories as T  # noqa: E402
-from validation.session import spark_session  # noqa: E402
+import test_histories as T  # noqa: E402
+from pubsubguard.validation.session import spark_session  # noqa: E402
 
 
 def main() -> int:

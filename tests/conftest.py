@@ -28,7 +28,7 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def spark():
-    from validation.session import spark_session
+    from pubsubguard.validation.session import spark_session
 
     session = spark_session("local[2]", app_name="pubsubguard-tests", shuffle_partitions=4)
     yield session
@@ -38,7 +38,7 @@ def spark():
 @pytest.fixture(scope="session")
 def emulator(tmp_path_factory):
     """A real Pub/Sub emulator on a free loopback port; PUBSUB_EMULATOR_HOST points at it."""
-    from pubsubguard.emulator import Emulator
+    from pubsubguard.core.emulator import Emulator
 
     emu = Emulator.start(project="pubsubguard-dev", state_dir=tmp_path_factory.mktemp("emulator"))
     saved = os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -61,7 +61,7 @@ def gcs():
 
     from gcp_storage_emulator.server import create_server
 
-    from pubsubguard import storage
+    from pubsubguard.core import storage
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,13 +19,13 @@ import uuid
 import pytest
 from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard import apply as applying
-from pubsubguard import emulator as emulator_module
-from pubsubguard import readback
-from pubsubguard.errors import UserError
-from pubsubguard.plan import UNKNOWN, make_plan, resources_of
+from pubsubguard.core import apply as applying
+from pubsubguard.core import emulator as emulator_module
+from pubsubguard.core import readback
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.plan import UNKNOWN, make_plan, resources_of
 
 EMULATOR_SUBSCRIPTION_RETENTION_MAX_S = 7 * 24 * 3600  # observed: 604801s is "out of bounds"
 
@@ -37,11 +37,9 @@ def dev_plan() -> dict:
 
 def isolated(plan: dict, project: str | None = None) -> dict:
     """The plan with every reference to its GCP project moved to a fresh one."""
-    project = project or f"pubsubguard-t{uuid.uuid4().hex[:12]}"
-    text = json.dumps(plan).replace(f"projects/{plan['gcp_project']}/", f"projects/{project}/")
-    moved = json.loads(text)
-    moved["gcp_project"] = project
-    return moved
+    from pubsubguard.core.plan import retarget
+
+    return retarget(plan, project or f"pubsubguard-t{uuid.uuid4().hex[:12]}")
 
 
 def held_paths(project: str) -> tuple[set[str], set[str]]:
@@ -276,7 +274,7 @@ def test_cli_apply_without_a_running_emulator_is_a_clear_error(tmp_path):
     assert "no emulator" in done.stderr and "pubsubguard emulator start" in done.stderr
     assert "Traceback" not in done.stderr
 
-    from pubsubguard.emulator import free_port
+    from pubsubguard.core.emulator import free_port
 
     done = _cli("apply", "--emulator", env={"PUBSUB_EMULATOR_HOST": f"127.0.0.1:{free_port()}"})
     assert done.returncode == 2 and "no Pub/Sub emulator answers there" in done.stderr

@@ -1,22 +1,35 @@
-"""The layout tells the architecture: no import cycle between the project's modules, nor between its
-folders (`pubsubguard/commands` is a folder of its own: the CLI sits above the rooms it drives; the
-entry point `pubsubguard.cli` and `pubsubguard.__main__` belong to that layer), and the Pub/Sub facts are
-a leaf that imports nothing of the project."""
+"""The layout tells the architecture, measured from every import of the code (those inside functions
+too: a lazy import is still a dependency):
+
+- no import cycle between modules, nor between folders (packages and sub-packages), with no special
+  case: the command line (`pubsubguard/cli.py`, `pubsubguard/commands/`) on top, the three parts
+  (`infra/` declare, `policies/` judge with `pubsubguard/check/` running the pack, `validation/` prove)
+  beneath it, the shared core (`pubsubguard/core/`) at the bottom, importing none of them;
+- the Pub/Sub facts are a leaf that imports nothing of the project;
+- the one import name is `pubsubguard`: each folder is named as the build installs it (pyproject.toml).
+"""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"infra": ROOT / "infra", "validation": ROOT / "validation", "pubsubguard": ROOT / "pubsubguard",
-            "pubsub_rules": ROOT / "policies" / "pubsub_rules", "pubsub_facts": ROOT / "policies" / "pubsub_facts"}
+# The installed name of each folder, as pyproject.toml maps them (test_the_build_maps_the_folders_so).
+PACKAGES = {"pubsubguard": ROOT / "pubsubguard", "pubsubguard.infra": ROOT / "infra",
+            "pubsubguard.policies": ROOT / "policies", "pubsubguard.validation": ROOT / "validation"}
+# The pack's own interpreter runs it from its folder, where its two packages are top-level names.
+PACK_NAMES = {"pubsub_rules": "pubsubguard.policies.pubsub_rules", "pubsub_facts": "pubsubguard.policies.pubsub_facts"}
+SKIPPED = {ROOT / "policies" / "venv"}  # the pack's virtualenv, when made in the checkout
 
 
 def modules() -> dict[str, Path]:
     found = {}
     for package, folder in PACKAGES.items():
         for path in folder.rglob("*.py"):
+            if any(skipped in path.parents for skipped in SKIPPED):
+                continue
             parts = path.relative_to(folder).with_suffix("").parts
             name = ".".join((package,) + tuple(p for p in parts if p != "__init__"))
             found[name] = path
@@ -24,7 +37,7 @@ def modules() -> dict[str, Path]:
 
 
 def imports(path: Path, known: set[str]) -> set[str]:
-    """Project modules imported by the file (also inside functions: a lazy import is still a dependency)."""
+    """Project modules imported by the file."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
@@ -33,6 +46,9 @@ def imports(path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         for name in names:
+            head = name.split(".")[0]
+            if head in PACK_NAMES:
+                name = PACK_NAMES[head] + name[len(head):]
             while name and name not in known:
                 name = name.rpartition(".")[0]
             if name:
@@ -67,31 +83,52 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-ENTRY_POINTS = {"pubsubguard.cli", "pubsubguard.__main__"}
-
-
 def folder(module: str, known: dict[str, Path]) -> str:
-    if module in ENTRY_POINTS:
-        return "pubsubguard/commands"
     return known[module].parent.relative_to(ROOT).as_posix()
 
 
-def test_no_import_cycle_between_modules():
-    edges = graph()
-    # A package's __init__ importing its own modules is not a cycle of the architecture.
-    edges = {m: {t for t in targets if not (m.count(".") == 0 and t.startswith(m + "."))} for m, targets in edges.items()}
-    assert cycle(edges) is None
-
-
-def test_no_import_cycle_between_folders():
+def folder_graph() -> dict[str, set[str]]:
     known = modules()
     folders: dict[str, set[str]] = {}
     for module, targets in graph().items():
         source = folder(module, known)
         folders.setdefault(source, set()).update(folder(t, known) for t in targets if folder(t, known) != source)
+    return folders
+
+
+def test_no_import_cycle_between_modules():
+    assert cycle(graph()) is None
+
+
+def test_no_import_cycle_between_folders():
+    folders = folder_graph()
     assert cycle(folders) is None, folders
+
+
+def test_the_core_is_the_bottom():
+    """The core imports nothing of the command line nor of the three parts (the facts excepted: a leaf)."""
+    folders = folder_graph()
+    assert folders["pubsubguard/core"] <= {"policies/pubsub_facts", "policies"}, folders["pubsubguard/core"]
+    for part in ("infra", "validation", "pubsubguard/check"):
+        assert "pubsubguard/commands" not in folders.get(part, set()) and "pubsubguard" not in folders.get(part, set()), (part, folders[part])
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The guard can fail: a cycle planted in a copy of the graph is found."""
+    edges = {k: set(v) for k, v in graph().items()}
+    edges["pubsubguard.core.errors"].add("pubsubguard.cli")
+    assert cycle(edges) is not None
 
 
 def test_the_facts_are_a_leaf():
     edges = graph()
-    assert all(not targets for module, targets in edges.items() if module.startswith("pubsub_facts")), edges
+    facts = [m for m in edges if m.startswith("pubsubguard.policies.pubsub_facts")]
+    assert facts and all(not edges[m] for m in facts), {m: edges[m] for m in facts}
+
+
+def test_the_build_maps_the_folders_so():
+    """The names this test gives the folders are the ones the wheel installs: one import name."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {name: ROOT / folder for name, folder in config["package-dir"].items()}
+    assert mapped == PACKAGES
+    assert all(name == "pubsubguard" or name.startswith("pubsubguard.") for name in config["packages"])

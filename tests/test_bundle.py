@@ -7,25 +7,26 @@ import subprocess
 import sys
 import zipfile
 
-from pubsubguard import bundle
-
-PROJECT_PACKAGES = ("infra", "validation", "pubsubguard", "pubsub_facts", "pubsub_rules")
-
+from pubsubguard.validation import bundle
 
 def test_the_zip_ships_what_the_job_and_its_tasks_import(tmp_path):
-    code = ("import sys, validation.job, validation.probe, validation.checks, validation.judge, validation.report, "
-            "validation.verdict; print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))))")
-    imported = subprocess.run([sys.executable, "-c", code, *PROJECT_PACKAGES], capture_output=True, text=True,
-                              check=True).stdout.split()
+    code = ("import sys, pubsubguard.validation.job, pubsubguard.validation.probe, pubsubguard.validation.checks, "
+            "pubsubguard.validation.kernel, pubsubguard.validation.report, pubsubguard.validation.verdict; "
+            "mods = [m for m in sys.modules if m.split('.')[0] == 'pubsubguard']; "
+            "print(' '.join(sorted({m if hasattr(sys.modules[m], '__path__') else m.rpartition('.')[0] for m in mods})))")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(imported) == sorted(bundle.PACKAGES)
     bundle.write_zip(tmp_path / "a.zip")
     bundle.write_zip(tmp_path / "b.zip")
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()  # reproducible
     names = zipfile.ZipFile(tmp_path / "a.zip").namelist()
     for package, folder in bundle.package_folders().items():
-        expected = {f"{package}/{p.relative_to(folder).as_posix()}" for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
+        prefix = package.replace(".", "/")
+        expected = {f"{prefix}/{p.relative_to(folder).as_posix()}" for p in folder.glob("*.py")}
         assert expected <= set(names), package
-    assert not [n for n in names if n.startswith("pubsub_rules/")]
+    assert "pubsubguard/validation/templates/report.html.j2" in names or any(n.startswith("pubsubguard/validation/templates/") for n in names)
+    assert not [n for n in names if n.startswith(("pubsubguard/policies/pubsub_rules/", "pubsubguard/commands/",
+                                                   "pubsubguard/check/", "pubsubguard/infra/"))]
 
 
 def test_requirements_are_pinned_and_leave_out_pulumi_and_pyspark():

@@ -10,11 +10,17 @@ import pytest
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2 as pb
 
-import pubsub_facts as facts
-from pubsub_rules.catalog import BY_NAME, PACK_NAME
+from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard import check as checking
 from pubsubguard import cli
-from pubsubguard import plan as planning
+from pubsubguard.core import plan as planning
+
+import sys  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+# The pack's catalog, imported as the pack's own interpreter imports it (from its folder: `pubsub_rules`)
+sys.path.insert(0, str(_Path(__file__).resolve().parent.parent / "policies"))
+from pubsub_rules.catalog import BY_NAME, PACK_NAME  # noqa: E402
 
 SUBSCRIPTION_URN = "urn:pulumi:test::demo::gcp:pubsub/subscription:Subscription::worker"
 
@@ -172,9 +178,9 @@ def test_the_pack_process_is_terminated_on_error(tmp_path):
 
 def test_missing_pack_virtualenv_is_a_user_error(tmp_path):
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
-    from pubsubguard.errors import UserError
+    from pubsubguard.core.errors import UserError
 
-    # no virtualenv and no requirements.txt to make one from (pubsubguard.packenv)
+    # no virtualenv and no requirements.txt to make one from (pubsubguard.check.packenv)
     with pytest.raises(UserError, match="requirements.txt does not exist to make one from .in a checkout: run scripts/setup.sh"):
         checking.PackProcess(tmp_path)
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from validation.checks import guarantee_status, run_checks
-from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
+from pubsubguard.validation.checks import guarantee_status, run_checks
+from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
 
 import pyarrow as pa
 
@@ -199,7 +199,7 @@ def test_chunks_of_whole_keys_do_not_change_the_verdict(inputs):
 def test_subscriptions_by_case_or_by_join_give_the_same_verdict(inputs, monkeypatch):
     """Few subscriptions are found by a CASE over their names, many by a join: same findings and
     statistics, a topic with two declared subscriptions included (its twin saw no delivery)."""
-    from validation import checks
+    from pubsubguard.validation import checks
 
     subs, publishes, deliveries = inputs
     twin = DeclaredSubscription("lost-twin", "t-lost")
@@ -320,9 +320,9 @@ def test_guarantee_status():
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):
-    """The report's sentences come from a finding's fields alone (validation.report.describe)."""
-    from validation.report import clock, describe
-    from validation.verdict import finding_record
+    """The report's sentences come from a finding's fields alone (pubsubguard.validation.document.describe)."""
+    from pubsubguard.validation.document import clock, describe
+    from pubsubguard.validation.verdict import finding_record
 
     _, findings, _ = judged
     by_case = {f["subscription"]: finding_record({k: (v.asDict() if hasattr(v, "asDict") else v) for k, v in f.items()})

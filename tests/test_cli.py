@@ -206,7 +206,7 @@ def test_bad_options_are_one_line_before_any_work(argv, says, tmp_path):
                                     "spark://host-1.example:7077", "spark://a:7077,b:7077", "yarn",
                                     "k8s://https://api:443", "mesos://zk://zk:2181/mesos"])
 def test_spark_master_urls_are_accepted(master):
-    from pubsubguard.commands.verify import spark_master
+    from pubsubguard.validation.config import spark_master
 
     assert spark_master(master) == master
 
@@ -278,7 +278,7 @@ def test_plan_to_stdout_ends_cleanly():
 def test_push_endpoints_map_to_the_local_receiver(monkeypatch):
     from urllib.parse import urlsplit
 
-    from pubsubguard import emulator as emu
+    from pubsubguard.core import emulator as emu
 
     monkeypatch.delenv(emu.PUSH_RECEIVER_ENV, raising=False)
     declared = {"pushEndpoint": "https://orders.example.com/push?token=1", "attributes": {"x-goog-version": "v1"},
@@ -295,7 +295,7 @@ def test_push_endpoints_map_to_the_local_receiver(monkeypatch):
 def test_the_receiver_records_each_push_and_answers_204():
     import urllib.request
 
-    from pubsubguard.emulator import PushReceiver, local_push_endpoint
+    from pubsubguard.core.emulator import PushReceiver, local_push_endpoint
 
     receiver = PushReceiver().start()
     try:
@@ -309,7 +309,7 @@ def test_the_receiver_records_each_push_and_answers_204():
 
 
 def test_the_log_is_bounded(tmp_path):
-    from pubsubguard.emulator import BoundedLog
+    from pubsubguard.core.emulator import BoundedLog
 
     log = BoundedLog(tmp_path / "emulator.log", max_bytes=4096)
     for i in range(2000):
@@ -326,7 +326,7 @@ def test_the_emulator_pushes_to_its_sidecar_receiver_only(tmp_path):
     on loopback (logged in the bounded log); `stop()` ends the emulator and the sidecar."""
     from google.cloud import pubsub_v1
 
-    from pubsubguard import emulator as emu
+    from pubsubguard.core import emulator as emu
 
     started = emu.Emulator.start(project="pubsubguard-push", state_dir=tmp_path)
     saved = {k: os.environ.get(k) for k in (emu.HOST_ENV, emu.PUSH_RECEIVER_ENV)}
@@ -373,13 +373,11 @@ def test_a_value_the_engine_cannot_serialize_is_one_line(emulator, project):
 def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator, tmp_path):
     import uuid
 
-    from pubsubguard import readback
-    from pubsubguard.plan import make_plan
+    from pubsubguard.core import readback
+    from pubsubguard.core.plan import make_plan, retarget
 
-    plan = make_plan("dev", ROOT)
     project = f"pubsubguard-c{uuid.uuid4().hex[:12]}"
-    plan = json.loads(json.dumps(plan).replace(f"projects/{plan['gcp_project']}/", f"projects/{project}/"))
-    plan["gcp_project"] = project
+    plan = retarget(make_plan("dev", ROOT), project)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
     env = {"PUBSUB_EMULATOR_HOST": emulator.host, "COLUMNS": "400"}
@@ -503,7 +501,7 @@ def test_ctrl_c_while_the_probe_and_the_scenarios_run_deletes_what_both_created(
     resources on the target, it deletes the twins and the scenarios' throwaway topics and subscriptions."""
     from google.cloud import pubsub_v1
 
-    from validation.conformance import NAME_PREFIX
+    from pubsubguard.validation.conformance import NAME_PREFIX
 
     env = {"PUBSUB_EMULATOR_HOST": emulator.host}
     applied = subprocess.run([sys.executable, "-m", "pubsubguard", "apply", "--emulator", "-s", "dev"], cwd=ROOT,
@@ -532,7 +530,7 @@ def test_ctrl_c_while_the_probe_and_the_scenarios_run_deletes_what_both_created(
 
 def test_a_broken_installation_is_one_line():
     """A module the commands import is missing (an install older than the code): one line, exit 2."""
-    code = ("import sys; sys.modules['pubsubguard.apply'] = None; from pubsubguard.cli import main; "
+    code = ("import sys; sys.modules['pubsubguard.core.apply'] = None; from pubsubguard.cli import main; "
             "sys.exit(main(['plan', '--help']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in done.stderr

@@ -35,8 +35,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from validation import histories as H
-from validation.evidence import DeclaredSubscription
+import histories as H
+from pubsubguard.validation.evidence import DeclaredSubscription
 
 SPARK_HOME = Path(pyspark.__file__).parent
 NO_PYTHON = "/nonexistent/python"
@@ -226,7 +226,7 @@ def test_job_on_standalone_cluster_reports_like_local(spark, cluster, bundle, tm
     assert proc.returncode in (0, 1), proc.stderr[-4000:]
     _executors_from_the_bundle(ui, worker_ui, work, before, proc.stderr)
 
-    from validation import job
+    from pubsubguard.validation import job
 
     local_code = job.check_and_report(spark, evidence_dir, tmp_path / "local", terminal=False)
     assert proc.returncode == local_code == 1  # the injected out_of_order violates ordering
@@ -240,7 +240,7 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle
     """The whole job — twins, publisher and subscriber tasks on the cluster's executor, evidence, checks —
     submitted with spark-submit against the emulator; re-checking its evidence on local[2] gives the same
     verdicts and findings."""
-    from pubsubguard.apply import apply_plan
+    from pubsubguard.core.apply import apply_plan
     from test_verify_e2e import make_estate
 
     url, ui, worker_ui, work, env = cluster
@@ -264,7 +264,7 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle
     assert f"{topic}-plain" in probed and f"{topic}-push" in probed  # push: through the driver's receiver
     assert on_cluster["subscriptions"][f"{topic}-plain"]["figures"]["published"] == 15, on_cluster["subscriptions"][f"{topic}-plain"]
 
-    from validation import job
+    from pubsubguard.validation import job
 
     local_code = job.check_and_report(spark, report / "evidence", tmp_path / "local", terminal=False)
     local = _normalised(tmp_path / "local")
@@ -280,8 +280,8 @@ def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cl
     and the driver's TMPDIR, where its scratch directory goes, are hidden from it, as on another host): the
     tasks publish, deliver and announce themselves through the bucket alone, and the report in the bucket
     is what a local[2] re-check of the bucket's evidence finds."""
-    from pubsubguard import storage
-    from pubsubguard.apply import apply_plan
+    from pubsubguard.core import storage
+    from pubsubguard.core.apply import apply_plan
     from test_verify_e2e import make_estate
 
     url, ui, worker_ui, work, env, worker_pid = remote_cluster
@@ -314,7 +314,7 @@ def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cl
     assert plain["guarantees"]["completeness"] == "holds", plain
     assert not any("was not reading within" in o for o in on_cluster["observations"]), on_cluster["observations"]
 
-    from validation import job
+    from pubsubguard.validation import job
 
     local_code = job.main(["--from-evidence", remote, "--report", str(tmp_path / "local"), "--no-progress"], spark=spark)
     local = json.loads((tmp_path / "local" / "report.json").read_text())

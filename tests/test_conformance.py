@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from validation import conformance
+from pubsubguard.validation import conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "conformance.schema.json").read_text())
@@ -150,7 +150,7 @@ def test_docs_emulator_md_agrees_with_the_run(run):
     documented = conformance.documented_results(EMULATOR_DOC.read_text())
     assert documented == {s["id"]: s["result"] for s in doc["scenarios"]}, (
         "docs/emulator.md disagrees with this run; regenerate its conformance section with "
-        "`python -m validation.conformance --update-doc docs/emulator.md out/conform/conformance.json`")
+        "`python -m pubsubguard.validation.conformance --update-doc docs/emulator.md out/conform/conformance.json`")
 
 
 def test_sigterm_stops_the_scenarios_and_deletes_their_resources(emulator, tmp_path):
@@ -179,7 +179,7 @@ def conformance_project() -> str:
 
 
 def test_without_an_emulator_host_it_starts_and_stops_its_own(tmp_path):
-    from pubsubguard.emulator import answers
+    from pubsubguard.core.emulator import answers
 
     env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
     done = subprocess.run([sys.executable, "-m", "pubsubguard", "conform", "--target", "emulator", "--report",

@@ -1,19 +1,19 @@
-"""The declared model (`pubsubguard.declared`): the plan read once into typed topics and subscriptions,
+"""The declared model (`pubsubguard.core.declared`): the plan read once into typed topics and subscriptions,
 and what apply, readback, isolation and the checks take from it."""
 
 from __future__ import annotations
 
 import pytest
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
+from pubsubguard.core import probe_contract
 
-from pubsubguard import declared
-from pubsubguard.errors import UserError
-from pubsubguard.plan import UNKNOWN, make_plan, resources_of
-from validation.evidence import DeclaredSubscription
-from validation.isolation import plan_twins
-from validation.target import checked
+from pubsubguard.core import declared
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.plan import UNKNOWN, make_plan, resources_of
+from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.isolation import plan_twins
+from pubsubguard.validation.target import checked
 
 PROJECT = "pubsubguard-dev"
 

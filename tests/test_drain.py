@@ -1,4 +1,4 @@
-"""The drain's measure of progress (validation.progress.EvidenceTally): what is settled, and which
+"""The drain's measure of progress (pubsubguard.validation.progress.EvidenceTally): what is settled, and which
 unsettled messages are provably stuck -- nothing recorded for one ack deadline (+ the retry backoff
 after a nack) + a grace since their last event -- and which are still in play."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA
-from validation.progress import EvidenceTally
+from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA
+from pubsubguard.validation.progress import EvidenceTally
 
 S = 1_000_000
 T = 1_700_000_000 * S
@@ -67,8 +67,8 @@ def test_unsettled_outcomes_say_how_the_latest_delivery_ended(tmp_path):
 
 
 def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one():
-    from validation.driver import default_drain_timeout
-    from validation.isolation import TwinSpec
+    from pubsubguard.validation.driver import default_drain_timeout
+    from pubsubguard.validation.isolation import TwinSpec
 
     eod = TwinSpec("p/s1", "p/t", "s1", exactly_once=True, ack_deadline_s=60, retry_max_backoff_s=10)
     push = TwinSpec("p/s2", "p/t", "s2", ack_deadline_s=20, push_endpoint="http://127.0.0.1:1/push")

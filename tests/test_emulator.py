@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard import emulator as emu
-from pubsubguard.emulator import Emulator, EmulatorError, EmulatorMissing
+from pubsubguard.core import emulator as emu
+from pubsubguard.core.emulator import Emulator, EmulatorError, EmulatorMissing
 
 HINTS = ("google-cloud-cli-pubsub-emulator", "openjdk-17-jre-headless", "gcloud components install pubsub-emulator")
 
@@ -25,7 +25,7 @@ def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def test_locate_prints_the_launcher():
-    done = subprocess.run([sys.executable, "-m", "pubsubguard.emulator", "--locate"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pubsubguard.core.emulator", "--locate"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     launcher = Path(done.stdout.strip())
     assert launcher.name == emu.LAUNCHER and os.access(launcher, os.X_OK)
@@ -34,7 +34,7 @@ def test_locate_prints_the_launcher():
 def test_locate_with_an_empty_path_prints_the_install_hint():
     env = {k: v for k, v in os.environ.items() if k not in (emu.OVERRIDE_ENV, "JAVA_HOME")}
     env["PATH"] = ""
-    done = subprocess.run([sys.executable, "-m", "pubsubguard.emulator", "--locate"], capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "pubsubguard.core.emulator", "--locate"], capture_output=True, text=True, env=env)
     assert done.returncode == 2
     assert done.stdout == ""
     assert "not found" in done.stderr

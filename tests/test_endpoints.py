@@ -1,7 +1,7 @@
-"""Endpoints exercised (validation.endpoints) and the run's own access (validation.access).
+"""Endpoints exercised (pubsubguard.validation.endpoints) and the run's own access (pubsubguard.validation.access).
 
 The check on recorded traffic is tested on records; the listener on the real emulator; the whole
-path with `validation.job` on the dev stack (its topics and subscriptions declare us-east1): on the
+path with `pubsubguard.validation.job` on the dev stack (its topics and subscriptions declare us-east1): on the
 emulator target (the probe's own listeners), with the misroute fault, and through the `gcp` target's
 code path with every endpoint mapped to the emulator (only TLS and credentials are not exercised).
 """
@@ -13,13 +13,13 @@ import uuid
 
 import pytest
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.apply import apply_plan
-from pubsubguard.errors import UserError
-from pubsubguard.plan import make_plan
-from validation import endpoints, job
-from validation.evidence import DeclaredSubscription
+from pubsubguard.core.apply import apply_plan
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.plan import make_plan, retarget
+from pubsubguard.validation import endpoints, job
+from pubsubguard.validation.evidence import DeclaredSubscription
 
 EAST = facts.locational_endpoint("us-east1")
 WEST = facts.locational_endpoint("us-west1")
@@ -134,8 +134,7 @@ def dev_estate(tmp_path):
     """The dev stack's plan moved to a project of its own and applied to the emulator: (plan file, project)."""
     project = f"pubsubguard-e{uuid.uuid4().hex[:10]}"
     plan = make_plan("dev")
-    moved = json.loads(json.dumps(plan).replace(f"projects/{plan['gcp_project']}/", f"projects/{project}/"))
-    moved["gcp_project"] = project
+    moved = retarget(plan, project)
     apply_plan(moved)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(moved))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.estate import Estate, EstateError, PushDelivery, load_estate
+from pubsubguard.infra.estate import EstateSpec, EstateError, PushDelivery, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["pubsubguard:estate"]
@@ -16,8 +16,8 @@ PREFIX = "pubsubguard:estate"
 
 
 def test_dev_example_loads_with_the_shapes_the_issue_asks_for():
-    estate = load_estate(DEV, "Pulumi.dev.yaml")
-    assert isinstance(estate, Estate)
+    estate = load_spec(DEV, "Pulumi.dev.yaml")
+    assert isinstance(estate, EstateSpec)
     subs = {sub.name: (topic.name, sub) for topic, sub in estate.subscriptions()}
     assert subs["orders-ordered"][1].ordering and not subs["orders-ordered"][1].exactly_once
     assert subs["orders-exactly-once"][1].exactly_once and not subs["orders-exactly-once"][1].ordering
@@ -110,7 +110,7 @@ INVALID = [
 @pytest.mark.parametrize("data,path,fragment", INVALID, ids=[case[1] + ":" + case[2][:30] for case in INVALID])
 def test_invalid_input_names_the_stack_file_the_field_and_the_expectation(data, path, fragment):
     with pytest.raises(EstateError) as caught:
-        load_estate(data, "Pulumi.test.yaml")
+        load_spec(data, "Pulumi.test.yaml")
     message = str(caught.value)
     assert message.startswith("Pulumi.test.yaml: invalid estate")
     assert f"{PREFIX}.{path}: " in message, message
@@ -122,11 +122,11 @@ def test_invalid_input_names_the_stack_file_the_field_and_the_expectation(data, 
 def test_semantic_combinations_are_kept_as_written_for_the_policy_pack():
     # push + exactly-once is the pack's to reject; the model must not "fix" it
     data = _with(("topics", 0, "subscriptions", 3, "exactly_once"), True)
-    estate = load_estate(data, "Pulumi.test.yaml")
+    estate = load_spec(data, "Pulumi.test.yaml")
     push = next(sub for _, sub in estate.subscriptions() if sub.name == "orders-push")
     assert push.exactly_once and isinstance(push.delivery, PushDelivery)
 
 
 def test_a_string_instead_of_a_mapping_is_reported_at_the_estate_key():
     with pytest.raises(EstateError, match=r"pubsubguard:estate: expected a mapping with 'topics'"):
-        load_estate("topics", "Pulumi.test.yaml")
+        load_spec("topics", "Pulumi.test.yaml")

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from validation import histories as H
-from validation.checks import run_checks
-from validation.evidence import FINDING_KINDS, DeclaredSubscription
+import histories as H
+from pubsubguard.validation.checks import run_checks
+from pubsubguard.validation.evidence import FINDING_KINDS, DeclaredSubscription
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("plain", "t-plain"),

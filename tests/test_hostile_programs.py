@@ -177,7 +177,7 @@ for target in ({str(ROOT / 'policies' / 'pubsub_rules' / 'zz_hostile.py')!r}, {s
 """ + VIOLATION, (), 1, "", ["no-exactly-once-on-push"]),
     "monkeypatches-pubsubguard": ("""
 try:
-    import pubsubguard.check as c, pubsubguard.plan as p
+    import pubsubguard.check as c, pubsubguard.core.plan as p
     c.format_json = lambda result: '{"passed": true}\\n'
     c.CheckResult.exit_code = property(lambda self: 0)
     p.run_program = None

@@ -1,4 +1,4 @@
-"""The pack's virtualenv made on first use (pubsubguard.packenv): keyed by the requirements, built once
+"""The pack's virtualenv made on first use (pubsubguard.check.packenv): keyed by the requirements, built once
 when two checks start together, a pack that cannot be made is one line; the job summary from SARIF."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard import packenv, summary
+from pubsubguard.check import packenv, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 

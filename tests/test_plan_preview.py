@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard import cli
-from pubsubguard.engine import SECRET_SIG, SIG, InvokeResults
-from pubsubguard.plan import UNKNOWN, PlanError, make_plan
+from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults
+from pubsubguard.core.plan import UNKNOWN, PlanError, make_plan
 
 
 def program(tmp_path: Path, source: str, config: dict | None = None, project: dict | None = None,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
-from pubsubguard.plan import UNKNOWN, PlanError, dumps, make_plan
+from pubsubguard.core import probe_contract
+from pubsubguard.core.plan import UNKNOWN, PlanError, dumps, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = "serviceAccount:service-100000000001@gcp-sa-pubsub.iam.gserviceaccount.com"

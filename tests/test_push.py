@@ -1,4 +1,4 @@
-"""Push subscriptions probed (validation.push): on the emulator, push twins push to the probe's own
+"""Push subscriptions probed (pubsubguard.validation.push): on the emulator, push twins push to the probe's own
 loopback receiver, which answers per the fault plan; the rows are checked like pulled ones."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from pubsubguard.apply import apply_plan
+from pubsubguard.core.apply import apply_plan
 from test_verify_e2e import ONE_TOPIC_STACK, make_estate, twins_left, verify
 
 pytestmark = pytest.mark.emulator
@@ -95,9 +95,9 @@ def test_push_faults_dead_letter_as_declared_and_late_answers_violate_exactly_on
 
 
 def test_on_google_cloud_push_is_not_tested_without_a_receiver_url():
-    from pubsubguard.declared import estate
-    from pubsubguard.plan import make_plan
-    from validation.isolation import NO_PUSH_RECEIVER, not_probed, plan_twins
+    from pubsubguard.core.declared import estate
+    from pubsubguard.core.plan import make_plan
+    from pubsubguard.validation.isolation import NO_PUSH_RECEIVER, not_probed, plan_twins
 
     dev = estate(make_plan("dev")).declared_by_stack()
     push = dev.subscriptions["orders-push"]

@@ -17,10 +17,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from validation import histories as H
-from validation.conformance import EXPLAINS, SCENARIOS, explained_by
-from validation.evidence import DeclaredSubscription, RunInfo
-from validation.verdict import verdict_of
+import histories as H
+from pubsubguard.validation.conformance import EXPLAINS, SCENARIOS, explained_by
+from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo
+from pubsubguard.validation.verdict import verdict_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "report.schema.json").read_text())
@@ -45,7 +45,7 @@ def write_run(history: H.History, directory: Path, violated: set[str]) -> Path:
 
 
 def recheck(spark, evidence: Path, report: Path) -> tuple[int, dict, str]:
-    from validation import job
+    from pubsubguard.validation import job
 
     code = job.main(["--from-evidence", str(evidence), "--report", str(report), "--no-progress"], spark=spark)
     return code, json.loads((report / "report.json").read_text()), (report / "report.html").read_text()
@@ -82,7 +82,8 @@ def _finding(number: int, subscription: str, kind: str, form=None, severity="err
 def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
     """Pure data: groups hold every finding once; each violated or inconclusive guarantee gets its causes
     (explained or not, unsettled messages too); advisories are merged; statuses are not touched."""
-    from validation.report import _what_to_do, explanations, finding_groups
+    from pubsubguard.validation.document import explanations, finding_groups
+    from pubsubguard.validation.report import _what_to_do
 
     findings = [_finding(1, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
                 _finding(2, "a", "out_of_order", "regression", explained_by=["ordered-nack-redelivers-in-order"]),
@@ -286,10 +287,10 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
     """The report's timeline, extent, crash window, expiry deadlines and latency CDF (and the poison
     publishes the verdict needs) come from the checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
     evidence rows directly gives (few bins: every chunk's bins coarsened to the run's)."""
-    from validation import judge
-    from validation.checks import run_checks
+    from pubsubguard.validation import kernel
+    from pubsubguard.validation.checks import run_checks
 
-    monkeypatch.setattr(judge, "TIMELINE_BINS", timeline_bins)
+    monkeypatch.setattr(kernel, "TIMELINE_BINS", timeline_bins)
     subs = [PLAIN, ORDERED, DeclaredSubscription("eod", "t2", exactly_once=True, ack_deadline_s=60),
             DeclaredSubscription("dl", "t3", max_delivery_attempts=5, dead_letter_topic="t-dlq")]
     h = H.generate(subs, H.Workload(keys=4, messages_per_key=9, poison_rate=0.2, fault_rate=0.5), seed=3)
@@ -313,7 +314,7 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
     bin_us = plot["bin_us"]
     assert plot["t0"] <= t0 < plot["t0"] + bin_us and bin_us & (bin_us - 1) == 0
     assert plot["bins"] == (t1 - plot["t0"]) // bin_us + 1 <= max(timeline_bins, 1)
-    assert plot["bins"] * 2 >= timeline_bins or bin_us == 1 << judge.TIMELINE_MIN_SHIFT  # else a finer bin fits
+    assert plot["bins"] * 2 >= timeline_bins or bin_us == 1 << kernel.TIMELINE_MIN_SHIFT  # else a finer bin fits
 
     def binned(times):
         counts = {}

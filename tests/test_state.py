@@ -1,6 +1,6 @@
 """Any team's deployed stack (issue 25): a `pulumi stack export` read as the declared estate
-(`pubsubguard.state`), a team's plan rehearsed on the emulator as a deploy would resolve it
-(`pubsubguard.rehearsal`), bad input refused before anything exists, and the verification job judging
+(`pubsubguard.core.state`), a team's plan rehearsed on the emulator as a deploy would resolve it
+(`pubsubguard.core.rehearsal`), bad input refused before anything exists, and the verification job judging
 the guarantees under the deployed names, with drift since deploy."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard import cli, declared, rehearsal, state
-from pubsubguard.plan import UNKNOWN, make_plan
+from pubsubguard import cli
+from pubsubguard.core import declared, rehearsal, state
+from pubsubguard.core.plan import UNKNOWN, make_plan
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "team-orders"
 STATE = EXAMPLE / "state.json"
@@ -220,7 +221,7 @@ def test_on_google_cloud_a_plan_cannot_know_the_deployed_names(team_plan, tmp_pa
 
 
 def test_a_state_is_read_through_the_storage_layer(gcs):
-    from pubsubguard import storage
+    from pubsubguard.core import storage
 
     uri = "gs://pubsubguard-test/deployments/team-orders/state.json"
     storage.write_bytes(uri, STATE.read_bytes())
@@ -240,18 +241,18 @@ def test_a_reference_to_nothing_of_the_plan_stays_unknown(team_plan):
 
 @pytest.mark.emulator
 def test_plan_apply_verify_a_team_program_on_the_emulator(emulator, tmp_path, capsys):
-    from validation.drift import config_drift
-    from validation.target import load_estate
+    from pubsubguard.validation.drift import config_drift
+    from pubsubguard.validation.config import RunConfig
+    from pubsubguard.validation.target import declared_estate
 
     project = tmp_path / "team-orders"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".pubsubguard", "__pycache__", "venv"))
     (project / "venv").symlink_to(sys.prefix)  # the virtualenv its Pulumi.yaml names, as `pulumi install` makes it
     plan_file = tmp_path / "plan.json"
     assert cli.main(["plan", "--cwd", str(project), "--out", str(plan_file)]) == 0
-    args = type("Args", (), {"plan": plan_file, "stack": None, "root": project, "state": None, "project": None,
-                             "target": "emulator"})
+    args = RunConfig(plan=plan_file, root=project, target="emulator")
     with pytest.raises(declared.PlanValueError, match="orders, orders-dlq.*name chosen at deploy .autonamed.; rehearse it first"):
-        load_estate(args)  # nothing rehearsed yet: verify cannot know the names
+        declared_estate(args)  # nothing rehearsed yet: verify cannot know the names
 
     capsys.readouterr()
     assert cli.main(["apply", "--emulator", "--plan", str(plan_file), "--cwd", str(project)]) == 0
@@ -262,7 +263,7 @@ def test_plan_apply_verify_a_team_program_on_the_emulator(emulator, tmp_path, ca
     assert cli.main(["apply", "--emulator", "--plan", str(plan_file), "--cwd", str(project)]) == 0
     assert "apply: unchanged 5, not applied 2" in capsys.readouterr().out  # the same names: nothing new
 
-    everything, stack = load_estate(args)
+    everything, stack = declared_estate(args)
     assert set(stack.subscriptions) == {names["orders-ordered"], names["orders-exactly-once"]}
     assert everything.source["names_from"] == str(rehearsal.record_path(project, "dev"))
     assert config_drift(everything, stack) == []  # every deployed name exists as declared
@@ -276,7 +277,7 @@ def test_verify_a_deployed_state_under_its_deployed_names_with_drift_since_deplo
     from google.cloud import pubsub_v1
     from google.protobuf import field_mask_pb2
 
-    from validation.report import access_line
+    from pubsubguard.validation.report import access_line
 
     assert cli.main(["apply", "--emulator", "--state", str(STATE), "--cwd", str(tmp_path)]) == 0
     out = capsys.readouterr().out

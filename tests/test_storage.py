@@ -1,4 +1,4 @@
-"""Plans, run metadata, evidence parts and reports on Google Cloud Storage, through pubsubguard.storage,
+"""Plans, run metadata, evidence parts and reports on Google Cloud Storage, through pubsubguard.core.storage,
 against a real GCS JSON API server on loopback (`gcp-storage-emulator`, selected with
 STORAGE_EMULATOR_HOST as the Google Cloud clients do). The Python side only: Spark reads gs:// through
 the GCS connector, which this installation does not have, so the checks read a local staging copy and
@@ -15,11 +15,12 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pubsubguard import storage
-from pubsubguard.declared import plan_from
-from validation import evidence, histories as H, job
-from validation.evidence import DeclaredSubscription
-from validation.probe import PartWriter
+from pubsubguard.core import storage
+from pubsubguard.core.declared import plan_from
+import histories as H
+from pubsubguard.validation import evidence, job
+from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.probe import PartWriter
 
 BUCKET = "pubsubguard-test"  # the bucket the `gcs` fixture (conftest) creates
 SUBSCRIPTIONS = [
@@ -57,7 +58,7 @@ def test_unknown_scheme_is_one_line_exit_2(tmp_path):
 
 def test_plan_read_from_gcs(gcs, tmp_path):
     plan = {"format": "pubsubguard-plan/1", "stack": "dev", "resources": [], "outputs": {}}
-    from pubsubguard.plan import PLAN_FORMAT
+    from pubsubguard.core.plan import PLAN_FORMAT
 
     plan["format"] = PLAN_FORMAT
     storage.write_text(f"gs://{BUCKET}/plans/plan.json", json.dumps(plan))
@@ -126,7 +127,7 @@ def test_a_probe_run_writes_its_whole_report_tree_to_gcs(gcs, spark, emulator, t
     import glob
     import tempfile
 
-    from pubsubguard.apply import apply_plan
+    from pubsubguard.core.apply import apply_plan
     from tests.test_verify_e2e import make_estate
 
     plan_file, plan, topic = make_estate(tmp_path)

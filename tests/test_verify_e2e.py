@@ -1,4 +1,4 @@
-"""End to end: plan -> apply on the real emulator -> `validation.job` (real Spark, local[2]) -> report.
+"""End to end: plan -> apply on the real emulator -> `pubsubguard.validation.job` (real Spark, local[2]) -> report.
 
 Each test declares its own small estate (unique names) with short ack deadlines, so tests do not
 interfere and a run takes seconds. Assertions state what the emulator was observed to do.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard.apply import apply_plan
-from pubsubguard.plan import make_plan, project_root
-from validation import driver, job
+from pubsubguard.core.apply import apply_plan
+from pubsubguard.core.plan import make_plan, project_root
+from pubsubguard.validation import driver, job
 
 pytestmark = pytest.mark.emulator
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pubsubguard import cli
-from validation.faults import FaultSpecError, parse_faults
+from pubsubguard.validation.faults import FaultSpecError, parse_faults
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_cli_unreachable_target_exit_2(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_gcp_without_probe_isolation_refused(tmp_path, capsys, monkeypatch):
-    from pubsubguard.plan import make_plan
+    from pubsubguard.core.plan import make_plan
 
     monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
     plan = make_plan("dev")
@@ -84,7 +84,7 @@ def test_from_evidence_without_evidence(tmp_path, capsys):
 
 
 def test_expire_only_within_the_first_deadline():
-    from validation.faults import Faults, delivery_action
+    from pubsubguard.validation.faults import Faults, delivery_action
 
     faults = Faults(expire=1.0)
     assert delivery_action(faults, "run", "sub", "m1", "t:1") == "expire"
@@ -94,8 +94,8 @@ def test_expire_only_within_the_first_deadline():
 
 
 def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path):
-    from validation import evidence
-    from validation.report import print_summary
+    from pubsubguard.validation import evidence
+    from pubsubguard.validation.report import print_summary
 
     name = "orders-ordered-exactly-once-with-a-long-name"
     result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],

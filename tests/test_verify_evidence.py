@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard.apply import apply_plan
-from pubsubguard.plan import project_root
+from pubsubguard.core.apply import apply_plan
+from pubsubguard.core.plan import project_root
 from test_verify_e2e import make_estate, twins_left
 
 pytestmark = pytest.mark.emulator
@@ -56,7 +56,7 @@ def test_sigterm_keeps_evidence_and_leaves_no_twins(spark, emulator, tmp_path):
     # Spark's log lines went to the report directory, not the terminal
     assert (report / "spark.log").exists() and "log4j" not in output, output
 
-    from validation import job
+    from pubsubguard.validation import job
 
     code = job.main(["--from-evidence", str(report / "evidence"), "--report", str(tmp_path / "recheck"), "--no-progress"],
                     spark=spark)
@@ -75,7 +75,7 @@ def test_sigkill_evidence_rechecked_and_cleanup_removes_twins(spark, emulator, t
     process.communicate(timeout=60)
     assert twins_left(topic), "SIGKILL cannot clean up: twins are expected to remain until --cleanup"
 
-    from validation import job
+    from pubsubguard.validation import job
 
     code = job.main(["--from-evidence", str(report), "--no-progress"], spark=spark)
     result = json.loads((report / "report.json").read_text())

@@ -82,10 +82,15 @@ def user_env(cache: Path) -> dict:
 def test_the_wheel_holds_the_pack_and_the_report_template(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("pubsubguard/pack/PulumiPolicy.yaml", "pubsubguard/pack/__main__.py", "pubsubguard/pack/requirements.txt",
-                   "pubsubguard/pack/pubsub_rules/catalog.py", "pubsubguard/pack/pubsub_facts/__init__.py",
-                   "validation/templates/report.html.j2", "pubsubguard/cli.py", "validation/job.py"):
+    for needed in ("pubsubguard/policies/PulumiPolicy.yaml", "pubsubguard/policies/__main__.py",
+                   "pubsubguard/policies/requirements.txt", "pubsubguard/policies/pubsub_rules/catalog.py",
+                   "pubsubguard/policies/pubsub_facts/__init__.py", "pubsubguard/validation/templates/report.html.j2",
+                   "pubsubguard/cli.py", "pubsubguard/validation/job.py", "pubsubguard/infra/__main__.py",
+                   "pubsubguard/core/plan.py"):
         assert needed in names, needed
+    # one import name: nothing beside `pubsubguard` and its metadata (no `infra`, `validation`, ...)
+    top = {name.split("/")[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"pubsubguard"}, top
     assert not [name for name in names if "/venv/" in name or "__pycache__" in name]
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
                     "to a service account key file")

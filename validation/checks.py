@@ -60,13 +60,13 @@ receive order between tasks is trusted (the service does not deliver a key's nex
 the previous batch is settled, which takes longer than the skew).
 
 Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one narrow row of six
-numbers each (`judge.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
-key and sorted within partitions by (key, seq, foreign last, time); `judge.judge_partition` judges
+numbers each (`kernel.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
+key and sorted within partitions by (key, seq, foreign last, time); `kernel.check_partition` judges
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
 coordinates of their row, statistics and latency summaries, and what the report plots (timeline
 counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
-(small: findings and a few rows per chunk) and are merged there (`judge.summarise`,
-`judge.plot_aggregates`: `CheckResults.plot`). Then, for the
+(small: findings and a few rows per chunk) and are merged there (`kernel.summarise`,
+`kernel.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 """
@@ -83,8 +83,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from validation import evidence, judge
-from validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
+from pubsubguard.validation import evidence, kernel
+from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
@@ -95,8 +95,8 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 class CheckResults:
     findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
     stats: DataFrame  # one row per subscription, see STATS_SCHEMA
-    # what the report plots, from the same pass (driver-side, small): `judge.plot_aggregates`' timeline
-    # and extent, and `latency` subscription -> `judge.latency_cdf`
+    # what the report plots, from the same pass (driver-side, small): `kernel.plot_aggregates`' timeline
+    # and extent, and `latency` subscription -> `kernel.latency_cdf`
     plot: dict | None = None
     # subscription -> poison messages published with status ok on its topic (from the same pass)
     poison_published: dict | None = None
@@ -128,10 +128,10 @@ STATS_SCHEMA = T.StructType(
 
 
 _CORE_COLUMNS = (
-    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *judge.FINDING_FACTS,
+    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *kernel.FINDING_FACTS,
     "ev_seqs", "t", "key_published",
 )
-# judge's flat facts as the finding's records (evidence.FINDING_COLUMNS)
+# the kernel's flat facts as the finding's records (evidence.FINDING_COLUMNS)
 _FINDING_RECORDS = (
     "named_struct('previous', previous_seq, 'blocking', blocking_seq) AS seqs",
     "named_struct('seen', attempts, 'max', max_attempts) AS attempts",
@@ -182,42 +182,42 @@ def _declared(
 _H, _H2 = "xxhash64(sub_id, key)", "hash(sub_id, key)"
 _KEY_HASHES = (f"{_H} AS h", f"{_H2} AS h2")
 
-# a delivery log row's kind: judge.FOREIGN, DEAD_LETTER or DELIVERY
+# a delivery log row's kind: kernel.FOREIGN, DEAD_LETTER or DELIVERY
 _ROW_KIND = (
     "CAST(CASE WHEN probe_run IS NULL OR probe_run != run_id OR key IS NULL OR seq IS NULL "
-    f"THEN {judge.FOREIGN} WHEN kind = 'dead_letter' THEN {judge.DEAD_LETTER} ELSE {judge.DELIVERY} END AS TINYINT)"
+    f"THEN {kernel.FOREIGN} WHEN kind = 'dead_letter' THEN {kernel.DEAD_LETTER} ELSE {kernel.DELIVERY} END AS TINYINT)"
 )
 
 
 def _meta(rk: str, ok: str, act: str, deadline_s: str | None) -> str:
-    """judge's packed `meta` column (see judge.INPUT_COLUMNS), as SQL over the given expressions."""
+    """the kernel's packed `meta` column (see kernel.INPUT_COLUMNS), as SQL over the given expressions."""
     low = f"CAST(sub_id AS BIGINT) * 32 + CAST(COALESCE({ok}, false) AS BIGINT) * 16 + ({act}) * 4 + {rk}"
     if deadline_s is not None:
-        top = judge.MAX_DEADLINE_S
+        top = kernel.MAX_DEADLINE_S
         checked = (
             f"CASE WHEN {deadline_s} < 0 OR {deadline_s} > {top} THEN raise_error(concat("
             f"'deliveries: ack_deadline_s must be within 0..{top}, got ', CAST({deadline_s} AS STRING))) "
             f"ELSE {deadline_s} END"
         )
-        low += f" + COALESCE(CAST({checked} AS BIGINT) + 1, 0) * {1 << judge.DEADLINE_SHIFT}"
+        low += f" + COALESCE(CAST({checked} AS BIGINT) + 1, 0) * {1 << kernel.DEADLINE_SHIFT}"
     return f"CAST({_H2} AS BIGINT) * {1 << 32} + {low}"
 
 
 def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]) -> DataFrame:
     """One narrow row per publish (per subscription of its topic), delivery and dead-letter: the
-    numbers `judge.INPUT_COLUMNS` describes."""
+    numbers `kernel.INPUT_COLUMNS` describes."""
     publishes, deliveries = _declared(publishes, deliveries, subscriptions)
     pubs = publishes.selectExpr(
         _KEY_HASHES[0],
-        _meta(str(judge.PUBLISH), "status = 'ok'", str(judge.ACT_OTHER), None) + " AS meta",
+        _meta(str(kernel.PUBLISH), "status = 'ok'", str(kernel.ACT_OTHER), None) + " AS meta",
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
         "CAST(CASE WHEN poison THEN 1 END AS BIGINT) AS att",
     )
     act = (
-        f"CASE action WHEN 'ack' THEN {judge.ACT_ACK} WHEN 'late_ack' THEN {judge.ACT_LATE_ACK} "
-        f"WHEN 'nack' THEN {judge.ACT_NACK} ELSE {judge.ACT_OTHER} END"
+        f"CASE action WHEN 'ack' THEN {kernel.ACT_ACK} WHEN 'late_ack' THEN {kernel.ACT_LATE_ACK} "
+        f"WHEN 'nack' THEN {kernel.ACT_NACK} ELSE {kernel.ACT_OTHER} END"
     )
     ok = "ack_result = 'success' AND ack_time_us IS NOT NULL"
     dels = deliveries.withColumn("rk", F.expr(_ROW_KIND)).selectExpr(
@@ -226,9 +226,9 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "receive_time_us AS t",
         "ack_time_us AS ack_t",
-        f"CASE WHEN rk = {judge.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
+        f"CASE WHEN rk = {kernel.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
         "THEN dl_source_delivery_count ELSE (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
-        f"WHEN 'expire' THEN {judge.EXT_EXPIRE} WHEN 'crash' THEN {judge.EXT_CRASH} ELSE {judge.EXT_NONE} END) END AS att",
+        f"WHEN 'expire' THEN {kernel.EXT_EXPIRE} WHEN 'crash' THEN {kernel.EXT_CRASH} ELSE {kernel.EXT_NONE} END) END AS att",
     )
     return pubs.unionByName(dels)
 
@@ -236,31 +236,31 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
 # -- the pass ---------------------------------------------------------------------------------
 # the order within a partition: a message's own rows first, by time; the hash leads so most
 # comparisons end on its prefix (`meta & 3` is the row kind: `%` keeps the sign of a negative meta)
-_ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {judge.FOREIGN}", "t", "meta & 3")
+_ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {kernel.FOREIGN}", "t", "meta & 3")
 
 
 def _one_pass(
-    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = judge.CHUNK_ROWS
+    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = kernel.CHUNK_ROWS
 ) -> DataFrame:
     """Findings (one group each, by row id) and one statistics group per subscription."""
-    if len(subscriptions) > judge.MAX_SUBSCRIPTIONS:
-        raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {judge.MAX_SUBSCRIPTIONS} per run")
-    config = judge.SubscriptionConfig(
+    if len(subscriptions) > kernel.MAX_SUBSCRIPTIONS:
+        raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {kernel.MAX_SUBSCRIPTIONS} per run")
+    config = kernel.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
         ordered=tuple(bool(s.ordering) for s in subscriptions),
         exactly_once=tuple(bool(s.exactly_once) for s in subscriptions),
         max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
     )
 
-    def judge_each(batches):
+    def check_each(batches):
         from pyspark import TaskContext
 
-        from validation import judge as j  # the executor's import
+        from pubsubguard.validation import kernel as k  # the executor's import
 
-        yield from j.judge_partition(batches, config, skew_us, TaskContext.get().partitionId(), chunk_rows)
+        yield from k.check_partition(batches, config, skew_us, TaskContext.get().partitionId(), chunk_rows)
 
     sorted_rows = u.repartition("h").sortWithinPartitions(*map(F.expr, _ORDER))
-    return sorted_rows.mapInArrow(judge_each, from_arrow_schema(judge.OUTPUT_SCHEMA))
+    return sorted_rows.mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -326,7 +326,7 @@ def _evidence_rows(
             )
         )
 
-    pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({judge.PUBLISH} AS TINYINT)", "publish_time_us")
+    pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({kernel.PUBLISH} AS TINYINT)", "publish_time_us")
     dels = of_wanted(deliveries, "delivery", del_columns, _ROW_KIND, "receive_time_us")
     return pubs.unionByName(dels)
 
@@ -363,8 +363,8 @@ def run_checks(
     deliveries: DataFrame,
     subscriptions: list[DeclaredSubscription],
     *,
-    skew_us: int = judge.DEFAULT_SKEW_US,
-    chunk_rows: int = judge.CHUNK_ROWS,
+    skew_us: int = kernel.DEFAULT_SKEW_US,
+    chunk_rows: int = kernel.CHUNK_ROWS,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.
 
@@ -378,14 +378,14 @@ def run_checks(
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
-    judged = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
-    is_finding = pc.is_valid(judged["kind"])
-    is_plot = pc.is_valid(judged["series"])
-    stats = judge.summarise(judged.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
-    plot = judge.plot_aggregates(judged.filter(is_plot))
+    passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
+    is_finding = pc.is_valid(passed["kind"])
+    is_plot = pc.is_valid(passed["series"])
+    stats = kernel.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+    plot = kernel.plot_aggregates(passed.filter(is_plot))
     plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
     poison_published = {name: stats[name].pop("poison_published") for name in names}
-    found = judged.filter(is_finding).select(list(_CORE_COLUMNS))
+    found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
     # the names of the keys with findings and of the hottest keys: a read of the key columns (of
     # the publish log only, unless some of those keys were never published)
     coordinates = list(zip(*(found[n].to_pylist() for n in ("subscription", "h", "h2"))))
@@ -434,7 +434,7 @@ def guarantee_status(
     messages were neither acked with success nor dead-lettered by the end of the drain: what became
     of them is unknown (a later redelivery could still break it).
     `endpoints_observed`: the traffic of the endpoints the subscription's guarantees rest on was seen
-    (validation.endpoints.pinning_tested); pinning is judged from the traffic seen, so unsettled
+    (pubsubguard.validation.endpoints.pinning_tested); pinning is judged from the traffic seen, so unsettled
     messages leave it as it is.
     """
     declared = {

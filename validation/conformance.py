@@ -1,6 +1,6 @@
 """Directed conformance scenarios: which documented Pub/Sub behaviour does a target keep?
 
-The random probe (`validation.job`) says what a target did under a keyed workload; these scenarios say
+The random probe (`pubsubguard.validation.job`) says what a target did under a keyed workload; these scenarios say
 which *documented* behaviour it lacks. Each is short and scripted, runs on its own throwaway topics and
 subscriptions (`pubsubguard-conform-<run id>-<scenario>-<part>`, deleted afterwards, also when the run is
 interrupted), never on a declared estate, and ends in one of `RESULTS` with its evidence: every request,
@@ -17,13 +17,13 @@ where the ack ids must be under exact control, streaming pull with `ack_with_res
 client's exactly-once result is the question. `run_scenarios` runs them concurrently in a thread pool;
 `pubsubguard conform` (pubsubguard/commands/conform.py) is the command around it.
 
-`python -m validation.conformance --update-doc docs/emulator.md out/conform/conformance.json` rewrites
+`python -m pubsubguard.validation.conformance --update-doc docs/emulator.md out/conform/conformance.json` rewrites
 the generated conformance section of docs/emulator.md from a run's results.
 
-The module's parts: `validation.conformance_harness` (the registry, `Session`, `Probe`, the outcomes),
-`validation.conformance_scenarios` (the scenarios), `validation.conformance_docs` (the docs rewriter);
+The module's parts: `pubsubguard.validation.conformance_harness` (the registry, `ScenarioRun`, `Probe`, the outcomes),
+`pubsubguard.validation.conformance_scenarios` (the scenarios), `pubsubguard.validation.conformance_docs` (the docs rewriter);
 this module runs them (`run_scenarios`, `conform`), links findings to them (`EXPLAINS`, `explained_by`)
-and re-exports the parts' names, so callers import `validation.conformance` alone.
+and re-exports the parts' names, so callers import `pubsubguard.validation.conformance` alone.
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ from pathlib import Path
 from typing import Callable
 
 
-from validation.evidence import severity_of_result
-from validation.conformance_harness import (  # noqa: F401 - re-exported
-    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, NAME_PREFIX, Outcome, PULL_TIMEOUT_S, Probe, RESULTS, SCENARIOS, Scenario, Session, UNSUPPORTED, VIOLATED, _ack_status, _delivery, _describe_fields, _duration_s, _error, _one_line, _request_fields, _seq, new_run_id, scenario,
+from pubsubguard.validation.evidence import severity_of_result
+from pubsubguard.validation.conformance_harness import (  # noqa: F401 - re-exported
+    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, NAME_PREFIX, Outcome, PULL_TIMEOUT_S, Probe, RESULTS, SCENARIOS, Scenario, ScenarioRun, UNSUPPORTED, VIOLATED, _ack_status, _delivery, _describe_fields, _duration_s, _error, _one_line, _request_fields, _seq, new_run_id, scenario,
 )
-from validation.conformance_scenarios import (  # noqa: F401 - re-exported
+from pubsubguard.validation.conformance_scenarios import (  # noqa: F401 - re-exported
     EOD_SOURCE, ORDER_SOURCE, RETENTIONS_S, _ack_verdict, _create_rejects, _dead_letter_after_max_attempts, _drain_queue, _eod_subscription, _first_delivery, _grant_service_agent, _ordered_redelivery, create_rejects_ack_deadline_out_of_range, create_rejects_attempts_out_of_range, create_rejects_push_with_exactly_once, create_rejects_self_dead_letter, dead_letter_after_max_attempts, dead_letter_ordered_after_max_attempts, eod_no_redelivery_after_ack, eod_stale_ack_rejected, eod_superseded_ack_rejected, filter_enforced, ordered_expiry_redelivers_in_order, ordered_nack_redelivers_in_order, ordered_publish_failure_pauses_key, ordering_immutable, retention_as_declared,
 )
-from validation.conformance_docs import (  # noqa: F401 - re-exported
+from pubsubguard.validation.conformance_docs import (  # noqa: F401 - re-exported
     DOC_BEGIN, DOC_END, documented_results, markdown_table, update_doc,
 )
 
 
 # ------------------------------------------------------------------------------------- attribution
-# Which verification findings (validation.checks: kind, and form -- for config_drift the setting) a
+# Which verification findings (pubsubguard.validation.checks: kind, and form -- for config_drift the setting) a
 # scenario's documented behaviour governs: when that scenario is `violated` on the same target in the
 # same run, the target lacking that behaviour explains the finding. The one place findings are linked
 # to scenarios; `explained_by` applies it to measured results only, never to a scenario that held or
@@ -99,7 +99,7 @@ def explained_by(finding: dict, results: dict[str, str], ordered: bool = False) 
 
 
 # ----------------------------------------------------------------------------------------- running
-def run_one(session: Session, spec: Scenario) -> dict:
+def run_one(session: ScenarioRun, spec: Scenario) -> dict:
     probe = Probe(session, spec.id)
     try:
         result, detail = spec.run(probe)
@@ -113,10 +113,10 @@ def run_one(session: Session, spec: Scenario) -> dict:
             "severity": severity_of_result(result), "detail": detail, "duration_s": probe.now(), "evidence": probe.evidence}
 
 
-def run_scenarios(session: Session, scenarios: list[Scenario] | None = None,
+def run_scenarios(session: ScenarioRun, scenarios: list[Scenario] | None = None,
                   on_done: Callable[[dict], None] | None = None) -> list[dict]:
     """Run the scenarios concurrently; on Ctrl-C/SIGTERM stop them, wait for their threads, re-raise.
-    Cleanup is the caller's (`Session.cleanup`), in a `finally`."""
+    Cleanup is the caller's (`ScenarioRun.cleanup`), in a `finally`."""
     scenarios = list(SCENARIOS if scenarios is None else scenarios)
     results: dict[str, dict] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, len(scenarios)), thread_name_prefix="conform")
@@ -144,12 +144,12 @@ def conform(target: str, project: str, *, project_number: str | None = None, end
             stop: threading.Event | None = None) -> dict:
     """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
     interrupted, or when `stop` is set from another thread) and return the results document (conformance.json)."""
-    from validation.probe import log_abandoned_ack_retries
+    from pubsubguard.validation.probe import log_abandoned_ack_retries
 
     log_abandoned_ack_retries()
     run_id = run_id or new_run_id()
     started, began = utc_now(), time.monotonic()
-    session = Session(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None,
+    session = ScenarioRun(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None,
                       stop=stop)
     try:
         results = run_scenarios(session, scenarios, on_done=on_done)
@@ -178,7 +178,7 @@ def utc_now() -> datetime:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m validation.conformance",
+    parser = argparse.ArgumentParser(prog="python -m pubsubguard.validation.conformance",
                                      description="Rewrite a document's generated conformance section from a run.")
     parser.add_argument("--update-doc", type=Path, required=True, help="the document (docs/emulator.md)")
     parser.add_argument("results", type=Path, help="conformance.json of a `pubsubguard conform` run")

@@ -1,6 +1,6 @@
 """The conformance scenarios' client harness: the scenario registry (`scenario`, `SCENARIOS`), a
-run's `Session` (clients, throwaway resources, cleanup) and `Probe` (every request, response and error,
-timed), and the outcome vocabulary (`RESULTS`). See `validation.conformance`."""
+run's `ScenarioRun` (clients, throwaway resources, cleanup) and `Probe` (every request, response and error,
+timed), and the outcome vocabulary (`RESULTS`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
 
 
@@ -98,7 +98,7 @@ def new_run_id() -> str:
 
 
 # ------------------------------------------------------------------------------------------ session
-class Session:
+class ScenarioRun:
     """What the scenarios share: the target, its clients, the throwaway resources and the stop flag."""
 
     def __init__(self, target: str, project: str, run_id: str, project_number: str | None = None,
@@ -220,7 +220,7 @@ def _delivery(received) -> dict:
 class Probe:
     """One scenario's view of the target: every call goes through `call`, which records the evidence."""
 
-    def __init__(self, session: Session, scenario_id: str):
+    def __init__(self, session: ScenarioRun, scenario_id: str):
         self.session = session
         self.scenario_id = scenario_id
         self.evidence: list[dict] = []
@@ -394,7 +394,7 @@ def _one_line(err: Exception) -> str:
 
 
 def _ack_status(err: Exception | None) -> str:
-    from validation.probe import _unary_ack_result
+    from pubsubguard.validation.probe import _unary_ack_result
 
     return _unary_ack_result(err)
 

@@ -1,13 +1,13 @@
 """The fifteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
-`validation.conformance_harness.scenario`). See `validation.conformance`."""
+`pubsubguard.validation.conformance_harness.scenario`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
 
 import time
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, _ack_status, _duration_s, _error, _one_line, _request_fields, _seq, scenario
+from pubsubguard.validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, _ack_status, _duration_s, _error, _one_line, _request_fields, _seq, scenario
 
 
 # ------------------------------------------------------------------------------------ exactly-once
@@ -84,7 +84,7 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
 
     from google.cloud import pubsub_v1
 
-    from validation.probe import _ack_result
+    from pubsubguard.validation.probe import _ack_result
 
     topic, subscription = _eod_subscription(probe)
     deliveries: queue.Queue = queue.Queue()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from pubsubguard.declared import Estate, short_name
+from pubsubguard.core.declared import Estate, short_name
 
 CONFIG_DRIFT = "config_drift"
 # Settings whose drift breaks a declared guarantee (error); any other drift is advisory.
@@ -23,7 +23,7 @@ GUARANTEE_OF_SETTING = {
 def config_drift(everything: Estate, estate: Estate, publisher=None, subscriber=None) -> list[dict]:
     """Every difference between the declared estate (`everything`: plumbing included) and what the
     target holds, as `config_drift` findings on the subscriptions of `estate` (as the stack declares it)."""
-    from pubsubguard import readback
+    from pubsubguard.core import readback
 
     declared = everything.settings()
     actual = readback.actual(declared, publisher, subscriber)

@@ -1,6 +1,6 @@
 """The probe driver: from a resolved target to recorded evidence.
 
-`probe(args, spark)` checks the target's config (each difference a `config_drift` finding), runs the
+`probe(config, spark)` checks the target's config (each difference a `config_drift` finding), runs the
 filter canary, creates the probe twins (isolation), runs the publisher job (partitioned by ordering
 key) and the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a
 crashed task is replaced) through `ProbeDriver`, drains until every published message is settled
@@ -16,35 +16,29 @@ import os
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
+from pubsubguard.core import probe_contract
 
-from pubsubguard import storage
-from pubsubguard.errors import UserError
-from validation import access, endpoints, evidence
-from pubsubguard.declared import PUSH, short_name
-from pubsubguard.state import caveats
-from validation.drift import config_drift, missing_subscriptions
-from validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
-from validation.faults import Faults, parse_faults, poison_set
-from validation.isolation import Twins, not_probed, plan_twins
-from validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
-from validation.progress import EvidenceTally, progress_bars
-from validation.session import spark_session
-from validation.signals import interruptible
-from validation.target import checked, load_estate, resolve_target
+from pubsubguard.core import storage
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation import access, endpoints, evidence
+from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
+from pubsubguard.core.declared import PUSH, short_name
+from pubsubguard.core.state import caveats
+from pubsubguard.validation.drift import config_drift, missing_subscriptions
+from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
+from pubsubguard.validation.faults import Faults, parse_faults, poison_set
+from pubsubguard.validation.isolation import Twins, not_probed, plan_twins
+from pubsubguard.validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
+from pubsubguard.validation.progress import EvidenceTally, progress_bars
+from pubsubguard.validation.session import spark_session
+from pubsubguard.validation.signals import interruptible
+from pubsubguard.validation.target import checked, declared_estate, resolve_target
 
-EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
-# Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
-# subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared
-# deadline (60 s on exactly-once subscriptions). `--fault-deadline declared` keeps the subscription's.
-DEFAULT_FAULT_DEADLINE_S = float(facts.ACK_DEADLINE_MIN_S)
-# Added to the default drain timeout (default_drain_timeout): dead-lettering's repeated attempts after
-# their backoffs, scheduling, an evidence flush.
-DRAIN_SLACK_S = 30.0
 # The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
 STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
@@ -62,7 +56,7 @@ def _positive(name: str, value: float) -> None:
 
 def held_deadline_s(twin, fault_deadline_s: float | None) -> float:
     """How long a delivery the faults hold stays out: the fault deadline (set by ModifyAckDeadline, see
-    `validation.probe`), never more than the twin's own; a push twin's own (a push has no ack id to modify)."""
+    `pubsubguard.validation.probe`), never more than the twin's own; a push twin's own (a push has no ack id to modify)."""
     if twin.push_endpoint or not fault_deadline_s:
         return twin.ack_deadline_s
     return min(twin.ack_deadline_s, fault_deadline_s)
@@ -84,9 +78,9 @@ def longest_hold_s(twin_specs, fault_deadline_s: float | None) -> float:
                default=facts.ACK_DEADLINE_DEFAULT_S)
 
 
-def report_dir(args, stack: str) -> Path:
-    """--report (a local directory here: validation.job stages a URI), else out/<stack>/report."""
-    return (args.report or Path("out") / stack / "report").resolve()
+def report_dir(config: RunConfig, stack: str) -> Path:
+    """--report (a local directory here: pubsubguard.validation.job stages a URI), else out/<stack>/report."""
+    return (config.report or Path("out") / stack / "report").resolve()
 
 
 def fresh_evidence_dir(report: Path, at: str | None = None) -> Path | str:
@@ -104,64 +98,85 @@ def fresh_evidence_dir(report: Path, at: str | None = None) -> Path | str:
     return directory
 
 
-def probe(args, spark=None, evidence_at: str | None = None):
-    """Probe the target of `args`: (Spark session, evidence directory, report directory). The evidence
+@dataclass(frozen=True)
+class ProbeSetup:
+    """What `probe` resolved before anything is created on the target: the run's configuration (its drain
+    timeout decided), the declared estate (all of it, and as the stack declares it), the target, the
+    subscriptions probed and their twins, the endpoint map and the run's identity."""
+
+    config: RunConfig
+    everything: object  # pubsubguard.core.declared.Estate
+    estate: object
+    emulator_host: str | None
+    run_id: str
+    report: Path
+    probed: tuple[str, ...]
+    twin_specs: tuple
+    faults: Faults
+    mapping: dict
+    run_identity: str
+    push_url: str | None
+
+
+def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
+    """Probe the target `config` names: (Spark session, evidence directory, report directory). The evidence
     is written under `<report>/evidence`, or at `evidence_at` (an object store URI every Spark task can
-    reach: validation.job for a `--report` URI)."""
-    faults = parse_faults(args.faults)
+    reach: pubsubguard.validation.job for a `--report` URI)."""
+    faults = parse_faults(config.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
-        if getattr(args, name) is not None:
-            _positive(f"--{name.replace('_', '-')}", getattr(args, name))
-    everything, estate = load_estate(args)
-    emulator_host = resolve_target(args, estate)
+        if getattr(config, name) is not None:
+            _positive(f"--{name.replace('_', '-')}", getattr(config, name))
+    everything, estate = declared_estate(config)
+    emulator_host = resolve_target(config, estate)
     run_id = uuid.uuid4().hex
-    report = report_dir(args, estate.stack)
-    receiver, push_url = push_receiver(args)
-    probed = [name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None]
+    report = report_dir(config, estate.stack)
+    receiver, push_url = push_receiver(config)
+    probed = tuple(name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None)
     if not probed:
         raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
-    twin_specs = plan_twins(estate, run_id, push_url)
-    if args.drain_timeout is None:
-        args.drain_timeout = default_drain_timeout(twin_specs, args.fault_deadline)
-    observations: list[str] = list(caveats(everything.source))  # what the declared side leaves open
-    mapping = endpoints.parse_endpoint_map(getattr(args, "endpoint", None))
+    twin_specs = tuple(plan_twins(estate, run_id, push_url))
+    if config.drain_timeout is None:
+        config = config.but(drain_timeout=default_drain_timeout(twin_specs, config.fault_deadline))
+    mapping = endpoints.parse_endpoint_map(config.endpoint)
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
-    if args.target == "gcp" and not all_loopback:
+    if config.target == "gcp" and not all_loopback:
         access.check_credentials()
-    run_identity = access.identity(args.target, all_loopback)
+    setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
+                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
+                       mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url)
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
-    session = spark or spark_session(args.master, log_dir=report)
+    session = spark or spark_session(config.master, log_dir=report)
     listeners = endpoints.Listeners(upstreams).start()
     if receiver is not None:
         receiver.start()
     try:
-        return _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-                      observations, mapping, listeners, run_identity, (receiver, push_url), evidence_at)
+        observations: list[str] = list(caveats(everything.source))  # what the declared side leaves open
+        return _probe(setup, session, listeners, receiver, observations, evidence_at)
     finally:
         listeners.stop()
         if receiver is not None:
             receiver.stop()
 
 
-def push_receiver(args):
+def push_receiver(config: RunConfig):
     """(the probe's push receiver, bound but not started; the URL push twins push to) or (None, None):
     on the emulator a loopback receiver it reaches directly, on Google Cloud the `--push-receiver` URL
     that forwards to the receiver's loopback port `--push-port`."""
-    from pubsubguard.emulator import PushReceiver
+    from pubsubguard.core.emulator import PushReceiver
 
-    url = getattr(args, "push_receiver", None)
-    if args.target == "emulator":
+    url = config.push_receiver
+    if config.target == "emulator":
         receiver = PushReceiver(0, keep=1)
         return receiver, f"http://{receiver.host}"
     if url:
         try:
-            return PushReceiver(args.push_port, keep=1), url
+            return PushReceiver(config.push_port, keep=1), url
         except OSError as err:
-            raise VerifyError(f"--push-port {args.push_port}: cannot listen on loopback: {err.strerror}") from None
+            raise VerifyError(f"--push-port {config.push_port}: cannot listen on loopback: {err.strerror}") from None
     return None, None
 
 
@@ -195,9 +210,10 @@ def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listen
     }
 
 
-def _probe(args, session, everything, estate, emulator_host, run_id, report, probed, twin_specs, faults,
-           observations, mapping, listeners, run_identity, push, evidence_at=None):
-    dialled = {**mapping, **listeners.mapping}
+def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[str], evidence_at=None):
+    config, everything, estate, run_id = setup.config, setup.everything, setup.estate, setup.run_id
+    probed, twin_specs, run_identity = setup.probed, setup.twin_specs, setup.run_identity
+    dialled = {**setup.mapping, **listeners.mapping}
     publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     unobserved = sorted(run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
@@ -209,12 +225,12 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
                                            access.needed_permissions(estate, probed, twin_specs))
     failed = [a for a in permissions if a.result == "error"]
     if failed:
-        raise VerifyError(f"--target {args.target}: cannot test the run's permissions (testIamPermissions on "
+        raise VerifyError(f"--target {config.target}: cannot test the run's permissions (testIamPermissions on "
                           f"{failed[0].resource}: {failed[0].detail})")
     missing = [a for a in permissions if a.result == "missing"]
     if missing:
         raise VerifyError(
-            f"--target {args.target}: the run's identity ({run_identity}) lacks permissions: "
+            f"--target {config.target}: the run's identity ({run_identity}) lacks permissions: "
             + "; ".join(f"{short_name(a.resource)}: {a.detail}" for a in missing))
     unanswered = [a for a in permissions if a.result == "not answered"]
     if unanswered:
@@ -227,26 +243,26 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - the target did not answer
-        raise VerifyError(f"--target {args.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
+        raise VerifyError(f"--target {config.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
     missing = [name for name in missing_subscriptions(drift) if name in probed]
     if missing:
         raise VerifyError(
-            f"--target {args.target}: declared subscriptions missing on the target: {', '.join(missing)} "
+            f"--target {config.target}: declared subscriptions missing on the target: {', '.join(missing)} "
             "(apply the stack first: `pubsubguard apply --emulator`)"
         )
 
-    evidence_dir = fresh_evidence_dir(report, evidence_at)
-    tested = {name: not_probed(t, push[1]) for name, t in estate.subscriptions.items() if not_probed(t, push[1])}
+    evidence_dir = fresh_evidence_dir(setup.report, evidence_at)
+    tested = {name: not_probed(t, setup.push_url) for name, t in estate.subscriptions.items() if not_probed(t, setup.push_url)}
     parameters = {
-        "stack": estate.stack, "project": estate.project, "faults": faults.as_dict(), "keys": args.keys,
-        "messages_per_key": args.messages_per_key, "subscribers": args.subscribers,
-        "drain_timeout_s": args.drain_timeout, "fault_deadline_s": args.fault_deadline, "skew_us": args.skew_us, "master": session.sparkContext.master,
+        "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
+        "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
+        "drain_timeout_s": config.drain_timeout, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
-        "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, mapping, listeners),
+        "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
         "declared_source": everything.source,  # what drift and the guarantees were judged against
     }
-    info = evidence.RunInfo(run_id=run_id, target=args.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
+    info = evidence.RunInfo(run_id=run_id, target=config.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
     info.write(evidence_dir)
 
@@ -259,12 +275,11 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
     scenarios = None
     with interruptible():
         try:
-            if getattr(args, "conform", False):
-                scenarios = Conformance(args, estate, emulator_host, report)
+            if config.conform:
+                scenarios = Conformance(config.target, estate, setup.emulator_host, setup.report)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
-            driver = ProbeDriver(session, args, estate, faults, run_id, evidence_dir, emulator_host, twin_specs,
-                                 probed, stop_file, observations, dialled, push[0])
+            driver = ProbeDriver(session, setup, evidence_dir, stop_file, observations, dialled, receiver)
             try:
                 driver.run()
             finally:
@@ -293,7 +308,7 @@ def _probe(args, session, everything, estate, emulator_host, run_id, report, pro
             parameters["endpoints"]["traffic"] = listeners.rows()
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.clear()
-    return session, evidence_dir, report
+    return session, evidence_dir, setup.report
 
 
 class Conformance:
@@ -303,20 +318,20 @@ class Conformance:
     returns what the report needs of them (run id, summary, each scenario's id, behaviour, result,
     detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
 
-    def __init__(self, args, estate, emulator_host, report: Path):
-        from validation import conformance
+    def __init__(self, target: str, estate, emulator_host, report: Path):
+        from pubsubguard.validation import conformance
 
         self.report = report
         self.doc: dict | None = None
         self.error: BaseException | None = None
         self.halt = threading.Event()
-        endpoint = emulator_host if args.target == "emulator" else None
-        print(f"verify: conformance scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, started "
+        endpoint = emulator_host if target == "emulator" else None
+        print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
               "before the probe and run beside it on their own throwaway resources", flush=True)
 
         def run() -> None:
             try:
-                self.doc = conformance.conform(args.target, estate.project, endpoint=endpoint,
+                self.doc = conformance.conform(target, estate.project, endpoint=endpoint,
                                                project_number=getattr(estate, "project_number", None), stop=self.halt)
             except BaseException as err:  # noqa: BLE001 - raised in result()
                 self.error = err
@@ -415,11 +430,12 @@ class Rehearsal:
 
     def start(self) -> None:
         def rehearse() -> None:
-            from validation import report as reporting
+            from pubsubguard.validation import document
+            from pubsubguard.validation import report as reporting
 
             self.spark.sparkContext.setJobGroup(self.group, "pubsubguard: checks rehearsed during the drain")
             try:
-                reporting.render_html(reporting.judged(self.spark, self.evidence_dir))
+                reporting.render_html(document.of_evidence(self.spark, self.evidence_dir))
             except Exception:  # noqa: BLE001 - a warm-up: cancelled, or it fails again (and is reported) for real
                 pass
 
@@ -436,12 +452,13 @@ class Rehearsal:
 class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
-    def __init__(self, spark, args, estate, faults: Faults, run_id, evidence_dir: Path | str, emulator_host,
-                 twin_specs, probed, stop_file: storage.Marker, observations: list[str], dialled: dict[str, str],
-                 receiver=None):
+    def __init__(self, spark, setup: ProbeSetup, evidence_dir: Path | str, stop_file: storage.Marker,
+                 observations: list[str], dialled: dict[str, str], receiver=None):
+        config, estate, faults, run_id = setup.config, setup.estate, setup.faults, setup.run_id
+        emulator_host, twin_specs, probed = setup.emulator_host, setup.twin_specs, setup.probed
         self.spark = spark
         self.sc = spark.sparkContext
-        self.args = args
+        self.config = config
         self.estate = estate
         self.faults = faults
         self.run_id = run_id
@@ -450,21 +467,21 @@ class ProbeDriver:
         self.observations = observations
         self.probed = probed
         self.twin_specs = twin_specs
-        self.keys = [f"key-{i:03d}" for i in range(args.keys)]
+        self.keys = [f"key-{i:03d}" for i in range(config.keys)]
         topics = sorted({estate.subscriptions[name].topic for name in probed})
         self.topics = [
             {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
             for name in topics
         ]
         self.poison = {
-            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, args.messages_per_key, faults.poison))
+            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, config.messages_per_key, faults.poison))
             for t in self.topics
         }
         self.base = {
-            "run_id": run_id, "target": args.target, "emulator_host": emulator_host,
+            "run_id": run_id, "target": config.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
             "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
-            "fault_deadline_s": args.fault_deadline,
+            "fault_deadline_s": config.fault_deadline,
         }
         dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
         self.twins = [
@@ -490,11 +507,11 @@ class ProbeDriver:
         # Publisher tasks take the slots the subscriber tasks leave (at least one); each waits until every
         # subscriber task that has a slot beside them is reading, so no message waits for a reader to start.
         slots = self.sc.defaultParallelism
-        self.publish_partitions = max(1, min(len(self.keys), slots - args.subscribers))
-        self.ready_subscribers = max(1, min(args.subscribers, slots - self.publish_partitions))
-        if self.ready_subscribers < args.subscribers:
+        self.publish_partitions = max(1, min(len(self.keys), slots - config.subscribers))
+        self.ready_subscribers = max(1, min(config.subscribers, slots - self.publish_partitions))
+        if self.ready_subscribers < config.subscribers:
             observations.append(
-                f"only {self.ready_subscribers} of {args.subscribers} subscriber tasks could read before the first "
+                f"only {self.ready_subscribers} of {config.subscribers} subscriber tasks could read before the first "
                 f"publish (Spark master {self.sc.master} has {slots} task slots, {self.publish_partitions} taken by "
                 "the publisher): deliveries to the others include their start-up in the latency")
 
@@ -502,9 +519,9 @@ class ProbeDriver:
     def _publish_job(self) -> None:
         from functools import partial
 
-        from validation.probe import publish_partition
+        from pubsubguard.validation.probe import publish_partition
 
-        spec = {**self.base, "topics": self.topics, "messages_per_key": self.args.messages_per_key,
+        spec = {**self.base, "topics": self.topics, "messages_per_key": self.config.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
                 "ready_timeout_s": READY_TIMEOUT_S, "ready_subscribers": self.ready_subscribers}
         try:
@@ -521,16 +538,16 @@ class ProbeDriver:
         with self.lock:
             task_id = f"sub-{self.task_counter}"
             self.task_counter += 1
-        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        total = self.config.keys * self.config.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
-                "end_time": time.time() + 600 + self.args.drain_timeout, "crash_hold": 3,
+                "end_time": time.time() + 600 + self.config.drain_timeout, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
 
     def _subscriber_job(self, spec: dict) -> None:
         from functools import partial
 
-        from validation.probe import subscribe_partition
+        from pubsubguard.validation.probe import subscribe_partition
 
         try:
             self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
@@ -553,8 +570,8 @@ class ProbeDriver:
             self._start(self._subscriber_job, replacement)
 
     def _start_push(self) -> None:
-        """The push twins' subscriber answers the receiver's pushes from now on (validation.push)."""
-        from validation.push import PushSubscriber
+        """The push twins' subscriber answers the receiver's pushes from now on (pubsubguard.validation.push)."""
+        from pubsubguard.validation.push import PushSubscriber
 
         if not self.push_twins:
             return
@@ -608,11 +625,11 @@ class ProbeDriver:
 
     def _late_acks_within_s(self) -> float:
         """How long after the last publish every late ack of the expire fault has been sent and flushed: a
-        delivery is held only within one (fault) deadline of its publish (validation.probe), for that
+        delivery is held only within one (fault) deadline of its publish (pubsubguard.validation.probe), for that
         deadline + the expire margin. 0 without the expire fault."""
         if not self.faults.expire:
             return 0.0
-        return 2 * longest_hold_s(self.twin_specs, self.args.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
+        return 2 * longest_hold_s(self.twin_specs, self.config.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
 
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
@@ -626,14 +643,14 @@ class ProbeDriver:
     # -- run -------------------------------------------------------------------------------
     def run(self) -> None:
         slots = self.sc.defaultParallelism
-        if self.args.subscribers > slots:
-            raise VerifyError(f"--subscribers {self.args.subscribers}: Spark master {self.sc.master} has {slots} task "
+        if self.config.subscribers > slots:
+            raise VerifyError(f"--subscribers {self.config.subscribers}: Spark master {self.sc.master} has {slots} task "
                               "slots and each subscriber task holds one for the whole run; the others would never "
                               f"start (use --subscribers {slots} or fewer, or a master with more slots)")
-        total = self.args.keys * self.args.messages_per_key * len(self.probed)
+        total = self.config.keys * self.config.messages_per_key * len(self.probed)
         # The crashing task dies early (it starts before publishing, so its first deliveries come at
         # once) and its held messages come back one deadline later.
-        crash_after = max(1, min(CRASH_AFTER_MAX, total // (self.args.subscribers * 4)))
+        crash_after = max(1, min(CRASH_AFTER_MAX, total // (self.config.subscribers * 4)))
         if self.faults.crash:
             quiet_crash_logs(self.sc, True)
         try:
@@ -649,22 +666,22 @@ class ProbeDriver:
     def _run(self, total: int, crash_after: int) -> None:
         self._start(self._publish_job)
         self._wait_for_publisher_slot()
-        for index in range(self.args.subscribers):
+        for index in range(self.config.subscribers):
             spec = self._subscriber_spec(crash_after if index < self.faults.crash else None)
             self._start(self._subscriber_job, spec)
             if spec["crash_after"] is not None:
                 # The crashing task must have its slot (and be reading) before the others are submitted:
                 # else another may take the slot beside the publisher and leave it nothing to hold.
                 self._wait_ready(spec["task_id"])
-        if self.faults.crash > self.args.subscribers:
-            self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.args.subscribers}: "
-                                     f"{self.args.subscribers} crash(es) injected")
+        if self.faults.crash > self.config.subscribers:
+            self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.config.subscribers}: "
+                                     f"{self.config.subscribers} crash(es) injected")
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
         declared = {t["declared_name"]: t for t in self.twins + self.push_twins}
         deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
                               {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed})
-        published_target = len(self.keys) * self.args.messages_per_key * len(self.topics)
+        published_target = len(self.keys) * self.config.messages_per_key * len(self.topics)
         rehearsal = Rehearsal(self.spark, self.evidence_dir, self.run_id)
         try:
             self._drain(tally, deadline_us, published_target, rehearsal)
@@ -675,7 +692,7 @@ class ProbeDriver:
             thread.join(timeout=30)
 
     def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, rehearsal: Rehearsal) -> None:
-        with progress_bars(not self.args.no_progress) as progress:
+        with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
             drain_deadline = None
@@ -689,7 +706,7 @@ class ProbeDriver:
                     raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
                 if self.publish_done.is_set():
                     if drain_deadline is None:
-                        drain_deadline = time.monotonic() + self.args.drain_timeout
+                        drain_deadline = time.monotonic() + self.config.drain_timeout
                         late_acks_done = time.monotonic() + self._late_acks_within_s()
                         rehearse_at = time.monotonic() + REHEARSAL_AFTER_S
                     if rehearsal.thread is None and time.monotonic() >= rehearse_at and rehearsal.possible() and self._free_slot():
@@ -716,7 +733,7 @@ class ProbeDriver:
                         self.drain = {"ended": "timeout", "unsettled": unsettled}
                         per_sub = self._unsettled_text(tally, unsettled)
                         self.observations.append(
-                            f"drain timeout ({self.args.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
+                            f"drain timeout ({self.config.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
                             f"{expected} published messages not settled (acked with success or dead-lettered) per "
                             f"subscription (and how their latest delivery ended): {per_sub}")
                         break

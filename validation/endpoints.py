@@ -15,7 +15,7 @@ endpoint (docs/pubsub-facts.md). The probe proves it used them:
 - Every client of the run (driver admin calls, publisher and subscriber tasks) is built by
   `client_kwargs` from the endpoint it was given; the recorded traffic goes to run.json
   (`parameters.endpoints`) and `pinning_findings` turns it into `endpoint_mismatch` findings of the
-  guarantee `endpoint_pinning` (docs/checks.md), folded by `validation.verdict`.
+  guarantee `endpoint_pinning` (docs/checks.md), folded by `pubsubguard.validation.verdict`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import threading
 from collections import defaultdict
 from concurrent import futures
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 GLOBAL = "global"
 USER_AGENT_PREFIX = "pubsubguard-client/"
@@ -297,7 +297,7 @@ def pinning_findings(record: dict, subscriptions, published_ok: dict[str, int]) 
     seen on any listener than the run published (they went around every listener); per exactly-once
     subscription, its twins' pull and ack calls through another endpoint than its declared consumer
     endpoint, or no pull seen at all. `published_ok`: topic name -> messages published with status ok."""
-    from validation.evidence import FINDING_KINDS
+    from pubsubguard.validation.evidence import FINDING_KINDS
 
     if not record or not record.get("observed"):
         return []

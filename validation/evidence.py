@@ -1,7 +1,7 @@
 """The evidence format: what the probe records and what the checks read.
 
-This module is the contract between `validation.probe` (writes), `validation.histories` (generates
-legal and mutated histories) and `validation.checks` (reads). All times are integer microseconds
+This module is the contract between `pubsubguard.validation.probe` (writes), `histories` (generates
+legal and mutated histories) and `pubsubguard.validation.checks` (reads). All times are integer microseconds
 since the epoch, taken from the recording process's clock (`time.time_ns() // 1000`).
 
 A message's identity within a run is (topic, key, seq). Message ids identify one publish; a message
@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard import storage
+from pubsubguard.core import storage
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
@@ -112,7 +112,7 @@ class RunInfo:
     tested: dict = field(default_factory=dict)  # subscription -> why not tested (absent: tested)
 
     def write(self, directory: Path | str) -> None:
-        """`<directory>/run.json`, whole (pubsubguard.storage: a path or an object store URI)."""
+        """`<directory>/run.json`, whole (pubsubguard.core.storage: a path or an object store URI)."""
         storage.write_text(storage.join(directory, "run.json"), json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
 
     @classmethod
@@ -136,9 +136,9 @@ FINDING_KINDS = {
     "dead_letter_early": ("dead_letter", "advisory"),
     "delivery_attempts_exceeded": ("dead_letter", "advisory"),
     # Traffic of an ordered topic or exactly-once subscription through another endpoint than the
-    # declared one, or around every listener (validation.endpoints; not derived from message rows).
+    # declared one, or around every listener (pubsubguard.validation.endpoints; not derived from message rows).
     "endpoint_mismatch": ("endpoint_pinning", "error"),
-    # A deployed setting differs from the declaration (validation.job, via pubsubguard.readback).
+    # A deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
     # The job sets guarantee and severity per setting: `error` on the guarantee a setting carries
     # (ordering, exactly_once incl. ack deadline, dead_letter, completeness for a missing resource);
     # this default applies to every other setting.
@@ -158,22 +158,22 @@ def severity_of_result(result: str) -> str | None:
 
 GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
 
-# A finding is data (what was observed), not a sentence; `validation.report.describe` renders one.
+# A finding is data (what was observed), not a sentence; `pubsubguard.validation.document.describe` words one.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):
 #   subscription, kind, guarantee, severity: strings (FINDING_KINDS)
-#   form            string: the kind's form (judge.FORMS: e.g. out_of_order skip | regression |
+#   form            string: the kind's form (kernel.FORMS: e.g. out_of_order skip | regression |
 #                   rewind_without_replay; config_drift missing | differs), null for kinds without
 #   key, seq, message_id  the message the finding is about (null where none)
 #   seqs            struct<previous, blocking>: out_of_order's seq delivered before, and the earliest
 #                   seq not settled at the time (skip, regression)
 #   attempts        struct<seen, max>: dead-letter kinds' delivery attempts seen and declared maximum
-#   times           struct<TIMES>: microseconds since the epoch (judge.FINDING_FACTS says which kind
+#   times           struct<TIMES>: microseconds since the epoch (kernel.FINDING_FACTS says which kind
 #                   sets which)
 #   evidence_seqs   array<long>: the seqs of the key whose rows prove it
 #   evidence        string: JSON array of the delivery/publish rows that prove it
-# A config_drift finding (validation.drift) has no seqs, attempts, times, evidence_seqs; instead
+# A config_drift finding (pubsubguard.validation.drift) has no seqs, attempts, times, evidence_seqs; instead
 #   drift           {path, setting, declared, actual}
-# An endpoint_mismatch finding (validation.endpoints) has none of them either; instead
+# An endpoint_mismatch finding (pubsubguard.validation.endpoints) has none of them either; instead
 #   endpoint        {declared, used (null: seen on no listener), resource, requests, messages}
 TIMES = (
     "published_us", "received_us", "acked_us", "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pubsubguard import storage
-from pubsubguard.errors import UserError
-from validation.probe import CLIENT_LOG_PREFIX
+from pubsubguard.core import storage
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation.probe import CLIENT_LOG_PREFIX
 
 # Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
 # failure's full text goes to <evidence>/failure-<task>.txt and the report instead.

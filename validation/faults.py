@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 GRAMMAR = ("comma-separated name=value with nack=F, expire=F, poison=F (fractions 0..1), crash=N (whole number) "
            "and misroute=1")

@@ -1,7 +1,7 @@
 """Probe isolation: the probe never consumes from a declared subscription.
 
 For each declared pull subscription `<sub>` (and push subscription, when the run has a push receiver:
-validation.push) the probe creates a *twin* `<sub>-probe-<run8>` on the
+pubsubguard.validation.push) the probe creates a *twin* `<sub>-probe-<run8>` on the
 same topic with the same ordering, exactly-once, ack deadline, retry and dead-letter policy (same
 dead-letter topic), plus:
 
@@ -9,7 +9,7 @@ dead-letter topic), plus:
 - for a push subscription, the run's push receiver as its endpoint (no OIDC token: the receiver is the
   probe's own);
 - for a twin with dead-lettering, the Pub/Sub service agent as `roles/pubsub.subscriber` on it (as the
-  program grants it on the subscription it copies; `validation.access`), revoked before it is deleted;
+  program grants it on the subscription it copies; `pubsubguard.validation.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
 - for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
@@ -27,13 +27,13 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
+from pubsubguard.core import probe_contract
 
-from pubsubguard.errors import UserError
-from pubsubguard.declared import PUSH, Estate, Subscription, short_name
-from validation.access import grant_subscriber, revoke_subscriber
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.declared import PUSH, Estate, Subscription, short_name
+from pubsubguard.validation.access import grant_subscriber, revoke_subscriber
 
 PROBE_LABEL = "pubsubguard-probe"
 TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
@@ -68,7 +68,7 @@ class TwinSpec:
     retry_max_backoff_s: float | None = None
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
     drain: bool = False  # a dead-letter drain twin (not a declared subscription)
-    push_endpoint: str | None = None  # a push twin: the run's receiver (validation.push)
+    push_endpoint: str | None = None  # a push twin: the run's receiver (pubsubguard.validation.push)
 
     def request(self, run_id: str) -> dict:
         request = {
@@ -108,7 +108,7 @@ def not_probed(subscription: Subscription, push_url: str | None) -> str | None:
 
 
 def twin_push_endpoint(push_url: str, twin_path: str) -> str:
-    """Where a push twin pushes: the run's receiver, the twin's name in the path (validation.push)."""
+    """Where a push twin pushes: the run's receiver, the twin's name in the path (pubsubguard.validation.push)."""
     return f"{push_url.rstrip('/')}/push/{urllib.parse.quote(short_name(twin_path), safe='')}"
 
 

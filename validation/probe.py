@@ -1,20 +1,20 @@
 """The probe's Spark tasks: publishers partitioned by ordering key, subscribers with streaming pull.
 
 Both run inside executors (`mapPartitions`); their parameters are plain dicts built by
-`validation.job`, so the functions pickle by reference to this module (ship the package with
-`--py-files`, see docs/verification.md). Every result is written as evidence (`validation.evidence`)
+`pubsubguard.validation.job`, so the functions pickle by reference to this module (ship the package with
+`--py-files`, see docs/verification.md). Every result is written as evidence (`pubsubguard.validation.evidence`)
 by a `PartWriter`, which flushes a Parquet part file every `flush_rows` rows or `flush_s` seconds
 (written under a temporary name, then renamed), so a crash loses at most the unflushed tail.
 
 Publisher: one `PublisherClient(PublisherOptions(enable_message_ordering=True))` per task and endpoint,
-pointed at the topic's declared publisher endpoint as the run maps it (`validation.endpoints`: on the
+pointed at the topic's declared publisher endpoint as the run maps it (`pubsubguard.validation.endpoints`: on the
 emulator and for loopback `--endpoint` mappings a recording listener, else Google's endpoint); each
 message carries `probe_contract.PROBE_ATTRIBUTE=<run id>`, `key`, `seq`, `poison`. A failed publish on an
 ordering key is recorded and the key resumed with `resume_publish`.
 
 Subscriber: one streaming pull per twin subscription (through the declared consumer endpoint), lease
 extension pinned to the declared ack deadline, `ack_with_response()` / `nack_with_response()` with the
-result recorded for every delivery. Faults (`validation.faults`) decide nack / expire / ack; poison
+result recorded for every delivery. Faults (`pubsubguard.validation.faults`) decide nack / expire / ack; poison
 messages are nacked on dead-lettering subscriptions. An expired delivery is `drop()`ped from the
 client's lease management at once (its lease is not extended, it frees its flow-control slot and, on
 an ordered subscription, its ordering key: holding it must not delay other messages *in our client*),
@@ -30,7 +30,7 @@ the publisher; up to `ready_timeout_s`) so publish->delivery latency does not in
 start-up. `publish_time_us` is stamped before `publish()` is called, `result_time_us` when its result
 arrives.
 
-Tasks and driver share only the evidence location (`pubsubguard.storage`: a local directory, or an
+Tasks and driver share only the evidence location (`pubsubguard.core.storage`: a local directory, or an
 object store URI when `--report` is one): parts, the readiness and stop flags (`storage.Marker`), each
 task's notes and client log are files there, so tasks on other hosts than the driver need nothing else
 in common with it.
@@ -47,14 +47,14 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from infra import probe_contract
+from pubsubguard.core import probe_contract
 
-from pubsubguard import storage
+from pubsubguard.core import storage
 
-from validation import endpoints, evidence
-from validation.faults import Faults, delivery_action
+from pubsubguard.validation import endpoints, evidence
+from pubsubguard.validation.faults import Faults, delivery_action
 
 DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 DL_SOURCE_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"

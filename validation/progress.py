@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pubsubguard import storage
+from pubsubguard.core import storage
 
 
 class EvidenceTally:

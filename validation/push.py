@@ -1,13 +1,13 @@
 """Push subscriptions, probed: a receiver run by the probe answers each push per the fault plan.
 
-A declared push subscription gets a push twin (validation.isolation) whose endpoint is this run's
+A declared push subscription gets a push twin (pubsubguard.validation.isolation) whose endpoint is this run's
 receiver: `http://<loopback receiver>/push/<twin>` on the emulator, `<--push-receiver URL>/push/<twin>`
 on Google Cloud (a URL the service can reach that forwards to the receiver's loopback port; without
 one, push subscriptions are `not_tested` with that reason). The receiver is the emulator module's
 `PushReceiver` (an HTTP server on loopback) with an answer per push:
 
-- the push becomes a delivery row of the same shape as a pulled one (validation.evidence), recorded
-  by the pull subscriber's own code (`validation.probe._Subscriber`: the same faults, poison and
+- the push becomes a delivery row of the same shape as a pulled one (pubsubguard.validation.evidence), recorded
+  by the pull subscriber's own code (`pubsubguard.validation.probe._Subscriber`: the same faults, poison and
   dead-letter handling, the same row), through a message adapter whose ack is the HTTP answer;
 - ack -> 204, nack (fault or poison) -> 500, expire -> no answer until the ack deadline (+ margin) has
   passed (Pub/Sub counts the push as unanswered and redelivers it), then 204 (recorded `late_ack`, as
@@ -25,8 +25,8 @@ import threading
 import time
 from datetime import datetime
 
-from pubsubguard.declared import short_name
-from validation.probe import _Subscriber
+from pubsubguard.core.declared import short_name
+from pubsubguard.validation.probe import _Subscriber
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204
 class _Pushed:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 # 3 slots: the publisher task and the two default subscriber tasks all run at once, so every
-# subscriber is reading before the first publish (validation.driver); on 2 cores the tasks mostly wait.
+# subscriber is reading before the first publish (pubsubguard.validation.driver); on 2 cores the tasks mostly wait.
 DEFAULT_MASTER = "local[3]"
 LOOPBACK = "127.0.0.1"
 LOG_FILE = "spark.log"

@@ -2,8 +2,8 @@
 folded per subscription and guarantee (Jepsen's `merge-valid`: a guarantee that was not exercised
 is `not_tested`, never `holds`).
 
-`judge_run(publishes, deliveries, info)` is the one place the checks run for a verification run;
-the report (`validation.report.build`) receives its `RunVerdict` and renders it.
+`run_verdict(publishes, deliveries, info)` is the one place the checks run for a verification run;
+the report's document (`pubsubguard.validation.document.build`) receives its `RunVerdict`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from validation import evidence
-from validation.endpoints import pinning_findings, pinning_tested
+from pubsubguard.validation import evidence
+from pubsubguard.validation.endpoints import pinning_findings, pinning_tested
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,13 @@ def finding_record(row: dict) -> dict:
     return record
 
 
-def judge_run(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
+def run_verdict(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
     verdict per declared subscription and guarantee."""
     from pyspark.sql import functions as F
 
-    from validation.checks import guarantee_status, run_checks
-    from validation.judge import DEFAULT_SKEW_US
+    from pubsubguard.validation.checks import guarantee_status, run_checks
+    from pubsubguard.validation.kernel import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)))

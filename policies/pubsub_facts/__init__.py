@@ -1,8 +1,8 @@
 """Pub/Sub's documented facts: limits, names, formats, roles, type tokens, endpoints. The one source of
 these for the project, a leaf package (no imports but the standard library) so that the policy pack in
-its own virtualenv, the estate model (`infra.estate`), the declared model and the verification job read
+its own virtualenv, the estate model (`pubsubguard.infra.estate`), the declared model and the verification job read
 the same numbers. Each fact names where it comes from (`docs/pubsub-facts.md` and the Google documents
-it cites). This tool's own conventions (the probe contract) live in `infra.probe_contract`.
+it cites). This tool's own conventions (the probe contract) live in `pubsubguard.core.probe_contract`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ once with every resource (with parents, dependencies and property dependencies).
 the same from the project's virtualenv (protobuf 6) against the pack's own (protobuf 5): they only
 share the wire.
 
-Plan values equal to `pubsubguard.plan.UNKNOWN` travel as the engine's unknown sentinel, which is
+Plan values equal to `pubsubguard.core.plan.UNKNOWN` travel as the engine's unknown sentinel, which is
 what the CLI sends for a value not known during preview; secrets travel in the engine's envelope.
 Resources the program only reads (`Topic.get(...)`) are not judged, as in a preview. Each resource
 carries its provider (the default gcp provider with the stack's `gcp:*` config, or the explicit

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 from pubsubguard.check.result import CheckResult, Violation
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pubsubguard import plan as planning
+from pubsubguard.core import plan as planning
 from pubsubguard.check.result import CheckError, CheckResult, Violation
 from pubsubguard.check.pack import PackProcess, _peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (
@@ -95,7 +95,7 @@ class JudgeProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", f"from pubsubguard.check import judge_main; judge_main({from_parent}, {to_parent})"],
+                [sys.executable, "-c", f"from pubsubguard.check.judge import judge_main; judge_main({from_parent}, {to_parent})"],
                 pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                 cwd=package_parent,  # `-c` puts the cwd first on sys.path: never the judged repository, whose
             )                        # own `pubsubguard/` folder would otherwise stand in for this package

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.errors import read_yaml_mapping
+from pubsubguard.core.errors import read_yaml_mapping
 from pubsubguard.check.result import CheckError, LEVELS, PolicyInfo
 
 
@@ -23,16 +23,16 @@ ENGINE_ADDRESS = "127.0.0.1:0"  # the pack logs nothing to the engine; the CLI p
 
 
 def default_pack_dir() -> Path:
-    """The checkout's `policies/`, else the installed pack's folder in the cache (pubsubguard.packenv)."""
-    from pubsubguard import packenv
+    """The checkout's `policies/`, else the installed pack's folder in the cache (pubsubguard.check.packenv)."""
+    import pubsubguard.check.packenv as packenv
 
     return packenv.default_pack_dir()
 
 
 def pack_python(pack_dir: Path) -> Path:
     """The pack's interpreter: PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI), else the
-    virtualenv made in the cache for its requirements (pubsubguard.packenv)."""
-    from pubsubguard import packenv
+    virtualenv made in the cache for its requirements (pubsubguard.check.packenv)."""
+    import pubsubguard.check.packenv as packenv
 
     return packenv.pack_python(pack_dir)
 

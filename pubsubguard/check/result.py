@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 BASELINE_FORMAT = "pubsubguard-baseline/1"
 COMMENT = re.compile(r"#\s*pubsubguard:\s*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$")
@@ -161,7 +161,7 @@ def fingerprint(violation) -> str:
 
 
 def baseline_document(violations, stack: str) -> str:
-    from pubsubguard import __version__
+    from pubsubguard.core import __version__
 
     entries = sorted(({"fingerprint": fingerprint(v), "policy": v.policy, "level": v.level,
                        "resource_type": v.resource_type, "resource_name": v.resource_name, "message": v.message}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pubsubguard import plan as planning
+from pubsubguard.core import plan as planning
 from pubsubguard.check.result import PolicyInfo
 
 

@@ -1,0 +1,28 @@
+"""The commands, one module each: `register(subparsers)` adds its parser (options, exit codes, an
+example), `run(args)` does the work. `pubsubguard.cli` builds the command line from them; `run_command`
+runs one as a step of another (`run`), with its own parser, never by re-entering the command line."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from pubsubguard.commands import options
+from pubsubguard.core.errors import UserError
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """One command's function on its options, as a step of another command (`run`): the command's own
+    parser and `run(args)`, its user errors as one line and their exit code. The process-wide setup
+    (signals, logging, exit hooks) stays `main`'s, done once."""
+    parser = options.Parser(prog="pubsubguard", formatter_class=options.HelpFormatter)
+    importlib.import_module(f"pubsubguard.commands.{name}").register(parser.add_subparsers(dest="command"))
+    try:
+        args = parser.parse_args([name, *argv])
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 2
+    try:
+        return int(args.run(args) or 0)
+    except UserError as err:
+        print(f"pubsubguard {name}: {err}", file=sys.stderr)
+        return err.exit_code

@@ -3,12 +3,12 @@ and subscriptions on the running emulator, then read them back and print declare
 
 `--state` applies what `pulumi up` deployed (`pulumi stack export`), under the deployed names. A plan of
 any program whose names or references a deploy decides (autonames, `topic=topic.id`) is rehearsed as a
-deploy would resolve them (`pubsubguard.rehearsal`): the names chosen are printed and recorded, so
+deploy would resolve them (`pubsubguard.core.rehearsal`): the names chosen are printed and recorded, so
 applying again keeps them and `verify` finds them.
 
 The emulator is found through PUBSUB_EMULATOR_HOST, else `.pubsubguard/emulator.json` (written by
 `pubsubguard emulator start`). Resources go into the plan's `gcp_project`. Deploying to Google Cloud
-is `pulumi up`'s job; the same code (`pubsubguard.apply`) would do it, selected only by
+is `pulumi up`'s job; the same code (`pubsubguard.core.apply`) would do it, selected only by
 PUBSUB_EMULATOR_HOST being unset.
 
 Exit code: 0 when every topic and subscription of the plan exists on the emulator (settings the
@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from pubsubguard import apply as applying
-from pubsubguard import declared
-from pubsubguard import emulator as emu
-from pubsubguard import readback
+from pubsubguard.core import apply as applying
+from pubsubguard.core import declared
+from pubsubguard.core import emulator as emu
+from pubsubguard.core import readback
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 DIFFERS = "≠"
 SHOW = ("changes", "all")
@@ -60,7 +60,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     if not args.emulator:
         raise UserError("--emulator is required: apply targets the local emulator; deploy to Google Cloud with `pulumi up`")
-    from pubsubguard import rehearsal, state
+    from pubsubguard.core import rehearsal, state
 
     host = emu.running_host(args.root)
     plan = declared.plan_from(args.plan, args.stack, args.root, getattr(args, "state", None))

@@ -1,11 +1,11 @@
-"""`pubsubguard bundle`: what spark-submit ships to a cluster (see pubsubguard.bundle), and the line
+"""`pubsubguard bundle`: what spark-submit ships to a cluster (see pubsubguard.validation.bundle), and the line
 that submits the verification job with it."""
 
 from __future__ import annotations
 
 import sys
 
-from pubsubguard import bundle
+from pubsubguard.validation import bundle
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_project_argument
 

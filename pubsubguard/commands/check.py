@@ -10,14 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pubsubguard import check as checking
-from pubsubguard import plan as planning
+import pubsubguard.check as checking
+from pubsubguard.core import plan as planning
 from pubsubguard.check import suppressions
 from pubsubguard.commands import options
 from pubsubguard.commands import pack as pack_command
 from pubsubguard.commands.plan import add_program_arguments, add_stack_arguments, run_options
-from pubsubguard.engine import InvokeResults
-from pubsubguard.errors import UserError
+from pubsubguard.core.engine import InvokeResults
+from pubsubguard.core.errors import UserError
 
 FORMATS = ("text", "json", "sarif")
 GET_PROJECT = "gcp:organizations/getProject:getProject"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_project_argument
-from validation.access import check_credentials
-from pubsubguard.errors import UserError
+from pubsubguard.validation.access import check_credentials
+from pubsubguard.core.errors import UserError
 
 DEFAULT_EMULATOR_PROJECT = "pubsubguard-conform"
 RESULT_STYLE = {"holds": "green", "violated": "bold red", "unsupported": "yellow", "inconclusive": "cyan"}
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
 
 
 def _select(ids: list[str] | None):
-    from validation.conformance import SCENARIOS
+    from pubsubguard.validation.conformance import SCENARIOS
 
     if not ids:
         return list(SCENARIOS)
@@ -72,7 +72,7 @@ def _check_gcp(project: str | None) -> None:
 
 
 def _locational_endpoint(region: str | None) -> str | None:
-    import pubsub_facts as facts
+    from pubsubguard.policies import pubsub_facts as facts
 
     if region is None:
         return None
@@ -106,7 +106,7 @@ def print_table(doc: dict, report: Path) -> None:
 
 
 def run(args) -> int:
-    from validation import conformance
+    from pubsubguard.validation import conformance
 
     scenarios = _select(args.scenario)
     report = (args.report or args.root / "out" / "conform").resolve()
@@ -122,7 +122,7 @@ def run(args) -> int:
     elif args.region:
         raise ConformError("--region: only with --target gcp (the emulator has one endpoint)")
     else:
-        from pubsubguard.emulator import Emulator, running_host
+        from pubsubguard.core.emulator import Emulator, running_host
 
         project = args.project or DEFAULT_EMULATOR_PROJECT
         if os.environ.get("PUBSUB_EMULATOR_HOST"):

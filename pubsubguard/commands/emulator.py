@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pubsubguard import emulator as emu
+from pubsubguard.core import emulator as emu
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_project_argument
 

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from pubsubguard import packenv
+from pubsubguard.check import packenv
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_project_argument
 

@@ -1,4 +1,4 @@
-"""`pubsubguard plan`: the offline preview, written as the resource graph (see pubsubguard.plan).
+"""`pubsubguard plan`: the offline preview, written as the resource graph (see pubsubguard.core.plan).
 
 Also the options every command shares: `-s/--stack` and `-C/--cwd` (the project directory)."""
 
@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pubsubguard import plan as planning
+from pubsubguard.core import plan as planning
 from pubsubguard.commands import options
 
 
@@ -50,8 +50,8 @@ def env_name(text: str) -> str:
 
 
 def add_program_arguments(parser) -> None:
-    """How the program runs (pubsubguard.langhost): its Python, its environment, its limits."""
-    from pubsubguard.engine import Limits
+    """How the program runs (pubsubguard.core.langhost): its Python, its environment, its limits."""
+    from pubsubguard.core.engine import Limits
 
     defaults = Limits()
     group = parser.add_argument_group("the program's process (see docs/security.md)")
@@ -76,7 +76,7 @@ def add_program_arguments(parser) -> None:
 
 
 def run_options(args) -> dict:
-    from pubsubguard.engine import Limits
+    from pubsubguard.core.engine import Limits
 
     return {
         "python": args.python, "pass_env": tuple(args.pass_env), "require_isolation": args.require_isolation,

@@ -1,20 +1,20 @@
 """`pubsubguard run`: the main job on the embedded default — emulator, plan, check, apply, verify
 with faults (the conformance scenarios run beside it on the same emulator and explain its findings), report —
 for one stack. Each step is the same subcommand a user can run alone, called as a function
-(`cli.run_command`: its parser and `run(args)`), not by re-entering the command line.
+(`commands.run_command`: its parser and `run(args)`), not by re-entering the command line.
 
 Every option (the verify step's included) is validated, and Java, the emulator and the output
 directory are found, before the first step starts."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-from pubsubguard.commands import options
+from pubsubguard.commands import options, run_command
 from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.validation.config import endpoint_mapping, faults
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
 INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
@@ -36,9 +36,9 @@ def register(subparsers) -> None:
                         help="rehearse what `pulumi up` deployed instead of planning: a `pulumi stack export` FILE or "
                              "URI (`--state` alone: --stack's checkpoint in a self-managed backend); apply and verify "
                              "use the deployed names, plan and check are skipped (they judge what to deploy)")
-    parser.add_argument("--faults", type=options.faults, default=DEFAULT_FAULTS,
+    parser.add_argument("--faults", type=faults, default=DEFAULT_FAULTS,
                         help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N, misroute=1")
-    parser.add_argument("--endpoint", type=options.endpoint_mapping, action="append", default=None,
+    parser.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None,
                         metavar="REGION=HOST:PORT",
                         help="the verify step dials this host for REGION's locational endpoint (repeatable)")
     parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
@@ -51,14 +51,14 @@ def _step(title: str) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard import cli
     from pubsubguard.commands import verify
-    from pubsubguard.emulator import PUSH_RECEIVER_ENV, Emulator
-    from pubsubguard.plan import load_plan
+    from pubsubguard.validation.config import RunConfig
+    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator
+    from pubsubguard.core.plan import load_plan
 
     deployed = None
     if args.state is not None:  # read (and refused when bad) before anything starts
-        from pubsubguard import state
+        from pubsubguard.core import state
 
         deployed = state.load(args.state or None, args.stack if args.state == "" else None, args.root)
         args.stack = deployed["stack"]
@@ -74,7 +74,7 @@ def run(args) -> int:
         "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
-    verify.preflight(argparse.Namespace(target="emulator", from_evidence=None, cleanup=False, report=report))
+    verify.preflight(RunConfig(target="emulator", report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
     if own_emulator:
         Emulator.command()  # raises (with the install hint) when the emulator or Java is missing
@@ -83,22 +83,22 @@ def run(args) -> int:
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel (check,
     # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
-    from validation.session import spark_session
+    from pubsubguard.validation.session import spark_session
 
     spark_session(log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
     if deployed:
-        from pubsubguard.state import describe
+        from pubsubguard.core.state import describe
 
         _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
               "deploy: skipped)")
     else:
         _step(f"plan: stack {args.stack!r} -> {plan_file}")
-        planned = cli.run_command("plan", [*project, "--out", str(plan_file)])
+        planned = run_command("plan", [*project, "--out", str(plan_file)])
         if planned != 0:
             return planned
 
         _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
-        checked = cli.run_command("check", ["--plan", str(plan_file), "--format", "text"])
+        checked = run_command("check", ["--plan", str(plan_file), "--format", "text"])
         if checked == INTERRUPTED:
             return checked
         if checked != 0:
@@ -114,11 +114,11 @@ def run(args) -> int:
         print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
     try:
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
-        applied = cli.run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
+        applied = run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
             return applied
         _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
-        verdict = cli.run_command("verify", verify_argv)
+        verdict = run_command("verify", verify_argv)
     finally:
         if emulator is not None:
             emulator.stop()

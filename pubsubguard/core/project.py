@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
 _TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}

@@ -3,8 +3,9 @@
 `build(out)` writes two files into `out`:
 
     pubsubguard.zip          the packages the driver and executors import (`--py-files`):
-                             infra, validation, pubsubguard, pubsub_facts (pubsub_rules is the policy
-                             pack's and no task imports it)
+                             pubsubguard with its core, validation and policies.pubsub_facts (the
+                             command line, the check, the declaring program and the pack's rules are
+                             not the job's and no task imports them)
     pubsubguard-env.tar.gz   a packed virtualenv (venv-pack) with the job's third-party packages at the
                              versions this installation runs (`--archives ...#env`)
 
@@ -32,14 +33,16 @@ from dataclasses import dataclass
 from importlib import metadata, util
 from pathlib import Path
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 ZIP_NAME = "pubsubguard.zip"
 ENV_NAME = "pubsubguard-env.tar.gz"
 ENV_ALIAS = "env"  # the archive's directory name on the executors: `--archives FILE#env`
 # The packages the job's driver and executors import (tests/test_bundle.py checks the list against what
 # importing the job and its task functions loads).
-PACKAGES = ("infra", "validation", "pubsubguard", "pubsub_facts")
+# Each is shipped without its sub-packages (those the job needs are listed themselves).
+PACKAGES = ("pubsubguard", "pubsubguard.core", "pubsubguard.policies", "pubsubguard.policies.pubsub_facts",
+            "pubsubguard.validation")
 # Dependencies of this project that the job does not run: the Pulumi SDK declares, pyspark is the
 # cluster's own.
 NOT_SHIPPED = {"pulumi", "pulumi-gcp", "pyspark"}
@@ -60,7 +63,7 @@ class Bundle:
 
     def submit_command(self, master: str = "spark://HOST:7077", driver_python: str | None = None) -> list[str]:
         """The spark-submit line (client mode: the driver runs `driver_python`, executors the archive)."""
-        job = Path(util.find_spec("validation.job").origin)
+        job = Path(util.find_spec("pubsubguard.validation.job").origin)
         command = ["spark-submit", "--master", master,
                    "--archives", f"{self.env_archive}#{ENV_ALIAS}",
                    "--conf", f"spark.pyspark.python=./{ENV_ALIAS}/bin/python"]
@@ -101,13 +104,24 @@ def package_folders() -> dict[str, Path]:
     return folders
 
 
+def package_files(folder: Path) -> list[Path]:
+    """A package's modules and data (report.html's template), without its sub-packages' files."""
+    found = []
+    for source in sorted(folder.rglob("*")):
+        if not source.is_file() or "__pycache__" in source.parts or source.suffix == ".pyc":
+            continue
+        between = source.relative_to(folder).parents
+        if any((folder / part / "__init__.py").exists() for part in between if str(part) != "."):
+            continue  # a sub-package's (shipped on its own when the job needs it)
+        found.append(source)
+    return found
+
+
 def write_zip(path: Path) -> None:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, folder in sorted(package_folders().items()):
-            for source in sorted(folder.rglob("*")):  # modules and their data (report.html's template)
-                if not source.is_file() or "__pycache__" in source.parts or source.suffix == ".pyc":
-                    continue
-                entry = zipfile.ZipInfo((Path(name) / source.relative_to(folder)).as_posix(), ZIP_TIME)
+            for source in package_files(folder):
+                entry = zipfile.ZipInfo((Path(*name.split(".")) / source.relative_to(folder)).as_posix(), ZIP_TIME)
                 entry.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(entry, source.read_bytes())
 

@@ -27,11 +27,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard import state
-from pubsubguard.declared import PlanValueError, subscription_path, topic_path
-from pubsubguard.project import UNKNOWN
+from pubsubguard.core import state
+from pubsubguard.core.declared import PlanValueError, subscription_path, topic_path
+from pubsubguard.core.project import UNKNOWN
 
 AUTONAME_HEX = 7
 _REFERENCE_KINDS = {"topic": facts.TOPIC, "deadLetterTopic": facts.TOPIC, "subscription": facts.SUBSCRIPTION}
@@ -54,7 +54,7 @@ def autonamed(plan: dict) -> list[dict]:
 
 def needs_deploy(plan: dict) -> bool:
     """Whether the plan has names or references a deploy would decide (nothing to resolve otherwise)."""
-    from pubsubguard.engine import contains_unknown
+    from pubsubguard.core.engine import contains_unknown
 
     return "state" not in plan and (bool(autonamed(plan)) or any(
         contains_unknown(r.get("inputs", {})) for r in plan["resources"] if r["type"] in (*_NAMED, *facts.IAM_TYPES)))

@@ -1,6 +1,6 @@
 """Declared vs. actual: one vocabulary of settings for what a plan declares and what a target holds.
 
-- `declared(plan)`: the settings of the declared model (`pubsubguard.declared`, read from the plan once).
+- `declared(plan)`: the settings of the declared model (`pubsubguard.core.declared`, read from the plan once).
 - `actual(paths, ...)` reads topics and subscriptions through the admin API (the emulator or Google
   Cloud, selected by PUBSUB_EMULATOR_HOST only) and normalises them the same way.
 - `differences(declared, actual)` is the pure comparison; every difference is returned, none is
@@ -27,8 +27,8 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from pubsubguard import emulator
-from pubsubguard.declared import PlanValueError, estate, is_topic, subscription_path, topic_path
+from pubsubguard.core import emulator
+from pubsubguard.core.declared import PlanValueError, estate, is_topic, subscription_path, topic_path
 
 __all__ = ["Difference", "ReadbackError", "actual", "declared", "differences", "is_topic", "subscription_path", "topic_path"]
 
@@ -62,7 +62,7 @@ ReadbackError = PlanValueError  # a plan value that cannot be compared (unknown 
 # --- Declared ----------------------------------------------------------------------------------
 def declared(plan: dict) -> dict[str, dict]:
     """Resource path -> normalised declared settings, for every topic and subscription in the plan
-    (read once into the declared model, `pubsubguard.declared`)."""
+    (read once into the declared model, `pubsubguard.core.declared`)."""
     return estate(plan).settings()
 
 

@@ -11,10 +11,10 @@ process sits in between. Locating it, in order:
 
 Java must be on PATH (or under JAVA_HOME), as the launcher needs it.
 
-`python -m pubsubguard.emulator --locate` prints the command and exits 0, or prints the install hint
+`python -m pubsubguard.core.emulator --locate` prints the command and exits 0, or prints the install hint
 to stderr and exits 2 (`scripts/setup.sh` calls it).
 
-Beside the emulator runs a sidecar (`python -m pubsubguard.emulator --sidecar`, in the emulator's
+Beside the emulator runs a sidecar (`python -m pubsubguard.core.emulator --sidecar`, in the emulator's
 process group, so `stop()` ends both): it writes the emulator's output to a bounded log (two files
 of at most `LOG_MAX_BYTES / 2`: `emulator-PORT.log` and `.log.1`) and serves the push receiver, a
 small HTTP server on loopback that records every push and answers 204. Push subscriptions applied
@@ -47,7 +47,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 OVERRIDE_ENV = "PUBSUBGUARD_EMULATOR"
 HOST_ENV = "PUBSUB_EMULATOR_HOST"
@@ -169,7 +169,7 @@ class Push:
 class PushReceiver:
     """A threaded HTTP server on loopback that records each push (the last `keep`) and answers 204.
     `on_push` (optional) sees every push too (the sidecar logs them); `answer(subscription, body)`
-    (optional; the verification probe's `validation.push`) decides the HTTP status instead."""
+    (optional; the verification probe's `pubsubguard.validation.push`) decides the HTTP status instead."""
 
     def __init__(self, port: int = 0, keep: int = 10_000, on_push=None, answer=None):
         self.pushes: collections.deque[Push] = collections.deque(maxlen=keep)
@@ -352,7 +352,7 @@ class Emulator:
         # The sidecar joins the emulator's group, reads its output into the bounded log and serves pushes.
         with log.with_suffix(".sidecar.err").open("wb") as errors:
             sidecar_process = subprocess.Popen(
-                [sys.executable, "-m", "pubsubguard.emulator", "--sidecar", str(log), "--receiver-port", str(receiver_port)],
+                [sys.executable, "-m", "pubsubguard.core.emulator", "--sidecar", str(log), "--receiver-port", str(receiver_port)],
                 stdin=process.stdout, stdout=subprocess.DEVNULL, stderr=errors, **_group(process.pid),
             )
         process.stdout.close()  # the sidecar holds the pipe now
@@ -479,7 +479,7 @@ def recorded_push_receiver(root: Path | None, host: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pubsubguard.emulator", description="Locate the Pub/Sub emulator.")
+    parser = argparse.ArgumentParser(prog="python -m pubsubguard.core.emulator", description="Locate the Pub/Sub emulator.")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--locate", action="store_true", help="print the emulator command, or the install hint")
     mode.add_argument("--sidecar", type=Path, metavar="LOG",

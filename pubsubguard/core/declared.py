@@ -1,7 +1,7 @@
 """The declared estate as deployed: one typed, frozen model, read from a plan once.
 
 Named `declared` for the side of the comparison it stands on: what the plan declares the target
-should hold, where `pubsubguard.readback.actual` is what the target does hold. A plan (`pubsubguard
+should hold, where `pubsubguard.core.readback.actual` is what the target does hold. A plan (`pubsubguard
 plan`) is the resource graph Pulumi would deploy: pulumi-gcp inputs in camelCase plus the stack
 outputs. `estate(plan)` reads the inputs of every topic and subscription once into `Topic` and
 `Subscription` (paths resolved, durations in seconds, the delivery type derived once) and adds what
@@ -9,11 +9,11 @@ only the stack outputs say (regions, locational endpoints, dead-letter drains, p
 when the plan has them (a plan of another Pulumi program has none). Everything downstream reads this
 model: apply's requests (`Topic.inputs` for the fields the model does not name), the readback
 vocabulary and drift (`settings()`), probe isolation's twins, the probe's specs, the checks'
-subscription config and the report (`validation.target.checked`).
+subscription config and the report (`pubsubguard.validation.target.checked`).
 
 `plan_from(plan_file, stack, root, state)` is the one plan loader of `verify`, `run` and `apply`: the
 plan of `--plan FILE`, one made offline from `--stack`, or what `pulumi up` deployed (`--state`: a
-stack's state read as a plan by `pubsubguard.state`, its outputs as the declared values, so the same
+stack's state read as a plan by `pubsubguard.core.state`, its outputs as the declared values, so the same
 model is read from it). `Estate.source` says which.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 PULL, PUSH, BIGQUERY, CLOUD_STORAGE = "pull", "push", "bigquery", "cloud_storage"
 
@@ -67,7 +67,7 @@ class Topic:
     inputs: dict = field(default_factory=dict, compare=False, repr=False)  # the plan's, for apply's request
 
     def settings(self) -> dict:
-        """The readback vocabulary (`pubsubguard.readback`): the settings compared with the target."""
+        """The readback vocabulary (`pubsubguard.core.readback`): the settings compared with the target."""
         settings = {"kind": "topic", "labels": dict(self.labels), "retention_seconds": self.retention_s, "kms_key": self.kms_key}
         if self.storage_regions is not None:
             settings["storage_regions"] = list(self.storage_regions)
@@ -126,7 +126,7 @@ class Subscription:
         )
 
     def settings(self) -> dict:
-        """The readback vocabulary (`pubsubguard.readback`); a setting the plan leaves to the
+        """The readback vocabulary (`pubsubguard.core.readback`); a setting the plan leaves to the
         service's default is absent (not compared)."""
         settings = {
             "kind": "subscription",
@@ -178,7 +178,7 @@ class Estate:
     output_names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     # the Pub/Sub service agent the plan grants dead-lettering roles to (`serviceAccount:service-N@…`)
     service_agent: str | None = None
-    # what the estate was read from (`pubsubguard.state.describe`): a plan, or a deployed stack's state
+    # what the estate was read from (`pubsubguard.core.state.describe`): a plan, or a deployed stack's state
     # (location, stack, deployment time); None: not recorded
     source: dict | None = field(default=None, compare=False)
 
@@ -237,7 +237,7 @@ def _seconds(value: Any, where: str) -> float | int:
 
 
 def _known(value: Any, where: str) -> Any:
-    from pubsubguard.plan import UNKNOWN
+    from pubsubguard.core.plan import UNKNOWN
 
     if value is None and where.endswith(".name"):
         raise PlanValueError(f"{where}: chosen at deploy (autonamed); rehearse with `pubsubguard apply --emulator`, "
@@ -340,7 +340,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
 
 def estate(plan: dict) -> Estate:
     """The plan's topics and subscriptions, read once (see the module docstring)."""
-    from pubsubguard.plan import resources_of
+    from pubsubguard.core.plan import resources_of
 
     for key in ("gcp_project", "resources"):
         if key not in plan:
@@ -388,16 +388,16 @@ def estate(plan: dict) -> Estate:
 # --- The one plan loader -------------------------------------------------------------------------
 def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = None, state: str | Path | None = None) -> dict:
     """The plan of `--plan FILE`, of `--state FILE|URI` (a deployed stack's state read as a plan,
-    `pubsubguard.state`; `--state` without a value: `--stack`'s checkpoint in a self-managed backend), or
+    `pubsubguard.core.state`; `--state` without a value: `--stack`'s checkpoint in a self-managed backend), or
     one made offline from `--stack` (default dev). `--plan` with `--stack` or `--state` is a usage error."""
-    from pubsubguard import plan as planning
+    from pubsubguard.core import plan as planning
 
     if plan_file is not None and state is not None:
         raise UserError("--plan and --state: give one of them (a plan declares what to deploy, a state what was deployed)")
     if plan_file is not None and stack is not None:
         raise UserError("--plan and --stack: give one of them (a plan file already names its stack)")
     if state is not None:
-        from pubsubguard import state as states
+        from pubsubguard.core import state as states
 
         return states.load(state or None, stack, Path(root or planning.project_root()))
     if plan_file is not None:

@@ -1,8 +1,11 @@
 """The checks' one pass over a partition: findings and statistics from rows sorted by message.
 
+One algorithm, kept in one module although it is longer than the others: the pass over a chunk of
+sorted evidence, the statistics it gathers on the way and the report's aggregates it merges.
+
 `validation/checks.py` shuffles the unified evidence rows once by (subscription, key), sorts them
 within partitions by (key hashes, seq, foreign, time, row kind) and hands each partition to
-`judge_partition` (Spark's `mapInArrow`). The definitions of the findings are in `checks.py`'s
+`check_partition` (Spark's `mapInArrow`). The definitions of the findings are in `checks.py`'s
 docstring and `docs/checks.md`; this module is their only implementation.
 
 Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart from rendering):
@@ -10,7 +13,7 @@ Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart 
 one function per guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by
 `GUARANTEE_CHECKS`) returns `Found` records: the rows that raise a finding kind and the facts each
 finding states (form, seqs, attempts, times). The pass writes those facts as columns
-(`FINDING_FACTS`); sentences are rendered from them by `validation.report.describe`, not here.
+(`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
 
 Everything is vectorised with NumPy over a chunk of whole keys (a key never straddles two chunks,
 so memory is bounded by the chunk size, not the partition, plus the partition's latencies: 8 bytes
@@ -31,7 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from validation.evidence import FINDING_KINDS
+from pubsubguard.validation.config import DEFAULT_SKEW_US  # noqa: F401  (checks' docstring, "Clock skew"; `--skew-us`)
+from pubsubguard.validation.evidence import FINDING_KINDS
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
 ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
@@ -40,10 +44,8 @@ INF = float(2**62)  # "never settled"
 HOTTEST_KEYS = 5
 LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
 CHUNK_ROWS = 1 << 18
-# clock skew tolerated between subscriber tasks (checks' docstring, "Clock skew"); `verify --skew-us`
-DEFAULT_SKEW_US = 250_000
 
-# Columns `judge_partition` reads (made by `checks._unified`). Spark's Arrow writer costs about as
+# Columns `check_partition` reads (made by `checks._unified`). Spark's Arrow writer costs about as
 # much per column as the rest of the pass, so the row is packed into six numbers:
 #   h       xxhash64(sub_id, key)
 #   meta    murmur3(sub_id, key) << 32 | (deadline_s + 1, 0 for none) << DEADLINE_SHIFT | sub_id << 5
@@ -258,7 +260,7 @@ def _key_starts(h: np.ndarray, h2: np.ndarray) -> np.ndarray:
 
 
 # -- the pass ---------------------------------------------------------------------------------------
-def judge_partition(
+def check_partition(
     batches: Iterator[pa.RecordBatch], config: SubscriptionConfig, skew_us: int, partition: int, chunk_rows: int = CHUNK_ROWS
 ):
     """Findings and statistics rows (OUTPUT_SCHEMA) of one sorted partition, chunk by chunk."""
@@ -277,13 +279,13 @@ def judge_partition(
         cut = _last_key_start(table)
         if cut == 0:  # one key so far: keep reading
             continue
-        yield _judge_chunk(table.slice(0, cut), config, skew_us, (partition << 40) + offset, latencies)
+        yield _check_chunk(table.slice(0, cut), config, skew_us, (partition << 40) + offset, latencies)
         offset += cut
         rest = table.slice(cut)
         pending, pending_rows = rest.to_batches(), rest.num_rows
     if pending_rows:
         table = pa.Table.from_batches(pending).combine_chunks()
-        yield _judge_chunk(table, config, skew_us, (partition << 40) + offset, latencies)
+        yield _check_chunk(table, config, skew_us, (partition << 40) + offset, latencies)
     if latencies:
         out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
         for sub_id, parts in sorted(latencies.items()):
@@ -606,7 +608,7 @@ GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = {
 }
 
 
-def _judge_chunk(
+def _check_chunk(
     table: pa.Table, config: SubscriptionConfig, skew_us: int, row_id_base: int, latencies: dict[int, list[np.ndarray]]
 ) -> pa.RecordBatch:
     chunk = Chunk(table, config)

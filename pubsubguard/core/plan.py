@@ -1,13 +1,13 @@
 """Offline plan: run the Pulumi program the way `pulumi preview` runs it and write the resource graph.
 
 As the Pulumi CLI does, the program runs in a process of its own, started with the project's own Python
-(`pubsubguard.langhost` finds it as the language host does and confines the process), and talks to
-the engine over the engine's gRPC protocol (`ResourceMonitor`, `Engine`; `pubsubguard.engine` serves
+(`pubsubguard.core.langhost` finds it as the language host does and confines the process), and talks to
+the engine over the engine's gRPC protocol (`ResourceMonitor`, `Engine`; `pubsubguard.core.engine` serves
 them here on Unix sockets and answers as the engine does in a preview of a new stack: values unknown
 at preview stay unknown, secrets stay secrets, resource references never wait, invokes are answered
 offline). This process never imports the program: it only records what the program registers, and
 decides alone whether the program completed (its exit code, its error log, the stack's outputs
-registered). Config comes from `PULUMI_CONFIG` (`pubsubguard.project` reads `Pulumi.yaml` and the stack
+registered). Config comes from `PULUMI_CONFIG` (`pubsubguard.core.project` reads `Pulumi.yaml` and the stack
 file as the CLI does). A program that makes no progress for `IDLE_TIMEOUT_S` is stopped with an error
 naming the resource it waits for; a program that raises is reported with its own file and line.
 
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard import langhost, storage
-from pubsubguard.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
-from pubsubguard.langhost import Stream
-from pubsubguard.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
+from pubsubguard.core import langhost, storage
+from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
+from pubsubguard.core.langhost import Stream
+from pubsubguard.core.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
 IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered or invoked, the thread waiting or blocked in one place this long: stuck
@@ -56,7 +56,9 @@ PARALLEL = 16  # the language host's --parallel: the SDK sends up to 4x this man
 
 
 def project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    """pubsubguard's own project (the checkout holding this package): the default of callers that name no
+    project (tests, benchmarks); the command line always names one (the current directory, or -C)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def _gcp_project(values: dict[str, Any]) -> str | None:
@@ -284,6 +286,25 @@ def load_plan(path: Path) -> dict:
     if plan.get("secrets") == "redacted":
         plan = _unredacted(plan)
     return plan
+
+
+def retarget(plan: dict, project: str) -> dict:
+    """The plan moved to another GCP project: every resource path (`projects/OLD/...`) and `gcp_project`
+    name `project`; nothing else changes. Walks the plan's values (keys are property names, never paths)."""
+    prefix, moved_to = f"projects/{plan.get('gcp_project')}/", f"projects/{project}/"
+
+    def move(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(prefix, moved_to)
+        if isinstance(value, dict):
+            return {key: move(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [move(item) for item in value]
+        return value
+
+    moved = move(plan)
+    moved["gcp_project"] = project
+    return moved
 
 
 def resources_of(plan: dict, type_: str) -> list[dict]:

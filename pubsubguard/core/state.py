@@ -1,5 +1,5 @@
 """What `pulumi up` deployed: a stack's state (`pulumi stack export`, deployment version 3) read into
-the plan format, so the one declared model (`pubsubguard.declared`) is read from it as from a plan.
+the plan format, so the one declared model (`pubsubguard.core.declared`) is read from it as from a plan.
 
 A state holds, per resource, the inputs the program gave and the outputs the provider returned after
 deploy. The declared side of a verification is the **outputs**: the deployed names (autonames such as
@@ -18,7 +18,7 @@ Resources pending deletion (`delete: true`, the old half of a replacement) and p
 Secret values (`{"4dabf1…": "1b4706…", "ciphertext": …}`) are never needed: they are dropped, only their
 place is recorded (`secrets_skipped`), and no message prints a value from a state.
 
-Where a state comes from: `--state FILE|URI` (`pubsubguard.storage`: a path, gs://, s3://, …; gzip is
+Where a state comes from: `--state FILE|URI` (`pubsubguard.core.storage`: a path, gs://, s3://, …; gzip is
 read as the file backend writes it with PULUMI_SELF_MANAGED_STATE_GZIP), or, with `--state` and a stack,
 the checkpoint a self-managed backend keeps (`pulumi login file://DIR`, gs://BUCKET, s3://BUCKET): the
 backend from PULUMI_BACKEND_URL or `backend.url` in Pulumi.yaml, the checkpoint
@@ -26,7 +26,7 @@ backend from PULUMI_BACKEND_URL or `backend.url` in Pulumi.yaml, the checkpoint
 A checkpoint is `{"version": 3, "checkpoint": {"stack", "config", "latest": <deployment>}}`; an export
 is `{"version": 3, "deployment": <deployment>}`; both are read.
 
-The other way (a rehearsal's deployment written as an export) is `pubsubguard.rehearsal.state_document`.
+The other way (a rehearsal's deployment written as an export) is `pubsubguard.core.rehearsal.state_document`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard import storage
-from pubsubguard.engine import RESOURCE_SIG, SECRET_SIG, SIG
-from pubsubguard.errors import UserError
+from pubsubguard.core import storage
+from pubsubguard.core.engine import RESOURCE_SIG, SECRET_SIG, SIG
+from pubsubguard.core.errors import UserError
 
 DEPLOYMENT_VERSION = 3
 EXPORT_HINT = "expected the file `pulumi stack export --file state.json` writes"
@@ -62,7 +62,7 @@ def backend_url(root: Path) -> str | None:
     """The self-managed backend of a project: PULUMI_BACKEND_URL, else `backend.url` in Pulumi.yaml."""
     if os.environ.get("PULUMI_BACKEND_URL"):
         return os.environ["PULUMI_BACKEND_URL"]
-    from pubsubguard.project import _load_yaml
+    from pubsubguard.core.project import _load_yaml
 
     path = Path(root) / "Pulumi.yaml"
     data = _load_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd") if path.exists() else {}
@@ -73,7 +73,7 @@ def backend_url(root: Path) -> str | None:
 
 def checkpoint_location(root: Path, stack: str) -> str:
     """Where a self-managed backend keeps `stack`'s checkpoint (see module doc); StateError otherwise."""
-    from pubsubguard.project import read_project
+    from pubsubguard.core.project import read_project
 
     url = backend_url(root)
     hint = "or pass --state FILE (`pulumi stack export --file FILE`)"

@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pubsubguard.errors import UserError
-from pubsubguard.project import PlanError, Project
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.project import PlanError, Project
 
 EXEC_SCRIPT = Path(__file__).resolve().parent / "langhost_exec.py"
 ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "SYSTEMROOT")

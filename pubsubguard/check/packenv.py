@@ -4,7 +4,7 @@ The pack runs in an interpreter of its own (pulumi-policy pins protobuf 5, the P
 protobuf 6), made from the pack's `requirements.txt` as the Pulumi CLI makes it. Where it comes from:
 
 - **A checkout** of this repository: `policies/`, with `policies/venv` from `scripts/setup.sh`.
-- **An installed wheel**: the pack ships as package data (`pubsubguard/pack/`). It is copied once into
+- **An installed wheel**: the pack ships as package data (`pubsubguard/policies/`). It is copied once into
   the user's cache, `<cache>/pack-<version>-<content hash>/`, beside a symlink `venv` to the pack's
   virtualenv, so the folder is one the real CLI loads as it is:
   `pulumi preview --policy-pack "$(pubsubguard pack path)"`.
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 CACHE_ENV = "PUBSUBGUARD_CACHE_DIR"
 READY = ".pubsubguard-ready"  # written last into a virtualenv's folder: the build completed
@@ -49,15 +49,32 @@ def cache_root() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "pubsubguard"
 
 
-def installed_pack_dir() -> Path | None:
-    """The pack shipped in the wheel (`pubsubguard/pack/`), if this is an installed copy."""
-    folder = Path(__file__).resolve().parent / "pack"
+def _pack_folder() -> Path | None:
+    """Where `pubsubguard.policies` is: the checkout's `policies/` (editable install), or the wheel's
+    `pubsubguard/policies/`."""
+    from importlib import util
+
+    spec = util.find_spec("pubsubguard.policies")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]).resolve()
     return folder if (folder / "PulumiPolicy.yaml").is_file() else None
+
+
+def _in_checkout(folder: Path) -> bool:
+    return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "Pulumi.yaml").is_file()
+
+
+def installed_pack_dir() -> Path | None:
+    """The pack shipped in the wheel (`pubsubguard/policies/`), if this is an installed copy."""
+    folder = _pack_folder()
+    return folder if folder is not None and not _in_checkout(folder) else None
 
 
 def checkout_pack_dir() -> Path | None:
-    folder = Path(__file__).resolve().parent.parent / "policies"
-    return folder if (folder / "PulumiPolicy.yaml").is_file() else None
+    """The checkout's `policies/` (its virtualenv made by scripts/setup.sh), if this is a checkout."""
+    folder = _pack_folder()
+    return folder if folder is not None and _in_checkout(folder) else None
 
 
 def default_pack_dir() -> Path:
@@ -68,14 +85,14 @@ def default_pack_dir() -> Path:
         return checkout
     installed = installed_pack_dir()
     if installed is None:
-        raise PackError(f"{Path(__file__).resolve().parent}: no policy pack in this installation "
-                        "(pubsubguard/pack/ is missing; reinstall pubsubguard, or pass --policy-pack DIR)")
+        raise PackError(f"{Path(__file__).resolve().parents[1]}: no policy pack in this installation "
+                        "(pubsubguard/policies/ is missing; reinstall pubsubguard, or pass --policy-pack DIR)")
     return materialize(installed)
 
 
 def virtualenv_name(pack_dir: Path) -> str:
     """`runtime.options.virtualenv` of PulumiPolicy.yaml (default `venv`), as the CLI reads it."""
-    from pubsubguard.errors import read_yaml_mapping
+    from pubsubguard.core.errors import read_yaml_mapping
 
     manifest = read_yaml_mapping(Path(pack_dir) / "PulumiPolicy.yaml", PackError, f"is {pack_dir} a policy pack?",
                                  "a mapping with 'runtime' and 'version'")
@@ -255,7 +272,7 @@ def pack_key(source: Path) -> str:
 def materialize(source: Path) -> Path:
     """A copy of the pack `source` in the cache with its virtualenv beside it (a relative symlink named
     as PulumiPolicy.yaml says), so the folder is complete for the real CLI too."""
-    from pubsubguard import __version__
+    from pubsubguard.core import __version__
 
     venv = ensure_venv(source / "requirements.txt")
     final = cache_root() / f"pack-{__version__}-{pack_key(source)}"

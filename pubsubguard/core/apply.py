@@ -4,7 +4,7 @@ The target is whatever `PublisherClient` / `SubscriberClient` talk to: the emula
 PUBSUB_EMULATOR_HOST is set, Google Cloud otherwise; there is no other switch. Order: dead-letter
 topics, other topics, subscriptions on dead-letter topics (drains), other subscriptions, IAM members.
 
-Idempotent: a resource that exists is compared with the plan (`pubsubguard.readback`); matching
+Idempotent: a resource that exists is compared with the plan (`pubsubguard.core.readback`); matching
 settings are left alone, mutable differences are updated with a field mask, immutable ones
 (ordering, filter, topic) are reported, never silently replaced. Every plan resource ends with one
 `Outcome`: nothing is dropped, and when creation stops midway the outcomes say what exists and what
@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import pubsub_facts as facts
+from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard import declared, emulator, readback
-from pubsubguard.errors import UserError
+from pubsubguard.core import declared, emulator, readback
+from pubsubguard.core.errors import UserError
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
 NOT_APPLIED = "not applied"  # the target does not support it, or it cannot change in place
@@ -34,7 +34,7 @@ PROBLEMS = (FAILED, NOT_ATTEMPTED)
 _IDENTITY_KEYS = ("name", "project")
 # Proto fields holding durations; the plan writes them as "600s".
 _DURATION_FIELDS = {"message_retention_duration", "ttl", "minimum_backoff", "maximum_backoff", "max_duration"}
-# Normalised setting -> the proto field an update mask names (pubsubguard.readback vocabulary).
+# Normalised setting -> the proto field an update mask names (pubsubguard.core.readback vocabulary).
 _TOPIC_UPDATE_FIELDS = {
     "labels": ("labels",),
     "retention_seconds": ("message_retention_duration",),
@@ -166,7 +166,7 @@ def subscription_request(subscription: declared.Subscription):
 
 # --- Applying -------------------------------------------------------------------------------------
 def _unknowns(value: Any, where: str) -> list[str]:
-    from pubsubguard.plan import UNKNOWN
+    from pubsubguard.core.plan import UNKNOWN
 
     if value == UNKNOWN:
         return [where]

@@ -2,7 +2,7 @@
 verdict line and one table row per violation: level, rule, resource, file:line, the fix (the rule's
 sentence); suppressed ones are listed with their reason in a table of their own.
 
-    python -m pubsubguard.summary dev=pubsubguard-dev.sarif prod=pubsubguard-prod.sarif >> "$GITHUB_STEP_SUMMARY"
+    python -m pubsubguard.check.summary dev=pubsubguard-dev.sarif prod=pubsubguard-prod.sarif >> "$GITHUB_STEP_SUMMARY"
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pubsubguard.errors import UserError
+from pubsubguard.core.errors import UserError
 
 SCHEMES = ("gs", "s3", "s3a", "hdfs")
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"

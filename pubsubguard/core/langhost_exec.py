@@ -1,7 +1,7 @@
 """The program's side of `pubsubguard plan` and `check`: what the Pulumi Python language host's
 `pulumi-language-python-exec` does, run by the project's own interpreter in a child process.
 
-NOT imported by pubsubguard: `pubsubguard.langhost` copies this file into the run's scratch directory
+NOT imported by pubsubguard: `pubsubguard.core.langhost` copies this file into the run's scratch directory
 and starts it as a script with the team's Python, which needs nothing but the pulumi SDK. Like the
 language host's exec script it reads the config from `PULUMI_CONFIG`, configures
 `pulumi.runtime.Settings(monitor=..., engine=...)` with the engine's gRPC addresses (Unix sockets),

@@ -2,7 +2,7 @@
 
 `generate(subscriptions, workload, seed)` simulates, deterministically from `seed`, what Pub/Sub's
 documented semantics allow (`docs/pubsub-facts.md`) for each declared subscription, and
-returns the evidence a probe would have recorded (`validation.evidence` schema):
+returns the evidence a probe would have recorded (`pubsubguard.validation.evidence` schema):
 
 - at-least-once: on subscriptions without exactly-once, an acked message may be delivered again;
   nacks, expiries, crashes and late acks lead to a redelivery after the nack / the deadline;
@@ -38,10 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
-from validation.judge import DEFAULT_SKEW_US
+from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
+from pubsubguard.validation.kernel import DEFAULT_SKEW_US
 
-FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (validation.driver.DEFAULT_FAULT_DEADLINE_S)
+FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (pubsubguard.validation.driver.DEFAULT_FAULT_DEADLINE_S)
 
 T0_US = 1_700_000_000_000_000
 MS = 1_000
@@ -100,7 +100,7 @@ def write_evidence(
         sub.mkdir(parents=True, exist_ok=True)
         for i, start in enumerate(range(0, max(table.num_rows, 1), row_group_size)):
             pq.write_table(table.slice(start, row_group_size), sub / f"part-{i:05d}.parquet")
-    RunInfo(run_id=run_id, target=target, subscriptions=list(subscriptions), parameters={"generator": "validation.histories"}).write(directory)
+    RunInfo(run_id=run_id, target=target, subscriptions=list(subscriptions), parameters={"generator": "histories"}).write(directory)
     return directory
 
 

@@ -1,0 +1,213 @@
+"""A verification run's configuration: its options, declared once, and `RunConfig`, the frozen value built
+once from them and passed down (target, driver, probe, checks, report never read an argparse namespace
+and never change what they were given).
+
+`add_arguments(parser, project=...)` is the one set of options, with their validators (a bad value is one
+line naming what was expected, exit 2), used by both command lines: `spark-submit ... validation/job.py`
+(the project is `--stack`/`--root`) and `pubsubguard verify` (the project is the CLI's `-s`/`-C`,
+passed as `project`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Callable
+
+from pubsubguard.policies import pubsub_facts as facts
+
+from pubsubguard.core import storage
+from pubsubguard.core.arguments import (
+    input_file, non_negative_int, or_checkpoint, output_directory, port, positive_int, positive_seconds, remote_or,
+)
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation.session import DEFAULT_MASTER
+
+# Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
+# subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared
+# deadline (60 s on exactly-once subscriptions). `--fault-deadline declared` keeps the subscription's.
+DEFAULT_FAULT_DEADLINE_S = float(facts.ACK_DEADLINE_MIN_S)
+EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadline
+# Added to the default drain timeout (driver.default_drain_timeout): dead-lettering's repeated attempts
+# after their backoffs, scheduling, an evidence flush.
+DRAIN_SLACK_S = 30.0
+DEFAULT_SKEW_US = 250_000  # clock skew tolerated between tasks (the kernel's comparisons: docs/checks.md)
+
+# Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
+# local[*,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], yarn, k8s://..., mesos://...
+_MASTER = re.compile(
+    r"local(\[([1-9]\d*|\*)(,[1-9]\d*)?\])?"
+    r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|spark://[\w.-]+:\d{1,5}(,[\w.-]+:\d{1,5})*"
+    r"|yarn"
+    r"|k8s://\S+"
+    r"|mesos://\S+"
+)
+MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a verification run was asked to do (the options' values, by their names)."""
+
+    # what to verify
+    stack: str | None = None
+    root: Path | None = None
+    plan: Path | str | None = None
+    state: Path | str | None = None  # "" : the stack's checkpoint in its backend
+    target: str = "emulator"
+    project: str | None = None
+    endpoint: tuple[str, ...] = ()
+    push_receiver: str | None = None
+    push_port: int = 8080
+    allow_shared_subscriptions: bool = False
+    # workload
+    faults: str = ""
+    keys: int = 8
+    messages_per_key: int = 25
+    subscribers: int = 2
+    fault_deadline: float | None = DEFAULT_FAULT_DEADLINE_S  # None: each subscription's own
+    drain_timeout: float | None = None  # None: driver.default_drain_timeout
+    conform: bool = False
+    skew_us: int = DEFAULT_SKEW_US
+    # output
+    report: Path | str | None = None
+    from_evidence: Path | str | None = None
+    cleanup: bool = False
+    master: str | None = None
+    no_progress: bool = False
+
+    @classmethod
+    def from_options(cls, options: argparse.Namespace, **overrides) -> "RunConfig":
+        """The run's configuration from parsed options (those this class names; others are the command's)."""
+        values = {f.name: getattr(options, f.name) for f in fields(cls) if hasattr(options, f.name)}
+        values["endpoint"] = tuple(values.get("endpoint") or ())
+        return cls(**{**values, **overrides})
+
+    def but(self, **changes) -> "RunConfig":
+        """A copy with `changes` (the value itself never changes)."""
+        return replace(self, **changes)
+
+
+def location(text: str) -> Path | str:
+    """A local path as a Path, an object store URI (pubsubguard.core.storage) as it is."""
+    return text if storage.is_remote(text) else Path(text)
+
+
+def fault_deadline(text: str) -> float | None:
+    """`--fault-deadline`: seconds (1..600, what ModifyAckDeadline accepts) or `declared` (None)."""
+    if text.strip() == "declared":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= facts.ACK_DEADLINE_MAX_S or value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole seconds from 1 to {facts.ACK_DEADLINE_MAX_S}, "
+                                         "or `declared`")
+    return value
+
+
+def faults(text: str) -> str:
+    """`--faults`: the spec as given, once it parses (pubsubguard.validation.faults holds the grammar)."""
+    from pubsubguard.validation.faults import parse_faults
+
+    try:
+        parse_faults(text)
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--faults: ")) from None
+    return text
+
+
+def endpoint_mapping(text: str) -> str:
+    """`--endpoint REGION=HOST:PORT`: one mapping as given, once it parses (pubsubguard.validation.endpoints)."""
+    from pubsubguard.validation.endpoints import parse_endpoint_map
+
+    try:
+        parse_endpoint_map([text])
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err).split(": ", 1)[1]) from None
+    return text
+
+
+def spark_master(text: str) -> str:
+    if not _MASTER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master URL (expected {MASTER_FORMS})")
+    return text.strip()
+
+
+def evidence_directory(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a directory (expected the evidence/ directory of a report)")
+    return path
+
+
+def job_project_arguments(parser: argparse.ArgumentParser) -> None:
+    """How spark-submit's job names the project: `--stack` (planned offline) and `--root`."""
+    parser.add_argument("--stack", default=None, help="stack whose plan is made offline (default: dev)")
+    parser.add_argument("--root", type=Path, default=None, help="project directory holding Pulumi.yaml")
+
+
+def add_arguments(parser: argparse.ArgumentParser,
+                  project: Callable[[argparse.ArgumentParser], None] = job_project_arguments) -> None:
+    """The run's options (every `RunConfig` field), and the project's, as `project` adds them."""
+    project(parser)
+    source = parser.add_argument_group("what to verify")
+    source.add_argument("--plan", type=remote_or(input_file), default=None, metavar="FILE",
+                        help="a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of "
+                             "planning --stack")
+    source.add_argument("--state", type=or_checkpoint(remote_or(input_file)), nargs="?", const="", default=None,
+                        metavar="FILE",
+                        help="verify what `pulumi up` deployed: a `pulumi stack export` FILE or URI (gs://, s3a://) "
+                             "instead of a plan, judged under the deployed names; `--state` alone with --stack: that "
+                             "stack's checkpoint in a self-managed backend (PULUMI_BACKEND_URL=file://DIR)")
+    source.add_argument("--target", choices=("emulator", "gcp"), default="emulator",
+                        help="where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
+                             "`pubsubguard emulator`) or gcp (Application Default Credentials)")
+    source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
+    source.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None, metavar="REGION=HOST:PORT",
+                        help="map a declared locational endpoint (REGION, or `global` for the global endpoint) to a "
+                             "host; repeatable. A loopback host is dialled without TLS or credentials and its "
+                             "traffic is recorded (endpoint_pinning)")
+    source.add_argument("--push-receiver", default=None, metavar="URL",
+                        help="on gcp, a URL Pub/Sub can push to that reaches the probe's push receiver on loopback "
+                             "port --push-port; push subscriptions are probed through it (else not_tested)")
+    source.add_argument("--push-port", type=port, default=8080,
+                        help="the loopback port of the probe's push receiver with --push-receiver")
+    source.add_argument("--allow-shared-subscriptions", action="store_true",
+                        help="on gcp, probe although production subscriptions do not exclude probe messages")
+    work = parser.add_argument_group("workload")
+    work.add_argument("--faults", type=faults, default="",
+                      help="faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber tasks "
+                           "killed), misroute=1 (publishers on the global endpoint); "
+                           "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)")
+    work.add_argument("--keys", type=positive_int, default=8, help="ordering keys per topic")
+    work.add_argument("--messages-per-key", type=positive_int, default=25, help="messages published per key")
+    work.add_argument("--subscribers", type=positive_int, default=2, help="subscriber tasks")
+    work.add_argument("--fault-deadline", type=fault_deadline, default=DEFAULT_FAULT_DEADLINE_S, metavar="SECONDS",
+                      help="ack deadline the probe sets (ModifyAckDeadline) on deliveries the expire and crash faults "
+                           "hold, so they come back after it; `declared` keeps each subscription's own "
+                           f"(default {DEFAULT_FAULT_DEADLINE_S:.0f}, Pub/Sub's smallest)")
+    work.add_argument("--drain-timeout", type=positive_seconds, default=None,
+                      help="seconds to wait after publishing for every message to be settled (default: the "
+                           f"fault deadline (push: the ack deadline) + {EXPIRE_MARGIN_S:.0f} s expire margin + the "
+                           f"longest retry backoff + {DRAIN_SLACK_S:.0f} s)")
+    work.add_argument("--conform", action="store_true",
+                      help="run the conformance scenarios (pubsubguard.validation.conformance) on the same target, "
+                           "beside the probe; the report names, per finding, the violated scenarios that explain it")
+    work.add_argument("--skew-us", type=non_negative_int, default=DEFAULT_SKEW_US,
+                      help="clock skew tolerated between tasks, in microseconds")
+    out = parser.add_argument_group("output")
+    out.add_argument("--report", type=remote_or(output_directory), default=None, metavar="DIR",
+                     help="report DIRECTORY: report.json, report.html and evidence/ (default: "
+                          "<project>/out/<stack>/report; a URI with --from-evidence only)")
+    out.add_argument("--from-evidence", type=remote_or(evidence_directory), default=None, metavar="DIR",
+                     help="re-run checks and report on recorded evidence only (no target needed)")
+    out.add_argument("--cleanup", action="store_true", help="delete probe twins left by killed runs, then exit")
+    out.add_argument("--master", type=spark_master, default=None,
+                     help=f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's --master "
+                          f"wins; default: {DEFAULT_MASTER})")
+    out.add_argument("--no-progress", action="store_true", help="no progress bars")
