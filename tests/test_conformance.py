@@ -16,7 +16,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pubsubguard.validation import conformance
+from pubsubguard.validation import conformance, conformance_docs
+from pubsubguard.validation import conformance_harness as harness
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "conformance.schema.json").read_text())
@@ -60,7 +61,7 @@ def _conform(*argv: str, env: dict | None = None, timeout: float = 180) -> subpr
 def _names_with(run_id: str, project: str) -> list[str]:
     from google.cloud import pubsub_v1
 
-    marker = f"{conformance.NAME_PREFIX}-{run_id}-"
+    marker = f"{harness.NAME_PREFIX}-{run_id}-"
     publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
     try:
         names = [t.name for t in publisher.list_topics(project=f"projects/{project}")]
@@ -107,7 +108,7 @@ def test_the_evidence_shows_what_the_target_answered(run):
     pull = next(e for e in stale if e.get("call") == "Pull" and e["response"]["received_messages"])
     ack = next(e for e in stale if e.get("call") == "Acknowledge")
     assert ack["request"]["ack_ids"] == [pull["response"]["received_messages"][0]["ack_id"]]
-    assert ack["at_s"] - pull["at_s"] > conformance.ACK_DEADLINE_S and "error" not in ack
+    assert ack["at_s"] - pull["at_s"] > harness.ACK_DEADLINE_S and "error" not in ack
     # the superseded ack: the first ack id is refused with the exactly-once reason
     superseded = [e for e in by_id["eod-superseded-ack-rejected"]["evidence"] if e.get("call") == "Acknowledge"]
     assert superseded[0]["error"]["code"] == "INVALID_ARGUMENT"
@@ -141,13 +142,13 @@ def test_throwaway_resources_are_gone(run):
     _, doc, _ = run
     assert doc["cleanup"]["failed"] == []
     assert len(doc["cleanup"]["deleted"]) >= 2 * len(ALL_IDS)
-    assert all(f"{conformance.NAME_PREFIX}-{doc['run_id']}-" in name for name in doc["cleanup"]["deleted"])
+    assert all(f"{harness.NAME_PREFIX}-{doc['run_id']}-" in name for name in doc["cleanup"]["deleted"])
     assert _names_with(doc["run_id"], doc["project"]) == []
 
 
 def test_docs_emulator_md_agrees_with_the_run(run):
     _, doc, _ = run
-    documented = conformance.documented_results(EMULATOR_DOC.read_text())
+    documented = conformance_docs.documented_results(EMULATOR_DOC.read_text())
     assert documented == {s["id"]: s["result"] for s in doc["scenarios"]}, (
         "docs/emulator.md disagrees with this run; regenerate its conformance section with "
         "`python -m pubsubguard.validation.conformance --update-doc docs/emulator.md out/conform/conformance.json`")
@@ -211,9 +212,9 @@ def test_the_markdown_section_round_trips(tmp_path):
                                 {"id": "ordering-immutable", "result": "holds", "detail": "refused"}],
                                {"deleted": [], "failed": []}, 1.0)
     page = tmp_path / "emulator.md"
-    page.write_text(f"# doc\n\n{conformance.DOC_BEGIN}\nSTALE-ROW\n{conformance.DOC_END}\n\nafter\n")
-    conformance.update_doc(page, doc)
+    page.write_text(f"# doc\n\n{conformance_docs.DOC_BEGIN}\nSTALE-ROW\n{conformance_docs.DOC_END}\n\nafter\n")
+    conformance_docs.update_doc(page, doc)
     text = page.read_text()
-    assert conformance.documented_results(text) == {"filter-enforced": "violated", "ordering-immutable": "holds"}
+    assert conformance_docs.documented_results(text) == {"filter-enforced": "violated", "ordering-immutable": "holds"}
     assert text.startswith("# doc\n\n") and text.endswith("\n\nafter\n") and "delivered a \\| b" in text
     assert "STALE-ROW" not in text

@@ -23,7 +23,7 @@ the generated conformance section of docs/emulator.md from a run's results.
 The module's parts: `pubsubguard.validation.conformance_harness` (the registry, `ScenarioRun`, `Probe`, the outcomes),
 `pubsubguard.validation.conformance_scenarios` (the scenarios), `pubsubguard.validation.conformance_docs` (the docs rewriter);
 this module runs them (`run_scenarios`, `conform`), links findings to them (`EXPLAINS`, `explained_by`)
-and re-exports the parts' names, so callers import `pubsubguard.validation.conformance` alone.
+and callers import each name from the part that defines it.
 """
 
 from __future__ import annotations
@@ -38,17 +38,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-
+import pubsubguard.validation.conformance_scenarios  # noqa: F401  (importing it registers its scenarios in SCENARIOS)
+from pubsubguard.validation.conformance_docs import update_doc
+from pubsubguard.validation.conformance_harness import (
+    INCONCLUSIVE, PULL_TIMEOUT_S, RESULTS, SCENARIOS, UNSUPPORTED, VIOLATED, Interrupted, Outcome, Probe, Scenario,
+    ScenarioRun, _one_line, new_run_id,
+)
 from pubsubguard.validation.evidence import severity_of_result
-from pubsubguard.validation.conformance_harness import (  # noqa: F401 - re-exported
-    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, NAME_PREFIX, Outcome, PULL_TIMEOUT_S, Probe, RESULTS, SCENARIOS, Scenario, ScenarioRun, UNSUPPORTED, VIOLATED, _ack_status, _delivery, _describe_fields, _duration_s, _error, _one_line, _request_fields, _seq, new_run_id, scenario,
-)
-from pubsubguard.validation.conformance_scenarios import (  # noqa: F401 - re-exported
-    EOD_SOURCE, ORDER_SOURCE, RETENTIONS_S, _ack_verdict, _create_rejects, _dead_letter_after_max_attempts, _drain_queue, _eod_subscription, _first_delivery, _grant_service_agent, _ordered_redelivery, create_rejects_ack_deadline_out_of_range, create_rejects_attempts_out_of_range, create_rejects_push_with_exactly_once, create_rejects_self_dead_letter, dead_letter_after_max_attempts, dead_letter_ordered_after_max_attempts, eod_no_redelivery_after_ack, eod_stale_ack_rejected, eod_superseded_ack_rejected, filter_enforced, ordered_expiry_redelivers_in_order, ordered_nack_redelivers_in_order, ordered_publish_failure_pauses_key, ordering_immutable, retention_as_declared,
-)
-from pubsubguard.validation.conformance_docs import (  # noqa: F401 - re-exported
-    DOC_BEGIN, DOC_END, documented_results, markdown_table, update_doc,
-)
 
 
 # ------------------------------------------------------------------------------------- attribution
