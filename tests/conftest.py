@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +13,17 @@ import pytest
 # `policies/venv/bin/python -m pytest tests/policies`. The project's venv does not collect them.
 collect_ignore = [] if importlib.util.find_spec("pulumi_policy") else ["policies"]
 
+# The project's tests import pubsubguard as it is installed, under its one name: `python -m pytest` puts
+# the checkout's root first on sys.path, where `validation`, `infra` and `policies` would import as
+# top-level names no installation has (a `PackageLoader("validation", ...)` passed here and failed on a
+# cluster). Test modules and `histories` come from tests/, which pytest adds itself.
+if collect_ignore:  # the project's own virtualenv (the pack's tests run from the pack's)
+    _root = Path(__file__).resolve().parent.parent
+    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _root]
+
 # Programs under test run as in an activated virtualenv: the tests' own (as `pulumi preview` in a shell
 # where `source .venv/bin/activate` ran). Tests of how the interpreter is found set their own.
-os.environ.setdefault("VIRTUAL_ENV", __import__("sys").prefix)
+os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
 
 
 def pytest_terminal_summary(terminalreporter):

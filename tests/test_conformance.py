@@ -207,7 +207,9 @@ def test_usage_and_environment_errors_are_one_line_exit_2(argv, env, expected, t
 
 
 def test_the_markdown_section_round_trips(tmp_path):
-    doc = conformance.document("emulator", "p", "0123abcd", conformance.utc_now(), "127.0.0.1:1",
+    run = {"target": "emulator", "endpoint": "127.0.0.1:1", "project": "p", "run_id": "0123abcd",
+           "started": conformance.utc_now().isoformat(timespec="seconds")}
+    doc = conformance.document(run,
                                [{"id": "filter-enforced", "result": "violated", "detail": "delivered a | b"},
                                 {"id": "ordering-immutable", "result": "holds", "detail": "refused"}],
                                {"deleted": [], "failed": []}, 1.0)

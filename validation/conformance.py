@@ -154,15 +154,16 @@ def conform(target: str, project: str, *, project_number: str | None = None, end
         session.close()
         if cleanup["failed"]:
             log(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}")
-    return document(target, project, run_id, started, endpoint, results, cleanup, time.monotonic() - began)
+    run = {"target": target, "endpoint": endpoint, "project": project, "run_id": run_id,
+           "started": started.isoformat(timespec="seconds")}
+    return document(run, results, cleanup, time.monotonic() - began)
 
 
-def document(target: str, project: str, run_id: str, started: datetime, endpoint: str | None,
-             scenarios: list[dict], cleanup: dict, duration_s: float) -> dict:
+def document(run: dict, scenarios: list[dict], cleanup: dict, duration_s: float) -> dict:
+    """conformance.json: the run (target, endpoint, project, run_id, started), its scenarios' results
+    counted, what was cleaned up."""
     counts = {result: sum(1 for s in scenarios if s["result"] == result) for result in RESULTS}
-    return {"target": target, "endpoint": endpoint, "project": project, "run_id": run_id,
-            "started": started.isoformat(timespec="seconds"), "duration_s": round(duration_s, 1),
-            "summary": counts, "scenarios": scenarios, "cleanup": cleanup}
+    return {**run, "duration_s": round(duration_s, 1), "summary": counts, "scenarios": scenarios, "cleanup": cleanup}
 
 
 def exit_code(doc: dict) -> int:

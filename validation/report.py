@@ -204,7 +204,7 @@ def _what_to_do(why: dict) -> list[tuple[str, list[int]]]:
 def render_html(result: dict) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("validation", "templates"), autoescape=select_autoescape(["j2", "html"]),
+    env = Environment(loader=PackageLoader("pubsubguard.validation", "templates"), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined)  # a missing field is a bug, not an empty cell
     plots, key_plots = _plots(result)
     start_us = result["_plots"].get("start")
