@@ -128,7 +128,7 @@ def test_a_probe_run_writes_its_whole_report_tree_to_gcs(gcs, spark, emulator, t
     import tempfile
 
     from pubsubguard.core.apply import apply_plan
-    from tests.test_verify_e2e import make_estate
+    from test_verify_e2e import make_estate
 
     plan_file, plan, topic = make_estate(tmp_path)
     apply_plan(plan)
