@@ -132,3 +132,14 @@ def test_the_build_maps_the_folders_so():
     mapped = {name: ROOT / folder for name, folder in config["package-dir"].items()}
     assert mapped == PACKAGES
     assert all(name == "pubsubguard" or name.startswith("pubsubguard.") for name in config["packages"])
+
+
+def test_analysis_never_imports_rendering():
+    """The checks, the verdict and the report's document are analysis: none of them imports the renderer
+    (`pubsubguard.validation.report`), which only renders the document it is given."""
+    edges = graph()
+    analysis = ("kernel", "checks", "verdict", "document", "evidence_store", "evidence")
+    for name in analysis:
+        module = f"pubsubguard.validation.{name}"
+        assert "pubsubguard.validation.report" not in edges[module], module
+    assert not edges["pubsubguard.validation.report"] & {f"pubsubguard.validation.{n}" for n in ("checks", "verdict", "evidence_store")}
