@@ -919,11 +919,24 @@ def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
     shifts = counted["bin_shift"].to_pylist()
     k = max([_shift_for(t0, t1, timeline_bins), *shifts])
     first_bin = t0 >> k
+    # merged per series with NumPy over the flattened lists (a chunk of 2**16 rows brings up to a few
+    # thousand bins: Python lists and a dict update per bin cost ~0.3 s on the driver at 10M rows);
+    # a series' bins keep the order they first appear in
+    names = counted["series"].to_pylist()
+    lengths = pc.list_value_length(counted["bins"]).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(counted["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = pc.list_flatten(counted["bin_counts"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = (values >> np.repeat(k - np.asarray(shifts, np.int64), lengths)) - first_bin
+    code_of = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    codes = np.repeat(np.array([code_of[name] for name in names], np.int64), lengths)
     timeline: dict[str, dict[int, int]] = {}
-    for name, shift, bins, counts in zip(*(counted[c].to_pylist() for c in ("series", "bin_shift", "bins", "bin_counts"))):
-        merged = timeline.setdefault(name, {})
-        for b, n in zip(((np.asarray(bins, np.int64) >> (k - shift)) - first_bin).tolist(), counts):
-            merged[b] = merged.get(b, 0) + n
+    for name, code in code_of.items():
+        mine = codes == code
+        unique, first, inverse = np.unique(values[mine], return_index=True, return_inverse=True)
+        sums = np.zeros(len(unique), np.int64)
+        np.add.at(sums, inverse.reshape(-1), counts[mine])
+        order = np.argsort(first, kind="stable")
+        timeline[name] = dict(zip(unique[order].tolist(), sums[order].tolist()))
     return {**result, "t0": first_bin << k, "bin_us": 1 << k, "bins": (t1 >> k) - first_bin + 1, "timeline": timeline}
 
 
