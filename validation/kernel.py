@@ -43,7 +43,10 @@ EXT_NONE, EXT_EXPIRE, EXT_CRASH = 0, 1, 2  # an ACT_OTHER delivery's action (pac
 INF = float(2**62)  # "never settled"
 HOTTEST_KEYS = 5
 LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
-CHUNK_ROWS = 1 << 18
+# rows judged at once (whole keys): 2**16 keeps a chunk's arrays (~0.5 MiB each) in the CPU's caches;
+# 2**18 took ~35-45% more CPU in the NumPy pass (a 2.2M-row partition of the 10M-row benchmark log:
+# 0.50-0.52 s vs 0.77-0.94 s; 2**15 0.55 s, 2**14 0.60 s)
+CHUNK_ROWS = 1 << 16
 
 # Columns `check_partition` reads (made by `checks._unified`). Spark's Arrow writer costs about as
 # much per column as the rest of the pass, so the row is packed into six numbers:
@@ -217,6 +220,34 @@ def _seg_max(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return -_seg_min(-v, starts)
 
 
+def _flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
+    """`_seg_min(np.where(flags, v, nan), starts)` for `segment`, each row's segment (sorted), of
+    `segments`: reduces the flagged rows only (a reduceat costs per segment: most have no flagged
+    row of a rare kind, e.g. dead letters)."""
+    out = np.full(segments, np.nan)
+    rows = np.flatnonzero(flags)
+    if len(rows) == 0:
+        return out
+    of = segment[rows]
+    first = np.ones(len(rows), bool)
+    first[1:] = of[1:] != of[:-1]
+    firsts = np.flatnonzero(first)
+    values = v[rows]
+    r = np.minimum.reduceat(np.where(np.isnan(values), np.inf, values), firsts)
+    r[np.isinf(r)] = np.nan
+    out[of[firsts]] = r
+    return out
+
+
+def _flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
+    return -_flagged_min(-v, flags, segment, segments)
+
+
+def _flagged_count(flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
+    """`_seg_count(flags, starts)` for `segment`, each row's segment, of `segments`."""
+    return np.bincount(segment[flags], minlength=segments)
+
+
 def _whole_segments(selected: np.ndarray):
     """An index (or slice, for all) of the selected elements, None for none. The selection is of
     whole segments (by subscription), so a scan over the selected elements sees whole segments."""
@@ -295,8 +326,12 @@ def check_partition(
 
 
 def _last_key_start(table: pa.Table) -> int:
-    """Index of the first row of the table's last (subscription, key); 0 if it holds one key."""
-    return int(np.flatnonzero(_key_starts(_ints(table, "h"), _ints(table, "meta") >> 32))[-1])
+    """Index of the first row of the table's last (subscription, key); 0 if it holds one key. Rows
+    are sorted by (h, h2): binary searches, where comparing every row took ~18% of the NumPy pass."""
+    h = _ints(table, "h")
+    lo = int(np.searchsorted(h, h[-1], side="left"))
+    h2 = _ints(table, "meta")[lo:] >> 32
+    return lo + int(np.searchsorted(h2, h2[-1], side="left"))
 
 
 class Chunk:
@@ -359,26 +394,37 @@ class Chunk:
         self.delivery_t = np.where(is_delivery, t, np.nan)
         self.delivery_end = np.where(is_delivery, self.end, np.nan)
 
+        messages = len(message_start)
+
         def per_message_count(flags):
-            return _seg_count(flags, message_start)
+            return _flagged_count(flags, self.message, messages)
+
+        def per_message_min(v, flags):
+            return _flagged_min(v, flags, self.message, messages)
+
+        def per_message_max(v, flags):
+            return _flagged_max(v, flags, self.message, messages)
 
         # per message
         self.message_known = per_message_count(is_publish) > 0
         self.message_published_ok = per_message_count(is_publish & self.ok) > 0
-        self.message_published_us = _seg_min(np.where(is_publish & self.ok, t, np.nan), message_start)
+        self.message_published_us = per_message_min(t, is_publish & self.ok)
         self.message_deliveries = per_message_count(is_delivery)
         self.message_dead_letters = per_message_count(is_dead_letter)
-        self.message_first_received = _seg_min(self.delivery_t, message_start)
-        self.message_max_attempt = _seg_max(np.where(is_delivery, att, np.nan), message_start)
-        self.message_max_forwarded_count = _seg_max(np.where(is_dead_letter, att, np.nan), message_start)
-        self.message_forwarded_us = _seg_min(np.where(is_dead_letter, t, np.nan), message_start)
-        self.message_settled_by_ack = _seg_min(np.where(acked, ack_t, np.nan), message_start)
-        self.message_first_valid_ack = _seg_min(np.where(valid_ack, ack_t, np.nan), message_start)
-        self.message_last_end = _seg_max(self.delivery_end, message_start)
+        self.message_first_received = per_message_min(t, is_delivery)
+        self.message_max_attempt = per_message_max(att, is_delivery)
+        self.message_max_forwarded_count = per_message_max(att, is_dead_letter)
+        self.message_forwarded_us = per_message_min(t, is_dead_letter)
+        self.message_settled_by_ack = per_message_min(ack_t, acked)
+        self.message_first_valid_ack = per_message_min(ack_t, valid_ack)
+        self.message_last_end = per_message_max(self.end, is_delivery)
         # the latest delivery of a message is its last delivery row (rows are sorted by time within it)
-        last_delivery = (
-            np.maximum.reduceat(np.where(is_delivery, np.arange(n), -1), message_start) if n else np.zeros(0, np.int64)
-        )
+        delivery_rows = np.flatnonzero(is_delivery)
+        of = self.message[delivery_rows]
+        last = np.ones(len(delivery_rows), bool)
+        last[:-1] = of[1:] != of[:-1]
+        last_delivery = np.full(messages, -1, np.int64)
+        last_delivery[of[last]] = delivery_rows[last]
         self.message_last_delivery_acked = np.where(last_delivery >= 0, valid_ack[np.maximum(last_delivery, 0)], False)
         self.message_exists = self.message_known & (
             self.message_published_ok | (self.message_deliveries > 0) | (self.message_dead_letters > 0)
@@ -392,9 +438,10 @@ class Chunk:
         self.message_first_of_key = self.first_of_key[message_start]
 
         # per key
-        self.key_deliveries = _seg_count(is_delivery, key_start)
-        self.key_has_dead_letter = _seg_count(is_dead_letter, key_start) > 0
-        self.key_published = _seg_count(is_publish, key_start) > 0
+        keys = len(key_start)
+        self.key_deliveries = _flagged_count(is_delivery, self.key, keys)
+        self.key_has_dead_letter = _flagged_count(is_dead_letter, self.key, keys) > 0
+        self.key_published = _flagged_count(is_publish, self.key, keys) > 0
         # per row: its (key, seq) was published by this run
         self.known = self.message_known[self.message]
 
@@ -874,11 +921,24 @@ def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
     shifts = counted["bin_shift"].to_pylist()
     k = max([_shift_for(t0, t1, timeline_bins), *shifts])
     first_bin = t0 >> k
+    # merged per series with NumPy over the flattened lists (a chunk of 2**16 rows brings up to a few
+    # thousand bins: Python lists and a dict update per bin cost ~0.3 s on the driver at 10M rows);
+    # a series' bins keep the order they first appear in
+    names = counted["series"].to_pylist()
+    lengths = pc.list_value_length(counted["bins"]).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(counted["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = pc.list_flatten(counted["bin_counts"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = (values >> np.repeat(k - np.asarray(shifts, np.int64), lengths)) - first_bin
+    code_of = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    codes = np.repeat(np.array([code_of[name] for name in names], np.int64), lengths)
     timeline: dict[str, dict[int, int]] = {}
-    for name, shift, bins, counts in zip(*(counted[c].to_pylist() for c in ("series", "bin_shift", "bins", "bin_counts"))):
-        merged = timeline.setdefault(name, {})
-        for b, n in zip(((np.asarray(bins, np.int64) >> (k - shift)) - first_bin).tolist(), counts):
-            merged[b] = merged.get(b, 0) + n
+    for name, code in code_of.items():
+        mine = codes == code
+        unique, first, inverse = np.unique(values[mine], return_index=True, return_inverse=True)
+        sums = np.zeros(len(unique), np.int64)
+        np.add.at(sums, inverse.reshape(-1), counts[mine])
+        order = np.argsort(first, kind="stable")
+        timeline[name] = dict(zip(unique[order].tolist(), sums[order].tolist()))
     return {**result, "t0": first_bin << k, "bin_us": 1 << k, "bins": (t1 >> k) - first_bin + 1, "timeline": timeline}
 
 
