@@ -21,10 +21,9 @@ import threading
 from pathlib import Path
 
 from pubsubguard.commands import options
-from pubsubguard.core.errors import UserError
+from pubsubguard.core.errors import DEBUG_ENV, UserError, debugging, unexpected
 
 COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
-DEBUG_ENV = "PUBSUBGUARD_DEBUG"
 EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
 
 the project is the current directory (-C DIR for another); the stack is -s NAME (default dev).
@@ -76,7 +75,7 @@ def _interrupt(signum, _frame):
 
 
 def _debug() -> bool:
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    return debugging()
 
 
 def _os_error(err: OSError) -> str:
@@ -216,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, ModuleNotFoundError) and extras.for_missing_module(err.name):
             print(f"{prefix} {extras.for_missing_module(err.name)}", file=sys.stderr)
             return 2
-        print(f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
-              "for the traceback and report it)", file=sys.stderr)
+        print(unexpected(prefix, err), file=sys.stderr)
         return 2
 
 

@@ -108,3 +108,21 @@ def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path
     out = capsys.readouterr().out
     assert name in out and "out_of_order×2" in out and "stale_ack_accepted×1" in out and "1234/2346/3457" in out, out
     assert "violated" in out and "…" not in out, out
+
+
+def test_an_unexpected_error_in_the_spark_submit_entry_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    """A bug in the job (here: a run that raises) is not a violation: one line, exit 2 (1 means violated to
+    a CI gate); PUBSUBGUARD_DEBUG=1 gives the traceback."""
+    from pubsubguard.validation import job
+
+    def broken(config, spark=None):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(job, "run", broken)
+    monkeypatch.delenv("PUBSUBGUARD_DEBUG", raising=False)
+    assert job.main(["--from-evidence", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("verify: unexpected error: RuntimeError: boom (a bug;"), err
+    monkeypatch.setenv("PUBSUBGUARD_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        job.main(["--from-evidence", str(tmp_path)])

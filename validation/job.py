@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from pubsubguard.core import storage
-from pubsubguard.core.errors import UserError
+from pubsubguard.core.errors import UserError, debugging, unexpected
 from pubsubguard.validation.config import RunConfig, add_arguments
 from pubsubguard.validation.driver import probe
 from pubsubguard.validation.evidence_store import evidence_location
@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     except KeyboardInterrupt:
         print("verify: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - a bug: one line and exit 2 (1 would read as "violated")
+        if debugging():
+            raise
+        print(unexpected("verify:", err), file=sys.stderr)
+        return 2
 
 
 def run(config: RunConfig, spark=None) -> int:

@@ -5,8 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 
+DEBUG_ENV = "PUBSUBGUARD_DEBUG"  # set (not 0): an unexpected error raises with its traceback
+
+
 class UserError(Exception):
     exit_code = 2
+
+
+def debugging() -> bool:
+    import os
+
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def unexpected(prefix: str, err: BaseException) -> str:
+    """The one line an unexpected error (a bug) gets on every command line (exit 2, never 1: a crash is not
+    a rejection or a violation)."""
+    return (f"{prefix} unexpected error: {type(err).__name__}: {err} (a bug; run with {DEBUG_ENV}=1 "
+            "for the traceback and report it)")
 
 
 def read_yaml_mapping(path: Path, error: type[UserError], missing_hint: str, expected: str) -> dict:
