@@ -47,8 +47,12 @@ rm -rf "$work/repo/venv"
 export PUBSUBGUARD_CACHE_DIR="$work/cache"
 unset PYTHONPATH VIRTUAL_ENV
 cd "$work/repo"
-started=$(now); "$work/plain/bin/pubsubguard" check -s dev >/dev/null 2>"$work/first.err"; first_s=$(since "$started")
-started=$(now); "$work/plain/bin/pubsubguard" check -s dev >/dev/null 2>"$work/second.err"; second_s=$(since "$started")
+started=$(now); "$work/plain/bin/pubsubguard" check -s dev >"$work/first.out" 2>"$work/first.err"; first_s=$(since "$started")
+started=$(now); "$work/plain/bin/pubsubguard" check -s dev >"$work/second.out" 2>"$work/second.err"; second_s=$(since "$started")
+for run in first second; do  # a timing counts only for a whole check: its verdict line, the same both times
+  grep -q "^PASSED: 0 mandatory" "$work/$run.out" || { echo "measure_install: the $run check gave no verdict:" >&2; cat "$work/$run.out" "$work/$run.err" >&2; exit 1; }
+done
+cmp -s "$work/first.out" "$work/second.out" || { echo "measure_install: the two checks disagree" >&2; exit 1; }
 pack_venv_mib=$(size "$(ls -d "$work"/cache/pack-venv-*/ | head -1)")
 
 cat <<EOF
