@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histori
 from pyspark.sql import functions as F  # noqa: E402
 
 from pubsubguard.validation import checks, kernel  # noqa: E402
+from pubsubguard.validation.config import DEFAULT_SKEW_US  # noqa: E402
 from pubsubguard.validation.evidence import RunInfo  # noqa: E402
 from pubsubguard.validation.session import spark_session  # noqa: E402
 
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
         ordered = u.repartition("h").sortWithinPartitions(*map(F.expr, checks._ORDER))
         timed("+ shuffle/sort", ordered)
         timed("+ Arrow (drained)", ordered.mapInArrow(_drain, "x long"))
-        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, kernel.DEFAULT_SKEW_US))
+        timed("+ NumPy pass", checks._one_pass(u, run.subscriptions, DEFAULT_SKEW_US))
         timed("evidence read (every column)", publishes.unionByName(deliveries, allowMissingColumns=True))
     cached = u.cache()
     cached.count()

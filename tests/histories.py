@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
-from pubsubguard.validation.kernel import DEFAULT_SKEW_US
+from pubsubguard.validation.config import DEFAULT_SKEW_US
 
 FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (pubsubguard.validation.driver.DEFAULT_FAULT_DEADLINE_S)
 

@@ -84,6 +84,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from pubsubguard.validation import evidence, kernel
+from pubsubguard.validation.config import DEFAULT_SKEW_US
 from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
@@ -363,7 +364,7 @@ def run_checks(
     deliveries: DataFrame,
     subscriptions: list[DeclaredSubscription],
     *,
-    skew_us: int = kernel.DEFAULT_SKEW_US,
+    skew_us: int = DEFAULT_SKEW_US,
     chunk_rows: int = kernel.CHUNK_ROWS,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.

@@ -18,7 +18,6 @@ from typing import Callable
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.core import storage
 from pubsubguard.core.arguments import (
     input_file, non_negative_int, or_checkpoint, output_directory, port, positive_int, positive_seconds, remote_or,
 )
@@ -89,11 +88,6 @@ class RunConfig:
     def but(self, **changes) -> "RunConfig":
         """A copy with `changes` (the value itself never changes)."""
         return replace(self, **changes)
-
-
-def location(text: str) -> Path | str:
-    """A local path as a Path, an object store URI (pubsubguard.core.storage) as it is."""
-    return text if storage.is_remote(text) else Path(text)
 
 
 def fault_deadline(text: str) -> float | None:

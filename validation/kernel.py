@@ -34,7 +34,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pubsubguard.validation.config import DEFAULT_SKEW_US  # noqa: F401  (checks' docstring, "Clock skew"; `--skew-us`)
 from pubsubguard.validation.evidence import FINDING_KINDS
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
@@ -343,7 +342,7 @@ class Chunk:
     """
 
     def __init__(self, table: pa.Table, config: SubscriptionConfig):
-        n = self.rows = table.num_rows
+        self.rows = table.num_rows
         self.h = _ints(table, "h")
         meta = _ints(table, "meta").astype(np.int64)
         self.h2 = meta >> 32

@@ -43,7 +43,7 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
     from pyspark.sql import functions as F
 
     from pubsubguard.validation.checks import guarantee_status, run_checks
-    from pubsubguard.validation.kernel import DEFAULT_SKEW_US
+    from pubsubguard.validation.config import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)))
