@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pubsub_rules.catalog import PACK_DESCRIPTION, PACK_NAME, RULES
-from pubsub_rules.values import same_for_same_object
+from pubsub_rules.values import in_request, request_scope, same_for_same_object
 
 
 def policies():
@@ -23,6 +23,9 @@ def decode_once() -> None:
 
     from pulumi_policy import policy as sdk
 
+    if getattr(sdk, "_pubsubguard_decode_once", False):
+        return  # already in place (a second call would wrap the wrappers)
+    sdk._pubsubguard_decode_once = True
     json_format = getattr(sdk, "json_format", None)
     if json_format is None or not callable(getattr(json_format, "MessageToDict", None)):
         return  # another SDK layout: leave it as it is
@@ -48,7 +51,7 @@ def decode_once() -> None:
     def message_to_dict(message, *args, **kwargs):
         if args or kwargs or not isinstance(message, struct_type):
             return original(message, *args, **kwargs)
-        return struct_to_dict(message)
+        return in_request(message_to_dict, message, lambda: struct_to_dict(message))
 
     shim = types.ModuleType(json_format.__name__)
     shim.__dict__.update({k: v for k, v in vars(json_format).items() if not k.startswith("__")})
@@ -57,6 +60,46 @@ def decode_once() -> None:
     for name in ("deserialize_properties", "unknown_checking_proxy"):
         if callable(getattr(sdk, name, None)):
             setattr(sdk, name, same_for_same_object(getattr(sdk, name)))
+    once_per_request(sdk)
+
+
+def once_per_request(sdk) -> None:
+    """Within one request, the SDK converts each resource again for every policy (`AnalyzeStack`: all
+    of the stack's resources, once per stack policy), and its options and provider likewise. Each
+    request is answered in a scope (`values.request_scope`) in which a message's conversions are made
+    once: its properties (above), its options and provider (`_get_resource_options`,
+    `_get_provider_resource`, which depend on the message only), and the stack policies' plain view of
+    the stack (`rule.py`). Nothing is remembered from one request to the next, so a request is judged
+    exactly as it would be alone. The SDK's per-request `inspect.signature` of pulumi's Settings class
+    (`_configure_runtime_settings`) is computed once: a Signature is immutable.
+    Measured: `benchmarks/bench_check.py` (docs/performance.md)."""
+    import functools
+
+    servicer = getattr(sdk, "_PolicyAnalyzerServicer", None)
+    if servicer is None:
+        return  # another SDK layout: leave it as it is
+
+    def in_scope(method):
+        @functools.wraps(method)
+        def answer(self, request, context):
+            with request_scope():
+                return method(self, request, context)
+
+        return answer
+
+    def per_message(method):
+        @functools.wraps(method)
+        def converted(self, message):
+            return in_request(converted, message, lambda: method(self, message))
+
+        return converted
+
+    for name, wrap in (("Analyze", in_scope), ("AnalyzeStack", in_scope),
+                       ("_get_resource_options", per_message), ("_get_provider_resource", per_message)):
+        if callable(getattr(servicer, name, None)):
+            setattr(servicer, name, wrap(getattr(servicer, name)))
+    if callable(getattr(sdk, "signature", None)):
+        sdk.signature = functools.lru_cache(maxsize=16)(sdk.signature)
 
 
 def build_pack():

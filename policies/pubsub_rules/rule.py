@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pubsub_rules.model import Resource, Stack, from_policy_resource, provider_project, reads_unknown
-from pubsub_rules.values import plain_props
+from pubsub_rules.values import once_in_request, plain_props
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -82,11 +82,12 @@ class Rule:
             undecided = self.unjudged(resource)
         return messages, tuple(undecided) if not messages else ()
 
-    def judge_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None
-                    ) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
-        """(violations as (urn, message), undecided as (urn, unknown properties))."""
+    def judge_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None,
+                    stack: Stack | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
+        """(violations as (urn, message), undecided as (urn, unknown properties)). `stack`: `Stack(resources)`
+        when the caller has it (the stack policies of one request share it; rules only read it)."""
         violations, undecided = [], {}
-        for urn, item in self.check(Stack(resources), self.settings(configured)):
+        for urn, item in self.check(stack if stack is not None else Stack(resources), self.settings(configured)):
             if isinstance(item, Undecided):
                 undecided.setdefault(urn, [])
                 undecided[urn] += [p for p in item.paths if p not in undecided[urn]]
@@ -120,8 +121,8 @@ class Rule:
         if self.stack:
 
             def validate_stack(args, report_violation) -> None:
-                resources = [from_policy_resource(r) for r in args.resources]
-                violations, undecided = self.judge_stack(resources, args.get_config())
+                stack = once_in_request("stack", lambda: Stack([from_policy_resource(r) for r in args.resources]))
+                violations, undecided = self.judge_stack(stack.resources, args.get_config(), stack)
                 for urn, message in violations:
                     report_violation(message, urn)
                 if undecided:

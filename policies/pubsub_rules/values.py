@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import pubsub_facts as facts
@@ -96,6 +97,46 @@ def same_for_same_object(convert: Callable[[Any], Any], size: int = 1 << 16) -> 
         return result
 
     return converted
+
+
+_request = threading.local()  # the memo of the request this thread is answering (pack.py opens it)
+
+
+@contextmanager
+def request_scope() -> Iterator[None]:
+    """Remember conversions (`in_request`) until this request is answered: the SDK converts the same
+    request's resources once per policy (`AnalyzeStack`: every resource, for each stack policy)."""
+    outer = getattr(_request, "memo", None)
+    _request.memo = {}
+    try:
+        yield
+    finally:
+        _request.memo = outer
+
+
+def in_request(owner: Any, value: Any, make: Callable[[], Any]) -> Any:
+    """`make()`, answered once per (owner, object `value`) within the current request (`value` is held
+    until the request ends, so its identity is not reused); outside a request, `make()` every time."""
+    memo = getattr(_request, "memo", None)
+    if memo is None:
+        return make()
+    key = (owner, id(value))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    result = make()
+    memo[key] = (value, result)
+    return result
+
+
+def once_in_request(key: str, make: Callable[[], Any]) -> Any:
+    """`make()`, once within the current request; outside a request, every time."""
+    memo = getattr(_request, "memo", None)
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 plain_props = same_for_same_object(plain)
