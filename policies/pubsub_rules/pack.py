@@ -44,14 +44,11 @@ def decode_once() -> None:
         message.ParseFromString(data)
         return original(message)
 
-    # By identity only across the policies of one Analyze call (the message holds its whole request);
-    # AnalyzeStack's resources are matched by their bytes.
-    struct_to_dict = same_for_same_object(lambda message: from_bytes(message.SerializeToString(deterministic=True)), 64)
-
+    # By identity within one request (`once_per_request` opens its scope), by bytes across requests.
     def message_to_dict(message, *args, **kwargs):
         if args or kwargs or not isinstance(message, struct_type):
             return original(message, *args, **kwargs)
-        return in_request(message_to_dict, message, lambda: struct_to_dict(message))
+        return in_request(message_to_dict, message, lambda: from_bytes(message.SerializeToString(deterministic=True)))
 
     shim = types.ModuleType(json_format.__name__)
     shim.__dict__.update({k: v for k, v in vars(json_format).items() if not k.startswith("__")})

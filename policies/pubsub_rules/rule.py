@@ -82,12 +82,14 @@ class Rule:
             undecided = self.unjudged(resource)
         return messages, tuple(undecided) if not messages else ()
 
-    def judge_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None,
-                    stack: Stack | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
-        """(violations as (urn, message), undecided as (urn, unknown properties)). `stack`: `Stack(resources)`
-        when the caller has it (the stack policies of one request share it; rules only read it)."""
+    def judge_stack(self, resources: list[Resource] | Stack, configured: Mapping[str, Any] | None = None
+                    ) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
+        """(violations as (urn, message), undecided as (urn, unknown properties)). `resources` may be a
+        `Stack` already (the stack policies of one request share one; rules only read it)."""
+        stack = resources if isinstance(resources, Stack) else Stack(resources)
+        resources = stack.resources
         violations, undecided = [], {}
-        for urn, item in self.check(stack if stack is not None else Stack(resources), self.settings(configured)):
+        for urn, item in self.check(stack, self.settings(configured)):
             if isinstance(item, Undecided):
                 undecided.setdefault(urn, [])
                 undecided[urn] += [p for p in item.paths if p not in undecided[urn]]
@@ -122,7 +124,7 @@ class Rule:
 
             def validate_stack(args, report_violation) -> None:
                 stack = once_in_request("stack", lambda: Stack([from_policy_resource(r) for r in args.resources]))
-                violations, undecided = self.judge_stack(stack.resources, args.get_config(), stack)
+                violations, undecided = self.judge_stack(stack, args.get_config())
                 for urn, message in violations:
                     report_violation(message, urn)
                 if undecided:
