@@ -12,7 +12,10 @@ For each size, in the same run, after one untimed run of each side on that size 
 "warm"; its time is printed), `--repeat` times (default 3; the best time of each side is compared,
 every time is printed):
 - Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
-  collected -- the whole verdict, wall time;
+  collected -- the whole verdict, wall time -- three ways: the shuffle pass with nothing kept (the
+  `ratio` line, comparable with earlier rounds); the first check of the evidence, which keeps the
+  pass's sorted input beside it (validation/sorted_input.py; removed before each such run); a
+  re-check, which reads it (the findings and statistics of both are compared with the shuffle pass's);
 - floor: DuckDB (2 threads, in a subprocess) on the same files doing the least work any checker
   must do: read the columns the checks read, sort by (subscription, key, receive time), count
   deliveries per message id.
@@ -28,6 +31,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -41,6 +45,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import histories as H  # noqa: E402
+from pubsubguard.validation import sorted_input  # noqa: E402
 from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
 
 SUBSCRIPTIONS = [
@@ -105,7 +110,8 @@ def build(rows: int, out: Path) -> Path:
 
 
 def disk_mib(directory: Path) -> float:
-    return sum(p.stat().st_size for p in directory.rglob("*.parquet")) / 2**20
+    """The log's part files (not the sorted input a check keeps beside them)."""
+    return sum(p.stat().st_size for name in ("publishes", "deliveries") for p in (directory / name).rglob("*.parquet")) / 2**20
 
 
 class PythonWorkerPeak:
@@ -168,24 +174,42 @@ def jvm_peak_mib(spark) -> float:
     return float("nan")
 
 
-def spark_checks(spark, directory: Path) -> dict:
+def spark_checks(spark, directory: Path, keep: bool = False) -> dict:
+    """`run_checks` and its findings and statistics collected. `keep`: with the evidence directory, so
+    the pass keeps its sorted input there or reads what an earlier check kept (validation/sorted_input.py)."""
     from pubsubguard.validation.checks import run_checks
 
     run = RunInfo.read(directory)
     t = time.perf_counter()
     publishes = spark.read.parquet(str(directory / "publishes"))
     deliveries = spark.read.parquet(str(directory / "deliveries"))
-    results = run_checks(publishes, deliveries, run.subscriptions)
+    results = run_checks(publishes, deliveries, run.subscriptions, evidence_dir=directory if keep else None)
     findings = results.findings.collect()
     stats = results.stats.collect()
     seconds = time.perf_counter() - t
     kinds: dict[str, int] = {}
     for f in findings:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
-    return {"seconds": seconds, "findings": kinds, "delivered": sum(s.delivered for s in stats)}
+    return {"seconds": seconds, "findings": kinds, "delivered": sum(s.delivered for s in stats),
+            "verdict": sorted(map(repr, findings)) + sorted(map(repr, stats)), "sorted_input": results.sorted_input}
 
 
-def floor(directory: Path) -> dict:
+def first_check(spark, directory: Path) -> dict:
+    """The first check of the evidence: nothing kept yet (removed), the pass keeps its sorted input."""
+    shutil.rmtree(directory / sorted_input.DIRNAME, ignore_errors=True)
+    result = spark_checks(spark, directory, keep=True)
+    assert result["sorted_input"].startswith("checks: kept"), result["sorted_input"]
+    return result
+
+
+def re_check(spark, directory: Path) -> dict:
+    """A later check of the same evidence: the pass reads the sorted input the first check kept."""
+    result = spark_checks(spark, directory, keep=True)
+    assert result["sorted_input"].startswith("checks: read"), result["sorted_input"]
+    return result
+
+
+def floor(directory: Path) -> dict:  # the part files only (the kept input is not read)
     code = FLOOR.format(cols=COLUMNS, path=directory)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -213,23 +237,35 @@ def main(argv=None) -> int:
     spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     results = {}
+    sides = {"shuffle": spark_checks, "first": first_check, "re-check": re_check, "floor": floor}
     for rows in sizes:
-        warm = spark_checks(spark, dirs[rows]), floor(dirs[rows])  # untimed: JIT at this size, page cache
-        print(f"{rows:>11,} rows  warm-up: spark {warm[0]['seconds']:.1f} s; duckdb {warm[1]['seconds']:.1f} s", flush=True)
-        runs = [(spark_checks(spark, dirs[rows]), floor(dirs[rows])) for _ in range(args.repeat)]
-        s = min((r[0] for r in runs), key=lambda x: x["seconds"])
-        f = min((r[1] for r in runs), key=lambda x: x["seconds"])
+        warm = {name: side(spark, dirs[rows]) if name != "floor" else side(dirs[rows]) for name, side in sides.items()}
+        print(f"{rows:>11,} rows  warm-up: " + "; ".join(f"{name} {r['seconds']:.1f} s" for name, r in warm.items()),
+              flush=True)
+        runs = [{name: side(spark, dirs[rows]) if name != "floor" else side(dirs[rows]) for name, side in sides.items()}
+                for _ in range(args.repeat)]
+        best = {name: min((r[name] for r in runs), key=lambda x: x["seconds"]) for name in sides}
+        s, f = best["shuffle"], best["floor"]
         n = f["rows"]
         results[rows] = (s, f)
-        spark_runs = ", ".join(f"{r[0]['seconds']:.1f}" for r in runs)
-        floor_runs = ", ".join(f"{r[1]['seconds']:.1f}" for r in runs)
-        print(f"{n:>11,} rows  runs: spark {spark_runs} s; duckdb {floor_runs} s (best of each below)", flush=True)
+        print(f"{n:>11,} rows  runs: " + "; ".join(
+            f"{name} " + ", ".join(f"{r[name]['seconds']:.1f}" for r in runs) + " s" for name in sides)
+            + " (best of each below)", flush=True)
         print(
             f"{n:>11,} rows  spark {s['seconds']:7.2f} s {n / s['seconds']:>12,.0f} rows/s   "
             f"duckdb floor {f['seconds']:6.2f} s {n / f['seconds']:>12,.0f} rows/s   ratio {s['seconds'] / f['seconds']:5.2f}x   "
             f"findings {s['findings']}",
             flush=True,
         )
+        kept_mib = sum(p.stat().st_size for p in (dirs[rows] / sorted_input.DIRNAME).rglob("*.parquet")) / 2**20
+        for name, label in (("first", "first check, keeping its sorted input"), ("re-check", "re-check, reading it")):
+            r = best[name]
+            same = all(x[name]["verdict"] == s["verdict"] for x in runs)
+            print(f"{n:>11,} rows  {label}: {r['seconds']:6.2f} s   ratio {r['seconds'] / f['seconds']:5.2f}x   "
+                  f"{'same findings and statistics as the shuffle pass' if same else 'FINDINGS OR STATISTICS DIFFER'}",
+                  flush=True)
+        print(f"{n:>11,} rows  sorted input kept: {kept_mib:,.0f} MiB beside the log's {disk_mib(dirs[rows]):,.0f} MiB",
+              flush=True)
     if len(sizes) > 1:
         lo, hi = sizes[0], sizes[-1]
         print(f"scaling {hi:,}/{lo:,} rows: spark {results[hi][0]['seconds'] / results[lo][0]['seconds']:.2f}x, "

@@ -83,7 +83,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from pubsubguard.validation import evidence, kernel
+from pubsubguard.validation import evidence, kernel, sorted_input
 from pubsubguard.validation.config import DEFAULT_SKEW_US
 from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
 
@@ -101,6 +101,9 @@ class CheckResults:
     plot: dict | None = None
     # subscription -> poison messages published with status ok on its topic (from the same pass)
     poison_published: dict | None = None
+    # what became of the pass's sorted input (`sorted_input`): kept, read, or not kept; None without
+    # an evidence directory
+    sorted_input: str | None = None
 
 
 STATS_SCHEMA = T.StructType(
@@ -240,28 +243,90 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
 _ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {kernel.FOREIGN}", "t", "meta & 3")
 
 
-def _one_pass(
-    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = kernel.CHUNK_ROWS
-) -> DataFrame:
-    """Findings (one group each, by row id) and one statistics group per subscription."""
+def _config(subscriptions: list[DeclaredSubscription]) -> kernel.SubscriptionConfig:
     if len(subscriptions) > kernel.MAX_SUBSCRIPTIONS:
         raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {kernel.MAX_SUBSCRIPTIONS} per run")
-    config = kernel.SubscriptionConfig(
+    return kernel.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
         ordered=tuple(bool(s.ordering) for s in subscriptions),
         exactly_once=tuple(bool(s.exactly_once) for s in subscriptions),
         max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
     )
 
+
+def _one_pass(
+    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = kernel.CHUNK_ROWS,
+    writing: sorted_input.Writing | None = None,
+) -> DataFrame:
+    """Findings (one group each, by row id) and one statistics group per subscription. With `writing`,
+    each task also keeps its sorted partition there (`sorted_input.tee`)."""
+    config = _config(subscriptions)
+    keep = (writing.path, writing.seen, writing.written) if writing is not None else None
+
     def check_each(batches):
         from pyspark import TaskContext
 
         from pubsubguard.validation import kernel as k  # the executor's import
+        from pubsubguard.validation import sorted_input as s
 
-        yield from k.check_partition(batches, config, skew_us, TaskContext.get().partitionId(), chunk_rows)
+        partition = TaskContext.get().partitionId()
+        if keep is not None:
+            batches = s.tee(batches, keep[0], partition, keep[1], keep[2])
+        yield from k.check_partition(batches, config, skew_us, partition, chunk_rows)
 
     sorted_rows = u.repartition("h").sortWithinPartitions(*map(F.expr, _ORDER))
     return sorted_rows.mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+
+
+def _kept_pass(
+    spark, parts: list[tuple[int, str]], subscriptions: list[DeclaredSubscription], skew_us: int,
+    chunk_rows: int = kernel.CHUNK_ROWS,
+) -> DataFrame:
+    """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): one task per
+    partition, the same rows in the same order for the same kernel."""
+    config = _config(subscriptions)
+    count = max(1, len(parts))
+
+    def check_each(batches):
+        from pubsubguard.validation import kernel as k  # the executor's import
+        from pubsubguard.validation import sorted_input as s
+
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                if i < len(parts):
+                    partition, path = parts[i]
+                    yield from k.check_partition(s.read(path), config, skew_us, partition, chunk_rows)
+
+    return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+
+
+def _judged(
+    publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int,
+    chunk_rows: int, evidence_dir,
+) -> tuple[pa.Table, str | None]:
+    """The pass's output as Arrow, and what became of the sorted input (a sentence, or None when
+    there is no local evidence directory to keep it in)."""
+    spark = publishes.sparkSession
+    kept = sorted_input.Kept.of(evidence_dir, subscriptions, (__file__, kernel.__file__)) if evidence_dir else None
+    parts = kept.find() if kept is not None else None
+    if parts is not None:
+        passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows).toArrow()
+        return passed, f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+    writing = kept.start(spark) if kept is not None else None
+    try:
+        passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
+                           writing).toArrow()
+    except BaseException:
+        if writing is not None:
+            writing.discard()
+        raise
+    if kept is None:
+        return passed, None
+    kept_bytes = writing.commit() if writing is not None else None
+    if kept_bytes is None:
+        return passed, f"checks: could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
+    return passed, (f"checks: kept the sorted input in {kept.directory} ({kept_bytes / 2**20:,.1f} MiB) for "
+                    "re-checks of this evidence")
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -366,6 +431,7 @@ def run_checks(
     *,
     skew_us: int = DEFAULT_SKEW_US,
     chunk_rows: int = kernel.CHUNK_ROWS,
+    evidence_dir=None,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.
 
@@ -375,11 +441,15 @@ def run_checks(
     driver), a read of the key columns when there are findings or hot keys to name; `findings`, when
     collected, reads the evidence rows of the keys with findings. The findings are held on the
     driver (as the report holds them).
+
+    `evidence_dir`: the local directory `publishes` and `deliveries` are read from, unfiltered. The
+    pass then keeps its sorted input there, or reads what an earlier check of the same files,
+    subscriptions and code kept (`sorted_input`).
     """
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
-    passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows).toArrow()
+    passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir)
     is_finding = pc.is_valid(passed["kind"])
     is_plot = pc.is_valid(passed["series"])
     stats = kernel.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
@@ -418,7 +488,7 @@ def run_checks(
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
     return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
-                        poison_published=poison_published)
+                        poison_published=poison_published, sorted_input=kept)
 
 
 SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})

@@ -51,9 +51,12 @@ REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first
 
 
-def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None) -> dict:
+def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, keep_sorted_input: bool = True) -> dict:
     """The document of the evidence in `evidence_dir` (checked with Spark, `pubsubguard.validation.verdict`),
-    naming its evidence as `shown` (default: where it is read)."""
+    naming its evidence as `shown` (default: where it is read). Evidence in a local directory gets the
+    checks' sorted input kept beside it, or read from there (`pubsubguard.validation.sorted_input`),
+    unless `keep_sorted_input` is false."""
+    from pubsubguard.core import storage
     from pubsubguard.validation.evidence_store import read_evidence
 
     info, publishes, deliveries = read_evidence(spark, evidence_dir, staging)
@@ -61,7 +64,8 @@ def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None) ->
     # aggregates; every other read (key names, evidence rows, the plotted keys, the topics' counts)
     # takes a few columns or the row groups of a few keys. Caching every column cost more than all
     # of them (1M delivery rows: 11.3 s cached, against 5.0 s for the checks).
-    return build(run_verdict(publishes, deliveries, info), info, shown or evidence_dir, publishes, deliveries)
+    local = Path(evidence_dir) if keep_sorted_input and not storage.is_remote(evidence_dir) else None
+    return build(run_verdict(publishes, deliveries, info, local), info, shown or evidence_dir, publishes, deliveries)
 
 
 def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:

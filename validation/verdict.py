@@ -9,6 +9,7 @@ the report's document (`pubsubguard.validation.document.build`) receives its `Ru
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 
 from pubsubguard.validation import evidence
@@ -37,16 +38,20 @@ def finding_record(row: dict) -> dict:
     return record
 
 
-def run_verdict(publishes, deliveries, info: evidence.RunInfo) -> RunVerdict:
+def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None) -> RunVerdict:
     """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
-    verdict per declared subscription and guarantee."""
+    verdict per declared subscription and guarantee. `evidence_dir`: the local directory the frames
+    were read from, where the checks keep (or find) their sorted input (`checks.run_checks`)."""
     from pyspark.sql import functions as F
 
     from pubsubguard.validation.checks import guarantee_status, run_checks
     from pubsubguard.validation.config import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
-    results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)))
+    results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)),
+                         evidence_dir=evidence_dir)
+    if results.sorted_input:
+        print(results.sorted_input, file=sys.stderr)
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")

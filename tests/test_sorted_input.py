@@ -1,0 +1,208 @@
+"""The checks' sorted input kept beside the evidence (validation/sorted_input.py): a re-check that reads
+it finds what the shuffle pass finds, and anything that could make it stale sends the check back to the
+shuffle pass. Legal histories of the model and every mutation of them, written as a probe writes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import histories as H
+from pubsubguard.validation import sorted_input
+from pubsubguard.validation.checks import run_checks
+from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.evidence_store import read_evidence
+
+SUBSCRIPTIONS = [
+    DeclaredSubscription("plain", "t-plain"),
+    DeclaredSubscription("ordered", "t-ordered", ordering=True),
+    DeclaredSubscription("eod", "t-eod", exactly_once=True, ack_deadline_s=60),
+    DeclaredSubscription("dl-ordered", "t-dl-ordered", ordering=True, max_delivery_attempts=5, dead_letter_topic="t-dlq"),
+]
+WORKLOAD = H.Workload(keys=4, messages_per_key=8, poison_rate=0.15, fault_rate=0.5, duplicate_rate=0.5, max_batch=3)
+
+
+def merged_history(seed: int) -> H.History:
+    legal = H.generate(SUBSCRIPTIONS, WORKLOAD, seed, run_id="run-kept")
+    copies = [H.renamed(legal, "~legal")]
+    for i, (name, mutate) in enumerate(H.MUTATORS.items()):
+        result = mutate(legal, random.Random(seed * 100 + i))
+        if result is not None:
+            copies.append(H.renamed(result[0], f"~m{i}"))
+    return H.History(legal.run_id, [s for h in copies for s in h.subscriptions],
+                     [p for h in copies for p in h.publishes], [d for h in copies for d in h.deliveries])
+
+
+def written(tmp_path, history: H.History):
+    return H.write_evidence(tmp_path / "evidence", history.run_id, history.subscriptions, history.publish_table(),
+                            history.delivery_table(), row_group_size=500)
+
+
+def rows(frame) -> list[dict]:
+    return sorted((r.asDict(recursive=True) for r in frame.collect()), key=repr)
+
+
+def verdict(results) -> tuple:
+    return rows(results.findings), rows(results.stats), results.plot, results.poison_published
+
+
+def check(spark, directory, subscriptions=None, keep=True, **options):
+    info, publishes, deliveries = read_evidence(spark, directory)
+    return run_checks(publishes, deliveries, subscriptions or info.subscriptions,
+                      evidence_dir=directory if keep else None, **options)
+
+
+@pytest.mark.parametrize("seed,chunk_rows", [(0, None), (7, 3)])
+def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(spark, tmp_path, seed, chunk_rows):
+    directory = written(tmp_path, merged_history(seed))
+    options = {"chunk_rows": chunk_rows} if chunk_rows else {}
+    shuffled = check(spark, directory, keep=False, **options)
+    assert shuffled.sorted_input is None
+    expected = verdict(shuffled)
+    assert expected[0], "the mutations raise findings"
+
+    first = check(spark, directory, **options)
+    assert first.sorted_input.startswith("checks: kept the sorted input in ")
+    manifest = json.loads((directory / sorted_input.DIRNAME / sorted_input.MANIFEST).read_text())
+    assert manifest["rows"] == sum(p["rows"] for p in manifest["parts"]) > len(H.History.delivery_table(merged_history(seed)))
+    assert verdict(first) == expected
+
+    again = check(spark, directory, **options)
+    assert again.sorted_input.startswith("checks: read the sorted input an earlier check kept")
+    assert verdict(again) == expected
+
+
+def test_what_the_kept_input_was_not_made_from_sends_the_check_back_to_the_shuffle(spark, tmp_path):
+    history = merged_history(3)
+    directory = written(tmp_path, history)
+    kept_dir = directory / sorted_input.DIRNAME
+    check(spark, directory)
+    assert check(spark, directory).sorted_input.startswith("checks: read")
+
+    # another set of subscriptions (one left out)
+    fewer = check(spark, directory, subscriptions=history.subscriptions[1:])
+    assert fewer.sorted_input.startswith("checks: kept")
+    assert verdict(fewer) == verdict(check(spark, directory, subscriptions=history.subscriptions[1:], keep=False))
+    check(spark, directory)  # kept again for all of them
+
+    # a part file added to the log: a delivery this run never published
+    extra = dict(history.deliveries[0], message_id="m-extra", seq=10_000)
+    pq.write_table(pa.Table.from_pylist([extra], schema=history.delivery_table().schema),
+                   directory / "deliveries" / "part-late.parquet")
+    grown = check(spark, directory)
+    assert grown.sorted_input.startswith("checks: kept")
+    assert any(f["kind"] == "unexpected" and f["seq"] == 10_000 for f in rows(grown.findings))
+    assert verdict(grown) == verdict(check(spark, directory, keep=False))
+    assert check(spark, directory).sorted_input.startswith("checks: read")
+
+    # a part file rewritten (same name, another modification time)
+    part = directory / "publishes" / "part-00000.parquet"
+    os.utime(part, ns=(part.stat().st_atime_ns, part.stat().st_mtime_ns + 1_000_000_000))
+    assert check(spark, directory).sorted_input.startswith("checks: kept")
+
+    # a kept file gone, or of another size
+    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
+    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
+    kept_file.unlink()
+    assert check(spark, directory).sorted_input.startswith("checks: kept")
+    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
+    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
+    kept_file.write_bytes(kept_file.read_bytes() + b"x")
+    assert check(spark, directory).sorted_input.startswith("checks: kept")
+
+    # a manifest that does not parse, or names a file outside its generation
+    (kept_dir / sorted_input.MANIFEST).write_text("{not json")
+    assert check(spark, directory).sorted_input.startswith("checks: kept")
+    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
+    manifest["parts"][0]["file"] = "../../publishes/part-00000.parquet"
+    (kept_dir / sorted_input.MANIFEST).write_text(json.dumps(manifest))
+    result = check(spark, directory)
+    assert result.sorted_input.startswith("checks: kept")
+    assert verdict(result) == verdict(check(spark, directory, keep=False))
+    # one generation stays: the older ones are removed when a newer one is kept
+    assert [p.name for p in kept_dir.iterdir() if p.is_dir()] == [json.loads((kept_dir / sorted_input.MANIFEST).read_text())["generation"]]
+
+
+def test_other_code_does_not_read_what_this_code_kept(spark, tmp_path):
+    history = merged_history(4)
+    directory = written(tmp_path, history)
+    check(spark, directory)
+    code = tmp_path / "checks_v2.py"
+    code.write_text("# another version of the code that packs the rows\n")
+    from pubsubguard.validation import checks, kernel
+
+    assert sorted_input.Kept.of(directory, history.subscriptions, (checks.__file__, kernel.__file__)).find()
+    assert sorted_input.Kept.of(directory, history.subscriptions, (str(code), kernel.__file__)).find() is None
+
+
+def test_a_directory_that_cannot_be_written_is_checked_without_keeping(spark, tmp_path):
+    directory = written(tmp_path, merged_history(5))
+    (directory / sorted_input.DIRNAME).write_text("a file where the kept input would go")
+    result = check(spark, directory)
+    assert result.sorted_input.startswith("checks: could not keep the sorted input")
+    assert verdict(result) == verdict(check(spark, directory, keep=False))
+
+
+def test_a_check_that_fails_keeps_nothing(spark, tmp_path):
+    history = merged_history(6)
+    bad = dict(history.deliveries[0], ack_deadline_s=10**9)  # out of range: the pass raises
+    history = H.History(history.run_id, history.subscriptions, history.publishes, history.deliveries + [bad])
+    directory = written(tmp_path, history)
+    with pytest.raises(Exception, match="ack_deadline_s must be within"):
+        check(spark, directory)
+    kept_dir = directory / sorted_input.DIRNAME
+    assert not (kept_dir / sorted_input.MANIFEST).exists()
+    assert list(kept_dir.iterdir()) == []
+
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    def add(self, n):
+        self.value += n
+
+
+def batches_of(n: int, size: int):
+    return [pa.record_batch({"h": pa.array(range(i, min(n, i + size)), pa.int64())}) for i in range(0, n, size)]
+
+
+def test_tee_passes_every_batch_and_writes_the_partition_whole(tmp_path):
+    seen, kept = Counter(), Counter()
+    batches = batches_of(300_000, 10_000)  # more than two row groups
+    out = list(sorted_input.tee(iter(batches), str(tmp_path), 3, seen, kept))
+    assert out == batches
+    assert seen.value == kept.value == 300_000
+    assert [p.name for p in tmp_path.iterdir()] == ["part-00003.parquet"]
+    back = pa.Table.from_batches(list(sorted_input.read(str(tmp_path / "part-00003.parquet"))))
+    assert back.column("h").to_pylist() == list(range(300_000))
+
+
+def test_tee_that_cannot_write_still_passes_every_batch(tmp_path):
+    seen, kept = Counter(), Counter()
+    batches = batches_of(300_000, 10_000)
+    out = list(sorted_input.tee(iter(batches), str(tmp_path / "missing"), 0, seen, kept))
+    assert out == batches
+    assert (seen.value, kept.value) == (300_000, 0)
+
+
+def test_tee_stopped_early_or_failing_input_leaves_no_file(tmp_path):
+    seen, kept = Counter(), Counter()
+    reader = sorted_input.tee(iter(batches_of(300_000, 10_000)), str(tmp_path), 0, seen, kept)
+    for _ in range(20):  # past the first row group
+        next(reader)
+    reader.close()
+    assert list(tmp_path.iterdir()) == [] and kept.value == 0
+
+    def failing():
+        yield from batches_of(200_000, 10_000)
+        raise RuntimeError("the input broke")
+
+    with pytest.raises(RuntimeError, match="the input broke"):
+        list(sorted_input.tee(failing(), str(tmp_path), 1, seen, kept))
+    assert list(tmp_path.iterdir()) == [] and kept.value == 0

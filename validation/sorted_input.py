@@ -1,0 +1,204 @@
+"""The checks' sorted input, kept beside a run's evidence: a re-check skips the read, pack, shuffle and sort.
+
+The checks' pass (`pubsubguard.validation.checks`) feeds `kernel.check_partition` the rows of
+`kernel.INPUT_COLUMNS`, partitioned by (subscription, key) and sorted. Making those rows (read, pack,
+shuffle, sort) costs more than the kernel's walk over them. So the first check of evidence in a local
+directory keeps them: each task of its pass writes its partition, from the batches the kernel reads, to
+`<evidence>/checks-input/<generation>/part-<partition>.parquet` (no second pass), and the driver then
+writes `manifest.json`, last, saying what they were made from. A later check reads them, one Spark task
+a file, and the same kernel walks the same rows in the same order: the same findings, statistics and
+plot data.
+
+A check uses them only when the manifest matches what it is asked to check now: every file of the run's
+`publishes/` and `deliveries/` (relative path, size, modification time), the declared subscriptions in
+order, and a digest of the code that makes and judges the rows (this module, `checks`, `kernel`).
+Anything else (no manifest or an unreadable one, a file added, changed or removed, other subscriptions,
+other code, a kept file missing or of another size) and the check runs the shuffle pass and keeps its
+rows anew. A cache: deleting `checks-input/` costs the next check the shuffle, never another verdict.
+Kept only for evidence in a local directory (the executors write where they read the evidence from);
+a directory that cannot be written is checked with the shuffle pass every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+DIRNAME = "checks-input"
+MANIFEST = "manifest.json"
+FORMAT = "pubsubguard-checks-input/1"
+ROW_GROUP_ROWS = 1 << 17  # rows per Parquet row group, and per batch read back (a task holds about one)
+_SOURCES = ("publishes", "deliveries")
+
+
+def _plain(value):
+    """As it reads back from JSON (tuples become lists), so a manifest compares equal to what made it."""
+    return json.loads(json.dumps(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """Where a check of one run's evidence keeps its sorted input, and what that input is made from."""
+
+    directory: Path  # <evidence>/checks-input
+    sources: dict  # the manifest's "sources": part files, subscriptions, code digest
+
+    @classmethod
+    def of(cls, evidence_dir: Path, subscriptions, code_files) -> "Kept":
+        """`code_files`: the source files of the code that makes and judges the rows."""
+        evidence_dir = Path(evidence_dir)
+        files = []
+        for name in _SOURCES:
+            for path in sorted((evidence_dir / name).rglob("*")):
+                if path.is_file():
+                    status = path.stat()
+                    files.append([path.relative_to(evidence_dir).as_posix(), status.st_size, status.st_mtime_ns])
+        digest = hashlib.sha256()
+        for source in (__file__, *code_files):
+            digest.update(Path(source).read_bytes())
+        sources = {"files": files, "subscriptions": [dataclasses.asdict(s) for s in subscriptions],
+                   "code": digest.hexdigest()}
+        return cls(evidence_dir / DIRNAME, _plain(sources))
+
+    def find(self) -> list[tuple[int, str]] | None:
+        """(partition, file) of the kept input when it was made from exactly these sources; else None."""
+        try:
+            manifest = json.loads((self.directory / MANIFEST).read_text())
+            if manifest["format"] != FORMAT or manifest["sources"] != self.sources:
+                return None
+            generation = self.directory / manifest["generation"]
+            parts = []
+            for part in manifest["parts"]:
+                path = generation / part["file"]
+                if path.parent != generation or path.stat().st_size != part["bytes"]:
+                    return None
+                parts.append((int(part["partition"]), str(path)))
+            return parts
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def start(self, spark) -> "Writing | None":
+        """A new generation for a pass to write into; None when the directory cannot be made."""
+        generation = f"g-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        try:
+            (self.directory / generation).mkdir(parents=True)
+        except OSError:
+            return None
+        return Writing(self, generation, spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
+
+
+@dataclasses.dataclass
+class Writing:
+    """One pass's rows being kept: the tasks write (`tee`), the driver then commits or discards."""
+
+    kept: Kept
+    generation: str
+    seen: object  # accumulators: rows the tasks' kernels read, rows their files hold
+    written: object
+
+    @property
+    def path(self) -> str:
+        return str(self.kept.directory / self.generation)
+
+    def commit(self) -> int | None:
+        """Write the manifest (last) when the files hold every row the pass read, once; drop older
+        generations. The bytes kept, or None when nothing was kept."""
+        import pyarrow.parquet as pq
+
+        generation = self.kept.directory / self.generation
+        try:
+            files = sorted(generation.glob("part-*.parquet"))
+            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            if rows != self.seen.value or self.written.value != self.seen.value:
+                self.discard()
+                return None
+            parts = [{"partition": int(f.name[len("part-"):-len(".parquet")]), "file": f.name,
+                      "rows": pq.ParquetFile(f).metadata.num_rows, "bytes": f.stat().st_size} for f in files]
+            manifest = {"format": FORMAT, "generation": self.generation, "sources": self.kept.sources,
+                        "parts": parts, "rows": rows}
+            temporary = self.kept.directory / f".{MANIFEST}.{self.generation}"
+            temporary.write_text(json.dumps(manifest, indent=1))
+            os.replace(temporary, self.kept.directory / MANIFEST)
+        except Exception:  # noqa: BLE001 - a cache: whatever failed, the verdict stands and nothing is kept
+            self.discard()
+            return None
+        for other in self.kept.directory.iterdir():
+            if other.name != self.generation and other.name != MANIFEST:
+                shutil.rmtree(other, ignore_errors=True) if other.is_dir() else other.unlink(missing_ok=True)
+        return sum(p["bytes"] for p in parts)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.kept.directory / self.generation, ignore_errors=True)
+
+
+def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Iterator:
+    """The batches as they come, each also written to `<directory>/part-<partition>.parquet` under a
+    temporary name until the last one (a file under its own name is whole). Runs in the pass's task.
+    A write that fails stops the writing, not the batches: the rows then miss from `written` and the
+    driver keeps nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    final = os.path.join(directory, f"part-{partition:05d}.parquet")
+    temporary = f"{final}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+    writer, pending, pending_rows, count, failed = None, [], 0, 0, False
+
+    def flush() -> None:
+        nonlocal writer, pending, pending_rows
+        table = pa.Table.from_batches(pending)
+        if writer is None:
+            writer = pq.ParquetWriter(temporary, table.schema, compression="zstd")
+        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        pending, pending_rows = [], 0
+
+    try:
+        for batch in batches:  # an error of the input or the reader goes up, as it would without this
+            count += batch.num_rows
+            if not failed and batch.num_rows:
+                pending.append(batch)
+                pending_rows += batch.num_rows
+                if pending_rows >= ROW_GROUP_ROWS:
+                    try:
+                        flush()
+                    except Exception:  # noqa: BLE001 - the check goes on; this partition is not kept
+                        failed, pending = True, []
+            yield batch
+        seen.add(count)
+        if count and not failed:
+            try:
+                if pending:
+                    flush()
+                writer.close()
+                writer = None
+                os.replace(temporary, final)
+                written.add(count)
+            except Exception:  # noqa: BLE001 - as above
+                pass
+    finally:  # also when the reader stops early or fails: nothing half-written stays
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass
+        _remove(temporary)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def read(path: str) -> Iterator:
+    """The kept rows of one partition, in their order, a row group at a time."""
+    import pyarrow.parquet as pq
+
+    yield from pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS, use_threads=False)
