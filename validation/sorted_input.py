@@ -154,7 +154,7 @@ def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Ite
         nonlocal writer, pending, pending_rows
         table = pa.Table.from_batches(pending)
         if writer is None:
-            writer = pq.ParquetWriter(temporary, table.schema, compression="zstd")
+            writer = pq.ParquetWriter(temporary, table.schema, compression="zstd", write_statistics=False)
         writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         pending, pending_rows = [], 0
 
