@@ -132,12 +132,43 @@ def test_other_code_does_not_read_what_this_code_kept(spark, tmp_path):
     history = merged_history(4)
     directory = written(tmp_path, history)
     check(spark, directory)
-    code = tmp_path / "checks_v2.py"
-    code.write_text("# another version of the code that packs the rows\n")
     from pubsubguard.validation import checks, kernel
 
-    assert sorted_input.Kept.of(directory, history.subscriptions, (checks.__file__, kernel.__file__)).find()
-    assert sorted_input.Kept.of(directory, history.subscriptions, (str(code), kernel.__file__)).find() is None
+    class Other:  # another version of the code that packs the rows
+        __file__ = "checks_v2.py"
+
+        class __loader__:
+            @staticmethod
+            def get_data(path):
+                return b"# another version\n"
+
+    assert sorted_input.Kept.of(directory, history.subscriptions, (checks, kernel)).find()
+    assert sorted_input.Kept.of(directory, history.subscriptions, (Other, kernel)).find() is None
+
+
+def test_code_shipped_in_a_zip_is_digested_as_a_file_is(tmp_path):
+    """A cluster's executors and driver import pubsubguard from the bundle's zip (validation/bundle.py)."""
+    import importlib.util
+    import zipfile
+    import zipimport
+
+    from pubsubguard.validation import kernel
+
+    source = b"VALUE = 1\n"
+    (tmp_path / "plain_module.py").write_bytes(source)
+    with zipfile.ZipFile(tmp_path / "bundle.zip", "w") as bundle:
+        bundle.writestr("zipped_module.py", source)
+    def loaded(spec):
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    zipped = loaded(zipimport.zipimporter(str(tmp_path / "bundle.zip")).find_spec("zipped_module"))
+    assert ".zip" in zipped.__file__
+    plain = loaded(importlib.util.spec_from_file_location("plain_module", tmp_path / "plain_module.py"))
+    evidence = tmp_path / "evidence"
+    in_zip = sorted_input.Kept.of(evidence, SUBSCRIPTIONS, (zipped, kernel))
+    assert in_zip is not None and in_zip.sources == sorted_input.Kept.of(evidence, SUBSCRIPTIONS, (plain, kernel)).sources
 
 
 def test_a_directory_that_cannot_be_written_is_checked_without_keeping(spark, tmp_path):

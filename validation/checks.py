@@ -74,6 +74,7 @@ findings and the hottest keys only, a read of the key columns names them and a r
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -307,7 +308,7 @@ def _judged(
     """The pass's output as Arrow, and what became of the sorted input (a sentence, or None when
     there is no local evidence directory to keep it in)."""
     spark = publishes.sparkSession
-    kept = sorted_input.Kept.of(evidence_dir, subscriptions, (__file__, kernel.__file__)) if evidence_dir else None
+    kept = sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel)) if evidence_dir else None
     parts = kept.find() if kept is not None else None
     if parts is not None:
         passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows).toArrow()
@@ -321,12 +322,12 @@ def _judged(
             writing.discard()
         raise
     if kept is None:
-        return passed, None
+        return passed, None if evidence_dir is None else f"checks: could not read the sources of {evidence_dir}: nothing kept"
     kept_bytes = writing.commit() if writing is not None else None
     if kept_bytes is None:
         return passed, f"checks: could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
-    return passed, (f"checks: kept the sorted input in {kept.directory} ({kept_bytes / 2**20:,.1f} MiB) for "
-                    "re-checks of this evidence")
+    size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
+    return passed, f"checks: kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
 
 # -- evidence ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -51,18 +52,23 @@ class Kept:
     sources: dict  # the manifest's "sources": part files, subscriptions, code digest
 
     @classmethod
-    def of(cls, evidence_dir: Path, subscriptions, code_files) -> "Kept":
-        """`code_files`: the source files of the code that makes and judges the rows."""
+    def of(cls, evidence_dir: Path, subscriptions, code_modules) -> "Kept | None":
+        """`code_modules`: the modules that make and judge the rows (their source is digested). None
+        when the sources cannot be read (nothing is then kept or read)."""
         evidence_dir = Path(evidence_dir)
-        files = []
-        for name in _SOURCES:
-            for path in sorted((evidence_dir / name).rglob("*")):
-                if path.is_file():
-                    status = path.stat()
-                    files.append([path.relative_to(evidence_dir).as_posix(), status.st_size, status.st_mtime_ns])
         digest = hashlib.sha256()
-        for source in (__file__, *code_files):
-            digest.update(Path(source).read_bytes())
+        files = []
+        try:
+            for module in (sys.modules[__name__], *code_modules):
+                # through the module's loader: a file, or a member of the zip a cluster's bundle ships
+                digest.update(module.__loader__.get_data(module.__file__))
+            for name in _SOURCES:
+                for path in sorted((evidence_dir / name).rglob("*")):
+                    if path.is_file():
+                        status = path.stat()
+                        files.append([path.relative_to(evidence_dir).as_posix(), status.st_size, status.st_mtime_ns])
+        except (OSError, AttributeError, TypeError):
+            return None
         sources = {"files": files, "subscriptions": [dataclasses.asdict(s) for s in subscriptions],
                    "code": digest.hexdigest()}
         return cls(evidence_dir / DIRNAME, _plain(sources))
