@@ -115,6 +115,18 @@ def test_what_the_kept_input_was_not_made_from_sends_the_check_back_to_the_shuff
     kept_file.write_bytes(kept_file.read_bytes() + b"x")
     assert check(spark, directory).sorted_input.startswith("checks: kept")
 
+    # a kept file damaged in place (same size): the read fails, the check judges from the log
+    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
+    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
+    data = bytearray(kept_file.read_bytes())
+    data[8:-8] = bytes(len(data) - 16)
+    kept_file.write_bytes(bytes(data))
+    damaged = check(spark, directory)
+    assert damaged.sorted_input.startswith("checks: the sorted input kept in ")
+    assert "could not be read" in damaged.sorted_input and "; kept the sorted input in " in damaged.sorted_input
+    assert verdict(damaged) == verdict(check(spark, directory, keep=False))
+    assert check(spark, directory).sorted_input.startswith("checks: read")
+
     # a manifest that does not parse, or names a file outside its generation
     (kept_dir / sorted_input.MANIFEST).write_text("{not json")
     assert check(spark, directory).sorted_input.startswith("checks: kept")

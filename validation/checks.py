@@ -310,9 +310,13 @@ def _judged(
     spark = publishes.sparkSession
     kept = sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel)) if evidence_dir else None
     parts = kept.find() if kept is not None else None
+    unreadable = ""
     if parts is not None:
-        passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows).toArrow()
-        return passed, f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+        try:
+            passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows).toArrow()
+            return passed, f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+        except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
+            unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
     try:
         passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
@@ -325,9 +329,9 @@ def _judged(
         return passed, None if evidence_dir is None else f"checks: could not read the sources of {evidence_dir}: nothing kept"
     kept_bytes = writing.commit() if writing is not None else None
     if kept_bytes is None:
-        return passed, f"checks: could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
+        return passed, f"{unreadable or 'checks: '}could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
     size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
-    return passed, f"checks: kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
+    return passed, f"{unreadable or 'checks: '}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
 
 # -- evidence ---------------------------------------------------------------------------------
