@@ -74,8 +74,11 @@ findings and the hottest keys only, a read of the key columns names them and a r
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from dataclasses import dataclass
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -308,7 +311,12 @@ def _judged(
     """The pass's output as Arrow, and what became of the sorted input (a sentence, or None when
     there is no local evidence directory to keep it in)."""
     spark = publishes.sparkSession
-    kept = sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel)) if evidence_dir else None
+
+    def sources():  # what the frames read now (Spark lists their files when they are made)
+        read = {os.path.realpath(url2pathname(urlparse(u).path)) for u in publishes.inputFiles() + deliveries.inputFiles()}
+        return sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel), read)
+
+    kept = sources() if evidence_dir else None
     parts = kept.find() if kept is not None else None
     unreadable = ""
     if parts is not None:
@@ -326,7 +334,11 @@ def _judged(
             writing.discard()
         raise
     if kept is None:
-        return passed, None if evidence_dir is None else f"checks: could not read the sources of {evidence_dir}: nothing kept"
+        return passed, None if evidence_dir is None else (
+            f"checks: nothing kept in {evidence_dir}: its part files could not be listed, or are not the files checked")
+    if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
+        writing.discard()
+        writing = None
     kept_bytes = writing.commit() if writing is not None else None
     if kept_bytes is None:
         return passed, f"{unreadable or 'checks: '}could not keep the sorted input in {kept.directory}: re-checks will shuffle again"

@@ -52,9 +52,10 @@ class Kept:
     sources: dict  # the manifest's "sources": part files, subscriptions, code digest
 
     @classmethod
-    def of(cls, evidence_dir: Path, subscriptions, code_modules) -> "Kept | None":
-        """`code_modules`: the modules that make and judge the rows (their source is digested). None
-        when the sources cannot be read (nothing is then kept or read)."""
+    def of(cls, evidence_dir: Path, subscriptions, code_modules, read: set[str] | None = None) -> "Kept | None":
+        """`code_modules`: the modules that make and judge the rows (their source is digested); `read`:
+        the files the check's frames read (absolute paths), when known. None when the sources cannot
+        be read, or the frames read other files than the log's part files (nothing is then kept or read)."""
         evidence_dir = Path(evidence_dir)
         digest = hashlib.sha256()
         files = []
@@ -68,6 +69,10 @@ class Kept:
                         status = path.stat()
                         files.append([path.relative_to(evidence_dir).as_posix(), status.st_size, status.st_mtime_ns])
         except (OSError, AttributeError, TypeError):
+            return None
+        # Spark skips files whose names start with _ or .: every other file must be one the frames read
+        parts = {os.path.realpath(evidence_dir / f[0]) for f in files if not Path(f[0]).name.startswith(("_", "."))}
+        if read is not None and parts != read:
             return None
         sources = {"files": files, "subscriptions": [dataclasses.asdict(s) for s in subscriptions],
                    "code": digest.hexdigest()}
@@ -142,6 +147,10 @@ class Writing:
 
     def discard(self) -> None:
         shutil.rmtree(self.kept.directory / self.generation, ignore_errors=True)
+        try:
+            self.kept.directory.rmdir()  # when nothing else is kept there: no empty directory left behind
+        except OSError:
+            pass
 
 
 def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Iterator:
