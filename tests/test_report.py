@@ -353,3 +353,31 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
                     if name == s.name and (k, q) in published)
         assert plot["latency"][s.name] == {"ms": ms, "fraction": [(i + 1) / len(ms) for i in range(len(ms))],
                                            "messages": len(ms)}
+
+
+def test_the_timeline_draws_a_band_for_every_bin_with_nacks_or_expiries():
+    """Each bin with nacks gets an orange band as wide as the bin, darker with more nacks; each bin with
+    expiries a purple one as long as the longest deadline; the x axis spans them all."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    from pubsubguard.validation.report import _timeline_plot
+
+    data = {"bins": 10, "bin_us": 1_000_000, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {"s": 30},
+            "timeline": {"published": {0: 5}, "settled": {1: 5}, "delivered:ack": {1: 3},
+                         "delivered:nack": {2: 1, 5: 9}, "delivered:expire": {7: 1}}}
+    fig = _timeline_plot(data, plt)
+    for ax in fig.axes:
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == 2
+        nacks, expiries = bands
+        assert [tuple(p.vertices[:, 0].round(6)) for p in nacks.get_paths()] == [(2, 2, 3, 3, 2), (5, 5, 6, 6, 5)]
+        assert np.allclose(nacks.get_facecolors(), [to_rgba("tab:orange", 0.15), to_rgba("tab:orange", 0.5)])
+        assert [tuple(p.vertices[:, 0].round(6)) for p in expiries.get_paths()] == [(7, 7, 37, 37, 7)]
+        assert ax.get_xlim()[1] >= 37  # the expiry band's end is in view
+    plt.close(fig)
