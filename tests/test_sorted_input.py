@@ -38,8 +38,8 @@ def merged_history(seed: int) -> H.History:
                      [p for h in copies for p in h.publishes], [d for h in copies for d in h.deliveries])
 
 
-def written(tmp_path, history: H.History):
-    return H.write_evidence(tmp_path / "evidence", history.run_id, history.subscriptions, history.publish_table(),
+def written(tmp_path, history: H.History, name: str = "evidence"):
+    return H.write_evidence(tmp_path / name, history.run_id, history.subscriptions, history.publish_table(),
                             history.delivery_table(), row_group_size=500)
 
 
@@ -57,9 +57,9 @@ def check(spark, directory, subscriptions=None, keep=True, **options):
                       evidence_dir=directory if keep else None, **options)
 
 
-@pytest.mark.parametrize("seed,chunk_rows", [(0, None), (7, 3)])
-def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(spark, tmp_path, seed, chunk_rows):
-    directory = written(tmp_path, merged_history(seed))
+@pytest.mark.parametrize("seed,chunk_rows,name", [(0, None, "evidence"), (7, 3, "run 7 évidence%20")])
+def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(spark, tmp_path, seed, chunk_rows, name):
+    directory = written(tmp_path, merged_history(seed), name)  # a path Spark's file URIs must escape
     options = {"chunk_rows": chunk_rows} if chunk_rows else {}
     shuffled = check(spark, directory, keep=False, **options)
     assert shuffled.sorted_input is None
@@ -162,8 +162,10 @@ def test_frames_that_do_not_read_exactly_the_logs_part_files_keep_nothing(spark,
     assert partial.sorted_input.startswith("checks: nothing kept in ")
     assert not (directory / sorted_input.DIRNAME).exists()
 
-    # the same files read again: kept, with the marker file beside them
+    # the same files read again: kept, with the marker file beside them; and found through a symlink
     assert check(spark, directory).sorted_input.startswith("checks: kept")
+    (tmp_path / "link").symlink_to(directory)
+    assert check(spark, tmp_path / "link").sorted_input.startswith("checks: read")
 
 
 def test_a_part_file_changed_while_the_pass_reads_keeps_nothing(spark, tmp_path, monkeypatch):
