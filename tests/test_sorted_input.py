@@ -294,3 +294,28 @@ def test_tee_stopped_early_or_failing_input_leaves_no_file(tmp_path):
     with pytest.raises(RuntimeError, match="the input broke"):
         list(sorted_input.tee(failing(), str(tmp_path), 1, seen, kept))
     assert list(tmp_path.iterdir()) == [] and kept.value == 0
+
+
+def test_verify_from_evidence_keeps_and_reads_it_and_no_checks_input_does_neither(spark, tmp_path, capsys):
+    from pubsubguard.validation import job
+
+    directory = written(tmp_path, merged_history(12))
+    kept_dir = directory / sorted_input.DIRNAME
+
+    def verify(*options) -> tuple[int, str]:
+        code = job.main(["--from-evidence", str(directory), "--report", str(tmp_path / "report"), "--no-progress",
+                         *options], spark=spark)
+        return code, capsys.readouterr().err
+
+    code, err = verify("--no-checks-input")
+    assert code == 1 and "checks:" not in err and not kept_dir.exists()
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    code, err = verify()
+    assert code == 1 and f"checks: kept the sorted input in {kept_dir}" in err
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["subscriptions"] == report["subscriptions"]
+    code, err = verify()
+    assert code == 1 and f"checks: read the sorted input an earlier check kept in {kept_dir}" in err
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["subscriptions"] == report["subscriptions"]
+    manifest = (kept_dir / sorted_input.MANIFEST).read_text()
+    code, err = verify("--no-checks-input")  # a kept input is not read either, nor touched
+    assert code == 1 and "checks:" not in err and (kept_dir / sorted_input.MANIFEST).read_text() == manifest

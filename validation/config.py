@@ -77,6 +77,7 @@ class RunConfig:
     cleanup: bool = False
     master: str | None = None
     no_progress: bool = False
+    no_checks_input: bool = False
 
     @classmethod
     def from_options(cls, options: argparse.Namespace, **overrides) -> "RunConfig":
@@ -205,3 +206,7 @@ def add_arguments(parser: argparse.ArgumentParser,
                      help=f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's --master "
                           f"wins; default: {DEFAULT_MASTER})")
     out.add_argument("--no-progress", action="store_true", help="no progress bars")
+    out.add_argument("--no-checks-input", action="store_true",
+                     help="neither keep the checks' sorted input in <evidence>/checks-input/ nor read one kept "
+                          "there: every check reads, shuffles and sorts the log (for evidence nothing may be "
+                          "written to)")

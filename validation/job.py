@@ -76,7 +76,7 @@ def run(config: RunConfig, spark=None) -> int:
     if storage.is_remote(config.report or ""):
         return probe_to_store(config, spark)
     session, evidence_dir, report = probe(config, spark)
-    return check_and_report(session, evidence_dir, report, not config.no_progress)
+    return check_and_report(session, evidence_dir, report, not config.no_progress, keep=not config.no_checks_input)
 
 
 def probe_to_store(config: RunConfig, spark=None) -> int:
@@ -91,7 +91,8 @@ def probe_to_store(config: RunConfig, spark=None) -> int:
     evidence_at = storage.join(destination, "evidence")
     with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch:
         session, evidence_dir, report = probe(config.but(report=Path(scratch) / "report"), spark, evidence_at=evidence_at)
-        code = check_and_report(session, evidence_dir, report, not config.no_progress, location=destination)
+        code = check_and_report(session, evidence_dir, report, not config.no_progress, location=destination,
+                                keep=not config.no_checks_input)
         copied = storage.copy_tree(report, destination)
     print(f"report: {len(copied)} files written to {destination} (and the evidence, as the run went)", file=sys.stderr)
     return code
@@ -103,18 +104,19 @@ def from_evidence(config: RunConfig, spark=None) -> int:
     report = config.report or storage.parent(evidence_dir)
     report = report if storage.is_remote(report) else Path(report).resolve()
     session = spark or spark_session(config.master, log_dir=None if storage.is_remote(report) else report)
-    return check_and_report(session, evidence_dir, report, not config.no_progress)
+    return check_and_report(session, evidence_dir, report, not config.no_progress, keep=not config.no_checks_input)
 
 
 def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True,
-                     shown: Path | str | None = None, location: Path | str | None = None) -> int:
+                     shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True) -> int:
     """Judge a run's evidence (pubsubguard.validation.verdict) and write its report; the report's exit code.
     Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence_store`). The report names
-    its evidence as `shown` and itself as `location` (default: where they are read and written)."""
+    its evidence as `shown` and itself as `location` (default: where they are read and written). `keep`: the
+    checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not)."""
     with tempfile.TemporaryDirectory(prefix="pubsubguard-staging-") as staging:
         local_report = Path(staging) / "report" if storage.is_remote(report) else report
         code = _check_and_report(spark, evidence_dir, local_report, terminal, shown=shown or evidence_dir,
-                                 location=location or report, staging=Path(staging) / "evidence")
+                                 location=location or report, staging=Path(staging) / "evidence", keep=keep)
         if storage.is_remote(report):
             copied = storage.copy_tree(local_report, report)
             print(f"report: {len(copied)} files written to {report}", file=sys.stderr)
@@ -122,11 +124,11 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 
 
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
-                      location: Path | str, staging: Path) -> int:
+                      location: Path | str, staging: Path, keep: bool = True) -> int:
     from pubsubguard.validation import document
     from pubsubguard.validation import report as reporting
 
-    result = document.of_evidence(spark, evidence_dir, shown, staging)
+    result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep)
     reporting.write(result, report, location)
     if terminal:
         reporting.print_summary(result, location)
