@@ -125,13 +125,13 @@ class Writing:
 
         generation = self.kept.directory / self.generation
         try:
-            files = sorted(generation.glob("part-*.parquet"))
-            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            parts = [{"partition": int(f.name[len("part-"):-len(".parquet")]), "file": f.name,
+                      "rows": pq.ParquetFile(f).metadata.num_rows, "bytes": f.stat().st_size}
+                     for f in sorted(generation.glob("part-*.parquet"))]
+            rows = sum(p["rows"] for p in parts)
             if rows != self.seen.value or self.written.value != self.seen.value:
                 self.discard()
                 return None
-            parts = [{"partition": int(f.name[len("part-"):-len(".parquet")]), "file": f.name,
-                      "rows": pq.ParquetFile(f).metadata.num_rows, "bytes": f.stat().st_size} for f in files]
             manifest = {"format": FORMAT, "generation": self.generation, "sources": self.kept.sources,
                         "parts": parts, "rows": rows}
             temporary = self.kept.directory / f".{MANIFEST}.{self.generation}"
@@ -140,9 +140,13 @@ class Writing:
         except Exception:  # noqa: BLE001 - a cache: whatever failed, the verdict stands and nothing is kept
             self.discard()
             return None
-        for other in self.kept.directory.iterdir():
-            if other.name != self.generation and other.name != MANIFEST:
-                shutil.rmtree(other, ignore_errors=True) if other.is_dir() else other.unlink(missing_ok=True)
+        for other in self.kept.directory.iterdir():  # older generations, a crashed check's leftovers
+            if other.name in (self.generation, MANIFEST):
+                continue
+            if other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
+            else:
+                other.unlink(missing_ok=True)
         return sum(p["bytes"] for p in parts)
 
     def discard(self) -> None:
