@@ -237,13 +237,16 @@ def main(argv=None) -> int:
     spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     results = {}
-    sides = {"shuffle": spark_checks, "first": first_check, "re-check": re_check, "floor": floor}
+    sides = {"shuffle": spark_checks, "first": first_check, "re-check": re_check, "floor": lambda _, d: floor(d)}
+
+    def each_side(directory: Path) -> dict:
+        return {name: side(spark, directory) for name, side in sides.items()}
+
     for rows in sizes:
-        warm = {name: side(spark, dirs[rows]) if name != "floor" else side(dirs[rows]) for name, side in sides.items()}
+        warm = each_side(dirs[rows])
         print(f"{rows:>11,} rows  warm-up: " + "; ".join(f"{name} {r['seconds']:.1f} s" for name, r in warm.items()),
               flush=True)
-        runs = [{name: side(spark, dirs[rows]) if name != "floor" else side(dirs[rows]) for name, side in sides.items()}
-                for _ in range(args.repeat)]
+        runs = [each_side(dirs[rows]) for _ in range(args.repeat)]
         best = {name: min((r[name] for r in runs), key=lambda x: x["seconds"]) for name in sides}
         s, f = best["shuffle"], best["floor"]
         n = f["rows"]
