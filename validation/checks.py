@@ -69,6 +69,10 @@ counts per bin, extent, crash window, expiry deadlines), which come to the drive
 `kernel.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
+
+Re-checks. With `evidence_dir` (local evidence), the pass's tasks also keep their sorted partitions
+beside the evidence, and a later check of the same part files, subscriptions and code reads them
+instead of reading, packing, shuffling and sorting the log again (`sorted_input`; same verdict).
 """
 
 from __future__ import annotations
