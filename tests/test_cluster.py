@@ -109,7 +109,7 @@ def _standalone(work: Path, hide: Path | None = None):
             try:
                 if _status(ui).get("aliveworkers", 0) >= 1:
                     break
-            except OSError:
+            except (OSError, ValueError):  # not up yet, or its UI answering an HTML page before the JSON one
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 pytest.fail("standalone cluster did not come up: " + (work / "master.log").read_text()[-2000:]
