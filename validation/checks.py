@@ -269,7 +269,8 @@ def _one_pass(
     """Findings (one group each, by row id) and one statistics group per subscription. With `writing`,
     each task also keeps its sorted partition there (`sorted_input.tee`)."""
     config = _config(subscriptions)
-    keep = (writing.path, writing.seen, writing.written) if writing is not None else None
+    # what the tasks need of `writing` (not the manifest's sources, which can list thousands of files)
+    directory, seen, written = (writing.path, writing.seen, writing.written) if writing is not None else (None,) * 3
 
     def check_each(batches):
         from pyspark import TaskContext
@@ -278,8 +279,8 @@ def _one_pass(
         from pubsubguard.validation import sorted_input as s
 
         partition = TaskContext.get().partitionId()
-        if keep is not None:
-            batches = s.tee(batches, keep[0], partition, keep[1], keep[2])
+        if directory is not None:
+            batches = s.tee(batches, directory, partition, seen, written)
         yield from k.check_partition(batches, config, skew_us, partition, chunk_rows)
 
     sorted_rows = u.repartition("h").sortWithinPartitions(*map(F.expr, _ORDER))
