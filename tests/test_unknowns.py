@@ -17,7 +17,8 @@ PROGRAM = """
     import pulumi_gcp as gcp
 
     function = gcp.cloudfunctions.Function("handler", runtime="python312", entry_point="main",
-                                           trigger_http=True, source_archive_bucket="b", source_archive_object="o")
+                                           event_trigger={"event_type": "e", "resource": "r"},
+                                           source_archive_bucket="b", source_archive_object="o")
     topic = gcp.pubsub.Topic("orders", name="orders", message_retention_duration="86400s")
     gcp.pubsub.Subscription("orders-push", name="orders-push", topic=topic.id, expiration_policy={"ttl": ""},
                             push_config={"push_endpoint": function.https_trigger_url,
@@ -51,7 +52,7 @@ def test_an_endpoint_of_unknown_scheme_is_not_judged_and_says_where_it_comes_fro
     sarif = json.loads(check(root, "--format", "sarif").stdout)
     (note,) = [r for r in sarif["runs"][0]["results"] if r.get("properties", {}).get("notJudged")]
     assert note["level"] == "note" and note["ruleId"] == "push-endpoint-https"
-    assert note["locations"][0]["physicalLocation"]["region"]["startLine"] == 6  # the subscription's line
+    assert note["locations"][0]["physicalLocation"]["region"]["startLine"] == 7  # the subscription's line
     plan = json.loads(subprocess.run([sys.executable, "-m", "pubsubguard", "plan"], cwd=root, capture_output=True,
                                      text=True, check=True, env={**os.environ, "VIRTUAL_ENV": sys.prefix}).stdout)
     (sub,) = [r for r in plan["resources"] if r["name"] == "orders-push"]
@@ -95,3 +96,44 @@ def _config(tmp_path: Path) -> Path:
     path = tmp_path / "levels.json"
     path.write_text(json.dumps({"push-endpoint-https": "advisory"}))
     return path
+
+
+URL_FORMS = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+    topic = gcp.pubsub.Topic("orders", name="orders")
+    run = gcp.cloudrunv2.Service("run", location="us-east1", template={"containers": [{"image": "gcr.io/x/y"}]})
+    fn = gcp.cloudfunctionsv2.Function("fn", location="us-east1", service_config={"max_instance_count": 1})
+    legacy = gcp.cloudrun.Service("legacy", location="us-east1",
+                                  template={"spec": {"containers": [{"image": "gcr.io/x/y"}]}})
+
+    def push(name, endpoint):
+        gcp.pubsub.Subscription(name, name=name, topic=topic.id, expiration_policy={"ttl": ""},
+                                push_config={"push_endpoint": endpoint})
+
+    push("from-uri", run.uri)
+    push("from-nested-uri", fn.service_config.uri)
+    push("from-status-url", legacy.statuses[0].url.apply(lambda url: f"{url}/push"))
+    push("from-name", pulumi.Output.concat("http://", run.name, ".internal.acme.net/hook"))
+    push("from-name-https", pulumi.Output.concat("https://", run.name, ".internal.acme.net/hook"))
+    push("from-max-instances", fn.service_config.apply(lambda config: f"{config.max_instance_count}"))
+"""
+
+
+def test_push_endpoints_are_judged_by_their_known_beginning(tmp_path):
+    """Cloud Run and Cloud Functions URL outputs (nested ones too) are https:// by their documented form;
+    an endpoint built as "http://" + a service's name is not HTTPS whatever the name; a nested output the
+    inputs did not set is unknown, never absent (so it is listed under "Not judged")."""
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "acme-prod"}}))
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(URL_FORMS).lstrip())
+    done = check(tmp_path, "--format", "json")
+    document = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    violated = sorted(v["resource_name"] for v in document["violations"] if v["policy"] == "push-endpoint-https")
+    assert violated == ["from-name"]
+    unjudged = sorted(e["resource_name"] for e in document["unjudged"] if e["policy"] == "push-endpoint-https")
+    assert unjudged == ["from-max-instances"]
+    failing = check(tmp_path, "--unknowns", "fail")
+    assert failing.returncode == 1 and "from-max-instances" in failing.stdout

@@ -130,9 +130,36 @@ def pubsub_service_agent(project_number: str) -> str:
 
 
 SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"  # its email: ACCOUNT_ID@PROJECT.iam.gserviceaccount.com
-# Cloud Run services' URLs are HTTPS by the provider's contract: "https://SERVICE-HASH-REGION.a.run.app"
-# (https://cloud.google.com/run/docs/triggering/https-request; pulumi-gcp cloudrun.Service status.url,
-# cloudrunv2.Service uri/urls).
+# --- Values whose form is documented though they are known only after deploy ---------------------
+# A new resource's computed outputs are unknown at preview. Some have a form their documentation fixes,
+# and a preview answers them with that form and the unknown sentinel where the value is not yet known,
+# so that whatever is built from them keeps what is certain (a URL's scheme, a service agent's form):
+# - Cloud Run and Cloud Functions URLs are HTTPS: "https://SERVICE-HASH-REGION.a.run.app"
+#   (https://cloud.google.com/run/docs/triggering/https-request; pulumi-gcp cloudrunv2.Service `uri`,
+#   cloudrun.Service `statuses[].url`, cloudfunctionsv2.Function `url` and `serviceConfig.uri`,
+#   cloudfunctions.Function `httpsTriggerUrl` of an HTTP-triggered function);
+# - the service identity of pubsub.googleapis.com is the Pub/Sub service agent,
+#   service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com (https://cloud.google.com/pubsub/docs/
+#   handling-failures#grant_forwarding_permissions; pulumi-gcp projects.ServiceIdentity `email`, `member`).
+# Only the part before, between and after "{}" is known: the sentinel stands where "{}" is.
+HTTPS_URL = "https://{}"
+SERVICE_AGENT_EMAIL = "service-{}@gcp-sa-pubsub.iam.gserviceaccount.com"
+DOCUMENTED_FORMS = {
+    "gcp:cloudrunv2/service:Service": {("uri",): HTTPS_URL},
+    "gcp:cloudrun/service:Service": {("statuses", 0, "url"): HTTPS_URL},
+    "gcp:cloudfunctionsv2/function:Function": {("url",): HTTPS_URL, ("serviceConfig", "uri"): HTTPS_URL},
+}
+
+
+def documented_forms(type_: str, inputs: dict) -> dict[tuple, str]:
+    """{output path: form} for a new resource of `type_` with these (known) inputs."""
+    if type_ == "gcp:cloudfunctions/function:Function" and inputs.get("triggerHttp") is True:
+        return {("httpsTriggerUrl",): HTTPS_URL}
+    if type_ == "gcp:projects/serviceIdentity:ServiceIdentity" and inputs.get("service") == "pubsub.googleapis.com":
+        return {("email",): SERVICE_AGENT_EMAIL, ("member",): "serviceAccount:" + SERVICE_AGENT_EMAIL}
+    return dict(DOCUMENTED_FORMS.get(type_, {}))
+
+
 CLOUD_RUN_SERVICES = ("gcp:cloudrun/service:Service", "gcp:cloudrunv2/service:Service")
 SERVICE_AGENT_RE = re.compile(r"serviceAccount:service-(\d+)@gcp-sa-pubsub\.iam\.gserviceaccount\.com")
 PUBLISHER_ROLE = "roles/pubsub.publisher"

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pubsub_facts as facts
-from pubsub_rules.values import UNKNOWN, as_list, as_str, display, get, known, plain_props, resource_path_key
+from pubsub_rules.values import (UNKNOWN, as_list, as_str, display, get, known, partial_props, plain_props,
+                                 resource_path_key)
 
 COLLECTIONS = {facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions"}
 DELIVERY_BLOCKS = (("pushConfig", "push"), ("bigqueryConfig", "BigQuery"), ("cloudStorageConfig", "Cloud Storage"))
@@ -39,6 +40,7 @@ class Resource:
     property_dependencies: Mapping[str, list[str]] = field(default_factory=dict)
     parent: str | None = None
     provider_project: str | None = None  # the project of the resource's provider, when known
+    partial: Mapping[tuple, str] = field(default_factory=dict)  # values.partial_strings of its properties
 
     @property
     def label(self) -> str:
@@ -76,6 +78,7 @@ def from_policy_resource(resource) -> Resource:
         },
         parent=parent.urn if parent is not None else None,
         provider_project=provider_project(getattr(resource, "provider", None)),
+        partial=partial_props(resource.props),
     )
 
 
@@ -127,6 +130,16 @@ def iam_members(resource: Resource) -> list[tuple[Any, Any]]:
                 pairs += [(role, m) for m in binding["members"] if isinstance(m, str)]
         return pairs
     return []
+
+
+def member_forms(resource: Resource) -> dict[int, str]:
+    """{index in `iam_members`: member} of the members built from an unknown and a known part."""
+    if resource.type.endswith(("IAMMember", "IamMember")):
+        form = resource.partial.get(("member",))
+        return {0: form} if form is not None else {}
+    if resource.type.endswith(("IAMBinding", "IamBinding")):
+        return {path[1]: form for path, form in resource.partial.items() if len(path) == 2 and path[0] == "members"}
+    return {}
 
 
 def reads_unknown(props: Any, path: str) -> bool:
@@ -318,25 +331,43 @@ class Stack:
                     found[id(grant)] = grant
         return list(found.values())
 
-    def granted(self, target: Target, type_: str, roles: tuple[str, ...], member_ok) -> Any:
+    def granted(self, target: Target, type_: str, roles: tuple[str, ...], member_ok) -> tuple[Any, list[str]]:
         """Whether a grant gives one of `roles` on `target` (or its project) to a member `member_ok`
-        accepts: True (a known grant does), UNKNOWN (only grants with an unknown role, member or target
-        might), False (none can). An unknown member that comes only from service accounts the stack
-        creates (its property dependencies) is not the Pub/Sub service agent: it cannot count."""
-        maybe = False
+        accepts, and what blocks the answer: (True, []) a known grant does; (UNKNOWN, blockers) only grants
+        with an unknown role, member or target might; (False, []) none can. `member_ok` gets a known member,
+        a member built from an unknown and a known part (`values.partial_strings`: its known parts may
+        decide), or UNKNOWN, and answers True, False or UNKNOWN. An unknown member that comes only from
+        service accounts the stack creates (its property dependencies) is not the Pub/Sub service agent:
+        it cannot count. A blocker is `PROPERTY@URN`, the unknown property of the grant that blocked."""
+        blockers: list[str] = []
         exact = {id(g) for g in self.grants_on_exactly(target, type_)}
         for grant in self.grants_on(target, type_):
-            for role, member in iam_members(grant):
+            forms = member_forms(grant)
+            for index, (role, member) in enumerate(iam_members(grant)):
                 if known(role) and role not in roles:
                     continue
                 if not known(member) and self.created_accounts_only(grant):
                     continue
-                if known(member) and not member_ok(member):
+                ok = member_ok(member if known(member) else forms.get(index, UNKNOWN))
+                if ok is False:
                     continue
-                if known(role) and known(member) and id(grant) in exact:
-                    return True
-                maybe = True
-        return UNKNOWN if maybe else False
+                if ok is True and known(role) and id(grant) in exact:
+                    return True, []
+                blockers += [f"{path}@{grant.urn}" for path in self.unknown_grant_properties(grant, role, ok)]
+        return (UNKNOWN, sorted(set(blockers))) if blockers else (False, [])
+
+    def unknown_grant_properties(self, grant: Resource, role: Any, member_verdict: Any) -> list[str]:
+        """The properties of `grant` that keep it from deciding (its target, role or members)."""
+        paths = []
+        _, anywhere = self._grant_index()
+        if grant.type not in facts.PROJECT_IAM_TYPES and any(g is grant for g in anywhere):
+            paths.append("topic" if grant.type in facts.TOPIC_IAM_TYPES else "subscription")
+        if not known(role):
+            paths.append("policyData" if grant.type.endswith(("IAMPolicy", "IamPolicy")) else "role")
+        if member_verdict is UNKNOWN:
+            paths.append("policyData" if grant.type.endswith(("IAMPolicy", "IamPolicy")) else
+                         "members" if grant.type.endswith(("IAMBinding", "IamBinding")) else "member")
+        return list(dict.fromkeys(paths)) or ["member"]
 
     def grants_on_exactly(self, target: Target, type_: str) -> list[Resource]:
         """The grants of `grants_on` whose target is resolved (or that are project-level)."""

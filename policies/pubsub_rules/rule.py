@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pubsub_rules.model import Resource, Stack, from_policy_resource, provider_project, reads_unknown
-from pubsub_rules.values import once_in_request, plain_props
+from pubsub_rules.values import once_in_request, partial_props, plain_props
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -139,7 +139,8 @@ class Rule:
             if args.resource_type not in self.types:
                 return
             resource = Resource(args.resource_type, args.name, args.urn, plain_props(args.props),
-                                provider_project=provider_project(getattr(args, "provider", None)))
+                                provider_project=provider_project(getattr(args, "provider", None)),
+                                partial=partial_props(args.props))
             messages, undecided = self.judge_resource(resource, args.get_config())
             for message in messages:
                 report_violation(message, None)

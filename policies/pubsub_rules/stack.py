@@ -6,12 +6,14 @@ dependencies); an unresolved reference is "cannot judge" and produces no violati
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 import pubsub_facts as facts
-from pubsub_rules.model import Resource, Stack, block, iam_members, nested, reads_unknown, target_of_sub
+from pubsub_rules.model import (Resource, Stack, block, iam_members, member_forms, nested, reads_unknown,
+                                target_of_sub)
 from pubsub_rules.rule import ADVISORY, MANDATORY, Rule, Undecided
-from pubsub_rules.values import UNKNOWN, as_bool, as_list, as_str, enabled, get, known
+from pubsub_rules.values import STRING_SENTINEL, UNKNOWN, as_bool, as_list, as_str, enabled, get, known, known_parts
 
 
 # --- Rules -----------------------------------------------------------------------------------------
@@ -61,14 +63,25 @@ def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, A
 
 
 def _agent_check(sub: Resource, numbers: dict) -> Any:
-    """Which service-agent members count for `sub`: the agent of the subscription's own project when
-    its number is configured, else any Pub/Sub service agent."""
+    """Which members count as the Pub/Sub service agent for `sub`: the agent of the subscription's own
+    project when its number is configured, else any Pub/Sub service agent. `member_ok` answers True,
+    False or UNKNOWN for a known member, an unknown one, or one built from an unknown and a known part
+    (`serviceAccount:service-{getProject().number}@gcp-sa-pubsub...`, a pubsub.googleapis.com service
+    identity's email: its known parts show the agent's form, the project number unknown)."""
     project = sub.project
     own = numbers.get(project) if isinstance(project, str) else None
 
-    def member_ok(member: str) -> bool:
-        match = facts.SERVICE_AGENT_RE.fullmatch(member)
-        return bool(match) and (own is None or match.group(1) == str(own))
+    def member_ok(member: Any) -> Any:
+        if member is UNKNOWN:
+            return UNKNOWN
+        parts = member.split(STRING_SENTINEL)
+        if len(parts) == 1:
+            match = facts.SERVICE_AGENT_RE.fullmatch(member)
+            return bool(match) and (own is None or match.group(1) == str(own))
+        if member == facts.pubsub_service_agent(STRING_SENTINEL):
+            return True if own is None else UNKNOWN  # an agent; of its own project, only the number can tell
+        could_be = re.compile(".*".join(re.escape(part) for part in parts), re.S)
+        return UNKNOWN if could_be.fullmatch(facts.pubsub_service_agent(str(own or 0))) else False
 
     return member_ok, own
 
@@ -79,30 +92,28 @@ def _dead_letter_iam(stack: Stack, config) -> Iterator[tuple[str, Any]]:
         dead_letter = stack.dead_letter_topic_of(sub)
         if dead_letter is None:
             continue
-        if not dead_letter.resolved:
-            yield sub.urn, _unresolved(sub, "deadLetterPolicy.deadLetterTopic")
-            continue
         member_ok, own = _agent_check(sub, numbers)
         agent = (f"serviceAccount:service-{own}@gcp-sa-pubsub.iam.gserviceaccount.com" if own else
                  "service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the subscription's project")
-        missing, undecided = [], []
-        publish = stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES, member_ok)
-        consume = stack.granted(target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES, member_ok)
+        missing, blockers = [], []
+        if dead_letter.resolved:
+            publish, publish_blockers = stack.granted(dead_letter, facts.TOPIC, facts.PUBLISH_ROLES, member_ok)
+        else:  # which topic is unknown: only the subscriber grant can still decide
+            publish, publish_blockers = UNKNOWN, list(_unresolved(sub, "deadLetterPolicy.deadLetterTopic").paths)
+        consume, consume_blockers = stack.granted(target_of_sub(sub), facts.SUBSCRIPTION, facts.CONSUME_ROLES,
+                                                  member_ok)
         if publish is False:
             missing.append(f"{facts.PUBLISHER_ROLE} on the dead-letter topic {dead_letter.describe()}")
-        elif publish is UNKNOWN:
-            undecided.append("IAM on the dead-letter topic (role, member or target unknown)")
         if consume is False:
             missing.append(f"{facts.SUBSCRIBER_ROLE} on the subscription itself")
-        elif consume is UNKNOWN:
-            undecided.append("IAM on the subscription (role, member or target unknown)")
-        if not missing and undecided:
-            yield sub.urn, Undecided(tuple(undecided))
+        blockers = (publish_blockers if publish is UNKNOWN else []) + (consume_blockers if consume is UNKNOWN else [])
         if missing:
             yield sub.urn, (
                 f"Subscription {sub.label} dead-letters without granting the Pub/Sub service agent ({agent}) "
                 f"{' and '.join(missing)}, so nothing is forwarded and attempts are not counted; add those IAM members."
             )
+        elif blockers:
+            yield sub.urn, Undecided(tuple(dict.fromkeys(blockers)))
 
 
 def _region_label(resource: Resource, label: str) -> Any:
@@ -299,17 +310,34 @@ def _push_https(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
                     "HTTPS URLs; use an https:// endpoint."
                 )
             continue
-        sources = [stack.by_urn.get(u) for u in sub.property_dependencies.get("pushConfig", [])]
-        types = {r.type if r is not None else None for r in sources}
-        if not (types & set(facts.CLOUD_RUN_SERVICES) and types <= {*facts.CLOUD_RUN_SERVICES, facts.SERVICE_ACCOUNT}):
-            yield sub.urn, Undecided(("pushConfig.pushEndpoint",))
-        # else: computed from Cloud Run services' URLs (the accounts beside them give the OIDC token's email):
-        # HTTPS by the provider's contract
+        # Unknown until deploy: its known beginning may still decide (a Cloud Run or Cloud Functions URL
+        # output is "https://" + <unknown> by its documented form; "http://" + <unknown> never is HTTPS).
+        parts = known_parts(sub.partial, "pushConfig", "pushEndpoint")
+        head = parts[0].lower() if parts else ""
+        if head.startswith(facts.HTTPS_SCHEME):
+            continue
+        if "://" in head or (head and not facts.HTTPS_SCHEME.startswith(head)):
+            shown = "<unknown>".join(parts)
+            yield sub.urn, (
+                f"Subscription {sub.label} pushes to {shown!r} (a part unknown until deploy), but Pub/Sub push "
+                "endpoints must be public HTTPS URLs; use an https:// endpoint (a Cloud Run service's uri)."
+            )
+            continue
+        yield sub.urn, Undecided(("pushConfig.pushEndpoint",))
+
+
+def _may_be_public(form: str | None) -> bool:
+    """Whether an unknown member could be public: wholly unknown, or built so that its known parts fit
+    allUsers or allAuthenticatedUsers."""
+    if form is None:
+        return True
+    could_be = re.compile(".*".join(re.escape(part) for part in form.split(STRING_SENTINEL)), re.S)
+    return any(could_be.fullmatch(member) for member in facts.PUBLIC_MEMBERS)
 
 
 def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     for grant in (r for r in stack.resources if r.type in facts.IAM_TYPES):
-        members = [m for _, m in iam_members(grant)]
+        members, forms = [m for _, m in iam_members(grant)], member_forms(grant)
         public = sorted({m for m in members if known(m) and m in facts.PUBLIC_MEMBERS})
         if public:
             target = as_str(get(grant.props, "topic" if grant.type in facts.TOPIC_IAM_TYPES else "subscription"))
@@ -318,7 +346,8 @@ def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
                 f"IAM resource {grant.name} grants{where} to {' and '.join(public)}, which opens the Pub/Sub "
                 "resource to anyone; grant to specific principals instead."
             )
-        elif any(not known(m) for m in members) and not stack.created_accounts_only(grant):
+        elif any(not known(m) and _may_be_public(forms.get(i)) for i, m in enumerate(members)) \
+                and not stack.created_accounts_only(grant):
             yield grant.urn, Undecided(tuple(p for p in ("member", "members", "policyData")
                                              if reads_unknown(grant.props, p)) or ("member",))
 
@@ -333,8 +362,11 @@ RULES = [
         level=MANDATORY,
         fact="Push endpoints are public HTTPS URLs.",
         unknowns=(
-            "An endpoint unknown until deploy whose pushConfig depends on Cloud Run services (and at most service "
-            "accounts, for the OIDC token) is HTTPS by the provider's contract; any other unknown endpoint is not judged."
+            "An endpoint unknown until deploy is judged by its known beginning: built from a Cloud Run or Cloud "
+            "Functions URL output (uri, statuses[].url, url, serviceConfig.uri, httpsTriggerUrl), which is "
+            "https:// by its documented form, it holds; starting with http:// (or another scheme) it is violated; "
+            "any other unknown endpoint (a service's name, an autonamed value) is not judged. Under `pulumi "
+            "preview` an interpolated unknown is wholly unknown: not judged."
         ),
         check=_push_https,
         stack=True, types=SUB, reads=("pushConfig.pushEndpoint",), exact_unknowns=True,
@@ -385,8 +417,13 @@ RULES = [
             "roles/pubsub.subscriber on the source subscription; without them nothing is forwarded."
         ),
         unknowns=(
-            "A grant whose role, member or target is unknown counts as present; project-level grants count "
-            "for every topic and subscription; without projectNumbers any Pub/Sub service agent counts."
+            "A missing grant decides alone (no grant of roles/pubsub.subscriber on the subscription at all is a "
+            "violation, whatever else is unknown). A member whose known parts have the service agent's form "
+            "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com: built from getProject()'s "
+            "number or a pubsub.googleapis.com ServiceIdentity's email) is the agent; a grant whose role, target "
+            "or member is otherwise unknown could be the one, so the rule is not judged and names that grant's "
+            "properties. Project-level grants count for every topic and subscription; without projectNumbers any "
+            "Pub/Sub service agent counts."
         ),
         check=_dead_letter_iam,
         stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
@@ -457,7 +494,9 @@ RULES = [
         level=MANDATORY,
         fact="allUsers / allAuthenticatedUsers make a topic or subscription public.",
         unknowns=("Judges known members; an unknown member computed only from service accounts the stack creates is "
-                  "not public; any other unknown member or policyData is not judged."),
+                  "not public, nor one whose known parts cannot be allUsers or allAuthenticatedUsers "
+                  "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com); any other unknown "
+                  "member or policyData is not judged."),
         check=_public_iam,
         stack=True, types=facts.IAM_TYPES, reads=("member", "members", "policyData"), exact_unknowns=True,
     ),

@@ -56,10 +56,14 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
+STRING_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
 def plain(value: Any) -> Any:
-    """Plain data from SDK proxies (or plain data): dicts, lists, scalars; unknowns -> UNKNOWN."""
+    """Plain data from SDK proxies (or plain data): dicts, lists, scalars; unknowns -> UNKNOWN, and so is
+    a string built from an unknown and a known part (its known part: `partial_strings`)."""
     if isinstance(value, str):
-        return UNKNOWN if value in UNKNOWN_SENTINELS else value
+        return UNKNOWN if value in UNKNOWN_SENTINELS or STRING_SENTINEL in value else value
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, Mapping):
@@ -141,6 +145,37 @@ def once_in_request(key: str, make: Callable[[], Any]) -> Any:
 
 plain_props = same_for_same_object(plain)
 """`plain` of a resource's whole property bag (the SDK hands every policy the same one: see pack.py)."""
+
+
+def partial_strings(value: Any, path: tuple = ()) -> dict[tuple, str]:
+    """{path: string} of the strings built from an unknown and a known part (`"https://" + <unknown>`):
+    unknown to every reader, but their known parts can decide a rule (`known_parts`). A real `pulumi
+    preview` sends none (an interpolation of an unknown is wholly unknown); pubsubguard's engine keeps
+    them where the documented form of an output or the program's own text gives a part."""
+    if isinstance(value, str):
+        return {path: value} if STRING_SENTINEL in value and value != STRING_SENTINEL else {}
+    if value is None or isinstance(value, (bool, int, float)):
+        return {}
+    if isinstance(value, Mapping):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return partial_strings(value.get("value"), path)
+        target = _proxy_target(value)
+        return {found: text for key, item in _items(target if target is not None else value)
+                for found, text in partial_strings(item, (*path, str(key))).items()}
+    if isinstance(value, Sequence):
+        target = _proxy_target(value)
+        return {found: text for index, item in enumerate(list(target if target is not None else value))
+                for found, text in partial_strings(item, (*path, index)).items()}
+    return {}
+
+
+partial_props = same_for_same_object(partial_strings)
+
+
+def known_parts(partial: Mapping[tuple, str], *path: Any) -> list[str] | None:
+    """The known parts of the string at `path` (around its unknown ones), or None when it has none."""
+    text = partial.get(tuple(path))
+    return text.split(STRING_SENTINEL) if text is not None else None
 
 
 def _proxy_target(value: Any) -> Any:

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from pubsubguard.core import plan as planning
+from pubsubguard.core.engine import with_partial_strings
 from pubsubguard.check.result import PolicyInfo
 
 
@@ -69,6 +70,12 @@ def _provider(resource: dict, plan: dict, by_urn: dict):
     )
 
 
+def _properties(resource: dict):
+    """A resource's inputs as the pack gets them: unknowns as the sentinel, and a string built from an
+    unknown and a known part as it was built (the known part can decide a rule: `engine.partial_strings`)."""
+    return _struct(with_partial_strings(resource.get("inputs") or {}, resource.get("partial") or []))
+
+
 def judged_resources(plan: dict) -> list[dict]:
     """What the engine sends to analyzers: every registered resource, not those only read."""
     return [r for r in plan["resources"] if not r.get("external")]
@@ -79,7 +86,7 @@ def analyze_request(resource: dict, context: dict, by_urn: dict):
     pb = _pb()
     request = pb.AnalyzeRequest(
         type=resource["type"], name=resource["name"], urn=resource["urn"],
-        properties=_struct(resource.get("inputs") or {}),
+        properties=_properties(resource),
         options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
     )
     provider = _provider(resource, context, by_urn)
@@ -95,7 +102,7 @@ def analyze_stack_request(plan: dict):
     for resource in judged_resources(plan):
         item = request.resources.add(
             type=resource["type"], name=resource["name"], urn=resource["urn"],
-            properties=_struct(resource.get("inputs") or {}),
+            properties=_properties(resource),
             options=pb.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
             parent=resource.get("parent") or "",
             dependencies=resource.get("dependencies") or [],
@@ -145,11 +152,15 @@ def cannot_judge_entries(diagnostic, subject: str, by_urn: dict) -> list[dict] |
         urn, _, paths = part.rpartition(": ") if part.startswith("urn:") else ("", "", part)
         urn = urn or diagnostic.urn or subject
         record = by_urn.get(urn, {})
-        properties = [p for p in paths.split(", ") if p]
+        blocking = {}  # shown property -> where its unknown comes from
+        for path in filter(None, paths.split(", ")):
+            path, _, other = path.partition("@")  # PROPERTY@URN: a property of another resource (a grant)
+            owner = by_urn.get(other, {}) if other else record
+            shown = f"{path} of {owner.get('name') or other}" if other else path
+            blocking[shown] = (owner.get("unknowns") or {}).get(path) or _sources_of(owner, path)
         entries.append({"urn": urn, "resource_type": record.get("type", ""), "resource_name": record.get("name", ""),
-                        "policy": match.group("policy"), "properties": properties,
-                        "unknown_inputs": {p: (record.get("unknowns") or {}).get(p) or _sources_of(record, p)
-                                           for p in properties}})
+                        "policy": match.group("policy"), "properties": list(blocking),
+                        "unknown_inputs": blocking})
     return entries
 
 

@@ -2,7 +2,8 @@
 records every registration and answers the program the way `pulumi preview` does for a new stack.
 
 - A new custom resource's id is unknown; its outputs are its inputs (known where the inputs are),
-  every other output is unknown (an autonamed `name`, `id`, computed URLs).
+  every other output is unknown (an autonamed `name`, `id`, computed URLs), nested ones too (the
+  program side fills the fields of the output's type: `langhost_exec`).
 - Inputs are recorded as the engine sends them to analyzers: unknowns as the unknown sentinel
   (a string computed from an unknown is unknown), secrets in their envelope (`pulumi.secret`,
   `secure:` config), resource references downgraded as for a provider that does not take them (a
@@ -10,8 +11,9 @@ records every registration and answers the program the way `pulumi preview` does
   so nothing waits on a `getResource`.
 - Invokes (data sources): results given in an invoke-results file are returned as given;
   `gcp.organizations.getIAMPolicy`, a pure function of its arguments, is evaluated here; any other
-  invoke's result is unknown: string fields carry the sentinel (so values built from them are unknown)
-  and other fields are empty. Each such invoke is recorded.
+  invoke's result is unknown but for the arguments it echoes: every field of the result type (in the
+  program's own provider package, filled on the program side) is unknown, so values built from it are
+  unknown whatever is installed beside pubsubguard. Each such invoke is recorded.
 - Resources read with `.get(...)` are recorded as external (the engine reads them from the cloud;
   offline their state is unknown).
 """
@@ -19,8 +21,6 @@ records every registration and answers the program the way `pulumi preview` does
 from __future__ import annotations
 
 import hashlib
-import importlib
-import inspect
 import json
 import re
 import threading
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsubguard.core.project import UNKNOWN, PlanError
+from pubsubguard.policies import pubsub_facts as facts
 
 SIG = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
@@ -88,6 +89,85 @@ def _unknown_paths(value: Any, path: str):
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unknown_paths(item, f"{path}[{index}]")
+
+
+def partial_strings(value: Any, path: tuple = ()) -> list[dict]:
+    """The strings of a property value (as on the wire, before `decode`) that are built from an unknown
+    and a known part: `[{path: [key or index, ...], value: the string with the sentinel in it}]`. The
+    recorded inputs keep them unknown; the pack also gets them as they are, so that a rule may judge by
+    the known part alone (a URL's scheme, a service agent's form)."""
+    if isinstance(value, str):
+        return [{"path": list(path), "value": value}] if UNKNOWN in value and value != UNKNOWN else []
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in partial_strings(item, (*path, index))]
+    if isinstance(value, dict):
+        sig = value.get(SIG)
+        if sig in (SECRET_SIG, OUTPUT_SIG):
+            return partial_strings(value.get("value"), path)
+        if sig is not None:
+            return []
+        return [found for key, item in sorted(value.items()) for found in partial_strings(item, (*path, str(key)))]
+    return []
+
+
+def _opened(value: Any) -> Any:
+    return value["value"] if isinstance(value, dict) and value.get(SIG) == SECRET_SIG else value
+
+
+def with_partial_strings(inputs: dict, partial: list[dict]) -> dict:
+    """`inputs` (recorded, unknowns collapsed) with the partial strings put back where they were."""
+    if not partial:
+        return inputs
+    inputs = json.loads(json.dumps(inputs))
+    for entry in partial:
+        *where, last = entry["path"]
+        try:
+            holder = inputs
+            for step in where:
+                holder = _opened(holder)[step]
+            holder = _opened(holder)
+            if isinstance(holder[last], dict) and holder[last].get(SIG) == SECRET_SIG:
+                holder[last]["value"] = entry["value"]
+            else:
+                holder[last] = entry["value"]
+        except (KeyError, IndexError, TypeError):
+            continue  # a plan file edited by hand: that value stays unknown
+    return inputs
+
+
+def _put_where_absent(holder: Any, path: tuple, value: str) -> None:
+    step, rest = path[0], path[1:]
+    if isinstance(holder, list) and not (isinstance(step, int) and step <= len(holder)):
+        return
+    if isinstance(holder, dict) and holder.get(step) not in (None, UNKNOWN):
+        if rest:
+            _put_where_absent(holder[step], rest, value)
+        return
+    if isinstance(holder, list) and step < len(holder):
+        if rest:
+            _put_where_absent(holder[step], rest, value)
+        return
+    fresh = value if not rest else [] if isinstance(rest[0], int) else {}
+    if isinstance(holder, dict):
+        holder[step] = fresh
+    elif isinstance(holder, list):
+        holder.append(fresh)
+    else:
+        return
+    if rest:
+        _put_where_absent(fresh, rest, value)
+
+
+def with_documented_forms(type_: str, inputs: dict) -> dict:
+    """A new resource's outputs at preview: its inputs, and the outputs whose form is documented
+    (`facts.documented_forms`) in that form, the sentinel where the value is not known yet."""
+    forms = facts.documented_forms(type_, inputs)
+    if not forms:
+        return inputs
+    outputs = json.loads(json.dumps(inputs))
+    for path, form in forms.items():
+        _put_where_absent(outputs, path, form.replace("{}", UNKNOWN))
+    return outputs
 
 
 def unsecret(value: Any) -> Any:
@@ -193,36 +273,15 @@ def iam_policy_data(args: dict) -> dict:
     }
 
 
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+UNKNOWN_RESULT = "pubsubguard:unknown-result"  # langhost_exec.UNKNOWN_RESULT
 
 
-def unknown_result(token: str, args: dict) -> dict:
-    """A result whose fields are unknown: string fields carry the sentinel, others are absent.
-
-    The field names and types come from the package's result class (e.g. `pulumi_gcp.organizations.
-    GetProjectResult`); arguments echoed by the result keep their given values.
-    """
-    package, _, rest = token.partition(":")
-    module, _, function = rest.partition(":")
-    module = module.split("/")[0]
-    result: dict[str, Any] = {}
-    try:
-        mod = importlib.import_module(f"pulumi_{package.replace('-', '_')}.{module}" if module not in ("", "index")
-                                      else f"pulumi_{package.replace('-', '_')}")
-        cls = getattr(mod, function[:1].upper() + function[1:] + "Result", None)
-    except ImportError:
-        cls = None
-    if cls is not None:
-        for name, member in inspect.getmembers(cls, lambda m: isinstance(m, property)):
-            key = _camel(name)
-            annotation = str(inspect.signature(member.fget).return_annotation)
-            if key in args:
-                result[key] = args[key]
-            elif re.search(r"\bstr\b", annotation) and not re.search(r"Sequence|Mapping|List|Dict", annotation):
-                result[key] = f"{UNKNOWN}:{key}"
-    return result
+def unknown_result(args: dict) -> dict:
+    """The answer to an invoke nobody can know offline: the arguments it was given (a data source's
+    result echoes them) and the mark that every other field is unknown. The program side makes that an
+    instance of the result type of the program's own provider package with those fields unknown
+    (`langhost_exec`), so the answer does not depend on what is installed beside pubsubguard."""
+    return {**args, UNKNOWN_RESULT: True}
 
 
 # --- The engine's services ------------------------------------------------------------------------
@@ -305,8 +364,13 @@ class Recorder:
 
     def check_registration(self, request, kind: str) -> None:
         type_, name = request.type, request.name
-        if not (isinstance(type_, str) and TYPE_TOKEN.match(type_) and len(type_) <= 256):
-            self.fail(f"the program sent a {kind} with an invalid type token {type_[:80]!r}")
+        # A custom resource's type names its provider package (`pkg:module:Type`); a component's is any
+        # token the program chooses (`pkg:gcp:storage:Bucket`, `my-component`), as the engine takes it.
+        custom = bool(getattr(request, "custom", True)) or kind == "read"
+        if not (isinstance(type_, str) and 0 < len(type_) <= 256 and "::" not in type_
+                and not any(ord(c) < 32 for c in type_) and (TYPE_TOKEN.match(type_) or not custom)):
+            what = "a custom resource's type token is pkg:module:Type" if custom else "a type token"
+            self.fail(f"the program sent a {kind} with an invalid type token {type_[:80]!r} ({what})")
         if not name or len(name) > MAX_NAME or any(ord(c) < 32 for c in name) or "::" in name:
             self.fail(f"the program sent a {kind} of {type_} with an invalid name {name[:80]!r}")
         size = request.ByteSize()
@@ -325,7 +389,8 @@ class Recorder:
         return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
 
     # -- registrations --
-    def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None) -> None:
+    def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None,
+               partial: list[dict] | None = None) -> None:
         provider = request.provider.rsplit("::", 1)[0] if request.provider else None
         record = {
             "urn": urn,
@@ -346,6 +411,8 @@ class Recorder:
         source = source_position(request, self.root_prefix)
         if source:
             record["source"] = source
+        if partial:
+            record["partial"] = partial
         unknowns = self.provenance(inputs, record["property_dependencies"], request.type, request.name)
         if unknowns:
             record["unknowns"] = unknowns
@@ -395,7 +462,7 @@ class Recorder:
             return iam_policy_data(unsecret(args))
         with self.lock:
             self.unknown_invokes.append({"token": token, "args": args})
-        return unknown_result(token, args)
+        return unknown_result(args)
 
     def trace(self, message: str) -> None:
         """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
@@ -470,11 +537,13 @@ def services(recorder: Recorder):
         def RegisterResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "registration")
             urn = recorder.make_urn(request.parent, request.type, request.name)
-            inputs = decode(_to_dict(request.object))
-            recorder.record(request, urn, inputs)
+            wire = _to_dict(request.object)
+            inputs = decode(wire)
+            recorder.record(request, urn, inputs, partial=partial_strings(wire))
             if request.type == "pulumi:pulumi:Stack":
                 return resource_pb2.RegisterResourceResponse(urn=urn)
-            return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(inputs))
+            outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
+            return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
 
         @guarded
         def ReadResource(self, request, context):  # noqa: N802

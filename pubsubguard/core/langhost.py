@@ -9,8 +9,10 @@ runs in (see docs/security.md for the threat model and why these facilities).
 - **The child** runs `langhost_exec.py` (copied into a fresh scratch directory) with that Python, under
   bubblewrap where it works: no network (its own network namespace; the engine is reached over Unix
   sockets in the scratch directory), the file system read-only but the scratch directory (HOME and
-  TMPDIR point there), its own PID namespace and session (everything it started dies with it), no
-  capabilities. Its environment is an allowlist (`--pass-env NAME` adds). Its data segment is capped
+  TMPDIR point there) and a throwaway copy of the project at the project's own path (a program may
+  write beside itself, as under `pulumi preview`: zipping a function's source; the writes go nowhere,
+  and virtualenvs, `node_modules`, `.git` and large files stay read-only binds of the originals), its
+  own PID namespace and session (everything it started dies with it), no capabilities. Its environment is an allowlist (`--pass-env NAME` adds). Its data segment is capped
   (RLIMIT_DATA). Where bubblewrap is missing or cannot make namespaces here, the child runs in a
   session of its own with the same environment and limits, and `notes` say what is missing.
 - **Streams**: the child's stdout and stderr are read into bounded buffers (never this process's own
@@ -147,6 +149,62 @@ def _bwrap_args(scratch: Path, cwd: Path) -> list[str]:
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(cwd)]
 
 
+COPY_MAX_FILES = 20_000  # a project larger than this is read-only to the program (said in a note)
+COPY_MAX_BYTES = 256 * 1024 * 1024
+COPY_FILE_MAX_BYTES = 8 * 1024 * 1024  # a larger file is a read-only bind of the original
+COPY_MAX_BINDS = 256
+READ_ONLY_DIRECTORIES = ("node_modules", ".git", ".hg", ".svn")
+
+
+def writable_copy(root: Path, scratch: Path) -> tuple[list[str], str]:
+    """bubblewrap arguments that put a throwaway copy of the project at its own path, and "" — or no
+    arguments and why not (the project then stays read-only to the program). Virtualenvs, `node_modules`,
+    VCS folders and large files are not copied: read-only binds of the originals stand in their place."""
+    copy = scratch / "project"
+    binds: list[str] = []
+    files = size = 0
+
+    def read_only(source: Path, target: Path, is_dir: bool) -> None:
+        target.mkdir() if is_dir else target.touch()
+        binds.extend(["--ro-bind", str(source), str(root / target.relative_to(copy))])
+
+    try:
+        for folder, dirnames, filenames in os.walk(root):
+            here, there = Path(folder), copy / Path(folder).relative_to(root)
+            there.mkdir(exist_ok=True)
+            walked = []
+            for name in dirnames:
+                source = here / name
+                if source.is_symlink():
+                    os.symlink(os.readlink(source), there / name)
+                elif name in READ_ONLY_DIRECTORIES or (source / "pyvenv.cfg").exists():
+                    read_only(source, there / name, True)
+                else:
+                    walked.append(name)
+            dirnames[:] = walked
+            for name in filenames:
+                source = here / name
+                if source.is_symlink():
+                    os.symlink(os.readlink(source), there / name)
+                    continue
+                info = source.stat()
+                files, size = files + 1, size + min(info.st_size, COPY_FILE_MAX_BYTES)
+                if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
+                    return [], (f"the project has more than {COPY_MAX_FILES:,} files or "
+                                f"{COPY_MAX_BYTES >> 20} MiB: it is read-only to the program")
+                try:
+                    if info.st_size > COPY_FILE_MAX_BYTES or not source.is_file():
+                        raise OSError("kept as it is")
+                    shutil.copy2(source, there / name)
+                except OSError:
+                    read_only(source, there / name, False)
+            if len(binds) > 3 * COPY_MAX_BINDS:
+                return [], f"the project has more than {COPY_MAX_BINDS} large files or folders kept as they are: it is read-only to the program"
+    except OSError as err:
+        return [], f"the project could not be copied for the program's writes ({err.strerror or err}): it is read-only to the program"
+    return ["--bind", str(copy), str(root), *binds], ""
+
+
 @dataclass
 class Stream:
     """One of the child's output streams: the first `STREAM_KEEP` bytes, and how many there were."""
@@ -244,7 +302,10 @@ def start(interpreter: Interpreter, project: Project, scratch: Path, args: list[
     command = [interpreter.python, "-u", str(script), *args]
     bwrap, why = bubblewrap()
     if bwrap is not None:
-        command = [bwrap, *_bwrap_args(scratch, project.program_dir), "--", *command]  # env: Popen's, the allowlist
+        layer, no_layer = writable_copy(project.root.resolve(), scratch)
+        if no_layer:
+            notes.append(no_layer)
+        command = [bwrap, *_bwrap_args(scratch, project.program_dir), *layer, "--", *command]  # env: Popen's
     else:
         message = (f"{why}: the program runs without network, file-system and PID isolation "
                    "(its environment is still an allowlist; install bubblewrap for the rest)")

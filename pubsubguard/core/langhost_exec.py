@@ -12,6 +12,14 @@ Preview semantics that the engine alone cannot give, applied here before the pro
 only where the SDK has the part it changes; an SDK without it runs as it is):
 - a value unknown at preview that the program formats into a string keeps the engine's unknown
   sentinel, so the string is unknown too;
+- a concatenation (`Output.concat`) of known parts and unknown ones keeps its known parts, the sentinel
+  standing for the unknown ones ("http://" + <unknown name>), as a formatted string does: the engine
+  records it unknown and lets a rule judge by its known parts (a push endpoint's scheme);
+- what the program cannot know offline has every field of its type unknown, from the type in the
+  program's own SDK and provider package (the engine needs neither): an invoke the engine answers as
+  unknown (`UNKNOWN_RESULT`) is an instance of its result type whose fields are all unknown, and a
+  nested output a new resource's inputs did not set (`fn.service_config.uri`) is unknown, as the
+  provider's preview leaves computed attributes, never absent;
 - a program that makes no progress (nothing constructed, no RPC answered, its thread waiting in its
   event loop or blocked in one place) for `--idle-timeout` seconds is stopped with an error naming the
   resource it waits for.
@@ -69,6 +77,81 @@ def _unknowns_print_as_sentinel():
 
     Unknown.__str__ = Unknown.__repr__ = lambda self: UNKNOWN
     Unknown.__format__ = lambda self, spec: UNKNOWN
+
+
+UNKNOWN_RESULT = "pubsubguard:unknown-result"  # engine.UNKNOWN_RESULT: the engine cannot know this invoke
+
+
+def _unknown_fields_of_typed_values():
+    from pulumi import _types
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    translate_original, resolve_original = rpc.translate_output_properties, rpc.resolve_outputs
+    resolving = [0]  # > 0 while a resource's outputs are resolved (synchronous, on the event loop)
+
+    def fields(typ):
+        typ = _types.unwrap_optional_type(typ) if typ is not None else None
+        return _types.output_type_types(typ) if typ is not None and _types.is_output_type(typ) else None
+
+    def unknown(typ, plain_fields_only):
+        """The unknown value of a field: the sentinel for a string (it passes the result types'
+        `isinstance(..., str)` checks and any string built from it is unknown), else `Unknown()`; None where
+        only plain values pass (an invoke's result type checks each argument's type)."""
+        typ = _types.unwrap_optional_type(typ) if typ is not None else None
+        return UNKNOWN if typ is str else None if plain_fields_only else Unknown()
+
+    def translate_output_properties(output, output_transformer, typ=None, *args, **kwargs):
+        if isinstance(output, dict):
+            names = fields(typ)
+            if output.get(UNKNOWN_RESULT) is True:  # the arguments it echoes are known, the rest is not
+                output = {**{name: unknown(field, True) for name, field in (names or {}).items()},
+                          **{key: value for key, value in output.items() if key != UNKNOWN_RESULT}}
+            elif resolving[0] and names and any(name not in output for name in names):
+                output = {**{name: unknown(field, False) for name, field in names.items()}, **output}
+        return translate_original(output, output_transformer, typ, *args, **kwargs)
+
+    def resolve_outputs(*args, **kwargs):
+        resolving[0] += 1
+        try:
+            return resolve_original(*args, **kwargs)
+        finally:
+            resolving[0] -= 1
+
+    rpc.translate_output_properties, rpc.resolve_outputs = translate_output_properties, resolve_outputs
+
+
+def _concatenation_keeps_known_parts():
+    from pulumi.output import Output
+
+    original = Output.concat
+
+    def concat(*args):
+        items = [Output.from_input(arg) for arg in args]
+        joined = original(*args)
+
+        async def partial():
+            if await joined.is_known():
+                return None
+            parts = []
+            for item in items:
+                value = await item.future() if await item.is_known() else None
+                parts.append(UNKNOWN if value is None else str(value))
+            text = "".join(parts)
+            return text if text.replace(UNKNOWN, "") else None  # nothing known: unknown, as before
+
+        kept = asyncio.ensure_future(partial())
+
+        async def value():
+            text = await kept
+            return text if text is not None else await joined.future(with_unknowns=True)
+
+        async def is_known():
+            return (await kept) is not None or await joined.is_known()
+
+        return Output(joined.resources(), value(), is_known(), joined.is_secret())
+
+    Output.concat = staticmethod(concat)
 
 
 def _outputs_awaited_in_linear_time():
@@ -362,6 +445,8 @@ def main(argv=None):
 
     activity = Activity()
     for description, function in (("unknowns", _unknowns_print_as_sentinel),
+                                   ("unknown fields", _unknown_fields_of_typed_values),
+                                   ("concatenations", _concatenation_keeps_known_parts),
                                    ("linear wait", _outputs_awaited_in_linear_time),
                                    ("types", _resource_types_once_per_class),
                                    ("debug", _no_debug_log),

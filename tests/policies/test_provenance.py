@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pubsub_facts as facts
-from pack_harness import UNKNOWN, cannot_judge, check, sub, sub_grant, topic, topic_grant, urn
+from pack_harness import PROJECT, UNKNOWN, cannot_judge, check, sub, sub_grant, topic, topic_grant, urn
 
 ACCOUNT = "gcp:serviceaccount/account:Account"
 RUN = "gcp:cloudrun/service:Service"
@@ -58,17 +58,62 @@ def test_a_grant_to_an_unknown_member_of_unknown_origin_is_not_judged():
               topic_grant("pub", "orders-dead-letter", member=UNKNOWN), sub_grant("sub", "worker")]
     assert check("dead-letter-service-agent-iam", estate) == []
     (line,) = cannot_judge("dead-letter-service-agent-iam", estate)
-    assert line == f"{urn(facts.SUBSCRIPTION, 'worker')}: IAM on the dead-letter topic (role, member or target unknown)"
+    # The blocking input is named as a property of the grant that blocks (PROPERTY@URN), never a sentence.
+    assert line == f"{urn(facts.SUBSCRIPTION, 'worker')}: member@{urn(facts.TOPIC_IAM_MEMBER, 'pub')}"
 
 
-def test_a_push_endpoint_from_a_cloud_run_url_is_https_by_contract():
+AGENT_OF_UNKNOWN_PROJECT = f"serviceAccount:service-{UNKNOWN}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+
+def test_a_member_with_the_service_agents_form_is_the_agent_though_its_number_is_unknown():
+    # f"serviceAccount:service-{gcp.organizations.get_project().number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    # and a pubsub.googleapis.com ServiceIdentity's member: the form is known, the number is not.
+    estate = [topic("orders"), topic("orders-dead-letter"), preview_worker(), sub("drain", "orders-dead-letter"),
+              topic_grant("pub", "orders-dead-letter", member=AGENT_OF_UNKNOWN_PROJECT),
+              sub_grant("sub", "worker", member=AGENT_OF_UNKNOWN_PROJECT)]
+    assert check("dead-letter-service-agent-iam", estate) == []
+    assert cannot_judge("dead-letter-service-agent-iam", estate) == []
+    assert cannot_judge("no-public-pubsub-iam", estate) == [] and check("no-public-pubsub-iam", estate) == []
+    # Known parts of another form are not the agent: the publisher grant is missing.
+    estate[4] = topic_grant("pub", "orders-dead-letter", member=f"serviceAccount:{UNKNOWN}@acme.iam.gserviceaccount.com")
+    (message,) = check("dead-letter-service-agent-iam", estate)
+    assert "roles/pubsub.publisher on the dead-letter topic" in message
+    # With the project's number configured, an agent of an unknown number may be another project's.
+    numbers = {"projectNumbers": {PROJECT: "123"}}
+    estate[4] = topic_grant("pub", "orders-dead-letter", member=AGENT_OF_UNKNOWN_PROJECT)
+    assert check("dead-letter-service-agent-iam", estate, numbers) == []
+    assert len(cannot_judge("dead-letter-service-agent-iam", estate, numbers)) == 1
+
+
+def test_a_missing_subscriber_grant_decides_though_the_dead_letter_topic_is_unknown():
+    # The dead-letter topic comes from a StackReference (no dependency resolves it); no subscriber grant.
+    worker = sub("worker", deadLetterPolicy={"deadLetterTopic": UNKNOWN, "maxDeliveryAttempts": 5})
+    (message,) = check("dead-letter-service-agent-iam", [topic("orders"), worker])
+    assert "roles/pubsub.subscriber on the subscription itself" in message and "publisher" not in message
+    granted = [topic("orders"), worker, sub_grant("sub", "worker")]
+    assert check("dead-letter-service-agent-iam", granted) == []
+    assert cannot_judge("dead-letter-service-agent-iam", granted) == [
+        f"{urn(facts.SUBSCRIPTION, 'worker')}: deadLetterPolicy.deadLetterTopic"]
+
+
+def test_a_push_endpoint_is_judged_by_its_known_beginning():
     service = {"type": RUN, "name": "svc", "props": {"location": "us-east1"}}
-    push = sub("push", pushConfig={"pushEndpoint": UNKNOWN}, deps={"pushConfig": ["svc"]})
-    assert check("push-endpoint-https", [service, push]) == []
-    assert cannot_judge("push-endpoint-https", [service, push]) == []
-    elsewhere = sub("push", pushConfig={"pushEndpoint": UNKNOWN}, deps={"pushConfig": ["orders"]})
-    assert cannot_judge("push-endpoint-https", [topic("orders"), elsewhere]) == [
-        f"{urn(facts.SUBSCRIPTION, 'push')}: pushConfig.pushEndpoint"]
+    # svc.statuses[0].url + "/push": the URL output's documented form is https://<unknown>.
+    from_url = sub("push", pushConfig={"pushEndpoint": f"https://{UNKNOWN}/push"}, deps={"pushConfig": ["svc"]})
+    assert check("push-endpoint-https", [service, from_url]) == []
+    assert cannot_judge("push-endpoint-https", [service, from_url]) == []
+    # Output.concat("http://", svc.name, ".internal.acme.net/hook"): plain HTTP, whatever the name.
+    from_name = sub("push", pushConfig={"pushEndpoint": f"http://{UNKNOWN}.internal.acme.net/hook"},
+                    deps={"pushConfig": ["svc"]})
+    (message,) = check("push-endpoint-https", [service, from_name])
+    assert "'http://<unknown>.internal.acme.net/hook'" in message
+    # Wholly unknown (what `pulumi preview` sends for any interpolation of an unknown): not judged, even
+    # when it depends only on a Cloud Run service (its name is not a URL).
+    wholly = sub("push", pushConfig={"pushEndpoint": UNKNOWN}, deps={"pushConfig": ["svc"]})
+    assert check("push-endpoint-https", [service, wholly]) == []
+    assert cannot_judge("push-endpoint-https", [service, wholly]) == [f"{urn(facts.SUBSCRIPTION, 'push')}: pushConfig.pushEndpoint"]
+    unknown_scheme = sub("push", pushConfig={"pushEndpoint": f"{UNKNOWN}://x.example.com"})
+    assert check("push-endpoint-https", [unknown_scheme]) == [] and len(cannot_judge("push-endpoint-https", [unknown_scheme])) == 1
     plain_http = sub("push", pushConfig={"pushEndpoint": "http://x.example.com"})
     assert len(check("push-endpoint-https", [plain_http])) == 1
     pull = sub("pull")

@@ -398,7 +398,7 @@ def test_unknown_references_resolve_through_property_dependencies():
 
 def test_unresolvable_references_produce_no_violation():
     worker = sub("worker", deadLetterPolicy={"deadLetterTopic": UNKNOWN, "maxDeliveryAttempts": 5})
-    resources = [topic("orders"), worker]
+    resources = [topic("orders"), worker, sub_grant("sub", "worker")]
     for rule in ("dead-letter-topic-not-source", "dead-letter-topic-has-subscription", "dead-letter-service-agent-iam"):
         assert check(rule, resources) == [], rule
     # A subscription whose topic is unknown might read the dead-letter topic: not reported.
