@@ -72,8 +72,8 @@ def _name(value: Any) -> str:
 
 
 def _region(value: Any) -> str:
-    if not isinstance(value, str) or not facts.REGION_RE.fullmatch(value):
-        raise ValueError(f"expected a Google Cloud region like 'us-east1', got {value!r}")
+    if not facts.is_region(value):
+        raise ValueError(f"expected a Google Cloud region like 'us-east1' (docs/pubsub-facts.md lists them), got {value!r}")
     return value
 
 

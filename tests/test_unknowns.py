@@ -117,7 +117,7 @@ URL_FORMS = """
     push("from-status-url", legacy.statuses[0].url.apply(lambda url: f"{url}/push"))
     push("from-name", pulumi.Output.concat("http://", run.name, ".internal.acme.net/hook"))
     push("from-name-https", pulumi.Output.concat("https://", run.name, ".internal.acme.net/hook"))
-    push("from-max-instances", fn.service_config.apply(lambda config: f"{config.max_instance_count}"))
+    push("from-unset-field", fn.service_config.apply(lambda config: f"{config.available_memory}"))
 """
 
 
@@ -134,6 +134,6 @@ def test_push_endpoints_are_judged_by_their_known_beginning(tmp_path):
     violated = sorted(v["resource_name"] for v in document["violations"] if v["policy"] == "push-endpoint-https")
     assert violated == ["from-name"]
     unjudged = sorted(e["resource_name"] for e in document["unjudged"] if e["policy"] == "push-endpoint-https")
-    assert unjudged == ["from-max-instances"]
+    assert unjudged == ["from-unset-field"]
     failing = check(tmp_path, "--unknowns", "fail")
-    assert failing.returncode == 1 and "from-max-instances" in failing.stdout
+    assert failing.returncode == 1 and "from-unset-field" in failing.stdout

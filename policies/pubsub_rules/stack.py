@@ -121,7 +121,7 @@ def _region_label(resource: Resource, label: str) -> Any:
     value = get(resource.props, "labels", label)
     if value is UNKNOWN:
         return UNKNOWN
-    return value if isinstance(value, str) and facts.REGION_RE.fullmatch(value) else None
+    return value if isinstance(value, str) and facts.is_region(value) else None
 
 
 def _declared_region(resource: Resource, label: str) -> Any:
@@ -157,7 +157,7 @@ def _exactly_once_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     for sub, region in _exactly_once_subs(stack):
         if region is None or region is UNKNOWN:
             continue  # nothing declared: the advisory rule says so
-        if not facts.REGION_RE.fullmatch(region):
+        if not facts.is_region(region):
             yield sub.urn, (
                 f"Subscription {sub.label} is exactly-once and its label {label} declares {region!r}, which is not "
                 "one region, but exactly-once holds only when subscribers connect to one region; set the label to "
@@ -201,7 +201,7 @@ def _ordered_publishers_pinned(stack: Stack, _config) -> Iterator[tuple[str, str
     for sub, topic, region in _ordered_topics(stack):
         if region is None or region is UNKNOWN:
             continue
-        if not facts.REGION_RE.fullmatch(region):
+        if not facts.is_region(region):
             yield sub.urn, (
                 f"Subscription {sub.label} is ordered, but its topic {topic.label} declares publishers in {region!r} "
                 f"(label {label}), which is not one region, and order holds only for messages published in the "

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from pubsubguard.core.errors import UserError
+from pubsubguard.core.project import source_lines
 from pubsubguard.check.result import CheckResult, Violation
 
 
@@ -140,7 +141,16 @@ def _not_judged(result: CheckResult) -> list[str]:
     return lines + [""] if lines else lines
 
 
-def format_json(result: CheckResult) -> str:
+def format_json(result: CheckResult, locate=None) -> str:
+    """The machine document; `locate` gives each violation and not-judged entry its `file` and `line`
+    (the same as the text and SARIF formats)."""
+
+    def located(entry: dict, violation: Violation) -> dict:
+        if locate is None:
+            return entry
+        path, line = locate(violation)
+        return {**entry, "file": path, "line": line}
+
     return json.dumps(
         {
             "pack": result.pack, "version": result.pack_version, "stack": result.stack, "source": result.source,
@@ -148,14 +158,20 @@ def format_json(result: CheckResult) -> str:
             "unknowns": "fail" if result.unknowns_fail else "advisory",
             "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
             "levels": result.levels,
-            "violations": [v.__dict__ for v in result.violations],
+            "violations": [located(dict(v.__dict__), v) for v in result.violations],
             "unknown_invokes": result.unknown_invokes,
-            "unjudged": result.unjudged,
+            "unjudged": [located(entry, _unjudged_violation(entry)) for entry in result.unjudged],
             "program": _program_json(result),
             "error": {"message": result.error, "kind": "program", "exit_code": 2} if result.error else None,
         },
         indent=2, sort_keys=True,
     ) + "\n"
+
+
+def _unjudged_violation(entry: dict) -> Violation:
+    """A not-judged entry as a violation record, to be located like one."""
+    return Violation(policy=entry["policy"], level="advisory", message="", urn=entry["urn"],
+                     resource_type=entry["resource_type"], resource_name=entry["resource_name"])
 
 
 def _program_json(result: CheckResult) -> dict | None:
@@ -223,9 +239,7 @@ def format_sarif(result: CheckResult, locate=None) -> str:
         results.append(entry)
     for entry in result.unjudged:
         blocking = result.unknowns_fail and result.levels.get(entry["policy"]) == "mandatory"
-        where = Violation(policy=entry["policy"], level="advisory", message="", urn=entry["urn"],
-                          resource_type=entry["resource_type"], resource_name=entry["resource_name"])
-        uri, line = locate(where) if locate else (result.source or "Pulumi.yaml", 1)
+        uri, line = locate(_unjudged_violation(entry)) if locate else (result.source or "Pulumi.yaml", 1)
         results.append({
             "ruleId": entry["policy"], "level": "error" if blocking else "note",
             "message": {"text": f"Not judged: {', '.join(entry['properties'])} unknown until deploy."},
@@ -269,24 +283,23 @@ def format_sarif_error(error: UserError, *, stack: str = "") -> str:
 
 
 def source_locator(files: list[Path], relative_to: Path, plan: dict | None = None, root: Path | None = None):
-    """`locate` for SARIF: where the program constructs the resource (the source position the SDK sends
-    with its registration), else the first line of `files` naming it, else line 1 of the first file."""
+    """`locate(violation) -> (file, line)` for every format: where the program constructs the resource
+    (the source position the SDK sends with its registration: inside a component's class, that line, as
+    plan.json and suppression comments have it), else where the nearest component around it was created
+    (a component from an installed library has no position in the project), else the first line of
+    `files` naming it, else line 1 of the first file."""
     records = {r["urn"]: r for r in (plan or {}).get("resources", [])}
     positions = {}
     for urn, record in records.items():
-        # The user's line: where the outermost component around the resource was created (a resource made
-        # inside a component's class points at the line that created the component), else its own.
         found, parent = record.get("source"), record.get("parent")
-        while parent in records and records[parent]["type"] != "pulumi:pulumi:Stack":
-            if records[parent].get("source") and not records[parent].get("custom"):
-                found = records[parent]["source"]
-            parent = records[parent].get("parent")
+        while not found and parent in records and records[parent]["type"] != "pulumi:pulumi:Stack":
+            found, parent = records[parent].get("source"), records[parent].get("parent")
         if found:
             positions[urn] = found
     texts = []
     for path in files:
         try:
-            texts.append((path, path.read_text().splitlines()))
+            texts.append((path, source_lines(path)))
         except OSError:
             continue
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pubsubguard.core.errors import UserError
+from pubsubguard.core.project import source_lines
 
 BASELINE_FORMAT = "pubsubguard-baseline/1"
 COMMENT = re.compile(r"#\s*pubsubguard:\s*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$")
@@ -106,8 +107,8 @@ def comments(plan: dict, root: Path) -> list[tuple[Suppression, set[str]]]:
     found = []
     for relative in sorted({path for path, _ in by_line}):
         try:
-            lines = (Path(root) / relative).read_text().splitlines()
-        except (OSError, UnicodeDecodeError):
+            lines = source_lines(Path(root) / relative)
+        except OSError:
             continue
         for number, text in enumerate(lines, 1):
             match = COMMENT.search(text)
@@ -240,11 +241,13 @@ def render_text(text: str, outcome: Outcome) -> str:
     return "\n".join(lines[:-1] + section + [""] + lines[-1:]) + "\n"
 
 
-def render_json(text: str, result, outcome: Outcome) -> str:
-    """Every violation in `violations`, each with `"suppressed": null` or {kind, reason, where};
-    `mandatory`/`advisory`/`passed` count the others; `suppressed` counts these."""
+def render_json(text: str, result, outcome: Outcome, locate=None) -> str:
+    """Every violation in `violations`, each with `"suppressed": null` or {kind, reason, where} (and its
+    `file` and `line` from `locate`); `mandatory`/`advisory`/`passed` count the others; `suppressed`
+    counts these."""
     document = json.loads(text)
-    document["violations"] = [{**v.__dict__, "suppressed": s.as_json() if s else None}
+    document["violations"] = [{**v.__dict__, **(dict(zip(("file", "line"), locate(v))) if locate else {}),
+                               "suppressed": s.as_json() if s else None}
                               for v, s in _all_sorted(result, outcome)]
     document["suppressed"] = len(outcome.suppressed)
     if outcome.baseline_file:

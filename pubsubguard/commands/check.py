@@ -137,12 +137,12 @@ def _run(args, source: str) -> int:
         options.write_text(args.create_baseline, suppressions.baseline_document(found, result.stack), "--create-baseline")
         print(f"check: baseline of {len(found)} violation{'s' if len(found) != 1 else ''} -> {args.create_baseline}",
               file=sys.stderr)
+    locate = checking.source_locator(files, Path.cwd(), plan, root)  # one location per violation, every format
     if args.format == "json":
-        text = suppressions.render_json(checking.format_json(result), result, outcome)
+        text = suppressions.render_json(checking.format_json(result, locate), result, outcome, locate)
     elif args.format == "sarif":
-        text = suppressions.render_sarif(result, outcome, checking.source_locator(files, Path.cwd(), plan, root))
+        text = suppressions.render_sarif(result, outcome, locate)
     else:
-        locate = checking.source_locator(files, Path.cwd(), plan, root)
         text = suppressions.render_text(checking.format_text(result, args.compact, locate, args.verbose), outcome)
     if not args.show_secrets:
         text = planning.mask(text, result.secrets)

@@ -83,33 +83,35 @@ UNKNOWN_RESULT = "pubsubguard:unknown-result"  # engine.UNKNOWN_RESULT: the engi
 
 
 def _unknown_fields_of_typed_values():
+    import weakref
+
+    import pulumi
     from pulumi import _types
     from pulumi.output import Unknown
     from pulumi.runtime import rpc
 
-    translate_original, resolve_original = rpc.translate_output_properties, rpc.resolve_outputs
+    translate_original, resolve_original, get_original = rpc.translate_output_properties, rpc.resolve_outputs, pulumi.get
     resolving = [0]  # > 0 while a resource's outputs are resolved (synchronous, on the event loop)
+    absent_is_unknown = weakref.WeakValueDictionary()  # id -> output-type value of a new resource's outputs
 
     def fields(typ):
         typ = _types.unwrap_optional_type(typ) if typ is not None else None
         return _types.output_type_types(typ) if typ is not None and _types.is_output_type(typ) else None
 
-    def unknown(typ, plain_fields_only):
-        """The unknown value of a field: the sentinel for a string (it passes the result types'
-        `isinstance(..., str)` checks and any string built from it is unknown), else `Unknown()`; None where
-        only plain values pass (an invoke's result type checks each argument's type)."""
-        typ = _types.unwrap_optional_type(typ) if typ is not None else None
-        return UNKNOWN if typ is str else None if plain_fields_only else Unknown()
-
     def translate_output_properties(output, output_transformer, typ=None, *args, **kwargs):
-        if isinstance(output, dict):
-            names = fields(typ)
-            if output.get(UNKNOWN_RESULT) is True:  # the arguments it echoes are known, the rest is not
-                output = {**{name: unknown(field, True) for name, field in (names or {}).items()},
-                          **{key: value for key, value in output.items() if key != UNKNOWN_RESULT}}
-            elif resolving[0] and names and any(name not in output for name in names):
-                output = {**{name: unknown(field, False) for name, field in names.items()}, **output}
-        return translate_original(output, output_transformer, typ, *args, **kwargs)
+        if isinstance(output, dict) and output.get(UNKNOWN_RESULT) is True:
+            # An invoke's result type checks each argument's type: strings carry the sentinel (any string
+            # built from one is unknown), other fields stay empty; the arguments it echoes are known.
+            known = {key: value for key, value in output.items() if key != UNKNOWN_RESULT}
+            output = {**{name: UNKNOWN for name, field in (fields(typ) or {}).items()
+                         if (_types.unwrap_optional_type(field) if field is not None else None) is str}, **known}
+        result = translate_original(output, output_transformer, typ, *args, **kwargs)
+        if resolving[0] and isinstance(output, dict) and fields(typ):
+            try:
+                absent_is_unknown[id(result)] = result
+            except TypeError:
+                pass
+        return result
 
     def resolve_outputs(*args, **kwargs):
         resolving[0] += 1
@@ -118,7 +120,16 @@ def _unknown_fields_of_typed_values():
         finally:
             resolving[0] -= 1
 
-    rpc.translate_output_properties, rpc.resolve_outputs = translate_output_properties, resolve_outputs
+    def get(self, name):
+        # A nested field a new resource's inputs did not set is computed by the provider: unknown at
+        # preview, never absent. (Filling the value itself would make the whole output unknown and hide
+        # the fields that are known, such as a URL's documented form.)
+        value = get_original(self, name)
+        if value is None and absent_is_unknown.get(id(self)) is self:
+            return Unknown()
+        return value
+
+    rpc.translate_output_properties, rpc.resolve_outputs, pulumi.get = translate_output_properties, resolve_outputs, get
 
 
 def _concatenation_keeps_known_parts():

@@ -172,7 +172,9 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
             return f"{source}: {message}"
         if message.startswith("the program failed:") and "MemoryError" in message:
             message += f" (the program's memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
-        elif message.startswith("the program failed:") and recorder.unknown_invokes:
+        elif message.startswith("the program failed:") and recorder.unknown_invokes and \
+                any(sign in message for sign in (UNKNOWN, "NoneType", "Unknown")):
+            # the error is about a value an unknown invoke result leaves empty or unknown (not any error)
             tokens = ", ".join(sorted({i["token"] for i in recorder.unknown_invokes}))
             message += f" (offline, the results of {tokens} are unknown; give them with --invoke-results FILE)"
         return message

@@ -15,6 +15,7 @@ What the Pulumi CLI does and this does too:
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,27 +86,42 @@ def _load_yaml(path: Path, what: str) -> Any:
 def read_project(root: Path) -> Project:
     path = Path(root) / "Pulumi.yaml"
     data = _load_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd")
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise PlanError(f"{path}: expected a mapping with 'name', 'runtime' and 'main'")
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping with 'name' and 'runtime' (and optionally 'main'), "
+                        f"got {type(data).__name__}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise PlanError(f"{path}: name: expected the project's name (a string), "
+                        + ("it is missing" if name is None else f"got {name!r}"))
     runtime = data.get("runtime")
     runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if not isinstance(runtime_name, str):
+        raise PlanError(f"{path}: runtime: expected a runtime name (`runtime: python`) or a mapping with one "
+                        f"(`runtime: {{name: python, options: {{...}}}}`), got {runtime!r}")
     if runtime_name != "python":
         raise PlanError(
             f"{path}: runtime: only Python programs can be planned offline, got {runtime_name!r} "
             "(judge other programs with `pulumi preview --policy-pack policies`)"
         )
     main = Path(root) / str(data.get("main") or ".")
-    if not main.exists():
-        raise PlanError(f"{path}: main: {data.get('main')!r} does not exist in {root}")
-    if main.is_dir() and not (main / "__main__.py").exists():
-        raise PlanError(f"{path}: main: {main} has no __main__.py (the Python language host runs that file)")
+    try:
+        main_file = main / "__main__.py" if main.is_dir() else main
+        main_file.stat()  # follows symlinks: a dangling or looping one fails here
+    except OSError as err:
+        what = "is a symbolic link that loops" if err.errno == errno.ELOOP else "does not exist" \
+            if err.errno == errno.ENOENT else \
+            f"cannot be read ({err.strerror})"
+        if main.is_dir():
+            raise PlanError(f"{path}: main: {main_file} {what} (the Python language host runs {main_file.name} "
+                            "of the program's folder)") from None
+        raise PlanError(f"{path}: main: {data.get('main')!r} {what} in {root}") from None
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise PlanError(f"{path}: config: expected a mapping of key to a value or {{type, default}}")
     options = runtime.get("options") if isinstance(runtime, dict) else None
     if options is not None and not isinstance(options, dict):
         raise PlanError(f"{path}: runtime.options: expected a mapping (virtualenv, toolchain), got {options!r}")
-    return Project(root=Path(root), name=data["name"], runtime="python", main=main, config=config,
+    return Project(root=Path(root), name=name, runtime="python", main=main, config=config,
                    runtime_options=options or {})
 
 
@@ -191,3 +207,15 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
                 f"{path.name}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
             )
     return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name)
+
+
+def source_lines(path: Path) -> list[str]:
+    """A program file's lines as Python reads it: its coding declaration (`# -*- coding: latin-1 -*-`)
+    or BOM honoured, UTF-8 otherwise; undecodable bytes replaced. OSError when it cannot be read."""
+    import tokenize
+
+    try:
+        with tokenize.open(path) as handle:
+            return handle.read().splitlines()
+    except (SyntaxError, UnicodeDecodeError, LookupError):  # a bad declaration: what Python would refuse
+        return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()

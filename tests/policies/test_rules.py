@@ -129,7 +129,9 @@ CASES = {
         [topic("orders"), sub("s", enableExactlyOnceDelivery=True, **PINNED), sub("t")],
     ),
     "ordered-publishers-pinned": (
-        [topic("orders", labels={facts.PUBLISHER_REGION_LABEL: "multi-region"}), sub("s", enableMessageOrdering=True)],
+        [topic("orders", labels={facts.PUBLISHER_REGION_LABEL: "multi-region"}), sub("s", enableMessageOrdering=True),
+         # of a region's form, but no such region (docs/pubsub-facts.md's list)
+         topic("other", labels={facts.PUBLISHER_REGION_LABEL: "us-east99"}), sub("t", "other", enableMessageOrdering=True)],
         [topic("orders", **PUBLISHERS), topic("other"), sub("s", enableMessageOrdering=True),
          sub("t", "other", enableMessageOrdering=True)],
     ),
@@ -147,8 +149,10 @@ CASES = {
     ),
     "labels-valid": (
         [topic("t", labels={"Team": "checkout"}), sub("s", labels={"team": "Checkout"}),
-         sub("u", labels={"goog-x": "1"}), topic("v", labels={"k": "x" * 64})],
-        [topic("t", labels={"team": "checkout", "cost_centre": "", "env-1": "prod_2"}), sub("s")],
+         sub("u", labels={"9x": "1"}), topic("v", labels={"k": "x" * 64})],
+        # Google's own services set goog- label keys (Composer): no documented rule forbids them.
+        [topic("t", labels={"team": "checkout", "cost_centre": "", "env-1": "prod_2"}), sub("s"),
+         topic("c", labels={"goog-composer-environment": "prod", "goog-dataproc-cluster-name": "etl"})],
     ),
     "cloud-storage-limits": (
         [sub("s", cloudStorageConfig={"bucket": "b", "maxDuration": "30s"}),
@@ -406,3 +410,18 @@ def test_unresolvable_references_produce_no_violation():
     maybe_reader["props"]["topic"] = UNKNOWN
     estate = dead_letter_estate(drain=False) + [maybe_reader]
     assert check("dead-letter-topic-has-subscription", estate) == []
+
+
+def test_a_region_label_must_name_a_documented_region_not_just_its_form():
+    violating, _ = CASES["ordered-publishers-pinned"]
+    assert len(check("ordered-publishers-pinned", violating)) == 2  # "multi-region" and "us-east99"
+    real = [topic("orders", labels={facts.PUBLISHER_REGION_LABEL: "europe-west12"}), sub("s", enableMessageOrdering=True)]
+    assert check("ordered-publishers-pinned", real) == []
+
+
+def test_the_documented_region_list_is_the_one_the_rules_use():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "pubsub-facts.md").read_text()
+    listed = text.split("as of 2026-11:", 1)[1].split("A name of that form", 1)[0]
+    assert sorted(word.strip(" ,;.") for word in listed.split()) == sorted(facts.REGIONS)
