@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from installed import CHECKOUT_PINS, environment, installed_tool, own_virtualenv, user_env
+
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "pubsubguard-canary-" + uuid.uuid4().hex  # the "CI token" in the check's environment
 VIOLATION = """
@@ -76,6 +78,17 @@ def listener():
     server.close()
 
 
+def packs() -> list[Path]:
+    """The pack's folders a program could try to edit: the checkout's, and the installed tool's (its copy in
+    the wheel's site-packages and the one `pack path` keeps in the user's cache)."""
+    found = [ROOT / "policies"]
+    if USER_CACHE:
+        _, bin_dir = installed_tool()
+        found += sorted(bin_dir.parent.glob("lib/python*/site-packages/pubsubguard/policies"))
+        found += sorted(p.parent for p in USER_CACHE[0].glob("*/PulumiPolicy.yaml"))
+    return found
+
+
 def project(tmp_path: Path, source: str, listener: Listener) -> Path:
     root = tmp_path / "team"
     root.mkdir()
@@ -86,6 +99,7 @@ import os, sys, socket, signal, subprocess, threading, time, atexit
 import pulumi, pulumi_gcp as gcp
 PORT = {listener.port}
 OUTSIDE = {str(tmp_path / "outside")!r}
+PACKS = {[str(pack) for pack in packs()]!r}
 MARKER = {CANARY!r}
 def exfiltrate():
     token = os.environ.get("CANARY_TOKEN", "no-token")
@@ -103,10 +117,36 @@ def linger():
     return root
 
 
-def check(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CANARY_TOKEN": CANARY}
-    return subprocess.run([sys.executable, "-m", "pubsubguard", "check", "--format", "json", *args], cwd=root,
+def check(root: Path, *args: str, timeout: float = 120, tool: str = "checkout") -> subprocess.CompletedProcess:
+    """`pubsubguard check --format json` as the checkout runs it, or (`tool="wheel"`) as a team runs the wheel
+    installed alone, the program in its own virtualenv (`as_installed`)."""
+    if tool == "wheel":
+        _, bin_dir = installed_tool()
+        command = [str(bin_dir / "pubsubguard")]
+        env = {**user_env(USER_CACHE[0]), "CANARY_TOKEN": CANARY}
+    else:
+        command = [sys.executable, "-m", "pubsubguard"]
+        env = {**os.environ, "CANARY_TOKEN": CANARY}
+    return subprocess.run([*command, "check", "--format", "json", *args], cwd=root,
                           env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+USER_CACHE: list[Path] = []  # the installed tool's user cache, with the pack's virtualenv made once
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed_user_cache(tmp_path_factory):
+    USER_CACHE[:] = [tmp_path_factory.mktemp("user") / "cache"]
+    yield
+    USER_CACHE.clear()
+
+
+def as_installed(root: Path) -> Path:
+    """The team's project with a virtualenv of its own, named by its Pulumi.yaml (for the wheel)."""
+    own_virtualenv(environment(CHECKOUT_PINS), root / "venv")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(
+        {"name": "team", "runtime": {"name": "python", "options": {"virtualenv": "venv"}}}))
+    return root
 
 
 def lingering() -> list[int]:
@@ -168,12 +208,13 @@ CASES = {
                                    ("--max-resources", "300"), 2, "more than 300 resources (--max-resources", []),
     "a-10-mb-input": ("gcp.pubsub.Topic('big', name='big', labels={'x': 'y' * 10_000_000})\n", (), 2,
                       "over the limit of 1,000,000 (--max-input-bytes", []),
-    "edits-the-policy-pack": (f"""
-for target in ({str(ROOT / 'policies' / 'pubsub_rules' / 'zz_hostile.py')!r}, {str(ROOT / 'policies' / 'PulumiPolicy.yaml')!r}):
-    try:
-        open(target, "a").write("\\n# changed by a program\\n")
-    except OSError:
-        pass
+    "edits-the-policy-pack": ("""
+for pack in PACKS:
+    for target in (os.path.join(pack, "pubsub_rules", "zz_hostile.py"), os.path.join(pack, "PulumiPolicy.yaml")):
+        try:
+            open(target, "a").write("\\n# changed by a program\\n")
+        except OSError:
+            pass
 """ + VIOLATION, (), 1, "", ["no-exactly-once-on-push"]),
     "monkeypatches-pubsubguard": ("""
 try:
@@ -195,11 +236,17 @@ gcp.pubsub.Topic("env", name="env-" + ("leaked" if leaked else "clean") + ("-hom
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tmp_path, listener):
+@pytest.mark.parametrize("tool", ["checkout", "wheel"])
+def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tool, tmp_path, listener):
     source, args, code, stderr_has, seen = CASES[name]
     root = project(tmp_path, source, listener)
+    if tool == "wheel":
+        as_installed(root)
+        _, bin_dir = installed_tool()  # built, and the pack's virtualenv made, before the clock starts
+        subprocess.run([str(bin_dir / "pubsubguard"), "pack", "path"], env=user_env(USER_CACHE[0]), check=True,
+                       capture_output=True, timeout=600)
     started = time.monotonic()
-    done = check(root, *args)
+    done = check(root, *args, tool=tool)
     took = time.monotonic() - started
     document = verdict(done)
     assert done.returncode == code, (done.returncode, done.stderr[-2000:])
@@ -211,8 +258,9 @@ def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tmp_path
     if code == 2:
         assert document["passed"] is None and len(done.stderr.strip().splitlines()) == 1, done.stderr
     nothing_leaked(tmp_path, listener)
-    assert not (ROOT / "policies" / "pubsub_rules" / "zz_hostile.py").exists()
-    assert "changed by a program" not in (ROOT / "policies" / "PulumiPolicy.yaml").read_text()
+    for pack in packs():
+        assert not (pack / "pubsub_rules" / "zz_hostile.py").exists()
+        assert "changed by a program" not in (pack / "PulumiPolicy.yaml").read_text()
     assert took < 60, f"the check took {took:.0f} s"
     if name == "reads-its-environment":
         assert [r["resource_name"] for r in document["violations"]] == [] or True

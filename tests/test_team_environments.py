@@ -4,14 +4,13 @@ pulumi SDK releases of the last two years, pulumi-gcp majors 7 to 10) and a priv
 that pubsubguard's own environment does not have. The verdict is the same on every version.
 
 The environments are built once per machine from the package index and kept under the user's cache
-directory (`~/.cache/pubsubguard-tests/`), so a second run costs nothing."""
+directory (`~/.cache/pubsubguard-tests/`), so a second run costs nothing. The same programs are also
+judged by the wheel installed alone (no pulumi-gcp beside the tool), as a team gets pubsubguard."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from installed import environment, installed_tool, user_env
 
 ENVIRONMENTS = {  # id: the team's pins (newest first; pubsubguard's own environment has pulumi-gcp 10)
     "pulumi-3.230-gcp-9": ("pulumi==3.230.0", "pulumi-gcp==9.20.0"),
@@ -64,24 +65,9 @@ PROGRAM = """
 """
 
 
-def cache_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pubsubguard-tests" / "envs"
-
-
 def team_environment(pins: tuple[str, ...], library: Path) -> Path:
     """A virtualenv with `pins` and the private library, built once (kept by the pins' hash)."""
-    key = hashlib.sha256(json.dumps([pins, LIBRARY, sys.version]).encode()).hexdigest()[:16]
-    folder = cache_root() / key
-    if (folder / ".complete").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, *pins, str(library)], check=True, timeout=900)
-    (folder / ".complete").write_text("\n".join(pins))
-    return folder
+    return environment(pins, str(library))
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +142,42 @@ def test_an_active_virtualenv_and_python_override_are_used(tmp_path, library):
     assert given.returncode == 1 and given.stderr == ""
     bad = run(root, "check", "--python", str(tmp_path / "nope"))
     assert bad.returncode == 2 and bad.stderr.strip() == f"pubsubguard check: --python {tmp_path / 'nope'}: no such interpreter"
+
+
+DEAD_LETTERING = """
+    import pulumi_gcp as gcp
+
+    project = gcp.organizations.get_project()
+    agent = f"serviceAccount:service-{project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    identity = gcp.projects.ServiceIdentity("pubsub-agent", service="pubsub.googleapis.com")
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    dead = gcp.pubsub.Topic("orders-dead-letter", name="orders-dead-letter")
+    gcp.pubsub.Subscription("drain", name="drain", topic=dead.id, expiration_policy={"ttl": ""})
+    worker = gcp.pubsub.Subscription("worker", name="worker", topic=orders.id, expiration_policy={"ttl": ""},
+                                     dead_letter_policy={"dead_letter_topic": dead.id, "max_delivery_attempts": 10})
+    gcp.pubsub.TopicIAMMember("forward", topic=dead.name, role="roles/pubsub.publisher", member=agent)
+    gcp.pubsub.SubscriptionIAMMember("ack", subscription=worker.name, role="roles/pubsub.subscriber",
+                                     member=identity.member)
+"""
+
+
+@pytest.mark.parametrize("name", sorted(ENVIRONMENTS))
+@pytest.mark.parametrize("tool", ["checkout", "wheel"])
+def test_the_documented_dead_letter_grants_pass_whatever_is_installed_beside_the_tool(name, tool, tmp_path, library):
+    """Google's documented ways to name the Pub/Sub service agent (getProject()'s number, the pubsub
+    ServiceIdentity's member): granted as documented, the subscription passes, with the checkout's
+    environment and with the wheel installed alone, on every pulumi-gcp major the team may pin (the wheel
+    alone once recorded 'service-None@...' and rejected it)."""
+    root = team_project(tmp_path, team_environment(ENVIRONMENTS[name], library))
+    (root / "__main__.py").write_text(textwrap.dedent(DEAD_LETTERING).lstrip())
+    if tool == "wheel":
+        _, bin_dir = installed_tool()
+        done = subprocess.run([str(bin_dir / "pubsubguard"), "check", "--format", "json", "--unknowns", "fail"],
+                              cwd=root, capture_output=True, text=True, timeout=300,
+                              env=user_env(tmp_path / "cache"))
+    else:
+        done = run(root, "check", "--format", "json", "--unknowns", "fail")
+    document = json.loads(done.stdout)
+    assert done.returncode == 0, (done.stderr, [v["message"] for v in document["violations"] if v["level"] == "mandatory"],
+                                  document["unjudged"])
+    assert [e["policy"] for e in document["unjudged"]] == []

@@ -1,15 +1,12 @@
 """pubsubguard the way a user gets it: the wheel built from this source, installed into a fresh
 virtualenv with no checkout on the path, run in a repository that has never seen pubsubguard's source
 (a copy of examples/team-orders). The first check makes the pack's virtualenv in the (fresh) cache,
-with one line on stderr; the second reuses it. Builds the wheel once for the module (a few minutes on
-a cold pip cache: the fresh virtualenvs install from the package index)."""
+with one line on stderr; the second reuses it. The installed tool is built once per version of the code
+(`installed.installed_tool`: a few minutes on a cold pip cache)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
-import subprocess
 import sys
 import time
 import zipfile
@@ -17,44 +14,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "README.md", "pubsubguard", "infra", "validation", "policies")
-IGNORED = shutil.ignore_patterns("__pycache__", "venv", ".venv", "*.egg-info", "build")
-
-
-def run(command, **kwargs) -> subprocess.CompletedProcess:
-    kwargs.setdefault("timeout", 900)
-    done = subprocess.run([str(part) for part in command], capture_output=True, text=True, **kwargs)
-    assert done.returncode == 0 or kwargs.get("check") is False, f"{command}: {done.stdout}\n{done.stderr}"
-    return done
-
-
-def build(source: Path, out: Path) -> list[Path]:
-    """`python -m build` (sdist, then the wheel from it) where it is installed, else `pip wheel`."""
-    if importlib.util.find_spec("build") is not None:
-        run([sys.executable, "-m", "build", "--outdir", out, source])
-    else:
-        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-w", out, source])
-    return sorted(out.iterdir())
+from installed import IGNORED, ROOT, installed_tool, run, user_env
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed():
     """(wheel, the fresh virtualenv's bin/) with pubsubguard installed from the wheel alone."""
-    work = tmp_path_factory.mktemp("wheel")
-    source = work / "source"  # a copy, so the build writes nothing into the checkout
-    source.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=IGNORED)
-        else:
-            shutil.copy(ROOT / name, source / name)
-    artifacts = build(source, work / "dist")
-    [wheel] = [path for path in artifacts if path.suffix == ".whl"]
-    venv = work / "venv"
-    run([sys.executable, "-m", "venv", venv])
-    run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel], cwd=work)
-    return wheel, venv / "bin"
+    return installed_tool()
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +37,6 @@ def repository(tmp_path_factory):
 def cache(tmp_path_factory) -> Path:
     """The user's cache, fresh for this module (the first check makes the pack's virtualenv in it)."""
     return tmp_path_factory.mktemp("user") / "cache"
-
-
-def user_env(cache: Path) -> dict:
-    """No checkout on the path: no PYTHONPATH, the module's fresh cache."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "PUBSUBGUARD", "VIRTUAL_ENV"))}
-    return {**env, "PUBSUBGUARD_CACHE_DIR": str(cache), "NO_GCE_CHECK": "true"}
 
 
 def test_the_wheel_holds_the_pack_and_the_report_template(installed):
