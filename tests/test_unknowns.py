@@ -137,3 +137,36 @@ def test_push_endpoints_are_judged_by_their_known_beginning(tmp_path):
     assert unjudged == ["from-unset-field"]
     failing = check(tmp_path, "--unknowns", "fail")
     assert failing.returncode == 1 and "from-unset-field" in failing.stdout
+
+
+def test_what_blocks_a_rule_is_named_by_property_even_on_another_resource(tmp_path):
+    """A dead-lettering subscription whose dead-letter topic and subscriber grant come from a StackReference:
+    the blocking inputs are property paths (the grant's as "member of <grant>"), never a sentence cut at
+    its commas; with no grant at all, the missing subscriber grant decides alone."""
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "acme-prod"}}))
+    program = """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        shared = pulumi.StackReference("acme/shared/prod")
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        sub = gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=topic.id, expiration_policy={"ttl": ""},
+            dead_letter_policy={"dead_letter_topic": shared.get_output("dlq"), "max_delivery_attempts": 10})
+    """
+    grant = """
+        gcp.pubsub.SubscriptionIAMMember("grant", subscription=sub.name, role="roles/pubsub.subscriber",
+                                         member=shared.get_output("agent"))
+    """
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(program).lstrip() + textwrap.dedent(grant))
+    document = json.loads(check(tmp_path, "--format", "json").stdout)
+    (entry,) = [e for e in document["unjudged"] if e["policy"] == "dead-letter-service-agent-iam"]
+    assert entry["properties"] == ["deadLetterPolicy.deadLetterTopic", "member of grant"]
+    assert list(entry["unknown_inputs"]) == entry["properties"]
+    assert {s["type"] for sources in entry["unknown_inputs"].values() for s in sources} == {"pulumi:pulumi:StackReference"}
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(program).lstrip())
+    ungranted = check(tmp_path, "--format", "json")
+    document = json.loads(ungranted.stdout)
+    assert ungranted.returncode == 1
+    (violation,) = [v for v in document["violations"] if v["policy"] == "dead-letter-service-agent-iam"]
+    assert "roles/pubsub.subscriber on the subscription itself" in violation["message"]
