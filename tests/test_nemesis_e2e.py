@@ -48,8 +48,8 @@ def test_self_test_finds_exactly_the_planted_anomalies(spark, emulator, tmp_path
 NETWORK = {"faults": [
     {"kind": "kill_stream", "subscription": "{t}-eod", "after_s": 1, "every_s": 4},
     {"kind": "kill_stream", "subscription": "{t}-ordered", "after_s": 1.5, "every_s": 4},
-    {"kind": "lose_response", "rpc": "acknowledge", "subscription": "{t}-eod", "rate": 0.3},
-    {"kind": "lose_response", "rpc": "modify_ack_deadline", "subscription": "{t}-plain", "rate": 0.3},
+    {"kind": "lose_response", "rpc": "acknowledge", "subscription": "{t}-eod", "rate": 0.5},
+    {"kind": "lose_response", "rpc": "modify_ack_deadline", "subscription": "{t}-plain", "rate": 1},
     {"kind": "delay", "rpc": "publish", "topic": "{t}", "ms": 20, "rate": 1},
     {"kind": "delay", "rpc": "acknowledge", "subscription": "{t}-ordered", "ms": 100, "rate": 0.5},
     {"kind": "partition", "subscription": "{t}-plain", "task": "sub-1", "after_s": 0.5, "for_s": 12},

@@ -425,12 +425,17 @@ class Nemesis:
             first = request.messages[0] if request.messages else None
             key = first.attributes.get("key") if first is not None else None
             seq = _int(first.attributes.get("seq")) if first is not None else None
-            for e in self._entries("delay", topic=topic, rpc="publish"):
-                if (e.key is None or any(m.attributes.get("key") == e.key and _int(m.attributes.get("seq")) == e.seq
-                                         for m in request.messages)) and self._draw_call(e):
-                    self.record(e, name, client=client, key=key, seq=seq, detail=f"{e.ms:g} ms")
-                    time.sleep(e.ms / 1000)
-            return forward(raw)
+            delayed = [e for e in self._entries("delay", topic=topic, rpc="publish")
+                       if (e.key is None or any(m.attributes.get("key") == e.key and _int(m.attributes.get("seq")) == e.seq
+                                                for m in request.messages)) and self._draw_call(e)]
+            for e in delayed:
+                time.sleep(e.ms / 1000)
+            reply = forward(raw)
+            ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed else []
+            for e in delayed:
+                self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
+                            detail=f"{e.ms:g} ms before forwarding ({len(request.messages)} messages)")
+            return reply
         if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):
             return forward(raw)
         cls = {"Acknowledge": types.AcknowledgeRequest, "ModifyAckDeadline": types.ModifyAckDeadlineRequest,
