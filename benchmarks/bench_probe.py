@@ -10,6 +10,12 @@ evidence: published = rows / (first publish() call -> last publish result), deli
 rows / (first publish -> last receive); latency p50/p95/p99 (publish -> first receive) from its report.
 Prints both, the ratios and whether the goals are met (publish rate >= 0.7 of the bare loop's, latency
 p50 <= 2x the bare loop's).
+
+    .venv/bin/python benchmarks/bench_probe.py --fault-layer
+
+(3) also runs the probe with an empty fault schedule (`--nemesis` with `faults: []`: every Pub/Sub call
+goes through the fault layer, which parses it and changes nothing) and prints its publish rate against
+(2)'s, with the machine's load average (goal: the layer costs <= 10 %; measure on an idle machine).
 """
 
 from __future__ import annotations
@@ -96,6 +102,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=20)
     parser.add_argument("--messages-per-key", type=int, default=100)
+    parser.add_argument("--fault-layer", action="store_true",
+                        help="also run the probe through the fault layer with an empty schedule and print the ratio")
     args = parser.parse_args()
     from pubsubguard.core.apply import apply_plan
     from pubsubguard.core.emulator import Emulator
@@ -118,24 +126,32 @@ def main() -> int:
         spark = spark_session()  # the verify default (DEFAULT_MASTER)
         bare_pub, bare_e2e, bare_latency = bare_loop("pubsubguard-dev", args.keys, args.messages_per_key)
 
-        started = time.monotonic()
-        code = job.main(["--plan", str(work / "plan.json"), "--keys", str(args.keys), "--messages-per-key",
-                         str(args.messages_per_key), "--report", str(work / "report"), "--no-progress",
-                         "--drain-timeout", "300"], spark=spark)
-        wall = time.monotonic() - started
-        import pyarrow.dataset as ds
+        def probe_run(name: str, extra: list[str]):
+            """(publish rate, delivered+recorded rate, latency p50/95/99, delivery rows, wall s, exit code)."""
+            import pyarrow.dataset as ds
 
-        ev = work / "report" / "evidence"
-        pubs = ds.dataset(ev / "publishes").to_table().to_pylist()
-        dels = ds.dataset(ev / "deliveries").to_table().to_pylist()
-        # from the first publish() call to the last result, as the bare loop's rate
-        first = min(p["publish_time_us"] for p in pubs)
-        pub_span = (max(p["result_time_us"] for p in pubs) - first) / 1e6 or 1e-6
-        e2e_span = (max(d["receive_time_us"] for d in dels) - first) / 1e6
-        probe_pub = len(pubs) / pub_span
-        probe_e2e = len({d["message_id"] for d in dels if d["kind"] == "delivery"}) / e2e_span
-        figures = json.loads((work / "report" / "report.json").read_text())["subscriptions"][f"{topic}-plain"]["figures"]
-        probe_p = tuple(figures[f"latency_p{q}_ms"] for q in (50, 95, 99))
+            started = time.monotonic()
+            code = job.main(["--plan", str(work / "plan.json"), "--keys", str(args.keys), "--messages-per-key",
+                             str(args.messages_per_key), "--report", str(work / name), "--no-progress",
+                             "--drain-timeout", "300", *extra], spark=spark)
+            wall = time.monotonic() - started
+            ev = work / name / "evidence"
+            pubs = ds.dataset(ev / "publishes").to_table().to_pylist()
+            dels = ds.dataset(ev / "deliveries").to_table().to_pylist()
+            # from the first publish() call to the last result, as the bare loop's rate
+            first = min(p["publish_time_us"] for p in pubs)
+            pub_span = (max(p["result_time_us"] for p in pubs) - first) / 1e6 or 1e-6
+            e2e_span = (max(d["receive_time_us"] for d in dels) - first) / 1e6
+            figures = json.loads((work / name / "report.json").read_text())["subscriptions"][f"{topic}-plain"]["figures"]
+            return (len(pubs) / pub_span, len({d["message_id"] for d in dels if d["kind"] == "delivery"}) / e2e_span,
+                    tuple(figures[f"latency_p{q}_ms"] for q in (50, 95, 99)), len(dels), wall, code)
+
+        probe_pub, probe_e2e, probe_p, rows, wall, code = probe_run("report", [])
+        layer = None
+        if args.fault_layer:
+            schedule = work / "empty-schedule.yaml"
+            schedule.write_text("faults: []\n")
+            layer = probe_run("report-layer", ["--nemesis", str(schedule)])
         bare_p = percentiles(bare_latency)
         n = args.keys * args.messages_per_key
         print(f"workload: {args.keys} keys x {args.messages_per_key} messages = {n}, emulator {emu.host}, {spark.sparkContext.master}")
@@ -143,11 +159,16 @@ def main() -> int:
               f"latency p50/p95/p99 {bare_p[0]:.1f} / {bare_p[1]:.1f} / {bare_p[2]:.1f} ms")
         print(f"probe (Spark)    : published {probe_pub:8.0f} msg/s   delivered+recorded {probe_e2e:8.0f} msg/s   "
               f"latency p50/p95/p99 {probe_p[0]:.1f} / {probe_p[1]:.1f} / {probe_p[2]:.1f} ms "
-              f"({len(dels)} delivery rows recorded; whole job incl. Spark checks+report {wall:.1f}s, exit {code})")
+              f"({rows} delivery rows recorded; whole job incl. Spark checks+report {wall:.1f}s, exit {code})")
         print(f"ratio probe/bare : publish {probe_pub / bare_pub:.2f} (goal >= 0.7: {'met' if probe_pub / bare_pub >= 0.7 else 'NOT met'})   "
               f"end-to-end {probe_e2e / bare_e2e:.2f}   latency p50 {probe_p[0] / bare_p[0]:.2f}x "
               f"(goal <= 2x: {'met' if probe_p[0] <= 2 * bare_p[0] else 'NOT met'})")
-        print(f"command: .venv/bin/python benchmarks/bench_probe.py --keys {args.keys} --messages-per-key {args.messages_per_key}")
+        if layer is not None:
+            ratio = layer[0] / probe_pub
+            print(f"fault layer      : published {layer[0]:8.0f} msg/s with an empty schedule, {probe_pub:8.0f} without: "
+                  f"ratio {ratio:.2f} (goal >= 0.90: {'met' if ratio >= 0.9 else 'NOT met'}); load average "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs (measure on an idle machine)")
+        print(f"command: .venv/bin/python benchmarks/bench_probe.py{' --fault-layer' if args.fault_layer else ''} --keys {args.keys} --messages-per-key {args.messages_per_key}")
     finally:
         emu.stop()
     return 0

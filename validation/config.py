@@ -64,6 +64,7 @@ class RunConfig:
     allow_shared_subscriptions: bool = False
     # workload
     faults: str = ""
+    nemesis: Path | None = None  # a fault schedule for the fault layer (pubsubguard.validation.nemesis)
     keys: int = 8
     messages_per_key: int = 25
     subscribers: int = 2
@@ -114,6 +115,17 @@ def faults(text: str) -> str:
     except UserError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("--faults: ")) from None
     return text
+
+
+def nemesis_schedule(text: str) -> Path:
+    """`--nemesis FILE`: the schedule file, once it reads and validates (pubsubguard.validation.nemesis)."""
+    from pubsubguard.validation.nemesis import load_schedule
+
+    try:
+        load_schedule(text)
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--nemesis ")) from None
+    return Path(text)
 
 
 def endpoint_mapping(text: str) -> str:
@@ -179,6 +191,11 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber tasks "
                            "killed), misroute=1 (publishers on the global endpoint); "
                            "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)")
+    work.add_argument("--nemesis", type=nemesis_schedule, default=None, metavar="FILE",
+                      help="a fault schedule (YAML or JSON, docs/schemas/nemesis.schema.json) the fault layer on the "
+                           "wire applies: planted anomalies (drop_delivery, duplicate_after_ack, ack_lie, swap, "
+                           "strip_dead_letter_attributes) and network faults (kill_stream, lose_response, delay, "
+                           "partition); docs/verification.md")
     work.add_argument("--keys", type=positive_int, default=8, help="ordering keys per topic")
     work.add_argument("--messages-per-key", type=positive_int, default=25, help="messages published per key")
     work.add_argument("--subscribers", type=positive_int, default=2, help="subscriber tasks")

@@ -103,6 +103,9 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
             "findings": by_kind,
             "figures": figures,
         }
+        faults = network_faults(info, sub)
+        if faults is not None:
+            subscriptions[sub.name]["network_faults"] = faults
     result = {
         "format": REPORT_FORMAT,
         "tool_version": tool_version(),
@@ -216,6 +219,23 @@ def explanations(result: dict, groups: list[dict]) -> dict:
             items.append(item)
     advisories = causes([g for g in groups if g["severity"] == "advisory"])
     return {"guarantees": items, "advisories": advisories}
+
+
+def network_faults(info: evidence.RunInfo, sub) -> dict | None:
+    """The network faults the fault layer applied to a subscription's calls (and to its topic's publishes),
+    counted by kind, with the sentence each tested guarantee is named under ("held under 12 stream kills,
+    40 lost ack responses"); None when the run had no schedule (`--nemesis`)."""
+    from pubsubguard.validation.nemesis import guarantee_faults, held_under
+
+    applied = (info.parameters.get("nemesis") or {}).get("applied")
+    if applied is None:
+        return None
+    counts = guarantee_faults(applied, sub.name)
+    for row in applied:
+        if row["topic"] == sub.topic and not row["planted"] and not row["detail"].startswith("NOT applied"):
+            label = f"{row['kind']}:publish"
+            counts[label] = counts.get(label, 0) + 1
+    return {"counts": counts, "under": held_under(counts) or None}
 
 
 def tool_version() -> str:

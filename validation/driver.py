@@ -116,6 +116,7 @@ class ProbeSetup:
     mapping: dict
     run_identity: str
     push_url: str | None
+    nemesis: object = None  # pubsubguard.validation.nemesis.Nemesis: the fault layer's schedule (None: none)
 
 
 def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
@@ -143,23 +144,47 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
     if config.target == "gcp" and not all_loopback:
         access.check_credentials()
+    nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used)
     setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
                        run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
-                       mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url)
+                       mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url,
+                       nemesis=nemesis)
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(config.master, log_dir=report)
-    listeners = endpoints.Listeners(upstreams).start()
+    listeners = endpoints.Listeners(upstreams, nemesis).start()
     if receiver is not None:
         receiver.start()
     try:
         observations: list[str] = list(caveats(everything.source))  # what the declared side leaves open
         return _probe(setup, session, listeners, receiver, observations, evidence_at)
     finally:
+        if nemesis is not None:
+            nemesis.stop()
         listeners.stop()
         if receiver is not None:
             receiver.stop()
+
+
+def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, observable: bool):
+    """The fault layer's `Nemesis` for `--nemesis FILE` (None without): its entries must name probed
+    subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a
+    loopback listener (the layer is the listeners)."""
+    from pubsubguard.validation.nemesis import Nemesis, ScheduleError, load_schedule
+
+    if config.nemesis is None:
+        return None
+    schedule = load_schedule(config.nemesis)
+    if not observable:
+        raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
+                            "this run dials Google's endpoints directly (TLS): map them with --endpoint to loopback "
+                            "stand-ins, or run on the emulator (a layer forwarding to Google with TLS is not built yet)")
+    topics = {estate.topics[estate.subscriptions[name].topic].path: estate.subscriptions[name].topic for name in probed}
+    schedule.check_names({t.declared_name for t in twin_specs}, set(topics.values()))
+    return Nemesis(schedule, twins={t.path: t.declared_name for t in twin_specs}, topics=topics,
+                   seed=schedule.seed or run_id, deadlines={t.path: t.ack_deadline_s for t in twin_specs},
+                   skew_s=config.skew_us / 1e6)
 
 
 def push_receiver(config: RunConfig):
@@ -306,6 +331,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 observations.append("the target did not answer setIamPolicy/getIamPolicy: the probe twins' "
                                     "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
             parameters["endpoints"]["traffic"] = listeners.rows()
+            if setup.nemesis is not None:
+                parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.clear()
     return session, evidence_dir, setup.report
@@ -456,6 +483,7 @@ class ProbeDriver:
                  observations: list[str], dialled: dict[str, str], receiver=None):
         config, estate, faults, run_id = setup.config, setup.estate, setup.faults, setup.run_id
         emulator_host, twin_specs, probed = setup.emulator_host, setup.twin_specs, setup.probed
+        self.nemesis = setup.nemesis
         self.spark = spark
         self.sc = spark.sparkContext
         self.config = config
@@ -631,6 +659,10 @@ class ProbeDriver:
             return 0.0
         return 2 * longest_hold_s(self.twin_specs, self.config.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
 
+    def _planted_due(self) -> float:
+        """The fault layer may still owe a planted effect until then (a lied ack's redelivery): monotonic time."""
+        return self.nemesis.quiet_after if self.nemesis is not None else 0.0
+
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
         """`orders-ordered 4 (ack: invalid_ack_id 3, expire: none 1), ...`"""
@@ -664,6 +696,8 @@ class ProbeDriver:
                 quiet_crash_logs(self.sc, False)
 
     def _run(self, total: int, crash_after: int) -> None:
+        if self.nemesis is not None:
+            self.nemesis.start()  # the clock of the schedule's time selectors
         self._start(self._publish_job)
         self._wait_for_publisher_slot()
         for index in range(self.config.subscribers):
@@ -713,13 +747,13 @@ class ProbeDriver:
                         rehearsal.start()
                     if tally.done() >= expected:
                         # every message settled; deliveries the expire fault holds may still await their late ack
-                        if time.monotonic() >= min(late_acks_done, drain_deadline):
+                        if time.monotonic() >= min(max(late_acks_done, self._planted_due()), drain_deadline):
                             self.drain = {"ended": "settled", "unsettled": {}}
                             break
                         continue
                     unsettled = tally.unsettled()
                     stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
-                    if stuck == unsettled:
+                    if stuck == unsettled and time.monotonic() >= self._planted_due():
                         per_sub = self._unsettled_text(tally, stuck)
                         self.drain = {"ended": "stuck", "unsettled": stuck}
                         self.observations.append(

@@ -150,10 +150,11 @@ def _resource(method: str, raw: bytes) -> tuple[str, int]:
 class Listener:
     """A loopback gRPC proxy standing for `endpoint` in front of `upstream`; records what passes."""
 
-    def __init__(self, endpoint: str, upstream: str, port: int = 0):
+    def __init__(self, endpoint: str, upstream: str, port: int = 0, nemesis=None):
         import grpc
 
         self.endpoint = endpoint
+        self.nemesis = nemesis  # pubsubguard.validation.nemesis.Nemesis: the fault layer (None: forward unchanged)
         self.upstream = upstream
         self.lock = threading.Lock()
         self.traffic: dict[tuple, dict] = defaultdict(
@@ -218,6 +219,14 @@ class _Forward:
             lambda requests, context: self.forward(details.method, client, forwarded, requests, context))
 
     def forward(self, method: str, client: str, metadata, requests, context):
+        nemesis = self.listener.nemesis
+        if nemesis is not None and nemesis.handles(method):
+            if method.endswith("/StreamingPull"):
+                return self.forward_stream(method, client, metadata, requests, context)
+            return self.forward_unary(method, client, metadata, requests, context)
+        return self.forward_raw(method, client, metadata, requests, context)
+
+    def forward_raw(self, method: str, client: str, metadata, requests, context):
         import grpc
 
         listener = self.listener
@@ -253,11 +262,131 @@ class _Forward:
             listener.record(client, method, stream["resource"], peer, status=status)
 
 
-class Listeners:
-    """One `Listener` per endpoint of a run, each in front of the host the endpoint maps to."""
+    # -- through the fault layer (pubsubguard.validation.nemesis) -------------------------------
+    def _failed(self, err, context) -> str:
+        """The target's error, passed on to the client as it came (status, details, trailing metadata)."""
+        import grpc
 
-    def __init__(self, upstreams: dict[str, str]):
-        self.listeners = {endpoint: Listener(endpoint, upstream) for endpoint, upstream in sorted(upstreams.items())}
+        if err.code() != grpc.StatusCode.CANCELLED or context.is_active():
+            context.set_trailing_metadata(tuple(err.trailing_metadata() or ()))
+            context.set_code(err.code())
+            context.set_details(err.details() or "")
+        return err.code().name if err.code() else "UNKNOWN"
+
+    def forward_unary(self, method: str, client: str, metadata, requests, context):
+        """A unary call handed to the layer: it may answer itself, alter the request, delay or drop the reply."""
+        import grpc
+
+        listener = self.listener
+        peer = context.peer()
+        raw = next(iter(requests), None)
+        if raw is None:
+            return
+        resource, messages = _resource(method, raw)
+        listener.record(client, method, resource, peer, requests=1, messages=messages, request_bytes=len(raw))
+        status = "OK"
+
+        def forward(data: bytes) -> bytes:
+            return listener.channel.unary_unary(method)(data, metadata=metadata, timeout=context.time_remaining())
+
+        try:
+            reply = listener.nemesis.unary(method, raw, client, forward, context)
+            listener.record(client, method, resource, peer, response_bytes=len(reply))
+            yield reply
+        except grpc.RpcError as err:
+            status = self._failed(err, context)
+        except Exception:  # context.abort: the layer's own status (a partition, a lost reply)
+            status = "UNAVAILABLE"
+            raise
+        finally:
+            listener.record(client, method, resource, peer, status=status)
+
+    def forward_stream(self, method: str, client: str, metadata, requests, context):
+        """A StreamingPull handed to the layer: the target's responses go through `Nemesis.response` onto the
+        stream's queue, where the layer may also put deliveries of its own; a kill ends it with UNAVAILABLE."""
+        import grpc
+
+        listener, nemesis = self.listener, self.listener.nemesis
+        peer = context.peer()
+        requests = iter(requests)
+        try:
+            first = next(requests)
+        except (StopIteration, grpc.RpcError):
+            return
+        stream = nemesis.open_stream(first, client)
+        if stream is None:
+            yield from self.forward_raw(method, client, metadata, _chain(first, requests), context)
+            return
+        resource = stream.subscription
+        cut = nemesis.refuse_stream(stream)
+        if cut is not None:
+            nemesis.close_stream(stream)
+            nemesis.refused(cut, "StreamingPull", client)
+            listener.record(client, method, resource, peer, requests=1, status="UNAVAILABLE")
+            context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: partition")
+
+        def upstream_requests():
+            try:
+                for raw in _chain(first, requests):
+                    listener.record(client, method, resource, peer, requests=1, request_bytes=len(raw))
+                    yield raw
+            except grpc.RpcError:
+                return
+
+        call = listener.channel.stream_stream(method)(upstream_requests(), metadata=metadata,
+                                                     timeout=context.time_remaining())
+        context.add_callback(call.cancel)
+        ended = object()
+
+        def read() -> None:
+            error = None
+            try:
+                for response in call:
+                    listener.record(client, method, resource, peer, response_bytes=len(response))
+                    nemesis.response(stream, response, listener.channel, metadata)
+            except grpc.RpcError as err:
+                error = err
+            except Exception as err:  # noqa: BLE001 - a response the layer could not parse: ends the stream
+                error = err
+            stream.out.put((ended, error))
+
+        reader = threading.Thread(target=read, name="nemesis-stream", daemon=True)
+        reader.start()
+        status = "OK"
+        try:
+            while True:
+                item = stream.out.get()
+                if item is None:  # killed (kill_stream, partition)
+                    call.cancel()
+                    status = "UNAVAILABLE"
+                    context.abort(grpc.StatusCode.UNAVAILABLE, f"pubsubguard nemesis: {stream.killed}")
+                if isinstance(item, tuple) and item and item[0] is ended:
+                    error = item[1]
+                    if isinstance(error, grpc.RpcError):
+                        status = self._failed(error, context)
+                    elif error is not None:
+                        status = "INTERNAL"
+                        context.abort(grpc.StatusCode.INTERNAL, f"pubsubguard nemesis: {type(error).__name__}: {error}")
+                    return
+                yield item
+        finally:
+            call.cancel()
+            nemesis.close_stream(stream)
+            listener.record(client, method, resource, peer, status=status)
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+class Listeners:
+    """One `Listener` per endpoint of a run, each in front of the host the endpoint maps to; with a
+    `nemesis`, every listener hands the Pub/Sub calls to it (the fault layer)."""
+
+    def __init__(self, upstreams: dict[str, str], nemesis=None):
+        self.listeners = {endpoint: Listener(endpoint, upstream, nemesis=nemesis)
+                          for endpoint, upstream in sorted(upstreams.items())}
 
     def start(self) -> "Listeners":
         for listener in self.listeners.values():

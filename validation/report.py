@@ -289,6 +289,8 @@ def print_summary(result: dict, report: Path | str) -> None:
     console.print(access_line(result), markup=False)
     for observation in result["observations"]:
         console.print(f"[yellow]observed:[/] {observation}", highlight=False)
+    for line in network_fault_lines(result):
+        console.print(line, highlight=False)
     for line in explanation_lines(result):
         console.print(line, highlight=False)
     for line in what_to_do_lines(result):
@@ -297,6 +299,18 @@ def print_summary(result: dict, report: Path | str) -> None:
     console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
     console.print(f"report: {storage.join(report, 'report.html')} (json: {storage.join(report, 'report.json')})",
                   highlight=False)
+
+
+def network_fault_lines(result: dict) -> list[str]:
+    """Each guarantee named under the network faults its subscription went through (`--nemesis`):
+    `orders-eod: exactly_once holds, completeness inconclusive under 3 stream kills, 12 lost ack responses`."""
+    lines = []
+    for name, sub in result["subscriptions"].items():
+        under = (sub.get("network_faults") or {}).get("under")
+        if under:
+            statuses = ", ".join(f"{g} {s}" for g, s in sub["guarantees"].items() if s != "not_tested")
+            lines.append(f"under faults: {name}: {statuses} under {under}")
+    return lines
 
 
 def what_to_do_lines(result: dict) -> list[str]:

@@ -14,7 +14,7 @@ import time
 
 from pubsubguard.commands import options, run_command
 from pubsubguard.commands.plan import add_stack_arguments
-from pubsubguard.validation.config import endpoint_mapping, faults
+from pubsubguard.validation.config import endpoint_mapping, faults, nemesis_schedule
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
 INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                         help="the verify step dials this host for REGION's locational endpoint (repeatable)")
     parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
     parser.add_argument("--messages-per-key", type=options.positive_int, default=25, help="messages published per key")
+    parser.add_argument("--nemesis", type=nemesis_schedule, default=None, metavar="FILE",
+                        help="a fault schedule the verify step's fault layer applies on the wire (YAML or JSON, "
+                             "docs/schemas/nemesis.schema.json)")
     parser.set_defaults(run=run)
 
 
@@ -72,6 +75,7 @@ def run(args) -> int:
         "--cwd", str(args.root), *declared, "--target", "emulator",
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
         "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
+        *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(RunConfig(target="emulator", report=report))

@@ -1,0 +1,787 @@
+"""The fault layer on the wire: a schedule of faults the probe's loopback gRPC proxy applies.
+
+Every channel the probe opens to the target goes through a recording listener
+(`pubsubguard.validation.endpoints.Listener`, a gRPC proxy on loopback). Given a schedule
+(`verify --nemesis FILE`, `run --nemesis FILE`), the listeners hand each Pub/Sub call (Publish,
+StreamingPull, Pull, Acknowledge, ModifyAckDeadline) to a `Nemesis`, which alters it as the schedule
+says; without a schedule nothing is parsed and every call is forwarded byte for byte.
+
+Two families, kept apart (docs/verification.md, "The fault layer"):
+
+- **planted anomalies** (`PLANTED`): the layer answers *wrongly* on the target's behalf, with a known
+  truth: the checks must report exactly these (`expected_findings`, `judge_planted`);
+- **network faults** (`NETWORK`): the layer only alters the network (a stream reset, a lost reply, a
+  delay, a partition); the target is not altered and the checks judge what it did.
+
+Each fault applied is a row (`Nemesis.rows`: time, kind, RPC, subscription or topic, key, seq, message
+ids, client) kept in run.json `parameters.nemesis.applied`.
+
+The schedule (YAML or JSON; docs/schemas/nemesis.schema.json):
+
+    seed: any text            # optional: the draws of `rate` selectors (default: the run id)
+    faults:
+      - {kind: drop_delivery, subscription: orders-plain, key: key-002, seq: 3}
+      - {kind: ack_lie, subscription: orders-eod, rate: 0.05}
+      - {kind: kill_stream, subscription: orders-ordered, after_s: 5, every_s: 10}
+      - {kind: lose_response, rpc: acknowledge, subscription: orders-eod, rate: 0.2}
+      - {kind: delay, rpc: modify_ack_deadline, subscription: orders-eod, ms: 300, after_s: 2, for_s: 5}
+      - {kind: partition, subscription: orders-eod, task: sub-1, after_s: 4, for_s: 15}
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation.faults import unit
+
+PLANTED = ("drop_delivery", "duplicate_after_ack", "ack_lie", "swap", "strip_dead_letter_attributes")
+NETWORK = ("kill_stream", "lose_response", "delay", "partition")
+KINDS = PLANTED + NETWORK
+RPCS = {"publish": "Publish", "acknowledge": "Acknowledge", "modify_ack_deadline": "ModifyAckDeadline"}
+SERVICE = "/google.pubsub.v1."
+DL_PREFIX = "CloudPubSubDeadLetterSource"
+DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+PLANTED_ACK_PREFIX = "pubsubguard-planted-"  # ack ids of deliveries the layer made up (answered by the layer)
+SWAP_WAIT_S = 3.0  # how long the layer holds seq for seq+1 to come (then it releases seq: not applied)
+# A planted effect comes this long (at least) after what it follows -- seq after seq+1 (swap), the
+# redelivery after the successful ack (duplicate_after_ack) -- so it is past the checks' clock-skew
+# tolerance (`--skew-us`, 250 ms by default): within it the checks rightly give the benefit of the doubt.
+MIN_GAP_S = 1.0
+# What the checks report for each planted kind (docs/checks.md): (kind of the finding, where).
+# `swap` of n and n+1: `out_of_order` on n+1 (n skipped) and, when n+2 follows n, on n+2 (n+1 not
+# replayed): the checks' reading of the swapped deliveries.
+PLANTED_FINDING = {
+    "drop_delivery": "lost",
+    "duplicate_after_ack": "duplicate_after_ack",  # exactly-once subscriptions; elsewhere a counted redelivery
+    "ack_lie": "duplicate_after_ack",  # exactly-once subscriptions
+    "swap": "out_of_order",  # ordered subscriptions
+    "strip_dead_letter_attributes": "dead_letter_missing",  # on the source subscription
+}
+# "held under 12 stream kills, 40 lost ack responses": how a count of applied rows reads.
+NOUNS = {
+    "kill_stream": "stream kills", "partition": "partitions", "lose_response:publish": "lost publish responses",
+    "lose_response:acknowledge": "lost ack responses", "lose_response:modify_ack_deadline": "lost modack responses",
+    "delay:publish": "delayed publishes", "delay:acknowledge": "delayed acks",
+    "delay:modify_ack_deadline": "delayed modacks",
+}
+
+
+class ScheduleError(UserError):
+    pass
+
+
+# ---------------------------------------------------------------------------------- the schedule
+@dataclass(frozen=True)
+class Entry:
+    index: int
+    kind: str
+    subscription: str | None = None
+    topic: str | None = None
+    key: str | None = None
+    seq: int | None = None
+    rate: float | None = None
+    after_s: float | None = None
+    every_s: float | None = None
+    for_s: float | None = None
+    rpc: str | None = None
+    ms: float | None = None
+    task: str | None = None
+
+    @property
+    def planted(self) -> bool:
+        return self.kind in PLANTED
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.rpc}" if self.rpc else self.kind
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    def active(self, t: float) -> bool:
+        """Is a time window of this entry open at `t` s since the layer started (no time selector: always)."""
+        if self.after_s is None:
+            return True
+        if t < self.after_s:
+            return False
+        if self.every_s is None:
+            return self.for_s is None or t < self.after_s + self.for_s
+        return (t - self.after_s) % self.every_s < (self.for_s if self.for_s is not None else self.every_s)
+
+    def selects(self, seed: str, key: str | None, seq: int | None) -> bool:
+        """Does the entry's message selector take the message (key, seq) (no message selector: yes)."""
+        if self.key is not None:
+            return key == self.key and seq == self.seq
+        if self.rate is not None:
+            return key is not None and unit(seed, self.index, self.kind, key, seq) < self.rate
+        return True
+
+
+@dataclass(frozen=True)
+class Schedule:
+    entries: tuple[Entry, ...] = ()
+    seed: str | None = None
+    source: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "seed": self.seed, "faults": [e.as_dict() for e in self.entries]}
+
+    def check_names(self, subscriptions: set[str], topics: set[str]) -> None:
+        """Every subscription and topic an entry names is one the run probes (one line, exit 2)."""
+        for e in self.entries:
+            if e.subscription is not None and e.subscription not in subscriptions:
+                raise ScheduleError(f"--nemesis {self.source}: faults[{e.index}].subscription {e.subscription!r}: not a "
+                                    f"subscription this run probes (expected one of {', '.join(sorted(subscriptions))})")
+            if e.topic is not None and e.topic not in topics:
+                raise ScheduleError(f"--nemesis {self.source}: faults[{e.index}].topic {e.topic!r}: not a topic this "
+                                    f"run publishes to (expected one of {', '.join(sorted(topics))})")
+
+
+_FIELDS = {"kind", "subscription", "topic", "key", "seq", "rate", "after_s", "every_s", "for_s", "rpc", "ms", "task"}
+_MESSAGE_KINDS = PLANTED  # selectors: key + seq or rate
+_TIME_KINDS = ("kill_stream", "partition")
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """Read and validate a schedule file (YAML or JSON). A bad one: one line naming the entry and field."""
+    import yaml
+
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ScheduleError(f"--nemesis {source}: cannot read it: {err.strerror}") from None
+    try:
+        data = json.loads(text) if source.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise ScheduleError(f"--nemesis {source}: not YAML or JSON: {' '.join(str(err).split())[:200]}") from None
+    return parse_schedule(data, source)
+
+
+def parse_schedule(data, source: str = "<schedule>") -> Schedule:
+    def bad(where: str, why: str) -> ScheduleError:
+        return ScheduleError(f"--nemesis {source}: {where}: {why}")
+
+    if not isinstance(data, dict):
+        raise bad("the document", "expected a mapping with `faults`, a list of entries")
+    extra = sorted(set(data) - {"faults", "seed"})
+    if extra:
+        raise bad(extra[0], "unknown field (expected `faults` and optionally `seed`)")
+    faults = data.get("faults")
+    if not isinstance(faults, list):
+        raise bad("faults", "expected a list of entries")
+    seed = data.get("seed")
+    if seed is not None and not isinstance(seed, (str, int)):
+        raise bad("seed", "expected text or a number")
+    entries = tuple(_entry(i, item, bad) for i, item in enumerate(faults))
+    return Schedule(entries=entries, seed=None if seed is None else str(seed), source=source)
+
+
+def _entry(i: int, item, bad) -> Entry:
+    where = f"faults[{i}]"
+    if not isinstance(item, dict):
+        raise bad(where, "expected a mapping with kind, subscription or topic, and a selector")
+    unknown = sorted(set(item) - _FIELDS)
+    if unknown:
+        raise bad(f"{where}.{unknown[0]}", f"unknown field (expected {', '.join(sorted(_FIELDS))})")
+    kind = item.get("kind")
+    if kind not in KINDS:
+        raise bad(f"{where}.kind", f"{kind!r}: expected one of {', '.join(KINDS)}")
+
+    def number(name: str, low: float = 0.0, high: float | None = None, whole: bool = False):
+        value = item.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and value != int(value)):
+            raise bad(f"{where}.{name}", f"{value!r}: expected a {'whole ' if whole else ''}number")
+        if value < low or (high is not None and value > high):
+            raise bad(f"{where}.{name}", f"{value!r}: expected {low:g} to {high:g}" if high is not None
+                      else f"{value!r}: expected at least {low:g}")
+        return int(value) if whole else float(value)
+
+    def text(name: str):
+        value = item.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise bad(f"{where}.{name}", f"{value!r}: expected a name")
+        return value
+
+    entry = Entry(index=i, kind=kind, subscription=text("subscription"), topic=text("topic"), key=text("key"),
+                  seq=number("seq", whole=True), rate=number("rate", 0.0, 1.0), after_s=number("after_s"),
+                  every_s=number("every_s"), for_s=number("for_s"), rpc=text("rpc"), ms=number("ms"), task=text("task"))
+    if entry.every_s is not None and entry.every_s <= 0:
+        raise bad(f"{where}.every_s", "expected a positive number of seconds")
+    if (entry.key is None) != (entry.seq is None):
+        raise bad(f"{where}.{'seq' if entry.seq is None else 'key'}", "key and seq select one message together")
+    message = entry.key is not None
+    timed = any(v is not None for v in (entry.after_s, entry.every_s, entry.for_s))
+    selectors = [name for name, on in (("key", message), ("rate", entry.rate is not None), ("after_s", timed)) if on]
+    if len(selectors) > 1:
+        raise bad(f"{where}.{selectors[1]}", f"one selector per entry: key + seq, rate, or after_s/every_s/for_s "
+                                             f"(also given: {selectors[0]})")
+    if timed and entry.after_s is None:
+        raise bad(f"{where}.after_s", "every_s and for_s need after_s (when the fault starts)")
+    if kind in ("lose_response", "delay"):
+        if entry.rpc not in RPCS:
+            raise bad(f"{where}.rpc", f"{entry.rpc!r}: expected one of {', '.join(RPCS)}")
+        if entry.rpc == "publish":
+            if kind == "lose_response":
+                # Not done (issue 35): the checks identify a message by (subscription, key, seq) and would read the
+                # retried publish's second message id as a redelivery, not as a publish-side duplicate.
+                raise bad(f"{where}.rpc", "lose_response of publish is not supported yet: the checks cannot tell a "
+                                          "publish-side duplicate (a retried publish's second message id) from a "
+                                          "redelivery")
+            if entry.topic is None:
+                raise bad(f"{where}.topic", "a publish fault names the topic")
+            if entry.subscription is not None:
+                raise bad(f"{where}.subscription", "a publish fault names the topic, not a subscription")
+        elif entry.subscription is None:
+            raise bad(f"{where}.subscription", f"a {entry.rpc} fault names the subscription")
+        if kind == "delay" and entry.ms is None:
+            raise bad(f"{where}.ms", "a delay needs ms (milliseconds)")
+        if not selectors:
+            raise bad(f"{where}.rate", "a selector is needed: key + seq, rate, or after_s/every_s/for_s")
+    else:
+        for name in ("rpc", "ms"):
+            if item.get(name) is not None:
+                raise bad(f"{where}.{name}", f"only lose_response and delay take {name}")
+        if entry.subscription is None:
+            raise bad(f"{where}.subscription", f"{kind} names a subscription")
+        if entry.topic is not None:
+            raise bad(f"{where}.topic", f"{kind} names a subscription, not a topic")
+    if entry.task is not None and kind != "partition":
+        raise bad(f"{where}.task", "only partition takes task (one subscriber task, e.g. sub-1)")
+    if kind in _MESSAGE_KINDS:
+        allowed = ("key",) if kind == "swap" else ("key", "rate")
+        if not selectors or selectors[0] not in allowed:
+            raise bad(f"{where}.{selectors[0] if selectors else 'key'}",
+                      f"{kind} selects messages: {' or '.join('key + seq' if a == 'key' else a for a in allowed)}")
+    if kind in _TIME_KINDS:
+        if not timed:
+            raise bad(f"{where}.after_s", f"{kind} is timed: after_s (and every_s, for_s)")
+        if kind == "partition" and entry.for_s is None:
+            raise bad(f"{where}.for_s", "a partition lasts for_s seconds")
+        if kind == "kill_stream" and entry.for_s is not None:
+            raise bad(f"{where}.for_s", "a stream kill is an instant: after_s and every_s only")
+    return entry
+
+
+# ---------------------------------------------------------------------------------- the layer
+class Stream:
+    """One StreamingPull call through the layer: its subscription, client and an output queue the layer
+    may add made-up responses to; `kill` ends it with UNAVAILABLE (the client reopens it)."""
+
+    def __init__(self, subscription: str, client: str):
+        self.subscription = subscription  # the twin's path
+        self.client = client
+        self.out: queue.Queue = queue.Queue()
+        self.killed: str | None = None
+
+    def kill(self, why: str) -> None:
+        self.killed = why
+        self.out.put(None)
+
+
+@dataclass
+class _Seen:
+    """A delivery the layer saw pass: its message's coordinates and the raw ReceivedMessage."""
+
+    twin: str
+    declared: str
+    key: str | None
+    seq: int | None
+    message_id: str
+    received: object
+
+
+@dataclass
+class Nemesis:
+    """The schedule applied by the listeners. `twins`: twin path -> declared subscription; `topics`:
+    topic path -> declared topic. `start()` sets the clock of the time selectors (the probe's start)."""
+
+    schedule: Schedule
+    twins: dict
+    topics: dict
+    seed: str
+    deadlines: dict = field(default_factory=dict)  # twin path -> ack deadline (s): when a lied ack comes back
+    skew_s: float = 0.25  # the checks' skew tolerance: planted effects come at least 2x this later (`gap_s`)
+    rows: list = field(default_factory=list)
+    started: float | None = None
+
+    def __post_init__(self):
+        self.lock = threading.Lock()
+        self.streams: list[Stream] = []
+        self.acks: dict[str, _Seen] = {}  # ack id -> what it acks (every delivery seen on a touched twin)
+        self.done: set = set()  # (entry index, message id): a key+seq/rate entry applied once per message
+        self.swaps: dict = {}  # (twin, key, seq) -> (entry, held ReceivedMessage, time held)
+        self.planted_ids: dict[str, _Seen] = {}
+        self.counter = 0
+        self.calls = 0
+        self.quiet_after = 0.0  # monotonic time before which a planted effect may still come (the drain waits)
+        self.stop_event = threading.Event()
+        self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
+        # a dead-letter strip touches the drain's twin; a topic's publish faults its topic
+        self.timer: threading.Thread | None = None
+        self.gap_s = max(MIN_GAP_S, 2 * self.skew_s)
+
+    # -- clock ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self.timer = threading.Thread(target=self._tick, name="nemesis", daemon=True)
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def elapsed(self) -> float | None:
+        return None if self.started is None else time.monotonic() - self.started
+
+    def _tick(self) -> None:
+        """Stream kills at their instants; partitions end the streams they cut off when they begin."""
+        fired: set = set()
+        while not self.stop_event.wait(0.05):
+            t = self.elapsed()
+            for e in self.schedule.entries:
+                if e.kind == "kill_stream" and t >= e.after_s:
+                    k = 0 if e.every_s is None else int((t - e.after_s) // e.every_s)
+                    if (e.index, k) not in fired:
+                        fired.add((e.index, k))
+                        self._kill(e, "kill_stream")
+                elif e.kind == "partition" and e.active(t):
+                    k = 0 if e.every_s is None else int((t - e.after_s) // e.every_s)
+                    if (e.index, k) not in fired:
+                        fired.add((e.index, k))
+                        self.record(e, "StreamingPull", detail=f"cut off for {e.for_s:g}s")
+                        self._kill(e, None)
+
+    def _kill(self, e: Entry, record_kind: str | None) -> None:
+        with self.lock:
+            streams = [s for s in self.streams if self.twins.get(s.subscription) == e.subscription
+                       and (e.task is None or s.client.startswith(e.task + ":"))]
+        for s in streams:
+            s.kill(e.kind)
+            if record_kind:
+                self.record(e, "StreamingPull", client=s.client, detail="stream reset (UNAVAILABLE)")
+
+    # -- evidence -----------------------------------------------------------------------
+    def record(self, e: Entry, rpc: str, *, client: str | None = None, key=None, seq=None, message_ids=(),
+               subscription: str | None = None, drain: str | None = None, detail: str = "") -> None:
+        row = {"time_us": time.time_ns() // 1000, "entry": e.index, "kind": e.kind, "planted": e.planted,
+               "rpc": rpc, "subscription": subscription or e.subscription, "topic": e.topic, "client": client,
+               "key": key, "seq": seq, "message_ids": list(message_ids), "drain": drain, "detail": detail}
+        with self.lock:
+            self.rows.append(row)
+
+    def as_dict(self) -> dict:
+        with self.lock:
+            return {**self.schedule.as_dict(), "seed": self.seed, "applied": list(self.rows)}
+
+    # -- which calls ---------------------------------------------------------------------
+    def handles(self, method: str) -> bool:
+        return method.startswith(SERVICE) and method.rpartition("/")[2] in (
+            "Publish", "StreamingPull", "Pull", "Acknowledge", "ModifyAckDeadline")
+
+    def _entries(self, *kinds: str, subscription: str | None = None, topic: str | None = None, rpc: str | None = None):
+        t = self.elapsed()
+        return [e for e in self.schedule.entries if e.kind in kinds
+                and (subscription is None or e.subscription == subscription)
+                and (topic is None or e.topic == topic) and (rpc is None or e.rpc == rpc)
+                and (t is not None or e.after_s is None) and (t is None or e.active(t))]
+
+    def partitioned(self, declared: str | None, client: str) -> Entry | None:
+        """The partition entry cutting `client` off `declared` now, if any."""
+        for e in self._entries("partition", subscription=declared):
+            if e.task is None or client.startswith(e.task + ":"):
+                return e
+        return None
+
+    def _draw_call(self, e: Entry) -> bool:
+        if e.rate is None:
+            return True
+        with self.lock:
+            self.calls += 1
+            n = self.calls
+        return unit(self.seed, e.index, e.kind, "call", n) < e.rate
+
+    # -- unary calls ---------------------------------------------------------------------
+    def unary(self, method: str, raw: bytes, client: str, forward, context) -> bytes | None:
+        """A unary call through the layer: `forward(raw)` sends (possibly altered) bytes on and returns the
+        reply's bytes (or raises the target's error). Returns the reply for the client, or aborts."""
+        import grpc
+
+        from google.pubsub_v1 import types
+
+        name = method.rpartition("/")[2]
+        if name == "Publish":
+            request = types.PublishRequest.deserialize(raw)
+            topic = self.topics.get(request.topic)
+            if topic is None:  # not a probed topic (the filter canary, a conformance scenario): untouched
+                return forward(raw)
+            first = request.messages[0] if request.messages else None
+            key = first.attributes.get("key") if first is not None else None
+            seq = _int(first.attributes.get("seq")) if first is not None else None
+            delayed = [e for e in self._entries("delay", topic=topic, rpc="publish")
+                       if (e.key is None or any(m.attributes.get("key") == e.key and _int(m.attributes.get("seq")) == e.seq
+                                                for m in request.messages)) and self._draw_call(e)]
+            for e in delayed:
+                time.sleep(e.ms / 1000)
+            reply = forward(raw)
+            ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed else []
+            for e in delayed:
+                self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
+                            detail=f"{e.ms:g} ms before forwarding ({len(request.messages)} messages)")
+            return reply
+        if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):
+            return forward(raw)
+        cls = {"Acknowledge": types.AcknowledgeRequest, "ModifyAckDeadline": types.ModifyAckDeadlineRequest,
+               "Pull": types.PullRequest}[name]
+        request = cls.deserialize(raw)
+        declared = self.twins.get(request.subscription)
+        if declared is None:  # not a probe twin (the filter canary, a conformance scenario): untouched
+            return forward(raw)
+        cut = self.partitioned(declared, client)
+        if cut is not None:
+            self.refused(cut, name, client)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: partition")
+        if name == "Pull":
+            return forward(raw)
+        ids = list(request.ack_ids)
+        rpc = "acknowledge" if name == "Acknowledge" else "modify_ack_deadline"
+        # made-up deliveries (duplicate_after_ack): the layer answers for their ack ids
+        planted = [a for a in ids if a.startswith(PLANTED_ACK_PREFIX)]
+        kept = [a for a in ids if not a.startswith(PLANTED_ACK_PREFIX)]
+        lied = []
+        if name == "Acknowledge":
+            for e in self._entries("ack_lie", subscription=declared):
+                for a in list(kept):
+                    seen = self.acks.get(a)
+                    if seen and e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
+                        kept.remove(a)
+                        lied.append(a)
+                        self.record(e, name, client=client, key=seen.key, seq=seen.seq, message_ids=[seen.message_id],
+                                    detail="answered success without forwarding the ack")
+                        self._expect_until(self.deadlines.get(seen.twin, 600) + 5.0)
+        delays = [e for e in self._entries("delay", subscription=declared, rpc=rpc) if self._pick(e, kept)]
+        for e in delays:
+            self.record(e, name, client=client, **self._touched(kept), detail=f"{e.ms:g} ms")
+            time.sleep(e.ms / 1000)
+        losses = [e for e in self._entries("lose_response", subscription=declared, rpc=rpc) if self._pick(e, kept)]
+        if kept:
+            request.ack_ids = kept
+            reply = forward(type(request).serialize(request) if (planted or lied) else raw)
+        else:
+            reply = b""  # google.protobuf.Empty
+        if name == "Acknowledge" and kept:
+            self._after_ack(kept, client)
+        for e in losses:
+            self.record(e, name, client=client, **self._touched(kept),
+                        detail="forwarded; the target's reply dropped (UNAVAILABLE to the client)")
+            context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
+        return reply
+
+    def refused(self, e: Entry, rpc: str, client: str) -> None:
+        """A call refused during a partition: one row per window, client and RPC (the client retries at once)."""
+        t = self.elapsed() or 0.0
+        window = 0 if e.every_s is None else int((t - e.after_s) // e.every_s)
+        with self.lock:
+            if (e.index, window, client, rpc) in self.done:
+                return
+            self.done.add((e.index, window, client, rpc))
+        self.record(e, rpc, client=client, detail="refused during the partition (UNAVAILABLE); repeats not recorded")
+
+    def _pick(self, e: Entry, ack_ids: list[str]) -> bool:
+        if not ack_ids:
+            return False
+        if e.key is not None:
+            return any((s := self.acks.get(a)) and s.key == e.key and s.seq == e.seq for a in ack_ids)
+        return self._draw_call(e)
+
+    def _touched(self, ack_ids: list[str]) -> dict:
+        seen = [self.acks[a] for a in ack_ids if a in self.acks]
+        one = seen[0] if len(seen) == 1 else None
+        return {"key": one.key if one else None, "seq": one.seq if one else None,
+                "message_ids": [s.message_id for s in seen]}
+
+    def _once(self, e: Entry, message_id: str) -> bool:
+        with self.lock:
+            if (e.index, message_id) in self.done:
+                return False
+            self.done.add((e.index, message_id))
+            return True
+
+    def _expect_until(self, seconds: float) -> None:
+        """A planted effect may still come within `seconds` (a lied ack's redelivery): the drain waits for it."""
+        with self.lock:
+            self.quiet_after = max(self.quiet_after, time.monotonic() + seconds)
+
+    def _after_ack(self, ack_ids: list[str], client: str) -> None:
+        """duplicate_after_ack: after a successful ack (the call answered OK), the layer delivers the
+        message again on an open stream of its subscription, under an ack id of its own."""
+        for a in ack_ids:
+            seen = self.acks.get(a)
+            if seen is None:
+                continue
+            for e in self._entries("duplicate_after_ack", subscription=seen.declared):
+                if e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
+                    self._expect_until(self.gap_s + 5.0)
+                    timer = threading.Timer(self.gap_s, self._redeliver, args=(e, seen, client))
+                    timer.daemon = True
+                    timer.start()
+
+    def _redeliver(self, e: Entry, seen: _Seen, client: str) -> None:
+        from google.pubsub_v1 import types
+
+        with self.lock:
+            self.counter += 1
+            ack_id = f"{PLANTED_ACK_PREFIX}{self.counter}"
+            streams = [s for s in self.streams if s.subscription == seen.twin and s.killed is None]
+        again = types.ReceivedMessage(ack_id=ack_id, message=seen.received.message,
+                                      delivery_attempt=seen.received.delivery_attempt)
+        with self.lock:
+            self.planted_ids[ack_id] = seen
+        if not streams:
+            self.record(e, "StreamingPull", key=seen.key, seq=seen.seq, message_ids=[seen.message_id],
+                        detail="NOT applied: no open stream of the subscription")
+            return
+        stream = next((s for s in streams if s.client == client), streams[0])
+        stream.out.put(types.StreamingPullResponse.serialize(types.StreamingPullResponse(received_messages=[again])))
+        self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
+                    message_ids=[seen.message_id], detail=f"delivered again {self.gap_s:g}s after a successful ack")
+
+    # -- streaming pull --------------------------------------------------------------------
+    def open_stream(self, first_request: bytes, client: str) -> Stream | None:
+        """The stream's first request names its subscription: a Stream when the layer watches it, else None
+        (forwarded as is)."""
+        from google.pubsub_v1 import types
+
+        subscription = types.StreamingPullRequest.deserialize(first_request).subscription
+        declared = self.twins.get(subscription)
+        if declared is None:
+            return None
+        stream = Stream(subscription, client)
+        with self.lock:
+            self.streams.append(stream)
+        return stream
+
+    def refuse_stream(self, stream: Stream) -> Entry | None:
+        return self.partitioned(self.twins.get(stream.subscription), stream.client)
+
+    def close_stream(self, stream: Stream) -> None:
+        with self.lock:
+            if stream in self.streams:
+                self.streams.remove(stream)
+
+    def response(self, stream: Stream, raw: bytes, channel, metadata) -> None:
+        """A StreamingPull response from the target: altered as the schedule says, put on the stream's queue."""
+        from google.pubsub_v1 import types
+
+        declared = self.twins.get(stream.subscription)
+        response = types.StreamingPullResponse.deserialize(raw)
+        out, changed, later = [], False, []
+        for received in response.received_messages:
+            attributes = received.message.attributes
+            key, seq = attributes.get("key"), _int(attributes.get("seq"))
+            seen = _Seen(stream.subscription, declared, key, seq, received.message.message_id, received)
+            with self.lock:
+                self.acks[received.ack_id] = seen
+            if self._drop(stream, seen, channel, metadata):
+                changed = True
+                continue
+            if self._strip(stream, seen):
+                changed = True
+            held = self._swap(stream, seen)
+            if held is not None:
+                changed = True
+                if held == "hold":
+                    continue
+                later.append(held)  # seq, after seq+1
+            out.append(received)
+        if not changed:
+            stream.out.put(raw)
+            return
+        response.received_messages = out
+        stream.out.put(types.StreamingPullResponse.serialize(response))
+        for received in later:
+            timer = threading.Timer(self.gap_s, stream.out.put, args=(types.StreamingPullResponse.serialize(
+                types.StreamingPullResponse(received_messages=[received])),))
+            timer.daemon = True
+            timer.start()
+
+    def _drop(self, stream: Stream, seen: _Seen, channel, metadata) -> bool:
+        for e in self._entries("drop_delivery", subscription=seen.declared):
+            if e.selects(self.seed, seen.key, seen.seq):
+                status = "OK"
+                try:
+                    from google.pubsub_v1 import types
+
+                    request = types.AcknowledgeRequest(subscription=seen.twin, ack_ids=[seen.received.ack_id])
+                    channel.unary_unary(SERVICE + "Subscriber/Acknowledge")(
+                        types.AcknowledgeRequest.serialize(request), metadata=metadata, timeout=30)
+                except Exception as err:  # noqa: BLE001 - the target's answer is recorded
+                    status = f"{type(err).__name__}: {getattr(err, 'code', lambda: '')()}"
+                self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
+                            message_ids=[seen.message_id],
+                            detail=f"delivery withheld from the subscriber and acked upstream ({status})")
+                return True
+        return False
+
+    def _strip(self, stream: Stream, seen: _Seen) -> bool:
+        attributes = seen.received.message.attributes
+        if DL_SOURCE_SUBSCRIPTION not in attributes:
+            return False
+        for e in self._entries("strip_dead_letter_attributes", subscription=seen.declared):
+            if e.selects(self.seed, seen.key, seen.seq):
+                source = attributes[DL_SOURCE_SUBSCRIPTION]
+                source = self.twins.get(source) or self.twins.get(_twin_path(source, self.twins)) or source
+                for name in [n for n in attributes if n.startswith(DL_PREFIX)]:
+                    del attributes[name]
+                self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
+                            message_ids=[seen.message_id], subscription=source, drain=seen.declared,
+                            detail=f"dead-letter attributes stripped on {seen.declared}")
+                return True
+        return False
+
+    def _swap(self, stream: Stream, seen: _Seen):
+        """swap n and n+1 of a key: n is held until n+1 comes ("hold"), then n+1 goes first and n after it
+        (returned, put on the stream `gap_s` later); n+1 not within SWAP_WAIT_S: n is released alone (recorded as not applied)."""
+        for e in self._entries("swap", subscription=seen.declared):
+            if seen.key != e.key:
+                continue
+            slot = (stream.subscription, e.key)
+            with self.lock:
+                held = self.swaps.get(slot)
+                if seen.seq == e.seq and held is None and (e.index, "held") not in self.done:
+                    self.done.add((e.index, "held"))
+                    self.swaps[slot] = (e, seen, time.monotonic())
+                    threading.Timer(SWAP_WAIT_S, self._release, args=(stream, slot)).start()
+                    return "hold"
+                if held is not None and seen.seq == e.seq + 1:
+                    del self.swaps[slot]
+                else:
+                    continue
+            _, first, _ = held
+            self.record(e, "StreamingPull", client=stream.client, key=e.key, seq=e.seq,
+                        message_ids=[first.message_id, seen.message_id],
+                        detail=f"seq {e.seq + 1} delivered before seq {e.seq}")
+            return first.received
+        return None
+
+    def _release(self, stream: Stream, slot) -> None:
+        from google.pubsub_v1 import types
+
+        with self.lock:
+            held = self.swaps.pop(slot, None)
+        if held is None:
+            return
+        e, first, _ = held
+        stream.out.put(types.StreamingPullResponse.serialize(types.StreamingPullResponse(received_messages=[first.received])))
+        self.record(e, "StreamingPull", client=stream.client, key=e.key, seq=e.seq, message_ids=[first.message_id],
+                    detail=f"NOT applied: seq {e.seq + 1} did not come within {SWAP_WAIT_S:g}s; seq {e.seq} released")
+
+    def planted_redelivery_ack(self, ack_id: str) -> bool:
+        return ack_id.startswith(PLANTED_ACK_PREFIX)
+
+
+def _int(text) -> int | None:
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def _twin_path(source: str, twins: dict) -> str:
+    """A dead-letter source named by its short name (the emulator does): the twin path ending with it."""
+    return next((path for path in twins if path.rsplit("/", 1)[-1] == source.rsplit("/", 1)[-1]), source)
+
+
+# ------------------------------------------------------------------------- what the checks must say
+def not_applied(row: dict) -> bool:
+    return row["detail"].startswith("NOT applied")
+
+
+def expected_findings(applied: list[dict], subscriptions: dict) -> list[dict]:
+    """The findings the applied planted rows must produce: one per planted message, with the kind the
+    checks define (`PLANTED_FINDING`); `subscriptions`: declared name -> DeclaredSubscription (a
+    duplicate on a subscription without exactly-once is a counted redelivery, not a finding)."""
+    expected = {}
+    for row in applied:
+        if not row["planted"] or not_applied(row):
+            continue
+        kind = PLANTED_FINDING[row["kind"]]
+        sub = subscriptions.get(row["subscription"])
+        if kind == "duplicate_after_ack" and not (sub and sub.exactly_once):
+            continue
+        if kind == "out_of_order" and not (sub and sub.ordering):
+            continue
+        expected.setdefault((row["subscription"], kind, row["key"], row["seq"]), row)
+    return [{"subscription": s, "kind": k, "key": key, "seq": seq, "planted": row["kind"], "entry": row["entry"]}
+            for (s, k, key, seq), row in sorted(expected.items(), key=lambda i: tuple(map(str, i[0])))]
+
+
+def _covers(expected: dict, finding: dict) -> bool:
+    if expected["subscription"] != finding["subscription"] or expected["kind"] != finding["kind"]:
+        return False
+    if expected["key"] != finding.get("key"):
+        return False
+    if expected["kind"] == "out_of_order":  # the swap of n, n+1: found on n+1, and on n+2 if it followed n
+        return finding.get("seq") in (expected["seq"], expected["seq"] + 1, expected["seq"] + 2)
+    return finding.get("seq") == expected["seq"]
+
+
+def judge_planted(applied: list[dict], findings: list[dict], subscriptions: dict,
+                  explained=lambda finding: False) -> dict:
+    """The self-test's verdict: which planted anomalies the checks found (each with its finding), which they
+    missed, and the findings no planted anomaly accounts for (`explained` findings — those a violated
+    conformance scenario explains, the target's own deviations — are counted apart, not hidden)."""
+    expected = expected_findings(applied, subscriptions)
+    found, missed = [], []
+    for item in expected:
+        hits = [f for f in findings if _covers(item, f)]
+        (found if hits else missed).append({**item, "findings": len(hits)})
+    extra, deviations = [], []
+    for f in findings:
+        if f.get("kind") in ("config_drift",) or f.get("severity") != "error":
+            continue
+        if any(_covers(item, f) for item in expected):
+            continue
+        (deviations if explained(f) else extra).append(f)
+    return {"expected": expected, "found": found, "missed": missed, "unplanted": extra, "explained": deviations}
+
+
+def judge_redeliveries(applied: list[dict], subscriptions: dict, counted: dict[str, int]) -> dict:
+    """duplicate_after_ack planted where exactly-once is not declared: at-least-once allows it, so it is a
+    counted redelivery, not a finding; the subscription's `redeliveries` must equal what was planted
+    (`counted`: subscription -> redeliveries of its statistics; a run with nacks or expiries would add
+    legitimate ones: the self-test runs without)."""
+    planted: dict[str, int] = {}
+    for row in applied:
+        sub = subscriptions.get(row["subscription"])
+        if row["kind"] == "duplicate_after_ack" and not not_applied(row) and sub and not sub.exactly_once:
+            planted[row["subscription"]] = planted.get(row["subscription"], 0) + 1
+    expected = [{"subscription": s, "planted": n, "counted": counted.get(s, 0)} for s, n in sorted(planted.items())]
+    return {"expected": expected, "found": [i for i in expected if i["counted"] >= i["planted"]],
+            "missed": [i for i in expected if i["counted"] < i["planted"]],
+            "unplanted": [i for i in expected if i["counted"] > i["planted"]]}
+
+
+def guarantee_faults(applied: list[dict], subscription: str) -> dict[str, int]:
+    """Network faults applied that touched `subscription` (or its topic's publishes: the caller adds
+    those), counted by label (`kill_stream`, `lose_response:acknowledge`, ...)."""
+    counts: dict[str, int] = {}
+    for row in applied:
+        if row["planted"] or not_applied(row) or row["subscription"] != subscription:
+            continue
+        label = row["kind"] if row["kind"] in ("kill_stream", "partition") else f"{row['kind']}:{_rpc(row['rpc'])}"
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def _rpc(method: str) -> str:
+    return {v: k for k, v in RPCS.items()}.get(method, method)
+
+
+def held_under(counts: dict[str, int]) -> str:
+    """`12 stream kills, 40 lost ack responses`."""
+    return ", ".join(f"{n} {NOUNS.get(label, label)}" for label, n in sorted(counts.items()))
