@@ -3,7 +3,9 @@ records every registration and answers the program the way `pulumi preview` does
 
 - A new custom resource's id is unknown; its outputs are its inputs (known where the inputs are),
   every other output is unknown (an autonamed `name`, `id`, computed URLs), nested ones too (the
-  program side fills the fields of the output's type: `langhost_exec`).
+  program side reads a nested field the inputs did not set as unknown: `langhost_exec`); an output
+  whose form is documented (a Cloud Run URL: `facts.documented_forms`) has that form, the sentinel
+  where its value is not known yet.
 - Inputs are recorded as the engine sends them to analyzers: unknowns as the unknown sentinel
   (a string computed from an unknown is unknown), secrets in their envelope (`pulumi.secret`,
   `secure:` config), resource references downgraded as for a provider that does not take them (a
@@ -136,26 +138,23 @@ def with_partial_strings(inputs: dict, partial: list[dict]) -> dict:
 
 
 def _put_where_absent(holder: Any, path: tuple, value: str) -> None:
-    step, rest = path[0], path[1:]
-    if isinstance(holder, list) and not (isinstance(step, int) and step <= len(holder)):
-        return
-    if isinstance(holder, dict) and holder.get(step) not in (None, UNKNOWN):
-        if rest:
-            _put_where_absent(holder[step], rest, value)
-        return
-    if isinstance(holder, list) and step < len(holder):
-        if rest:
-            _put_where_absent(holder[step], rest, value)
-        return
-    fresh = value if not rest else [] if isinstance(rest[0], int) else {}
-    if isinstance(holder, dict):
-        holder[step] = fresh
-    elif isinstance(holder, list):
-        holder.append(fresh)
-    else:
-        return
-    if rest:
-        _put_where_absent(fresh, rest, value)
+    """Put `value` at `path` (keys and list indices) unless a value is there already."""
+    *steps, last = path
+    for step, following in zip(steps, path[1:]):
+        empty: Any = [] if isinstance(following, int) else {}
+        if isinstance(holder, dict):
+            if holder.get(step) in (None, UNKNOWN):
+                holder[step] = empty
+        elif isinstance(holder, list) and step <= len(holder):
+            if step == len(holder):
+                holder.append(empty)
+        else:
+            return
+        holder = _opened(holder[step])
+    if isinstance(holder, dict) and holder.get(last) in (None, UNKNOWN):
+        holder[last] = value
+    elif isinstance(holder, list) and last == len(holder):
+        holder.append(value)
 
 
 def with_documented_forms(type_: str, inputs: dict) -> dict:
