@@ -246,13 +246,19 @@ def publish_partition(spec: dict, keys) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------- subscribe
-def _ack_result(future) -> str:
+def _ack_result(future, ack_id: str | None = None) -> str:
+    """The outcome of an ack, nack or modack future of the streaming client (or of `_PulledMessage`).
+
+    With `ack_id` given, an `AcknowledgeStatus.OTHER` that only says *another* ack id of the same request
+    failed is the success it is (`failed_batch_mates`)."""
     from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
     try:
         future.result(timeout=120)
         return "success"
     except AcknowledgeError as err:
+        if ack_id is not None and failed_batch_mates(err, ack_id):
+            return "success"
         return {
             AcknowledgeStatus.INVALID_ACK_ID: "invalid_ack_id",
             AcknowledgeStatus.FAILED_PRECONDITION: "failed_precondition",
@@ -260,6 +266,35 @@ def _ack_result(future) -> str:
         }.get(err.error_code, "other")
     except Exception as err:  # noqa: BLE001 - a unary call's error (`_PulledMessage`)
         return _unary_ack_result(err)
+
+
+def failed_batch_mates(err, ack_id: str) -> list[str]:
+    """The ack ids an exactly-once Acknowledge/ModifyAckDeadline error names as failed, when `ack_id` is
+    not among them (else, or when the error names none: []).
+
+    With exactly-once the target answers a request whose ack ids partly fail with INVALID_ARGUMENT and an
+    `ErrorInfo` (reason EXACTLY_ONCE_ACKID_FAILURE) whose metadata maps each *failed* ack id to its
+    reason; the others in the request were applied. The Python client library (2.x, `_process_requests`)
+    completes the futures of those others with `AcknowledgeStatus.OTHER` and the request's status as text,
+    so an applied ack reads as failed. Measured on the emulator: of `Acknowledge([stale, valid])` the
+    valid ack was applied (never redelivered after its deadline), without it the message came back."""
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeStatus
+    from google.protobuf import text_format
+    from google.rpc import error_details_pb2, status_pb2
+
+    if getattr(err, "error_code", None) != AcknowledgeStatus.OTHER or not isinstance(getattr(err, "info", None), str):
+        return []
+    status = status_pb2.Status()
+    try:
+        text_format.Parse(err.info, status)
+    except text_format.ParseError:
+        return []
+    failed: list[str] = []
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Is(info.DESCRIPTOR) and detail.Unpack(info) and info.reason == "EXACTLY_ONCE_ACKID_FAILURE":
+            failed.extend(info.metadata)
+    return [] if ack_id in failed else failed
 
 
 def _error_reason(err) -> str:
@@ -398,7 +433,11 @@ class _Subscriber:
         future = message.nack_with_response() if action == "nack" else message.ack_with_response()
 
         def record(fut):
-            row["ack_result"] = _ack_result(fut)
+            row["ack_result"] = _ack_result(fut, message.ack_id)
+            if row["ack_result"] == "success" and fut.exception() is not None:
+                self.note(f"{action} on {twin_name} reported failed by the client library (AcknowledgeStatus.OTHER) "
+                          "only because other ack ids of the same request failed: the target's ErrorInfo does not "
+                          "name it, so the target applied it (recorded as success)")
             if row["ack_result"] == "other":
                 self.note(f"{action} on {twin_name} answered neither success nor a known ack error: "
                           f"{_error_reason(fut.exception())}")
@@ -494,6 +533,9 @@ class _Subscriber:
             row["ack_deadline_s"] = int(seconds)
             return declared
         except Exception as err:  # noqa: BLE001 - the target's answer is the evidence
+            if failed_batch_mates(err, message.ack_id):  # applied: only other ack ids of the request failed
+                row["ack_deadline_s"] = int(seconds)
+                return seconds
             self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was refused "
                       f"({_error_reason(err)}): such deliveries keep the subscription's {declared}s deadline")
             return declared

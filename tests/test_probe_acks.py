@@ -1,0 +1,112 @@
+"""What the probe records for an exactly-once ack, on the real emulator through the client library's own
+result processing: an ack id the target's error does not name was applied (recorded `success`), the one
+it names was not (`invalid_ack_id`). Issue 35: the reference target's "messages never settled" on
+orders-ordered-exactly-once were such acks, recorded `other`."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.emulator
+
+PROJECT = "pubsubguard-dev"
+DEADLINE_S = 10
+
+
+def _library_futures(err, ack_ids: list[str]) -> dict:
+    """The futures the client library (2.x) completes for an exactly-once Acknowledge that raised `err`:
+    its own `_get_status`, `_get_ack_errors` and `_process_requests`, as `send_unary_ack` calls them."""
+    from google.cloud.pubsub_v1.subscriber import futures
+    from google.cloud.pubsub_v1.subscriber._protocol import requests, streaming_pull_manager as manager
+
+    reqs = {a: requests.AckRequest(a, 0, 0, None, futures.Future()) for a in ack_ids}
+    manager._process_requests(manager._get_status(err), reqs, manager._get_ack_errors(err))
+    return {a: r.future for a, r in reqs.items()}
+
+
+@pytest.fixture()
+def eod(emulator):
+    from google.cloud import pubsub_v1
+
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    name = f"acks-{uuid.uuid4().hex[:8]}"
+    topic, subscription = publisher.topic_path(PROJECT, name), subscriber.subscription_path(PROJECT, name)
+    publisher.create_topic(name=topic)
+    subscriber.create_subscription(request={"name": subscription, "topic": topic, "ack_deadline_seconds": DEADLINE_S,
+                                            "enable_exactly_once_delivery": True})
+    try:
+        yield publisher, subscriber, topic, subscription
+    finally:
+        subscriber.delete_subscription(subscription=subscription)
+        publisher.delete_topic(topic=topic)
+
+
+def _pull(subscriber, subscription) -> dict[str, str]:
+    response = subscriber.pull(subscription=subscription, max_messages=10, timeout=10)
+    return {m.message.data.decode(): m.ack_id for m in response.received_messages}
+
+
+def test_an_ack_failed_only_by_its_batch_mate_is_recorded_success_and_was_applied(eod):
+    from google.api_core import exceptions
+
+    from pubsubguard.validation.probe import _ack_result, failed_batch_mates
+
+    publisher, subscriber, topic, subscription = eod
+    for data in (b"stale", b"valid"):
+        publisher.publish(topic, data).result()
+    first = _pull(subscriber, subscription)
+    assert set(first) == {"stale", "valid"}
+    stale = first["stale"]
+    subscriber.modify_ack_deadline(subscription=subscription, ack_ids=[stale], ack_deadline_seconds=0)  # nack
+    again = _pull(subscriber, subscription)
+    assert set(again) == {"stale"}  # redelivered: the first ack id of "stale" is superseded
+
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        subscriber.acknowledge(subscription=subscription, ack_ids=[stale, first["valid"]], retry=None)
+    result = _library_futures(raised.value, [stale, first["valid"]])
+
+    # the library says OTHER for the valid one; the target's ErrorInfo names only the stale one
+    assert "OTHER" in str(result[first["valid"]].exception())
+    assert failed_batch_mates(result[first["valid"]].exception(), first["valid"]) == [stale]
+    assert _ack_result(result[first["valid"]], first["valid"]) == "success"
+    assert _ack_result(result[first["valid"]]) == "other"  # without its ack id: not decidable
+    assert _ack_result(result[stale], stale) == "invalid_ack_id"
+
+    subscriber.acknowledge(subscription=subscription, ack_ids=[again["stale"]])
+    time.sleep(DEADLINE_S + 2)
+    response = subscriber.pull(subscription=subscription, max_messages=10, timeout=10, return_immediately=True)
+    assert [m.message.data for m in response.received_messages] == []  # "valid" was applied: never redelivered
+
+
+def test_an_ack_the_error_names_stays_failed(eod):
+    """The other side of the rule (the mutation that records every OTHER as success fails here): a request of
+    one stale ack id is refused for it, and a message whose ack was never applied comes back."""
+    from google.api_core import exceptions
+
+    from pubsubguard.validation.probe import _ack_result, failed_batch_mates
+
+    publisher, subscriber, topic, subscription = eod
+    for data in (b"stale", b"kept"):
+        publisher.publish(topic, data).result()
+    first = _pull(subscriber, subscription)
+    stale = first["stale"]
+    subscriber.modify_ack_deadline(subscription=subscription, ack_ids=[stale], ack_deadline_seconds=0)
+    again = _pull(subscriber, subscription)
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        subscriber.acknowledge(subscription=subscription, ack_ids=[stale], retry=None)
+    result = _library_futures(raised.value, [stale])
+    assert failed_batch_mates(result[stale].exception(), stale) == []
+    # the request's status, as the library words it for an ack id it does not name, names this one: failed
+    from google.cloud.pubsub_v1.subscriber._protocol import streaming_pull_manager as manager
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
+
+    naming = AcknowledgeError(AcknowledgeStatus.OTHER, str(manager._get_status(raised.value)))
+    assert failed_batch_mates(naming, stale) == [] and failed_batch_mates(naming, "another") == [stale]
+    assert _ack_result(result[stale], stale) == "invalid_ack_id"
+    subscriber.acknowledge(subscription=subscription, ack_ids=[again["stale"]])
+    time.sleep(DEADLINE_S + 2)
+    response = subscriber.pull(subscription=subscription, max_messages=10, timeout=10, return_immediately=True)
+    assert [m.message.data for m in response.received_messages] == [b"kept"]  # never acked: redelivered
