@@ -29,6 +29,7 @@ ALL_IDS = [
     "create-rejects-push-with-exactly-once", "create-rejects-ack-deadline-out-of-range",
     "create-rejects-self-dead-letter", "create-rejects-attempts-out-of-range", "filter-enforced",
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
+    "ordered-eod-no-redelivery-while-outstanding",
 ]
 # What the emulator (cloud-pubsub-emulator 0.8.20) did in every run we made; docs/emulator.md explains each.
 # The timing-dependent scenarios are asserted too: on the emulator their outcome did not vary.
@@ -48,6 +49,7 @@ EMULATOR_OUTCOMES = {
     "ordering-immutable": "holds",
     "retention-as-declared": "unsupported",
     "ordered-publish-failure-pauses-key": "holds",
+    "ordered-eod-no-redelivery-while-outstanding": "violated",
 }
 
 pytestmark = pytest.mark.emulator

@@ -70,6 +70,12 @@ def test_every_mapped_scenario_exists_and_only_violated_ones_explain():
     missing = {"kind": "dead_letter_missing", "form": None}
     ordered_dl = {"dead-letter-ordered-after-max-attempts": "violated", "dead-letter-after-max-attempts": "holds"}
     assert explained_by(missing, ordered_dl, ordered=True) == ["dead-letter-ordered-after-max-attempts"]
+    # issue 35: a nacked message the target rewinds with its key's later messages while still outstanding
+    outstanding = {"kind": "duplicate_while_outstanding", "form": None}
+    rewound = {"ordered-eod-no-redelivery-while-outstanding": "violated"}
+    assert explained_by(outstanding, rewound, ordered=True) == ["ordered-eod-no-redelivery-while-outstanding"]
+    assert explained_by(outstanding, rewound, ordered=False) == []
+    assert explained_by(outstanding, {"ordered-eod-no-redelivery-while-outstanding": "holds"}, ordered=True) == []
     assert explained_by(missing, ordered_dl, ordered=False) == []
     assert explained_by(missing, {"dead-letter-after-max-attempts": "violated"}, ordered=True) == ["dead-letter-after-max-attempts"]
 

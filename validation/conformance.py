@@ -60,6 +60,7 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "ordered-nack-redelivers-in-order": (("out_of_order", None),),
     "ordered-expiry-redelivers-in-order": (("out_of_order", None),),
     "ordered-publish-failure-pauses-key": (("out_of_order", None),),
+    "ordered-eod-no-redelivery-while-outstanding": (("duplicate_while_outstanding", None),),
     "dead-letter-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
                                        ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
     "dead-letter-ordered-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
@@ -70,7 +71,7 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
 
 
 # Scenarios that measure a behaviour of ordered subscriptions only: they explain findings on those alone.
-ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts"})
+ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts", "ordered-eod-no-redelivery-while-outstanding"})
 
 
 # Scenarios whose `unsupported` (the target refused the setting as declared) explains a config_drift of

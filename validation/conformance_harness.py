@@ -367,10 +367,15 @@ class Probe:
         return None
 
     def nack(self, subscription: str, ack_ids: list[str]) -> Exception | None:
+        return self.modify_ack_deadline(subscription, ack_ids, 0)
+
+    def modify_ack_deadline(self, subscription: str, ack_ids: list[str], seconds: int) -> Exception | None:
+        """Unary ModifyAckDeadline without retry (0: a nack). Returns its error."""
         try:
-            self.call("ModifyAckDeadline", {"subscription": subscription, "ack_ids": ack_ids, "ack_deadline_seconds": 0},
+            self.call("ModifyAckDeadline",
+                      {"subscription": subscription, "ack_ids": ack_ids, "ack_deadline_seconds": seconds},
                       lambda: self.subscriber.modify_ack_deadline(subscription=subscription, ack_ids=ack_ids,
-                                                                  ack_deadline_seconds=0, timeout=30, retry=None))
+                                                                  ack_deadline_seconds=seconds, timeout=30, retry=None))
         except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the result is the evidence

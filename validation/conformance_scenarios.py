@@ -1,4 +1,4 @@
-"""The fifteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
+"""The sixteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
 `pubsubguard.validation.conformance_harness.scenario`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
@@ -198,6 +198,56 @@ def ordered_nack_redelivers_in_order(probe: Probe) -> tuple[str, str]:
           ORDER_SOURCE)
 def ordered_expiry_redelivers_in_order(probe: Probe) -> tuple[str, str]:
     return _ordered_redelivery(probe, nack=False)
+
+
+OUTSTANDING_S = 60  # the deadline the held redelivery is given: far beyond the other messages' expiry
+
+
+@scenario("ordered-eod-no-redelivery-while-outstanding",
+          "ordering + exactly-once: key A, 0..3 received, 0 acked, 1 nacked; its redelivery held (deadline "
+          f"{OUTSTANDING_S} s) while 2, 3 expire: 1 is not redelivered again before its deadline",
+          f"{FACTS_DOC} § Exactly-once delivery (seed 002): no redelivery while a message is outstanding (until its "
+          f"ack deadline expires or it is nacked); § Ordering: a redelivery of message n rewinds n and the *later* "
+          f"messages of the key. {DOC_EXACTLY_ONCE} {DOC_ORDERING}")
+def ordered_eod_no_redelivery_while_outstanding(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True,
+                                             enable_exactly_once_delivery=True, ack_deadline_seconds=ACK_DEADLINE_S)
+    for seq in range(4):
+        probe.publish(topic, str(seq).encode(), ordering_key="A")
+    first = probe.pull_until(subscription, lambda got: {_seq(m) for m in got} >= {"0", "1", "2", "3"},
+                             DELIVERY_WINDOW_S)
+    by_seq = {_seq(m): m for m in first}
+    if set(by_seq) < {"0", "1", "2", "3"}:
+        raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: "
+                                    f"{[_seq(m) for m in first]}")
+    probe.acknowledge(subscription, [by_seq["0"].ack_id])
+    err = probe.nack(subscription, [by_seq["1"].ack_id])
+    if err is not None:
+        raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {_one_line(err)}")
+    window = ACK_DEADLINE_S + DELIVERY_WINDOW_S
+    redelivered = probe.pull_until(subscription, lambda got: "1" in [_seq(m) for m in got], window)
+    if "1" not in [_seq(m) for m in redelivered]:
+        raise Outcome(INCONCLUSIVE, f"1 was nacked and not redelivered within {window:g} s")
+    held = [m for m in redelivered if _seq(m) == "1"][-1]
+    err = probe.modify_ack_deadline(subscription, [held.ack_id], OUTSTANDING_S)
+    if err is not None:
+        raise Outcome(INCONCLUSIVE, f"the ModifyAckDeadline({OUTSTANDING_S} s) of 1's redelivery failed: {_one_line(err)}")
+    held_at = time.monotonic()
+    probe.note(f"1 redelivered with {[_seq(m) for m in redelivered]}; its delivery is held ({OUTSTANDING_S} s "
+               f"deadline, accepted), the others are left to expire ({ACK_DEADLINE_S} s)")
+    later = probe.pull_until(subscription, lambda got: "1" in [_seq(m) for m in got], window)
+    seen = [_seq(m) for m in later]
+    if "1" in seen:
+        return VIOLATED, (f"1 was nacked and redelivered ({[_seq(m) for m in redelivered]}); that delivery was held "
+                          f"with a {OUTSTANDING_S} s deadline the target accepted, yet 1 was delivered again "
+                          f"{time.monotonic() - held_at:.1f} s later, with {seen}: a redelivery while outstanding "
+                          "(the nacked message was treated as later than 2, 3 and rewound with them)")
+    if not seen:
+        return INCONCLUSIVE, (f"1's redelivery was held ({OUTSTANDING_S} s deadline) and nothing was redelivered within "
+                              f"{window:g} s: the rewind of the expired 2, 3 was not exercised")
+    return HOLDS, (f"1's redelivery was held ({OUTSTANDING_S} s deadline); 2, 3 expired and came back as {seen}, "
+                   "without 1")
 
 
 @scenario("ordering-immutable",
