@@ -79,3 +79,37 @@ def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one
     assert default_drain_timeout([eod, push, drain]) == 20 + 2 + 10 + 30
     # --fault-deadline declared: the subscription's own
     assert default_drain_timeout([eod, drain], None) == 60 + 2 + 10 + 30
+
+
+def test_unsettled_poison_counts_only_dead_lettering_subscriptions(tmp_path):
+    """Issue 35: the poison messages an ordered dead-lettering subscription never forwarded are told apart from
+    the other unsettled ones (only forwarding settles them: the probe nacks them on every delivery)."""
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    rows = [{**publish(s), "poison": s in (1, 2)} for s in range(4)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA), tmp_path / "publishes" / "part-0.parquet")
+    settled = [delivery(0, T + S, "ack"), delivery(2, T + S, "ack")]  # poison 2 acked (settled), 1 and 3 not
+    pq.write_table(pa.Table.from_pylist(settled, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
+    tally.refresh()
+    assert tally.unsettled() == {"s": 2}
+    assert tally.unsettled_poison({"s"}) == {"s": 1}
+    assert tally.unsettled_poison(set()) == {}
+
+
+def test_unsettled_poison_is_a_cause_of_its_own_explained_like_dead_letter_missing():
+    from pubsubguard.validation.document import explanations
+
+    def result(scenario_result: str) -> dict:
+        return {"target": "emulator", "parameters": {"drain": {"ended": "stuck", "unsettled": {"o": 5},
+                                                               "unsettled_poison": {"o": 4}}},
+                "conformance": {"scenarios": [{"id": "dead-letter-ordered-after-max-attempts",
+                                               "result": scenario_result}]},
+                "subscriptions": {"o": {"declared": {"ordering": True}, "figures": {},
+                                        "guarantees": {"completeness": "inconclusive"}}}}
+
+    causes = explanations(result("violated"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (4, {"poison": 4}, ["dead-letter-ordered-after-max-attempts"]), (1, {}, [])]
+    causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["explained_by"]) for c in causes] == [(4, []), (1, [])]

@@ -61,10 +61,14 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "ordered-expiry-redelivers-in-order": (("out_of_order", None),),
     "ordered-publish-failure-pauses-key": (("out_of_order", None),),
     "ordered-eod-no-redelivery-while-outstanding": (("duplicate_while_outstanding", None),),
+    # ("unsettled", "poison"): poison messages of a dead-lettering subscription not settled when the drain
+    # ended (only forwarding settles them: the probe nacks them on every delivery)
     "dead-letter-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
-                                       ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
+                                       ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None),
+                                       ("unsettled", "poison")),
     "dead-letter-ordered-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
-                                               ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None)),
+                                               ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None),
+                                               ("unsettled", "poison")),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }

@@ -22,7 +22,8 @@ checks folded into a verdict (`verdict.run_verdict`), the document built (`build
      "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
                       "advisories": [cause, ...]}}
      # cause: {kind, count, forms, groups, explained_by, subscriptions, action}; kind `unsettled` for
-     # messages neither acked nor dead-lettered when the drain ended
+     # messages neither acked nor dead-lettered when the drain ended (form `poison`: poison messages of a
+     # dead-lettering subscription, which only forwarding settles; explained like dead_letter_missing)
 
 The verdict is `violated` (exit code 1) when any declared guarantee of any subscription is violated:
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
@@ -182,8 +183,11 @@ def explanations(result: dict, groups: list[dict]) -> dict:
     the error findings behind it, per kind and explanation, and what to do), then the advisory findings
     merged across subscriptions. Unsettled messages (an inconclusive guarantee) are said as a cause
     with their count; nothing here changes a status or leaves a finding out."""
+    from pubsubguard.validation.conformance import explained_by
+
     target, drain = result["target"], result["parameters"].get("drain") or {}
     ran = result.get("conformance") is not None
+    results = {s["id"]: s["result"] for s in (result.get("conformance") or {}).get("scenarios", [])}
 
     def causes(selected: list[dict]) -> list[dict]:
         merged: dict[tuple, dict] = {}
@@ -211,11 +215,22 @@ def explanations(result: dict, groups: list[dict]) -> dict:
             unsettled = (drain.get("unsettled") or {}).get(name) or (
                 figures.get("published", 0) - figures.get("settled", 0) if figures else 0)
             if status == "inconclusive" and unsettled:
-                item["causes"].append({
-                    "kind": "unsettled", "count": unsettled, "forms": {}, "groups": [], "explained_by": [],
-                    "subscriptions": [name],
-                    "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "
-                               "re-run with a longer --drain-timeout; if they stay unsettled, the target keeps them")})
+                poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
+                if poison:
+                    explained = explained_by({"kind": "unsettled", "form": "poison"}, results,
+                                             bool(sub["declared"].get("ordering")))
+                    item["causes"].append({
+                        "kind": "unsettled", "count": poison, "forms": {"poison": poison}, "groups": [],
+                        "explained_by": explained, "subscriptions": [name],
+                        "action": _action(target, "unsettled", explained, ran) if explained else (
+                            "unsettled poison messages: the target neither forwarded them to the dead-letter topic "
+                            "nor stopped redelivering them; see 'What the target did'")})
+                if unsettled > poison:
+                    item["causes"].append({
+                        "kind": "unsettled", "count": unsettled - poison, "forms": {}, "groups": [], "explained_by": [],
+                        "subscriptions": [name],
+                        "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "
+                                   "re-run with a longer --drain-timeout; if they stay unsettled, the target keeps them")})
             items.append(item)
     advisories = causes([g for g in groups if g["severity"] == "advisory"])
     return {"guarantees": items, "advisories": advisories}

@@ -663,6 +663,10 @@ class ProbeDriver:
         """The fault layer may still owe a planted effect until then (a lied ack's redelivery): monotonic time."""
         return self.nemesis.quiet_after if self.nemesis is not None else 0.0
 
+    def _dead_lettering(self) -> set[str]:
+        """The probed subscriptions with a dead-letter policy (their poison messages are nacked on every delivery)."""
+        return {t["declared_name"] for t in self.twins + self.push_twins if t.get("dead_lettering")}
+
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
         """`orders-ordered 4 (ack: invalid_ack_id 3, expire: none 1), ...`"""
@@ -755,7 +759,8 @@ class ProbeDriver:
                     stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
                     if stuck == unsettled and time.monotonic() >= self._planted_due():
                         per_sub = self._unsettled_text(tally, stuck)
-                        self.drain = {"ended": "stuck", "unsettled": stuck}
+                        self.drain = {"ended": "stuck", "unsettled": stuck,
+                                      "unsettled_poison": tally.unsettled_poison(self._dead_lettering())}
                         self.observations.append(
                             f"drain ended: {expected - tally.done()} of {expected} published messages not settled "
                             f"(acked with success or dead-lettered) and provably stuck -- no delivery, ack or "
@@ -764,7 +769,8 @@ class ProbeDriver:
                             f"ended): {per_sub}")
                         break
                     if time.monotonic() > drain_deadline:
-                        self.drain = {"ended": "timeout", "unsettled": unsettled}
+                        self.drain = {"ended": "timeout", "unsettled": unsettled,
+                                      "unsettled_poison": tally.unsettled_poison(self._dead_lettering())}
                         per_sub = self._unsettled_text(tally, unsettled)
                         self.observations.append(
                             f"drain timeout ({self.config.drain_timeout:.0f}s) passed with {expected - tally.done()} of "

@@ -21,6 +21,7 @@ class EvidenceTally:
         self.seen: set[str] = set()
         self.published: dict[str, set] = {}
         self.published_us: dict[tuple, int] = {}  # (topic, key, seq) -> when publish was called
+        self.poison: set[tuple] = set()  # (topic, key, seq) published flagged poison
         self.publish_rows = 0
         self.delivery_rows = 0
         self.settled: dict[str, set] = {name: set() for name in topic_of}
@@ -43,6 +44,8 @@ class EvidenceTally:
                         if row["status"] == "ok":
                             self.published.setdefault(row["topic"], set()).add((row["key"], row["seq"]))
                             self.published_us[(row["topic"], row["key"], row["seq"])] = row["publish_time_us"]
+                            if row["poison"]:
+                                self.poison.add((row["topic"], row["key"], row["seq"]))
                     continue
                 self.delivery_rows += len(rows)
                 for row in rows:
@@ -74,6 +77,18 @@ class EvidenceTally:
             missing = len(published - self.settled[name])
             if missing:
                 out[name] = missing
+        return out
+
+    def unsettled_poison(self, dead_lettering: set[str]) -> dict[str, int]:
+        """Unsettled poison messages per dead-lettering subscription (only those with any): the probe nacks
+        them on every delivery there, so only the target forwarding them to the dead-letter topic settles them."""
+        out = {}
+        for name in sorted(dead_lettering & set(self.topic_of)):
+            topic = self.topic_of[name]
+            count = sum(1 for key, seq in self.published.get(topic, set()) - self.settled[name]
+                        if (topic, key, seq) in self.poison)
+            if count:
+                out[name] = count
         return out
 
     def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:
