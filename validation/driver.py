@@ -25,7 +25,7 @@ from pubsubguard.core import probe_contract
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation import access, endpoints, evidence
+from pubsubguard.validation import access, endpoints, evidence, locks, seal
 from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.core.declared import PUSH, short_name
 from pubsubguard.core.state import caveats
@@ -130,6 +130,7 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
     emulator_host = resolve_target(config, estate)
     run_id = uuid.uuid4().hex
     report = report_dir(config, estate.stack)
+    locks.acquire(report, "--report")  # one run per report directory (released by the caller's locks.scope)
     receiver, push_url = push_receiver(config)
     probed = tuple(name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None)
     if not probed:
@@ -308,6 +309,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             parameters["endpoints"]["traffic"] = listeners.rows()
             info.write(evidence_dir)  # observations so far, also when interrupted
             stop_file.clear()
+            seal.seal(evidence_dir, run_id)  # last: what the run recorded, fixed (pubsubguard.validation.seal)
     return session, evidence_dir, setup.report
 
 
