@@ -280,6 +280,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 scenarios = Conformance(config.target, estate, setup.emulator_host, setup.report)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
+            parameters["twins_seek"] = twins.seeks  # each twin seeked to the run's start (repeatable rehearsals)
+            observations.extend(twins.unseeked())
             driver = ProbeDriver(session, setup, evidence_dir, stop_file, observations, dialled, receiver)
             try:
                 driver.run()

@@ -43,6 +43,8 @@ _PARQUET_PATH = re.compile(r"(?:file:)?(?://)?(/[^\s,;'\"\]\[{}]+?\.parquet)")
 def unreadable_evidence(err: BaseException, evidence_dir) -> EvidenceError | None:
     """A Spark job that failed reading a Parquet part of the evidence (a damaged part that opened, e.g.
     pages overwritten behind an intact footer) as one line naming the file; None for any other failure."""
+    if isinstance(err, UserError):  # already one line
+        return None
     text = str(err)
     found = _PARQUET_PATH.search(text)
     if found is None or "parquet" not in type(err).__name__.lower() + text.lower():
@@ -50,7 +52,9 @@ def unreadable_evidence(err: BaseException, evidence_dir) -> EvidenceError | Non
     path = found.group(1)
     root = str(Path(str(evidence_dir)).resolve()) if not storage.is_remote(evidence_dir) else str(evidence_dir)
     where = path if not path.startswith(root) else storage.join(evidence_dir, path[len(root):].lstrip("/"))
-    return EvidenceError(f"{where}: damaged: Spark could not read it as Parquet ({spark_cause(text)})")
+    causes = [line.strip()[len("Caused by: "):] for line in text.splitlines() if line.strip().startswith("Caused by: ")]
+    cause = (causes[-1] if causes else spark_cause(text))[:300]
+    return EvidenceError(f"{where}: damaged: Spark could not read it as Parquet ({cause})")
 
 
 _saved_levels: dict[str, object] = {}

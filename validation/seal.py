@@ -207,8 +207,9 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
         if what is not None:
             problems.append(what)
             if name == RUN_JSON:
-                raise EvidenceError(f"{location}: {what}: run.json is what every check is judged against "
-                                    "(restore it; --partial-evidence judges part files only)")
+                raise EvidenceError(f"{storage.join(evidence_dir, RUN_JSON)}: not as {SEAL} sealed it ({what}): "
+                                    "run.json is what every check is judged against (restore it; --partial-evidence "
+                                    "judges part files only)")
             lost.append(entry)
         elif _log_of(name) is not None:
             names[_log_of(name)].append(name)

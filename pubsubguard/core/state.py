@@ -274,8 +274,17 @@ def load(location: str | Path | None, stack: str | None, root: Path) -> dict:
     return plan_of_state(read_deployment(location), location, stack)
 
 
+def stood_in_caveat(stood_in: list[str]) -> str:
+    """The sentence for push settings unknown until deploy that stood in on the emulator (core.rehearsal)."""
+    return (f"values unknown until deploy stood in on the emulator: {', '.join(stood_in)} (push endpoint: the "
+            "loopback receiver received the pushes in its place, the probe's during a verify; OIDC service account: "
+            "a stand-in, no token was checked); what the deployed endpoint and its token do was not exercised")
+
+
 def caveats(source: dict | None) -> list[str]:
-    """What a reader of a verification against this state should know (one sentence each)."""
+    """What a reader of a verification against this state (or plan) should know (one sentence each)."""
+    if source and source.get("stood_in"):
+        return [stood_in_caveat(source["stood_in"])]
     if not source or source.get("kind") != "state":
         return []
     said = []
