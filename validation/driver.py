@@ -271,7 +271,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
     if canary is not None:
         observations.append(canary)
 
-    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent)
+    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent,
+                  consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     stop_file = storage.Marker(storage.join(evidence_dir, "_stop"))
     scenarios = None
     with interruptible():
@@ -310,9 +311,18 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                                     "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
             parameters["endpoints"]["traffic"] = listeners.rows()
             info.write(evidence_dir)  # observations so far, also when interrupted
-            stop_file.clear()
+            _jobs_ended(session)  # a cancelled task writes nothing after the seal
             seal.seal(evidence_dir, run_id)  # last: what the run recorded, fixed (pubsubguard.validation.seal)
+            stop_file.clear()
     return session, evidence_dir, setup.report
+
+
+def _jobs_ended(session, timeout_s: float = 30.0) -> None:
+    """Wait (at most `timeout_s`) until the session runs no job: the probe's cancelled tasks have ended."""
+    tracker = session.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 class Conformance:

@@ -169,6 +169,8 @@ class Twins:
     granted: set[str] = field(default_factory=set)
     # each twin's Seek to the moment before the first was created, and the target's answer (run.json)
     seeks: list[dict] = field(default_factory=list)
+    # a subscriber client for a consumer endpoint (pulls go through the twin's own endpoint: endpoint_pinning)
+    consumer: object = None
 
     def create(self) -> None:
         """Create the twins, then seek each to the moment before the first was created: a twin judges this
@@ -190,10 +192,12 @@ class Twins:
             self.created.append(spec.path)
             if spec.dead_letter_topic:
                 self._grant(spec)
+        endpoint_of = {spec.path: spec.consumer_endpoint for spec in self.specs}
         for path in self.created:
             answer = seek_to(self.subscriber, path, start_us)
             if answer["result"] != "seeked":  # e.g. the emulator on ordered subscriptions: acknowledged instead
-                answer = acknowledge_before(self.subscriber, path, start_us, answer["detail"])
+                client = self.consumer(endpoint_of[path]) if self.consumer is not None else self.subscriber
+                answer = acknowledge_before(client, path, start_us, answer["detail"])
             self.seeks.append(answer)
 
     def unseeked(self) -> list[str]:

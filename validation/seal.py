@@ -104,6 +104,7 @@ class Integrity:
     rows_read: dict = field(default_factory=dict)  # log -> rows in the parts read (sealed: from the seal)
     rows_sealed: dict | None = None  # log -> rows the seal lists (None: unsealed)
     whole: bool = False  # `parts` are every file of the logs' directories (Spark may read the directories)
+    late: tuple[str, ...] = ()  # files beside the logs written after the seal (notes, client logs: no rows)
 
     @property
     def complete(self) -> bool:
@@ -113,10 +114,12 @@ class Integrity:
         """report.json `evidence_integrity`."""
         return {"sealed": self.sealed, "complete": self.complete, "problems": list(self.problems),
                 "affected_subscriptions": list(self.affected), "parts_read": {k: len(v) for k, v in self.parts.items()},
-                "rows_read": self.rows_read, "rows_sealed": self.rows_sealed}
+                "rows_read": self.rows_read, "rows_sealed": self.rows_sealed, "written_after_seal": list(self.late)}
 
     def observation(self) -> str | None:
         if self.complete:
+            if self.late:
+                return (f"written after the evidence was sealed (no rows, not judged): {', '.join(self.late)}")
             return None
         if not self.sealed:
             return ("evidence unsealed: the run ended before it sealed its evidence (killed, or recorded by an older "
@@ -214,7 +217,10 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
         elif _log_of(name) is not None:
             names[_log_of(name)].append(name)
     extra = sorted(name for name in sealable(evidence_dir) if name not in sealed)
-    problems += [f"extra {name} (not sealed: not read)" for name in extra]
+    problems += [f"extra {name} (not sealed: not read)" for name in extra if name.split("/")[0] in LOGS]
+    # a task's note or client log written after the seal (an interrupted run's task ending late) holds no
+    # row: said, not refused
+    late = tuple(name for name in extra if name.split("/")[0] not in LOGS)
     if problems and not partial:
         raise EvidenceError(
             f"{evidence_dir}: the evidence does not match its seal ({SEAL}, {len(sealed)} files of run "
@@ -232,7 +238,7 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
                 affected.update(topics.get(topic, ()))
     rows_read = {log: sum(sealed[n].get("rows", 0) for n in parts) for log, parts in names.items()}
     return Integrity(sealed=True, problems=tuple(problems), affected=tuple(s for s in subscriptions if s in affected),
-                     parts=names, rows_read=rows_read, rows_sealed=dict(document.get("rows") or {}),
+                     parts=names, rows_read=rows_read, rows_sealed=dict(document.get("rows") or {}), late=late,
                      whole=_whole(evidence_dir, names))
 
 
