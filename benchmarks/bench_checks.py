@@ -45,7 +45,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import histories as H  # noqa: E402
-from pubsubguard.validation import sorted_input  # noqa: E402
+from pubsubguard.validation import seal, sorted_input  # noqa: E402
 from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
 
 SUBSCRIPTIONS = [
@@ -105,7 +105,8 @@ def build(rows: int, out: Path) -> Path:
     for name, table in (("publishes", mp), ("deliveries", md)):
         pq.write_table(table, directory / name / "part-mutated.parquet")
     RunInfo(run_id="bench", target="generated", subscriptions=list(SUBSCRIPTIONS),
-            parameters={"generator": "histories"}).write(directory)  # last: the log is complete
+            parameters={"generator": "histories"}).write(directory)
+    seal.seal(directory, "bench")  # last: the log is complete, as a probe run seals it
     return directory
 
 

@@ -88,13 +88,13 @@ def main() -> int:
         reporting.render_html(document.of_evidence(spark, evidence))
         print(f"run {attempt} ({'cold JVM' if attempt == 1 else 'warm'}): judge + build + render "
               f"{time.monotonic() - started:.1f} s")
-    info, publishes, deliveries = read_evidence(spark, evidence)
+    info, publishes, deliveries, integrity = read_evidence(spark, evidence)
     publishes, deliveries = publishes.cache(), deliveries.cache()
     print(f"evidence: {publishes.count()} publish rows, {deliveries.count()} delivery rows")
     started = time.monotonic()
-    verdict = run_verdict(publishes, deliveries, info)
+    verdict = run_verdict(publishes, deliveries, info, integrity=integrity)
     judged = time.monotonic()
-    result = document.build(verdict, info, evidence, publishes, deliveries)
+    result = document.build(verdict, info, evidence, publishes, deliveries, integrity)
     built = time.monotonic()
     reporting.write(result, work / "report")
     written = time.monotonic()
@@ -144,10 +144,10 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     def recheck(directory: Path) -> dict:
         """pubsubguard.validation.document.of_evidence, then write: timed by stage."""
         t = time.perf_counter()
-        info, publishes, deliveries = read_evidence(spark, directory)
-        verdict = run_verdict(publishes, deliveries, info, directory)  # as of_evidence: the kept sorted input
+        info, publishes, deliveries, integrity = read_evidence(spark, directory)
+        verdict = run_verdict(publishes, deliveries, info, directory, integrity)  # as of_evidence: the kept sorted input
         judged = time.perf_counter()
-        result = document.build(verdict, info, directory, publishes, deliveries)
+        result = document.build(verdict, info, directory, publishes, deliveries, integrity)
         built = time.perf_counter()
         reporting.write(result, report_dir)
         written = time.perf_counter()

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pubsubguard.validation import seal
 from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
 from pubsubguard.validation.config import DEFAULT_SKEW_US
 
@@ -93,7 +94,8 @@ def write_evidence(
     target: str = "generated",
     row_group_size: int = 1_000_000,
 ) -> Path:
-    """Write tables in the probe's layout: run.json, publishes/part-*.parquet, deliveries/part-*.parquet."""
+    """Write tables in the probe's layout: run.json, publishes/part-*.parquet, deliveries/part-*.parquet,
+    and seal them as a probe run does when it ends (pubsubguard.validation.seal)."""
     directory = Path(directory)
     for name, table in (("publishes", publishes), ("deliveries", deliveries)):
         sub = directory / name
@@ -101,6 +103,7 @@ def write_evidence(
         for i, start in enumerate(range(0, max(table.num_rows, 1), row_group_size)):
             pq.write_table(table.slice(start, row_group_size), sub / f"part-{i:05d}.parquet")
     RunInfo(run_id=run_id, target=target, subscriptions=list(subscriptions), parameters={"generator": "histories"}).write(directory)
+    seal.seal(directory, run_id)
     return directory
 
 

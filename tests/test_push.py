@@ -108,3 +108,48 @@ def test_on_google_cloud_push_is_not_tested_without_a_receiver_url():
     assert twin.request("0123456789abcdef")["push_config"] == {
         "push_endpoint": "https://probe.example.net/hook/push/orders-push-probe-01234567"}
     assert not [t for t in plan_twins(dev, "0123456789abcdef") if t.declared_name == "orders-push"]
+
+
+def test_a_plan_whose_push_endpoint_and_account_are_unknown_until_deploy_is_rehearsed(spark, emulator, tmp_path, capsys):
+    """The commonest push set-up: a Cloud Run service's URL and a service account created beside it, both
+    unknown until deploy. `apply --emulator` stands in for them (push goes to a loopback receiver anyway),
+    verify probes the push subscription through the probe's receiver, and both say so."""
+    import json
+
+    from pubsubguard import cli
+    from pubsubguard.core.project import UNKNOWN
+
+    plan_file, plan, topic = make_estate(tmp_path, ONE_TOPIC_STACK + """\
+          - name: {t}-push
+            ack_deadline_seconds: 10
+            delivery: {{type: push, endpoint: "https://example.com/push"}}
+""")
+    (push,) = [r for r in plan["resources"] if r.get("custom") and r["inputs"].get("pushConfig")]
+    push["inputs"]["pushConfig"] = {"pushEndpoint": UNKNOWN, "oidcToken": {"serviceAccountEmail": UNKNOWN}}
+    plan_file.write_text(json.dumps(plan))
+    root = tmp_path / "project"
+    assert cli.main(["apply", "--emulator", "--plan", str(plan_file), "--cwd", str(root)]) == 0
+    out = capsys.readouterr().out
+    stood = f"{push['name']}.inputs.pushConfig.pushEndpoint, {push['name']}.inputs.pushConfig.oidcToken.serviceAccountEmail"
+    assert f"apply: values unknown until deploy stood in on the emulator: {stood}" in out
+    report = tmp_path / "report"
+    code = cli.main(["verify", "--plan", str(plan_file), "--cwd", str(root), "--target", "emulator", "--keys", "2",
+                     "--messages-per-key", "4", "--drain-timeout", "30", "--report", str(report), "--no-progress"])
+    result = json.loads((report / "report.json").read_text())
+    assert code == result["exit_code"] == 0, result["verdict_reason"]
+    sub = result["subscriptions"][f"{topic}-push"]
+    assert sub["tested"] and sub["guarantees"]["completeness"] == "holds" and sub["figures"]["acked"] >= 8
+    assert any(o.startswith(f"values unknown until deploy stood in on the emulator: {stood}") for o in result["observations"])
+    assert "values unknown until deploy stood in" in capsys.readouterr().out  # the summary says it too
+    assert result["parameters"]["declared_source"]["stood_in"] == stood.split(", ")
+
+    # without the stand-in, nothing could be applied: the mutation shows the test depends on it
+    from pubsubguard.core import rehearsal
+
+    saved = rehearsal.STAND_INS.copy()
+    rehearsal.STAND_INS.clear()
+    try:
+        assert cli.main(["apply", "--emulator", "--plan", str(plan_file), "--cwd", str(root)]) == 2
+        assert "values unknown until deploy cannot be applied" in capsys.readouterr().err
+    finally:
+        rehearsal.STAND_INS.update(saved)

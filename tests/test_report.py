@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 import histories as H
+from pubsubguard.validation import seal
 from pubsubguard.validation.conformance import EXPLAINS, SCENARIOS, explained_by
 from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo
 from pubsubguard.validation.verdict import verdict_of
@@ -41,6 +42,7 @@ def write_run(history: H.History, directory: Path, violated: set[str]) -> Path:
     info = RunInfo.read(directory)
     info.parameters.update(conformance=conformance(violated), faults={"nack": 0.1}, keys=3, messages_per_key=6)
     info.write(directory)
+    seal.seal(directory, info.run_id)  # the record as a run that measured this conformance would have sealed it
     return directory
 
 

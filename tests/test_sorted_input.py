@@ -1,21 +1,23 @@
 """The checks' sorted input kept beside the evidence (validation/sorted_input.py): a re-check that reads
-it finds what the shuffle pass finds, and anything that could make it stale sends the check back to the
-shuffle pass. Legal histories of the model and every mutation of them, written as a probe writes them."""
+it finds what the shuffle pass finds, anything that could make it stale (another run's included) sends the
+check back to the shuffle pass, and a kept input of these sources that is damaged is named in one line.
+Legal histories of the model and every mutation of them, written as a probe writes them."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import histories as H
-from pubsubguard.validation import sorted_input
+from pubsubguard.validation import seal, sorted_input
 from pubsubguard.validation.checks import run_checks
-from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.evidence import DeclaredSubscription, EvidenceError
 from pubsubguard.validation.evidence_store import read_evidence
 
 SUBSCRIPTIONS = [
@@ -52,7 +54,7 @@ def verdict(results) -> tuple:
 
 
 def check(spark, directory, subscriptions=None, keep=True, **options):
-    info, publishes, deliveries = read_evidence(spark, directory)
+    info, publishes, deliveries, _ = read_evidence(spark, directory)
     return run_checks(publishes, deliveries, subscriptions or info.subscriptions,
                       evidence_dir=directory if keep else None, **options)
 
@@ -94,6 +96,9 @@ def test_what_the_kept_input_was_not_made_from_sends_the_check_back_to_the_shuff
     extra = dict(history.deliveries[0], message_id="m-extra", seq=10_000)
     pq.write_table(pa.Table.from_pylist([extra], schema=history.delivery_table().schema),
                    directory / "deliveries" / "part-late.parquet")
+    with pytest.raises(EvidenceError, match="extra deliveries/part-late.parquet"):
+        check(spark, directory)  # not as sealed: refused (tests/test_seal.py); sealed again, it is the run's
+    seal.seal(directory, history.run_id)
     grown = check(spark, directory)
     assert grown.sorted_input.startswith("checks: kept")
     assert any(f["kind"] == "unexpected" and f["seq"] == 10_000 for f in rows(grown.findings))
@@ -105,36 +110,46 @@ def test_what_the_kept_input_was_not_made_from_sends_the_check_back_to_the_shuff
     os.utime(part, ns=(part.stat().st_atime_ns, part.stat().st_mtime_ns + 1_000_000_000))
     assert check(spark, directory).sorted_input.startswith("checks: kept")
 
-    # a kept file gone, or of another size
-    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
-    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
-    kept_file.unlink()
+    # another run.json beside the same part files (another run's record): the kept input is not read
+    run_json = (directory / "run.json").read_text()
+    (directory / "run.json").write_text(run_json.replace('"histories"', '"another run"'))
+    seal.seal(directory, history.run_id)
     assert check(spark, directory).sorted_input.startswith("checks: kept")
-    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
-    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
-    kept_file.write_bytes(kept_file.read_bytes() + b"x")
+    (directory / "run.json").write_text(run_json)
+    seal.seal(directory, history.run_id)
     assert check(spark, directory).sorted_input.startswith("checks: kept")
-
-    # a kept file damaged in place (same size): the read fails, the check judges from the log
-    manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
-    kept_file = kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
-    data = bytearray(kept_file.read_bytes())
-    data[8:-8] = bytes(len(data) - 16)
-    kept_file.write_bytes(bytes(data))
-    damaged = check(spark, directory)
-    assert damaged.sorted_input.startswith("checks: the sorted input kept in ")
-    assert "could not be read" in damaged.sorted_input and "; kept the sorted input in " in damaged.sorted_input
-    assert verdict(damaged) == verdict(check(spark, directory, keep=False))
     assert check(spark, directory).sorted_input.startswith("checks: read")
 
-    # a manifest that does not parse, or names a file outside its generation
+    # a kept input made from these sources but damaged: one line naming the file (exit 2 from verify)
+    def kept_file():
+        manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
+        return kept_dir / manifest["generation"] / manifest["parts"][0]["file"]
+
+    def damaged(match: str) -> None:
+        with pytest.raises(EvidenceError, match=match):
+            check(spark, directory)
+        shutil.rmtree(kept_dir)  # the remedy the line names: the next check keeps it anew
+        assert check(spark, directory).sorted_input.startswith("checks: kept")
+
+    original = kept_file()
+    original.unlink()
+    damaged(f"{original}: missing from the kept sorted input; delete {kept_dir}")
+    original = kept_file()
+    original.write_bytes(original.read_bytes() + b"x")
+    damaged(r"damaged kept sorted input \([0-9,]+ bytes, the manifest says")
+    original = kept_file()
+    data = bytearray(original.read_bytes())
+    data[8:-8] = bytes(len(data) - 16)  # same size, zeroed inside
+    original.write_bytes(bytes(data))
+    damaged("its SHA-256 is not the manifest's")
     (kept_dir / sorted_input.MANIFEST).write_text("{not json")
-    assert check(spark, directory).sorted_input.startswith("checks: kept")
+    damaged(f"{kept_dir / sorted_input.MANIFEST}: damaged kept sorted input: truncated at line 1")
     manifest = json.loads((kept_dir / sorted_input.MANIFEST).read_text())
     manifest["parts"][0]["file"] = "../../publishes/part-00000.parquet"
     (kept_dir / sorted_input.MANIFEST).write_text(json.dumps(manifest))
+    damaged("outside its generation")
     result = check(spark, directory)
-    assert result.sorted_input.startswith("checks: kept")
+    assert result.sorted_input.startswith("checks: read")
     assert verdict(result) == verdict(check(spark, directory, keep=False))
     # one generation stays: the older ones are removed when a newer one is kept
     assert [p.name for p in kept_dir.iterdir() if p.is_dir()] == [json.loads((kept_dir / sorted_input.MANIFEST).read_text())["generation"]]
@@ -144,7 +159,7 @@ def test_frames_that_do_not_read_exactly_the_logs_part_files_keep_nothing(spark,
     history = merged_history(8)
     directory = written(tmp_path, history)
     (directory / "deliveries" / "_SUCCESS").write_text("")  # skipped by Spark, as by the check
-    info, publishes, deliveries = read_evidence(spark, directory)
+    info, publishes, deliveries, _ = read_evidence(spark, directory)
     expected = verdict(run_checks(publishes, deliveries, info.subscriptions))
 
     # a file that arrives after the frames were made (a probe still writing): they do not read it
@@ -162,7 +177,9 @@ def test_frames_that_do_not_read_exactly_the_logs_part_files_keep_nothing(spark,
     assert partial.sorted_input.startswith("checks: nothing kept in ")
     assert not (directory / sorted_input.DIRNAME).exists()
 
-    # the same files read again: kept, with the marker file beside them; and found through a symlink
+    # the same files read again (the late part removed: it is not sealed): kept, with the marker file beside
+    # them; and found through a symlink
+    (directory / "deliveries" / "part-after.parquet").unlink()
     assert check(spark, directory).sorted_input.startswith("checks: kept")
     (tmp_path / "link").symlink_to(directory)
     assert check(spark, tmp_path / "link").sorted_input.startswith("checks: read")

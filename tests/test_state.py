@@ -216,7 +216,7 @@ def test_on_google_cloud_a_plan_cannot_know_the_deployed_names(team_plan, tmp_pa
     with pytest.raises(declared.PlanValueError, match=r"plan.json: orders, .*name chosen at deploy \(autonamed\); "
                                                       r"verify the deployed stack with --state"):
         rehearsal.for_verify(team_plan, tmp_path, "gcp", "plan.json")
-    resolved, names_from = rehearsal.for_verify(team_plan, tmp_path, "emulator", "plan.json")
+    resolved, names_from, _ = rehearsal.for_verify(team_plan, tmp_path, "emulator", "plan.json")
     assert names_from == str(rehearsal.record_path(tmp_path, "dev")) and not rehearsal.autonamed(resolved)
 
 

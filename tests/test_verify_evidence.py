@@ -63,6 +63,8 @@ def test_sigterm_keeps_evidence_and_leaves_no_twins(spark, emulator, tmp_path):
     result = json.loads((tmp_path / "recheck" / "report.json").read_text())
     assert code == result["exit_code"]
     assert result["subscriptions"][f"{topic}-ordered"]["figures"]["delivered"] > 0
+    # interrupted, the run still sealed what it recorded: the re-check read all of it
+    assert (report / "evidence" / "seal.json").exists() and result["evidence_integrity"]["complete"], output
 
 
 def test_sigkill_evidence_rechecked_and_cleanup_removes_twins(spark, emulator, tmp_path):
@@ -79,7 +81,12 @@ def test_sigkill_evidence_rechecked_and_cleanup_removes_twins(spark, emulator, t
 
     code = job.main(["--from-evidence", str(report), "--no-progress"], spark=spark)
     result = json.loads((report / "report.json").read_text())
-    assert code == result["exit_code"]
+    assert code == result["exit_code"] == 1
+    # killed before sealing: said so, and nothing judged from what may be incomplete is said to hold
+    assert not (report / "evidence" / "seal.json").exists() and result["evidence_integrity"]["sealed"] is False
+    assert any(o.startswith("evidence unsealed") for o in result["observations"])
+    assert all(status != "holds" for sub in result["subscriptions"].values()
+               for g, status in sub["guarantees"].items() if g != "endpoint_pinning")
     published = sum(result["subscriptions"][f"{topic}-{s}"]["figures"]["published"] for s in ("ordered", "eod", "plain"))
     assert published > 0
 

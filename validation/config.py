@@ -79,6 +79,7 @@ class RunConfig:
     master: str | None = None
     no_progress: bool = False
     no_checks_input: bool = False
+    partial_evidence: bool = False
 
     @classmethod
     def from_options(cls, options: argparse.Namespace, **overrides) -> "RunConfig":
@@ -218,11 +219,16 @@ def add_arguments(parser: argparse.ArgumentParser,
                           "<project>/out/<stack>/report; a URI with --from-evidence only)")
     out.add_argument("--from-evidence", type=remote_or(evidence_directory), default=None, metavar="DIR",
                      help="re-run checks and report on recorded evidence only (no target needed)")
+    out.add_argument("--partial-evidence", action="store_true",
+                     help="with --from-evidence: judge what is intact of evidence that does not match its seal (files "
+                          "missing, extra, truncated, changed) or is unsealed; the report names what was not read and "
+                          "every guarantee whose rows were lost is inconclusive, never holds (without it: exit 2)")
     out.add_argument("--cleanup", action="store_true", help="delete probe twins left by killed runs, then exit")
     out.add_argument("--master", type=spark_master, default=None,
                      help=f"Spark master URL ({MASTER_FORMS}) when none is configured (spark-submit's --master "
                           f"wins; default: {DEFAULT_MASTER})")
-    out.add_argument("--no-progress", action="store_true", help="no progress bars")
+    out.add_argument("--no-progress", action="store_true",
+                     help="no progress bars (the summary, observations and verdict still go to stdout)")
     out.add_argument("--no-checks-input", action="store_true",
                      help="neither keep the checks' sorted input in <evidence>/checks-input/ nor read one kept "
                           "there: every check reads, shuffles and sorts the log (for evidence nothing may be "

@@ -52,24 +52,27 @@ REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first
 
 
-def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, keep_sorted_input: bool = True) -> dict:
+def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, keep_sorted_input: bool = True,
+                partial: bool = False) -> dict:
     """The document of the evidence in `evidence_dir` (checked with Spark, `pubsubguard.validation.verdict`),
     naming its evidence as `shown` (default: where it is read). Evidence in a local directory gets the
     checks' sorted input kept beside it, or read from there (`pubsubguard.validation.sorted_input`),
-    unless `keep_sorted_input` is false."""
+    unless `keep_sorted_input` is false. The evidence is checked against its seal first
+    (`pubsubguard.validation.seal`); `partial`: judge what is intact of it (`verify --partial-evidence`)."""
     from pubsubguard.core import storage
     from pubsubguard.validation.evidence_store import read_evidence
 
-    info, publishes, deliveries = read_evidence(spark, evidence_dir, staging)
+    info, publishes, deliveries, integrity = read_evidence(spark, evidence_dir, staging, partial)
     # Not cached: the checks' one pass reads six numbers per row and gives the figures and the plots'
     # aggregates; every other read (key names, evidence rows, the plotted keys, the topics' counts)
     # takes a few columns or the row groups of a few keys. Caching every column cost more than all
     # of them (1M delivery rows: 11.3 s cached, against 5.0 s for the checks).
     local = Path(evidence_dir) if keep_sorted_input and not storage.is_remote(evidence_dir) else None
-    return build(run_verdict(publishes, deliveries, info, local), info, shown or evidence_dir, publishes, deliveries)
+    verdict = run_verdict(publishes, deliveries, info, local if integrity.whole else None, integrity)
+    return build(verdict, info, shown or evidence_dir, publishes, deliveries, integrity)
 
 
-def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries) -> dict:
+def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries, integrity=None) -> dict:
     """The report of a judged run (plus the data its plots need: aggregated by the checks' pass,
     `verdict.plot`, and the deliveries of the keys it plots, read from `deliveries`): the
     verdict's findings with their sentences and ids, per subscription; each finding that a
@@ -123,6 +126,8 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
         "conformance": _conformance_section(conformance),
         "subscriptions": subscriptions,
         "evidence": str(evidence_dir),
+        # what was found of the evidence against its seal (pubsubguard.validation.seal.Integrity)
+        "evidence_integrity": integrity.as_dict() if integrity is not None else None,
     }
     groups = finding_groups(findings)
     result["explanations"] = explanations(result, groups)
@@ -214,6 +219,15 @@ def explanations(result: dict, groups: list[dict]) -> dict:
             figures = sub["figures"] or {}
             unsettled = (drain.get("unsettled") or {}).get(name) or (
                 figures.get("published", 0) - figures.get("settled", 0) if figures else 0)
+            lost = result.get("evidence_integrity") or {}
+            if status == "inconclusive" and name in lost.get("affected_subscriptions", ()):
+                item["causes"].append({
+                    "kind": "evidence_incomplete", "count": max(1, len(lost["problems"])), "forms": {}, "groups": [],
+                    "explained_by": [], "subscriptions": [name],
+                    "action": ("the evidence is unsealed (its run was killed before sealing it): re-run to judge this "
+                               "guarantee" if not lost["sealed"] else
+                               "parts of the evidence were not read (see the observation): restore them from where the "
+                               "run wrote them and re-check, or re-run")})
             if status == "inconclusive" and unsettled:
                 poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
                 if poison:

@@ -13,6 +13,7 @@ the Spark session, the evidence directory and the report directory for the check
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import uuid
@@ -25,7 +26,7 @@ from pubsubguard.core import probe_contract
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation import access, endpoints, evidence
+from pubsubguard.validation import access, endpoints, evidence, locks, seal
 from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.core.declared import PUSH, short_name
 from pubsubguard.core.state import caveats
@@ -131,6 +132,7 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
     emulator_host = resolve_target(config, estate)
     run_id = uuid.uuid4().hex
     report = report_dir(config, estate.stack)
+    locks.acquire(report, "--report")  # one run per report directory (released by the caller's locks.scope)
     receiver, push_url = push_receiver(config)
     probed = tuple(name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None)
     if not probed:
@@ -295,7 +297,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
     if canary is not None:
         observations.append(canary)
 
-    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent)
+    twins = Twins(run_id=run_id, specs=twin_specs, subscriber=subscriber, service_agent=estate.service_agent,
+                  consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     stop_file = storage.Marker(storage.join(evidence_dir, "_stop"))
     scenarios = None
     with interruptible():
@@ -304,6 +307,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 scenarios = Conformance(config.target, estate, setup.emulator_host, setup.report)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
+            parameters["twins_seek"] = twins.seeks  # each twin seeked to the run's start (repeatable rehearsals)
+            observations.extend(twins.unseeked())
             driver = ProbeDriver(session, setup, evidence_dir, stop_file, observations, dialled, receiver)
             try:
                 driver.run()
@@ -334,8 +339,22 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             if setup.nemesis is not None:
                 parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
             info.write(evidence_dir)  # observations so far, also when interrupted
+            _jobs_ended(session)  # a cancelled task writes nothing after the seal
+            try:  # last: what the run recorded, fixed (pubsubguard.validation.seal)
+                seal.seal(evidence_dir, run_id)
+            except Exception as err:  # noqa: BLE001 - never instead of the run's own error: the check says unsealed
+                print(f"verify: the evidence could not be sealed ({type(err).__name__}: {err}); it is judged as "
+                      "unsealed", file=sys.stderr)
             stop_file.clear()
     return session, evidence_dir, setup.report
+
+
+def _jobs_ended(session, timeout_s: float = 30.0) -> None:
+    """Wait (at most `timeout_s`) until the session runs no job: the probe's cancelled tasks have ended."""
+    tracker = session.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 class Conformance:

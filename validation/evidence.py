@@ -14,6 +14,7 @@ most the rows not yet flushed):
     <dir>/run.json                       run id, declared subscriptions, parameters
     <dir>/publishes/part-*.parquet       PUBLISH_FIELDS
     <dir>/deliveries/part-*.parquet      DELIVERY_FIELDS
+    <dir>/seal.json                      written last: every file's size, SHA-256 and rows (validation/seal.py)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pyarrow as pa
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
+from pubsubguard.core.errors import UserError, json_problem
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
@@ -85,6 +87,16 @@ ACTIONS = ("ack", "nack", "expire", "late_ack", "crash", "none")
 ACK_RESULTS = ("success", "invalid_ack_id", "failed_precondition", "permission_denied", "other", "none")
 
 
+class EvidenceError(UserError):
+    """Evidence that cannot be judged as it is (a damaged or missing file, a part of another run): the
+    message names the file and what is wrong (exit 2)."""
+
+
+def json_error(err) -> str:
+    """A JSONDecodeError as the one-line errors say it (`truncated at line L column C (...)`)."""
+    return json_problem(err.doc, err)
+
+
 @dataclass(frozen=True)
 class DeclaredSubscription:
     """What a subscription declares, as the checks need it (from the plan)."""
@@ -117,9 +129,24 @@ class RunInfo:
 
     @classmethod
     def read(cls, directory: Path | str) -> "RunInfo":
-        data = json.loads(storage.read_text(storage.join(directory, "run.json")))
-        data["subscriptions"] = [DeclaredSubscription(**s) for s in data["subscriptions"]]
-        return cls(**data)
+        """`<directory>/run.json`; EvidenceError naming it when it is missing or damaged."""
+        location = storage.join(directory, "run.json")
+        try:
+            text = storage.read_text(location)
+        except FileNotFoundError:
+            raise EvidenceError(f"{location}: missing (expected the run.json of a verify run)") from None
+        except UnicodeDecodeError:
+            raise EvidenceError(f"{location}: damaged: not text (expected the run.json of a verify run)") from None
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise EvidenceError(f"{location}: damaged: {json_error(err)}") from None
+        try:
+            data["subscriptions"] = [DeclaredSubscription(**s) for s in data["subscriptions"]]
+            return cls(**data)
+        except (KeyError, TypeError) as err:
+            raise EvidenceError(f"{location}: damaged: expected the fields of a verify run's run.json "
+                                f"(run_id, target, subscriptions, parameters, tested): {type(err).__name__}: {err}") from None
 
 
 # -- findings: what the checks produce -------------------------------------------------------

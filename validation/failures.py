@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
+from pubsubguard.validation.evidence import EvidenceError
 from pubsubguard.validation.probe import CLIENT_LOG_PREFIX
 
 # Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
@@ -34,6 +35,26 @@ def spark_cause(text: str) -> str:
         if "Exception" in line and "An error occurred while calling" not in line:
             return line[:300]
     return (lines[0] if lines else "no message")[:300]
+
+
+_PARQUET_PATH = re.compile(r"(?:file:)?(?://)?(/[^\s,;'\"\]\[{}]+?\.parquet)")
+
+
+def unreadable_evidence(err: BaseException, evidence_dir) -> EvidenceError | None:
+    """A Spark job that failed reading a Parquet part of the evidence (a damaged part that opened, e.g.
+    pages overwritten behind an intact footer) as one line naming the file; None for any other failure."""
+    if isinstance(err, UserError):  # already one line
+        return None
+    text = str(err)
+    found = _PARQUET_PATH.search(text)
+    if found is None or "parquet" not in type(err).__name__.lower() + text.lower():
+        return None
+    path = found.group(1)
+    root = str(Path(str(evidence_dir)).resolve()) if not storage.is_remote(evidence_dir) else str(evidence_dir)
+    where = path if not path.startswith(root) else storage.join(evidence_dir, path[len(root):].lstrip("/"))
+    causes = [line.strip()[len("Caused by: "):] for line in text.splitlines() if line.strip().startswith("Caused by: ")]
+    cause = (causes[-1] if causes else spark_cause(text))[:300]
+    return EvidenceError(f"{where}: damaged: Spark could not read it as Parquet ({cause})")
 
 
 _saved_levels: dict[str, object] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+import time
 from dataclasses import dataclass, field
 
 from pubsubguard.policies import pubsub_facts as facts
@@ -166,10 +167,18 @@ class Twins:
     created: list[str] = field(default_factory=list)
     iam: list[dict] = field(default_factory=list)  # every grant / revoke and the target's answer (run.json)
     granted: set[str] = field(default_factory=set)
+    # each twin's Seek to the moment before the first was created, and the target's answer (run.json)
+    seeks: list[dict] = field(default_factory=list)
+    # a subscriber client for a consumer endpoint (pulls go through the twin's own endpoint: endpoint_pinning)
+    consumer: object = None
 
     def create(self) -> None:
+        """Create the twins, then seek each to the moment before the first was created: a twin judges this
+        run's messages only, on a topic that retains earlier runs' (a target that hands a new subscription
+        the topic's retained backlog, as the emulator does, would otherwise deliver them: `unexpected`)."""
         from google.api_core import exceptions
 
+        start_us = time.time_ns() // 1000
         for spec in self.specs:
             try:
                 self.subscriber.create_subscription(request=spec.request(self.run_id), timeout=30)
@@ -183,6 +192,30 @@ class Twins:
             self.created.append(spec.path)
             if spec.dead_letter_topic:
                 self._grant(spec)
+        endpoint_of = {spec.path: spec.consumer_endpoint for spec in self.specs}
+        for path in self.created:
+            answer = seek_to(self.subscriber, path, start_us)
+            if answer["result"] != "seeked":  # e.g. the emulator on ordered subscriptions: acknowledged instead
+                client = self.consumer(endpoint_of[path]) if self.consumer is not None else self.subscriber
+                answer = acknowledge_before(client, path, start_us, answer["detail"])
+            self.seeks.append(answer)
+
+    def unseeked(self) -> list[str]:
+        """Observations on twins that could not be seeked to the run's start (none when every one was)."""
+        said = []
+        drained = [s for s in self.seeks if s["result"] == "acknowledged"]
+        if drained:
+            said.append(f"the target refused Seek on {len(drained)} probe twin(s) ({drained[0]['detail']}); instead "
+                        f"the messages published before the run that they received were acknowledged before the probe "
+                        "published (as a seek to the run's start does): "
+                        + ", ".join(f"{short_name(s['subscription'])} {s['acknowledged']}" for s in drained))
+        failed = [s for s in self.seeks if s["result"] == "refused"]
+        if failed:
+            said.append(f"{len(failed)} of {len(self.seeks)} probe twins could not be seeked to the run's start "
+                        f"({short_name(failed[0]['subscription'])}: {failed[0]['detail']}): on a target that hands a new "
+                        "subscription the topic's retained backlog, earlier messages reach them and are reported "
+                        "`unexpected`")
+        return said
 
     def _grant(self, spec: TwinSpec) -> None:
         """The service agent's subscriber grant, without which Pub/Sub cannot forward the twin's dead letters."""
@@ -217,6 +250,53 @@ class Twins:
             except Exception:  # noqa: BLE001 - keep deleting the others, report what is left
                 failed.append(path)
         return failed
+
+
+def seek_to(subscriber, path: str, time_us: int) -> dict:
+    """Seek a subscription to a time (messages published before it count as acknowledged); the answer."""
+    from google.api_core import exceptions
+    from google.protobuf import timestamp_pb2
+
+    moment = timestamp_pb2.Timestamp()
+    moment.FromMicroseconds(time_us)
+    try:
+        subscriber.seek(request={"subscription": path, "time": moment}, timeout=30)
+    except exceptions.GoogleAPICallError as err:
+        return {"subscription": path, "time_us": time_us, "result": "refused", "detail": f"{type(err).__name__}: {err.message}"}
+    return {"subscription": path, "time_us": time_us, "result": "seeked", "detail": ""}
+
+
+def acknowledge_before(subscriber, path: str, time_us: int, refused: str, rounds: int = 1000) -> dict:
+    """What a seek to `time_us` does, by pulling: acknowledge the messages a new subscription received that
+    were published before `time_us` (a topic's retained backlog); a later one is nacked (left to the probe,
+    which records it). Ends after two empty pulls in a row."""
+    from google.api_core import exceptions
+
+    acknowledged, empty = 0, 0
+    try:
+        for _ in range(rounds):
+            response = subscriber.pull(request={"subscription": path, "max_messages": 1000, "return_immediately": True},
+                                       timeout=30)
+            if not response.received_messages:
+                empty += 1
+                if empty == 2:
+                    break
+                continue
+            empty = 0
+            before = [m.ack_id for m in response.received_messages
+                      if m.message.publish_time.timestamp() * 1e6 < time_us]
+            after = [m.ack_id for m in response.received_messages if m.ack_id not in set(before)]
+            if before:
+                subscriber.acknowledge(subscription=path, ack_ids=before, timeout=30)
+                acknowledged += len(before)
+            if after:
+                subscriber.modify_ack_deadline(subscription=path, ack_ids=after, ack_deadline_seconds=0, timeout=30)
+                break
+    except exceptions.GoogleAPICallError as err:
+        return {"subscription": path, "time_us": time_us, "result": "refused",
+                "detail": f"{refused}; acknowledging by pull failed after {acknowledged}: {type(err).__name__}: {err.message}"}
+    return {"subscription": path, "time_us": time_us, "result": "acknowledged", "detail": refused,
+            "acknowledged": acknowledged}
 
 
 def find_leftovers(subscriber, project: str, topic_paths: list[str]) -> list[str]:

@@ -44,7 +44,8 @@ from pubsubguard.core.errors import UserError, debugging, unexpected
 from pubsubguard.validation.config import RunConfig, add_arguments
 from pubsubguard.validation.driver import probe
 from pubsubguard.validation.evidence_store import evidence_location
-from pubsubguard.validation.failures import VerifyError
+from pubsubguard.validation import locks
+from pubsubguard.validation.failures import VerifyError, unreadable_evidence
 from pubsubguard.validation.session import spark_session
 from pubsubguard.validation.target import declared_estate, resolve_target
 
@@ -75,8 +76,11 @@ def run(config: RunConfig, spark=None) -> int:
         return run_cleanup(config)
     if storage.is_remote(config.report or ""):
         return probe_to_store(config, spark)
-    session, evidence_dir, report = probe(config, spark)
-    return check_and_report(session, evidence_dir, report, not config.no_progress, keep=not config.no_checks_input)
+    if config.partial_evidence:
+        raise VerifyError("--partial-evidence: only with --from-evidence (a probe run judges the evidence it sealed)")
+    with locks.scope():  # the report directory, held by the probe from before it empties the evidence
+        session, evidence_dir, report = probe(config, spark)
+        return check_and_report(session, evidence_dir, report, keep=not config.no_checks_input)
 
 
 def probe_to_store(config: RunConfig, spark=None) -> int:
@@ -89,10 +93,9 @@ def probe_to_store(config: RunConfig, spark=None) -> int:
     destination = config.report
     storage.require_writable(destination)
     evidence_at = storage.join(destination, "evidence")
-    with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch, locks.scope():
         session, evidence_dir, report = probe(config.but(report=Path(scratch) / "report"), spark, evidence_at=evidence_at)
-        code = check_and_report(session, evidence_dir, report, not config.no_progress, location=destination,
-                                keep=not config.no_checks_input)
+        code = check_and_report(session, evidence_dir, report, location=destination, keep=not config.no_checks_input)
         copied = storage.copy_tree(report, destination)
     print(f"report: {len(copied)} files written to {destination} (and the evidence, as the run went)", file=sys.stderr)
     return code
@@ -103,20 +106,26 @@ def from_evidence(config: RunConfig, spark=None) -> int:
     evidence_dir = evidence_location(config.from_evidence)
     report = config.report or storage.parent(evidence_dir)
     report = report if storage.is_remote(report) else Path(report).resolve()
-    session = spark or spark_session(config.master, log_dir=None if storage.is_remote(report) else report)
-    return check_and_report(session, evidence_dir, report, not config.no_progress, keep=not config.no_checks_input)
+    with locks.held(("--report", report), ("--from-evidence", storage.parent(evidence_dir))):
+        session = spark or spark_session(config.master, log_dir=None if storage.is_remote(report) else report)
+        return check_and_report(session, evidence_dir, report, keep=not config.no_checks_input,
+                                partial=config.partial_evidence)
 
 
 def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True,
-                     shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True) -> int:
+                     shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True,
+                     partial: bool = False) -> int:
     """Judge a run's evidence (pubsubguard.validation.verdict) and write its report; the report's exit code.
     Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence_store`). The report names
     its evidence as `shown` and itself as `location` (default: where they are read and written). `keep`: the
-    checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not)."""
+    checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not).
+    `terminal`: the summary on stdout (progress bars are the probe's: `--no-progress` leaves the summary);
+    `partial`: judge what is intact of evidence that does not match its seal (`pubsubguard.validation.seal`)."""
     with tempfile.TemporaryDirectory(prefix="pubsubguard-staging-") as staging:
         local_report = Path(staging) / "report" if storage.is_remote(report) else report
         code = _check_and_report(spark, evidence_dir, local_report, terminal, shown=shown or evidence_dir,
-                                 location=location or report, staging=Path(staging) / "evidence", keep=keep)
+                                 location=location or report, staging=Path(staging) / "evidence", keep=keep,
+                                 partial=partial)
         if storage.is_remote(report):
             copied = storage.copy_tree(local_report, report)
             print(f"report: {len(copied)} files written to {report}", file=sys.stderr)
@@ -124,11 +133,17 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 
 
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
-                      location: Path | str, staging: Path, keep: bool = True) -> int:
+                      location: Path | str, staging: Path, keep: bool = True, partial: bool = False) -> int:
     from pubsubguard.validation import document
     from pubsubguard.validation import report as reporting
 
-    result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep)
+    try:
+        result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep, partial=partial)
+    except Exception as err:  # noqa: BLE001 - a part Spark could not read: one line naming it
+        unreadable = unreadable_evidence(err, evidence_dir)
+        if unreadable is None or debugging():
+            raise
+        raise unreadable from None
     reporting.write(result, report, location)
     if terminal:
         reporting.print_summary(result, location)

@@ -9,12 +9,16 @@ writes `manifest.json`, last, saying what they were made from. A later check rea
 a file, and the same kernel walks the same rows in the same order: the same findings, statistics and
 plot data.
 
-A check uses them only when the manifest matches what it is asked to check now: every file of the run's
-`publishes/` and `deliveries/` (relative path, size, modification time), the declared subscriptions in
-order, and a digest of the code that makes and judges the rows (this module, `checks`, `kernel`).
-Anything else (no manifest or an unreadable one, a file added, changed or removed, other subscriptions,
-other code, a kept file missing or of another size) and the check runs the shuffle pass and keeps its
-rows anew. A cache: deleting `checks-input/` costs the next check the shuffle, never another verdict.
+A check uses them only when the manifest matches what it is asked to check now: the run (a digest of
+its run.json and of its seal, `pubsubguard.validation.seal`: a kept input is never read by another run),
+every file of the run's `publishes/` and `deliveries/` (relative path, size, modification time), the
+declared subscriptions in order, and a digest of the code that makes and judges the rows (this module,
+`checks`, `kernel`). Anything else (no manifest, a file added, changed or removed, another run, other
+subscriptions, other code) and the check runs the shuffle pass and keeps its rows anew. A kept input
+that matches but is damaged (its manifest not JSON, a kept file missing, of another size or another
+SHA-256 than the manifest says, or outside its generation) is an EvidenceError naming the file (exit 2):
+delete `checks-input/` (the next check shuffles again and keeps it anew) or check with
+`--no-checks-input`. A cache: deleting it costs the next check the shuffle, never another verdict.
 Kept only for evidence in a local directory (the executors write where they read the evidence from);
 a directory that cannot be written is checked with the shuffle pass every time.
 """
@@ -34,9 +38,10 @@ from typing import Iterator
 
 DIRNAME = "checks-input"
 MANIFEST = "manifest.json"
-FORMAT = "pubsubguard-checks-input/1"
+FORMAT = "pubsubguard-checks-input/2"  # /2: each kept part's SHA-256; the run's digests in the sources
 ROW_GROUP_ROWS = 1 << 17  # rows per Parquet row group, and per batch read back (a task holds about one)
 _SOURCES = ("publishes", "deliveries")
+_RUN_FILES = ("run.json", "seal.json")  # whose digests bind a kept input to its run (seal: when sealed)
 
 
 def _plain(value):
@@ -63,6 +68,7 @@ class Kept:
             for module in (sys.modules[__name__], *code_modules):
                 # through the module's loader: a file, or a member of the zip a cluster's bundle ships
                 digest.update(module.__loader__.get_data(module.__file__))
+            run = {name: _sha256(evidence_dir / name) if (evidence_dir / name).exists() else None for name in _RUN_FILES}
             for name in _SOURCES:
                 for path in sorted((evidence_dir / name).rglob("*")):
                     if path.is_file():
@@ -74,26 +80,46 @@ class Kept:
         parts = {os.path.realpath(evidence_dir / f[0]) for f in files if not Path(f[0]).name.startswith(("_", "."))}
         if read is not None and parts != read:
             return None
-        sources = {"files": files, "subscriptions": [dataclasses.asdict(s) for s in subscriptions],
+        sources = {"run": run, "files": files, "subscriptions": [dataclasses.asdict(s) for s in subscriptions],
                    "code": digest.hexdigest()}
         return cls(evidence_dir / DIRNAME, _plain(sources))
 
     def find(self) -> list[tuple[int, str]] | None:
-        """(partition, file) of the kept input when it was made from exactly these sources; else None."""
+        """(partition, file) of the kept input when it was made from exactly these sources; else None.
+        EvidenceError naming the file when it was, but is damaged."""
+        from pubsubguard.validation.evidence import EvidenceError, json_error
+
+        location = self.directory / MANIFEST
+        remedy = f"delete {self.directory} (the next check keeps it anew) or check with --no-checks-input"
         try:
-            manifest = json.loads((self.directory / MANIFEST).read_text())
+            manifest = json.loads(location.read_text())
+        except OSError:
+            return None
+        except ValueError as err:
+            raise EvidenceError(f"{location}: damaged kept sorted input: {json_error(err)}; {remedy}") from None
+        try:
             if manifest["format"] != FORMAT or manifest["sources"] != self.sources:
                 return None
             generation = self.directory / manifest["generation"]
             parts = []
             for part in manifest["parts"]:
                 path = generation / part["file"]
-                if path.parent != generation or path.stat().st_size != part["bytes"]:
-                    return None
+                if path.parent != generation:
+                    raise EvidenceError(f"{location}: damaged kept sorted input: names {part['file']!r}, outside its "
+                                        f"generation; {remedy}")
+                try:
+                    size = path.stat().st_size
+                except OSError:
+                    raise EvidenceError(f"{path}: missing from the kept sorted input; {remedy}") from None
+                if size != part["bytes"]:
+                    raise EvidenceError(f"{path}: damaged kept sorted input ({size:,} bytes, the manifest says "
+                                        f"{part['bytes']:,}); {remedy}")
+                if _sha256(path) != part["sha256"]:
+                    raise EvidenceError(f"{path}: damaged kept sorted input (its SHA-256 is not the manifest's); {remedy}")
                 parts.append((int(part["partition"]), str(path)))
             return parts
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        except (KeyError, TypeError, ValueError) as err:
+            raise EvidenceError(f"{location}: damaged kept sorted input: {type(err).__name__}: {err}; {remedy}") from None
 
     def start(self, spark) -> "Writing | None":
         """A new generation for a pass to write into; None when the directory cannot be made."""
@@ -126,7 +152,7 @@ class Writing:
         generation = self.kept.directory / self.generation
         try:
             parts = [{"partition": int(f.name[len("part-"):-len(".parquet")]), "file": f.name,
-                      "rows": pq.ParquetFile(f).metadata.num_rows, "bytes": f.stat().st_size}
+                      "rows": pq.ParquetFile(f).metadata.num_rows, "bytes": f.stat().st_size, "sha256": _sha256(f)}
                      for f in sorted(generation.glob("part-*.parquet"))]
             rows = sum(p["rows"] for p in parts)
             if rows != self.seen.value or self.written.value != self.seen.value:
@@ -207,6 +233,14 @@ def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Ite
             except Exception:  # noqa: BLE001
                 pass
         _remove(temporary)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _remove(path: str) -> None:

@@ -33,8 +33,8 @@ def declared_estate(config: RunConfig) -> tuple[Estate, Estate]:
         source = plan["state"]
     else:
         where = str(config.plan) if config.plan else f"stack {plan['stack']!r} (planned offline)"
-        plan, names_from = rehearsal.for_verify(plan, Path(config.root or project_root()), config.target, where)
-        source = {"kind": "plan", "location": where, "names_from": names_from}
+        plan, names_from, stood_in = rehearsal.for_verify(plan, Path(config.root or project_root()), config.target, where)
+        source = {"kind": "plan", "location": where, "names_from": names_from, "stood_in": stood_in}
         if config.project and config.project != plan.get("gcp_project"):
             plan = retarget(plan, config.project)
     everything = replace(estate(plan), source=source)

@@ -38,13 +38,17 @@ def finding_record(row: dict) -> dict:
     return record
 
 
-def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None) -> RunVerdict:
+def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None, integrity=None) -> RunVerdict:
     """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
     verdict per declared subscription and guarantee. `evidence_dir`: the local directory the frames
-    were read from, where the checks keep (or find) their sorted input (`checks.run_checks`)."""
+    were read from, where the checks keep (or find) their sorted input (`checks.run_checks`).
+    `integrity` (`pubsubguard.validation.seal.Integrity`): the evidence against its seal; every
+    delivery-derived guarantee of a subscription whose rows may be missing (`affected`: unsealed evidence,
+    parts not read) is `inconclusive` whatever the rows read show (their findings are all kept: rows
+    missing can make a `lost` or an `out_of_order` of their own, and hide a violation)."""
     from pyspark.sql import functions as F
 
-    from pubsubguard.validation.checks import guarantee_status, run_checks
+    from pubsubguard.validation.checks import SETTLED_BY_DELIVERIES, guarantee_status, run_checks
     from pubsubguard.validation.config import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
@@ -69,7 +73,14 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
         )
         for sub in info.subscriptions
     }
+    affected = set(integrity.affected) if integrity is not None else set()
+    for name in affected & set(guarantees):
+        guarantees[name] = {g: "inconclusive" if g in SETTLED_BY_DELIVERIES and status != "not_tested" else status
+                            for g, status in guarantees[name].items()}
     observations = []
+    seal_note = integrity.observation() if integrity is not None else None
+    if seal_note:
+        observations.append(seal_note)
     created = info.parameters.get("twins_created_us")
     if created:
         replayed = deliveries.where(
@@ -81,18 +92,25 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
                 "twins existed (foreign to this run, reported as `unexpected`): this target delivers a topic's "
                 "retained backlog to a newly created subscription"
             )
-    verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {})
+    verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {}, integrity)
     return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
 
 
-def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict) -> tuple[str, str]:
+def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict,
+               integrity=None) -> tuple[str, str]:
     """The run's verdict and the sentence that says why: `violated` when any declared guarantee is,
-    else `inconclusive` when any could not be judged to the end (unsettled messages), else `holds`."""
+    else `inconclusive` when any could not be judged to the end (unsettled messages, evidence unsealed or
+    incomplete), else `holds`."""
     def which(status: str) -> list[str]:
         return [f"{name}.{g}" for name, per in sorted(guarantees.items()) for g, s in per.items() if s == status]
 
     if which("violated"):
         return "violated", f"violated: {', '.join(which('violated'))} (each backed by an error finding)"
+    if which("inconclusive") and integrity is not None and integrity.affected:
+        what = "unsealed (the run ended before sealing it)" if not integrity.sealed else \
+            f"incomplete ({len(integrity.problems)} files not as sealed)"
+        return "inconclusive", (f"inconclusive: {', '.join(which('inconclusive'))}: the evidence is {what}, so "
+                                f"rows of {', '.join(integrity.affected)} may be missing")
     if which("inconclusive"):
         ended = {"stuck": "stuck (nothing recorded for an ack deadline and more)",
                  "timeout": "still outstanding at the drain timeout"}.get(drain.get("ended"), "not settled")

@@ -67,8 +67,10 @@ def run(args) -> int:
     # Names and references a deploy decides are decided here as `pulumi up` would (kept from the last
     # rehearsal of the stack); the rehearsal is recorded before anything is created, so names survive a
     # partial apply.
-    plan, autonamed = rehearsal.for_apply(plan, args.root)
+    plan, autonamed, stood_in = rehearsal.for_apply(plan, args.root)
     applying.require_known(plan)
+    if stood_in:
+        print(f"apply: {state.stood_in_caveat(stood_in)}")
     if autonamed:
         record = rehearsal.record(plan, args.root)
         names = ", ".join(f"{urn.rsplit('::', 1)[-1]} -> {name}" for urn, name in sorted(autonamed.items()))

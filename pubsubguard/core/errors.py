@@ -25,6 +25,15 @@ def unexpected(prefix: str, err: BaseException) -> str:
             "for the traceback and report it)")
 
 
+def json_problem(raw: bytes | str, err) -> str:
+    """What is wrong with JSON text that `json.loads` refused (`err`, a JSONDecodeError), for a one-line
+    error: `truncated at line L column C (...)` for a cut file (it ends inside the document: an unterminated
+    string, or no closing brace), else `not JSON at ...`."""
+    ends = raw.rstrip() if isinstance(raw, bytes) else raw.rstrip().encode()
+    cut = err.pos >= len(ends) or err.msg.startswith("Unterminated") or not ends.endswith(b"}")
+    return f"{'truncated' if cut else 'not JSON'} at line {err.lineno} column {err.colno} ({err.msg})"
+
+
 def read_yaml_mapping(path: Path, error: type[UserError], missing_hint: str, expected: str) -> dict:
     """A YAML file that must hold a mapping, or `error` naming the file and what was expected."""
     import yaml

@@ -11,7 +11,10 @@ A plan made offline (`pubsubguard plan`) holds what a preview knows. Two things 
   and the provider accept the id wherever they accept the name.
 
 Only a reference with exactly one Pub/Sub resource of the expected kind behind it is resolved; any
-other unknown stays unknown (apply then names it). `apply --emulator` assigns the names and records the
+other unknown stays unknown (apply then names it), but for a push subscription's endpoint and its OIDC
+token's service account (a Cloud Run service's URL, an account created beside it: the commonest push
+set-up): on the emulator push goes to a loopback receiver whatever the endpoint (the probe's, during a
+verify), so `stand_in_push` puts a stand-in there (`STAND_INS`), and the apply and the verify report say so. `apply --emulator` assigns the names and records the
 rehearsal as the state a deploy would have left (`state_document`), in
 `<project>/.pubsubguard/rehearsal/<stack>.json`: applying again keeps the names (as Pulumi keeps a
 resource's autoname across updates), `verify --plan` on the emulator finds them there, and the file is
@@ -36,6 +39,31 @@ from pubsubguard.core.project import UNKNOWN
 AUTONAME_HEX = 7
 _REFERENCE_KINDS = {"topic": facts.TOPIC, "deadLetterTopic": facts.TOPIC, "subscription": facts.SUBSCRIPTION}
 _NAMED = (facts.TOPIC, facts.SUBSCRIPTION)
+
+
+# What stands in on the emulator for a push setting unknown until deploy (RFC 2606 `.invalid`: never dialled;
+# the emulator pushes to its loopback receiver, emulator.emulator_push_config, the probe's twins to the probe's).
+STAND_INS = {
+    ("pushConfig", "pushEndpoint"): "https://unknown-until-deploy.invalid/push",
+    ("pushConfig", "oidcToken", "serviceAccountEmail"): "unknown-until-deploy@stand-in.iam.gserviceaccount.com",
+}
+
+
+def stand_in_push(plan: dict) -> list[str]:
+    """Put `STAND_INS` in place of a subscription's push endpoint and OIDC service account left unknown
+    (after `resolve`); where it did (`name.inputs.pushConfig.pushEndpoint`, …). For the emulator only."""
+    stood = []
+    for resource in plan["resources"]:
+        if resource["type"] != facts.SUBSCRIPTION or not resource.get("custom"):
+            continue
+        for path, stand_in in STAND_INS.items():
+            holder = resource.get("inputs") or {}
+            for key in path[:-1]:
+                holder = holder.get(key) if isinstance(holder, dict) else None
+            if isinstance(holder, dict) and holder.get(path[-1]) == UNKNOWN:
+                holder[path[-1]] = stand_in
+                stood.append(f"{resource['name']}.inputs.{'.'.join(path)}")
+    return stood
 
 
 def record_path(root: Path, stack: str) -> Path:
@@ -116,11 +144,13 @@ def recorded_names(root: Path, stack: str) -> dict[str, str]:
             if r.get("type") in _NAMED and isinstance(r.get("outputs"), dict) and r["outputs"].get("name")}
 
 
-def for_apply(plan: dict, root: Path) -> tuple[dict, dict[str, str]]:
-    """The plan as the emulator rehearsal deploys it: recorded names kept, new autonames chosen."""
+def for_apply(plan: dict, root: Path) -> tuple[dict, dict[str, str], list[str]]:
+    """The plan as the emulator rehearsal deploys it: recorded names kept, new autonames chosen, push
+    settings unknown until deploy stood in (`stand_in_push`: where, the third item)."""
     if not needs_deploy(plan):
-        return plan, {}
-    return resolve(plan, recorded_names(root, plan["stack"]), assign=True)
+        return plan, {}, []
+    resolved, chosen = resolve(plan, recorded_names(root, plan["stack"]), assign=True)
+    return resolved, chosen, stand_in_push(resolved)
 
 
 # --- The rehearsal's record ----------------------------------------------------------------------------
@@ -168,14 +198,16 @@ def record(plan: dict, root: Path) -> Path:
     return path
 
 
-def for_verify(plan: dict, root: Path, target: str, where: str) -> tuple[dict, str | None]:
-    """(the plan with the names the emulator rehearsal recorded, the record's path or None). A plan whose
-    names a deploy decides cannot be verified without them: PlanValueError naming what to do."""
+def for_verify(plan: dict, root: Path, target: str, where: str) -> tuple[dict, str | None, list[str]]:
+    """(the plan with the names the emulator rehearsal recorded, the record's path or None, where push
+    settings unknown until deploy were stood in: on the emulator only, as `for_apply` stood them in). A plan
+    whose names a deploy decides cannot be verified without them: PlanValueError naming what to do."""
     if not needs_deploy(plan):
-        return plan, None
+        return plan, None, []
     path = record_path(root, plan["stack"])
     names = recorded_names(root, plan["stack"]) if target == "emulator" else {}
     resolved, _ = resolve(plan, names, assign=False)
+    stood = stand_in_push(resolved) if target == "emulator" else []
     missing = [r["name"] for r in autonamed(resolved)]
     if missing:
         how = ("rehearse it first (`pubsubguard apply --emulator` with the same plan or stack records the "
@@ -183,4 +215,4 @@ def for_verify(plan: dict, root: Path, target: str, where: str) -> tuple[dict, s
         raise PlanValueError(
             f"{where}: {', '.join(sorted(missing))}: name chosen at deploy (autonamed); {how} the deployed stack "
             "with --state (`pulumi stack export --file state.json`)")
-    return resolved, str(path) if names else None
+    return resolved, str(path) if names else None, stood

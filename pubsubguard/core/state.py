@@ -42,7 +42,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
 from pubsubguard.core.engine import RESOURCE_SIG, SECRET_SIG, SIG
-from pubsubguard.core.errors import UserError
+from pubsubguard.core.errors import UserError, json_problem
 
 DEPLOYMENT_VERSION = 3
 EXPORT_HINT = "expected the file `pulumi stack export --file state.json` writes"
@@ -119,11 +119,7 @@ def read_deployment(location: str | Path) -> dict:
     except UnicodeDecodeError:
         raise StateError(f"--state {location}: not text ({EXPORT_HINT})") from None
     except json.JSONDecodeError as err:
-        # a cut file ends inside the document: an unterminated string, or no closing brace
-        ends = raw.rstrip()
-        what = "truncated" if err.pos >= len(ends) or err.msg.startswith("Unterminated") or not ends.endswith(b"}") else "not JSON"
-        raise StateError(f"--state {location}: {what} at line {err.lineno} column {err.colno} ({err.msg}); "
-                         f"{EXPORT_HINT}") from None
+        raise StateError(f"--state {location}: {json_problem(raw, err)}; {EXPORT_HINT}") from None
     if not isinstance(document, dict) or "version" not in document:
         raise StateError(f"--state {location}: expected a JSON object with \"version\" and \"deployment\"; {EXPORT_HINT}")
     if document["version"] != DEPLOYMENT_VERSION:
@@ -278,8 +274,17 @@ def load(location: str | Path | None, stack: str | None, root: Path) -> dict:
     return plan_of_state(read_deployment(location), location, stack)
 
 
+def stood_in_caveat(stood_in: list[str]) -> str:
+    """The sentence for push settings unknown until deploy that stood in on the emulator (core.rehearsal)."""
+    return (f"values unknown until deploy stood in on the emulator: {', '.join(stood_in)} (push endpoint: the "
+            "loopback receiver received the pushes in its place, the probe's during a verify; OIDC service account: "
+            "a stand-in, no token was checked); what the deployed endpoint and its token do was not exercised")
+
+
 def caveats(source: dict | None) -> list[str]:
-    """What a reader of a verification against this state should know (one sentence each)."""
+    """What a reader of a verification against this state (or plan) should know (one sentence each)."""
+    if source and source.get("stood_in"):
+        return [stood_in_caveat(source["stood_in"])]
     if not source or source.get("kind") != "state":
         return []
     said = []
