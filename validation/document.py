@@ -17,7 +17,7 @@ checks folded into a verdict (`verdict.run_verdict`), the document built (`build
          "guarantees": {"ordering" | "exactly_once" | "dead_letter" | "completeness": "holds" | "violated" | "not_tested"},
          "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
                                                   # absent facts left out, plus `detail`: its sentence
-         "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
+         "figures": {published, delivered, distinct_delivered, acked, dead_lettered, publish_duplicates, redeliveries,
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
      "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
                       "advisories": [cause, ...]}}
@@ -366,6 +366,13 @@ def describe(finding: dict, start_us: int | None = None) -> str:
         if form == "foreign":
             return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"
         return f"received at {at('received_us')} a message (key, seq) this run never published"
+    if kind == "publish_duplicate":
+        ids = [r.get("message_id") for r in finding.get("evidence") or [] if r.get("source") == "delivery"
+               and r.get("kind") == "delivery" and r.get("message_id") not in (None, finding.get("message_id"))]
+        also = f" (also delivered as {', '.join(dict.fromkeys(ids))})" if ids else ""
+        return (f"delivered at {at('received_us')} under a second message id {finding.get('message_id')}{also}: "
+                "the same key and seq published twice, a publish retried after its reply was lost -- a publish-side "
+                "duplicate (a new message), not a redelivery")
     if kind == "duplicate_after_ack":
         gap = (times["received_us"] - times["acked_us"]) / 1e6
         return f"delivered again at {at('received_us')}, {gap:.3f} s after a successful ack at {at('acked_us')}"
