@@ -170,6 +170,10 @@ def _action(target: str, kind: str, explained: list[str], conformance_ran: bool 
                 "and raise it with the target's owner (Google Cloud support)")
     if kind == "config_drift":
         return "the target holds another value than the plan declares: apply the plan again, or find what changed it"
+    if kind == "publish_duplicate":
+        return ("a publish retried after its reply was lost (the network, or --nemesis lose_response publish) is a new "
+                "message, which exactly-once does not remove (docs/pubsub-facts.md): a consumer that must not process "
+                "a payload twice de-duplicates on an id its producer assigns (the probe's run, key and seq attributes)")
     if not conformance_ran:
         return ("unexplained: the conformance scenarios did not run (verify --conform says which documented "
                 "behaviours the target lacks); read its worked example (the key's plot and evidence rows) and "
@@ -285,7 +289,8 @@ def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us:
     from pyspark.sql import functions as F
 
     if aggregates["timeline"] is None:
-        return {"t0": None, "start": start_us, "timeline": None, "latency": {}, "timelines": {}, "violations": {}}
+        return {"t0": None, "start": start_us, "timeline": None, "latency": {}, "timelines": {}, "violations": {},
+                "network": {}}
     t0 = aggregates["t0"]
     findings = [f for g in groups for f in g["findings"]]
     examples = {g["findings"][0]["id"] for g in groups}
@@ -318,7 +323,24 @@ def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us:
             "bins": aggregates["bins"], "timeline": aggregates["timeline"],
             "expiry_deadline_s": aggregates["expiry_deadline_s"], "crash": aggregates["crash"],
             "latency": aggregates["latency"], "timelines": timelines,
-            "violations": {k: v for k, v in violations.items() if k in timelines}}
+            "violations": {k: v for k, v in violations.items() if k in timelines}, "network": network_bands(info)}
+
+
+def network_bands(info: evidence.RunInfo) -> dict[str, list[list[int]]]:
+    """The network faults the fault layer applied (`--nemesis`; run.json `parameters.nemesis.applied`), as the
+    timeline draws them: kind -> [start_us, end_us] per applied row (an instant for a stream kill, a lost
+    or delayed reply; a partition from its start for its `for_s`). Refused calls of a partition and faults
+    not applied are left out (the partition's band covers them)."""
+    nemesis = info.parameters.get("nemesis") or {}
+    lasting = {f["index"]: f.get("for_s") for f in nemesis.get("faults", [])}
+    bands: dict[str, list[list[int]]] = {}
+    for row in nemesis.get("applied") or []:
+        if row["planted"] or row["detail"].startswith(("NOT applied", "refused")):
+            continue
+        start = row["time_us"]
+        end = start + round((lasting.get(row["entry"]) or 0) * 1e6) if row["kind"] == "partition" else start
+        bands.setdefault(row["kind"], []).append([start, end])
+    return bands
 
 
 # ------------------------------------------------------------------------------------- sentences
