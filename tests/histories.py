@@ -436,13 +436,19 @@ def _pick(rng: random.Random, items: list):
     return rng.choice(items) if items else None
 
 
-def mutate_lost(h: History, rng: random.Random):
+def _not_dead_lettered_last_if_ordered(h: History, subscription: str | None = None):
+    """A place predicate (`_messages`): a message not dead-lettered (of `subscription` when given), the
+    last seq of its key on an ordered subscription (nothing comes after it to reorder)."""
     def ok(sub, dels, dls):
-        if dls:
+        if dls or subscription not in (None, sub.name):
             return False
         return not sub.ordering or dels[0]["seq"] == _last_seq(h, sub.name, dels[0]["key"])
 
-    place = _pick(rng, _messages(h, ok))
+    return ok
+
+
+def mutate_lost(h: History, rng: random.Random):
+    place = _pick(rng, _messages(h, _not_dead_lettered_last_if_ordered(h)))
     if not place:
         return None
     s, k, q = place
@@ -656,6 +662,23 @@ def mutate_delivery_attempts_exceeded(h: History, rng: random.Random):
     return m, Injection("delivery_attempts_exceeded", s, k, q, note="one attempt more than declared")
 
 
+def mutate_publish_duplicate(h: History, rng: random.Random, subscription: str | None = None):
+    """A publish whose reply was lost and which the client retried: the same (key, seq) under a second
+    message id, delivered right after the first id's first delivery and acked (docs/pubsub-facts.md: a new
+    message; a publish-side duplicate, never a redelivery). On an ordered key, the key's last seq (its
+    second id right after it, as the service orders a key's messages by publish)."""
+    place = _pick(rng, _messages(h, _not_dead_lettered_last_if_ordered(h, subscription)))
+    if not place:
+        return None
+    s, k, q = place
+    m = h.copy()
+    first = min(_rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+    retried = _clone_delivery(first, first["receive_time_us"] + 1, "ack", m)
+    retried.update(message_id=f"{first['message_id']}/retried", delivery_attempt=1 if first["delivery_attempt"] else None)
+    m.deliveries.append(retried)
+    return m, Injection("publish_duplicate", s, k, q, note="delivered again under a second message id")
+
+
 MUTATORS = {
     "lost": mutate_lost,
     "unexpected": mutate_unexpected,
@@ -669,6 +692,7 @@ MUTATORS = {
     "dead_letter_after_ack": mutate_dead_letter_after_ack,
     "dead_letter_early": mutate_dead_letter_early,
     "delivery_attempts_exceeded": mutate_delivery_attempts_exceeded,
+    "publish_duplicate": mutate_publish_duplicate,  # last: the other mutators keep their seeds
 }
 
 

@@ -253,9 +253,9 @@ def test_stats(spark, judged):
     _, _, stats = judged
     row = stats.where("subscription = 'legal-ordered-rewind'")
     expected = spark.createDataFrame(
-        [("legal-ordered-rewind", 4, 7, 4, 4, 0, 4, 3, 3 / 7, [("a", 7)])],
+        [("legal-ordered-rewind", 4, 7, 4, 4, 0, 4, 0, 3, 3 / 7, [("a", 7)])],
         "subscription string, published long, delivered long, distinct_delivered long, acked long, "
-        "dead_lettered long, settled long, redeliveries long, redelivery_rate double, hottest_keys array<struct<key:string,deliveries:long>>",
+        "dead_lettered long, settled long, publish_duplicates long, redeliveries long, redelivery_rate double, hottest_keys array<struct<key:string,deliveries:long>>",
     )
     assertDataFrameEqual(row.drop("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"), expected)
     lat = row.select("latency_p50_ms", "latency_p99_ms").first()

@@ -9,6 +9,7 @@ pytest's terminal summary (`pytest_terminal_summary` in tests/conftest.py).
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -110,3 +111,32 @@ def test_legal_histories_pass_and_every_mutation_is_caught(spark, workload, seed
         COUNTS["mutations"] += 1
         COUNTS["by_mutator"][name] = COUNTS["by_mutator"].get(name, 0) + 1
 
+
+
+def test_publish_side_duplicates_are_reported_and_counted_never_as_redeliveries(spark):
+    """A retried publish (the same key and seq under a second message id) on every kind of subscription:
+    one `publish_duplicate` (advisory) with the rows of both message ids, counted in `publish_duplicates`;
+    no exactly-once, ordering or dead-letter finding, and the redeliveries count is the legal history's."""
+    legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=3, messages_per_key=6, fault_rate=0.3, duplicate_rate=0.5), 11,
+                       run_id="run-dup")
+    copies, injected = [H.renamed(legal, "~legal")], {}
+    for i, sub in enumerate(SUBSCRIPTIONS):
+        result = H.mutate_publish_duplicate(legal, random.Random(i), subscription=sub.name)
+        assert result is not None, sub.name
+        mutated, injection = result
+        copies.append(H.renamed(mutated, f"~d{i}"))
+        injected[sub.name + f"~d{i}"] = injection
+    publishes, deliveries, merged = _tables(spark, copies)
+    checked = run_checks(publishes, deliveries, merged.subscriptions)
+    findings = [r.asDict(recursive=True) for r in checked.findings.collect()]
+    stats = {r["subscription"]: r.asDict() for r in checked.stats.collect()}
+    assert [f for f in findings if f["subscription"].endswith("~legal")] == []
+    for name, inj in injected.items():
+        mine = [f for f in findings if f["subscription"] == name]
+        assert [(f["kind"], f["severity"], f["key"], f["seq"]) for f in mine] == [
+            ("publish_duplicate", "advisory", inj.key, inj.seq)], (name, mine)
+        ids = {r["message_id"] for r in json.loads(mine[0]["evidence"]) if r["source"] == "delivery"}
+        assert len(ids) == 2 and mine[0]["message_id"].endswith("/retried"), (name, ids)
+        legal_name = name.rsplit("~", 1)[0] + "~legal"
+        assert stats[name]["publish_duplicates"] == 1 and stats[legal_name]["publish_duplicates"] == 0
+        assert stats[name]["redeliveries"] == stats[legal_name]["redeliveries"], (name, stats[name], stats[legal_name])

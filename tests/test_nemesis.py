@@ -27,6 +27,8 @@ GOOD = [
     {"kind": "lose_response", "rpc": "acknowledge", "subscription": "s", "rate": 0.2},
     {"kind": "lose_response", "rpc": "modify_ack_deadline", "subscription": "s", "after_s": 1, "for_s": 3},
     {"kind": "delay", "rpc": "publish", "topic": "t", "ms": 200, "rate": 0.5},
+    {"kind": "lose_response", "rpc": "publish", "topic": "t", "rate": 0.3},
+    {"kind": "lose_response", "rpc": "publish", "topic": "t", "key": "key-001", "seq": 2},
     {"kind": "partition", "subscription": "s", "task": "sub-1", "after_s": 4, "for_s": 15},
 ]
 
@@ -42,7 +44,7 @@ BAD = [  # (entry, the field the one line names, a word of the reason)
     ({"kind": "kill_stream", "subscription": "s", "after_s": 1, "for_s": 2}, "faults[0].for_s", "instant"),
     ({"kind": "partition", "subscription": "s", "after_s": 1}, "faults[0].for_s", "for_s"),
     ({"kind": "lose_response", "subscription": "s", "rate": 0.1}, "faults[0].rpc", "expected one of"),
-    ({"kind": "lose_response", "rpc": "publish", "topic": "t", "rate": 0.1}, "faults[0].rpc", "not supported yet"),
+    ({"kind": "lose_response", "rpc": "publish", "subscription": "s", "rate": 0.1}, "faults[0].topic", "topic"),
     ({"kind": "delay", "rpc": "acknowledge", "subscription": "s", "rate": 0.1}, "faults[0].ms", "ms"),
     ({"kind": "delay", "rpc": "publish", "subscription": "s", "ms": 5, "rate": 0.1}, "faults[0].topic", "topic"),
     ({"kind": "drop_delivery", "subscription": "s", "rate": 1, "task": "sub-0"}, "faults[0].task", "only partition"),

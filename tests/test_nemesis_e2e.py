@@ -56,8 +56,10 @@ NETWORK = {"faults": [
 ]}
 
 
-def test_network_faults_are_applied_recorded_and_named(spark, emulator, tmp_path):
-    topic = f"nf-{uuid.uuid4().hex[:8]}"
+def _verify_under(schedule_of: dict, spark, tmp_path, prefix: str) -> tuple[str, int, dict]:
+    """The self-test's estate on a fresh topic, applied on the emulator and verified under the schedule
+    (`{t}`: the topic): (topic, exit code, report.json)."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     root = tmp_path / "project"
     root.mkdir()
     (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
@@ -67,12 +69,16 @@ def test_network_faults_are_applied_recorded_and_named(spark, emulator, tmp_path
     plan_file.write_text(json.dumps(plan))
     apply_plan(plan)
     schedule = tmp_path / "schedule.yaml"
-    schedule.write_text(json.dumps(NETWORK).replace("{t}", topic))
+    schedule.write_text(json.dumps(schedule_of).replace("{t}", topic))
     report = tmp_path / "report"
     code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "10",
                      "--drain-timeout", "40", "--report", str(report), "--no-progress", "--nemesis", str(schedule)],
                     spark=spark)
-    result = json.loads((report / "report.json").read_text())
+    return topic, code, json.loads((report / "report.json").read_text())
+
+
+def test_network_faults_are_applied_recorded_and_named(spark, emulator, tmp_path):
+    topic, code, result = _verify_under(NETWORK, spark, tmp_path, "nf")
     applied = result["parameters"]["nemesis"]["applied"]
     by_kind = {}
     for row in applied:
@@ -98,4 +104,39 @@ def test_network_faults_are_applied_recorded_and_named(spark, emulator, tmp_path
     for name, sub in subs.items():
         assert not [k for k in sub["findings"] if k in ("duplicate_after_ack", "duplicate_while_outstanding",
                                                         "stale_ack_accepted", "out_of_order")], (name, sub["findings"])
+    assert code in (0, 1)
+
+
+# drawn per call: the probe publishes 3 keys x 10 messages in ~3 Publish calls; with this seed the first call's
+# reply is lost and the next calls' (the retry among them) are not (`faults.unit("1", 0, "lose_response", "call", n)`
+# for n = 1..4: 0.41, 0.73, 0.98, 0.75)
+LOST_PUBLISH_REPLIES = {"seed": "1", "faults": [{"kind": "lose_response", "rpc": "publish", "topic": "{t}", "rate": 0.5}]}
+
+
+def test_lost_publish_replies_are_publish_side_duplicates_never_redeliveries(spark, emulator, tmp_path):
+    """A Publish forwarded and its reply dropped: the client publishes again, the target holds the message
+    twice under two ids. Every subscription of the topic reports each such second id as a `publish_duplicate`
+    (advisory) with the rows of both ids, counts them (`publish_duplicates`), and reads none of them as a
+    redelivery: no exactly-once or ordering finding, no redelivery counted (the run injects no client fault)."""
+    topic, code, result = _verify_under(LOST_PUBLISH_REPLIES, spark, tmp_path, "lp")
+    applied = [r for r in result["parameters"]["nemesis"]["applied"] if r["kind"] == "lose_response"]
+    assert applied and all(r["rpc"] == "Publish" and r["message_ids"] and r["topic"] == topic for r in applied)
+    lost_ids = {i for r in applied for i in r["message_ids"]}
+    subs = result["subscriptions"]
+    assert "lost publish responses" in subs[f"{topic}-eod"]["network_faults"]["under"]
+    for name in (f"{topic}-plain", f"{topic}-eod", f"{topic}-ordered"):
+        sub = subs[name]
+        duplicates = sub["findings"].get("publish_duplicate", [])
+        assert duplicates, (name, sorted(sub["findings"]))
+        for f in duplicates:
+            assert f["severity"] == "advisory" and f["guarantee"] == "completeness"
+            ids = {r["message_id"] for r in f["evidence"] if r["source"] == "delivery"}
+            assert len(ids) >= 2 and f["message_id"] in ids and ids & lost_ids, (name, f)
+            assert all(r["key"] == f["key"] and r["seq"] == f["seq"] for r in f["evidence"]), f
+        assert sub["figures"]["publish_duplicates"] == len(duplicates), (name, sub["figures"])
+        assert sub["figures"]["redeliveries"] == 0, (name, sub["figures"])
+        assert not [k for k in sub["findings"] if k in ("duplicate_after_ack", "duplicate_while_outstanding",
+                                                        "stale_ack_accepted", "out_of_order")], (name, sub["findings"])
+    assert subs[f"{topic}-eod"]["guarantees"]["exactly_once"] in ("holds", "inconclusive")
+    assert subs[f"{topic}-ordered"]["guarantees"]["ordering"] in ("holds", "inconclusive")
     assert code in (0, 1)

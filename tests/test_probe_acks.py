@@ -110,3 +110,34 @@ def test_an_ack_the_error_names_stays_failed(eod):
     time.sleep(DEADLINE_S + 2)
     response = subscriber.pull(subscription=subscription, max_messages=10, timeout=10, return_immediately=True)
     assert [m.message.data for m in response.received_messages] == [b"kept"]  # never acked: redelivered
+
+
+@pytest.mark.parametrize("status,says", [("INVALID_ACK_ID", "held that ack id dead already"),
+                                         ("OTHER", "not applied as far as the client was told")])
+def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(status, says):
+    """ModifyAckDeadline of a held delivery answered INVALID_ACK_ID: the ack id was dead already (nothing was
+    extended); another failure: not applied as the client was told. Either way the row keeps the
+    subscription's deadline."""
+    from concurrent.futures import Future
+
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
+
+    from pubsubguard.validation import probe
+
+    class Held:
+        ack_id = "held"
+
+        def modify_ack_deadline_with_response(self, seconds):
+            future = Future()
+            future.set_exception(AcknowledgeError(getattr(AcknowledgeStatus, status), None))
+            return future
+
+    notes: list[str] = []
+    subscriber = object.__new__(probe._Subscriber)
+    subscriber.spec = {"fault_deadline_s": 10}
+    subscriber.note = notes.append
+    row = {"ack_deadline_s": 60}
+    assert subscriber.shorten_deadline({"ack_deadline_s": 60, "declared_name": "orders-eod"}, Held(), row) == 60
+    assert row["ack_deadline_s"] == 60 and len(notes) == 1 and says in notes[0], notes
+    assert "keeps the subscription's 60s deadline (no shorter one was granted)" in notes[0]
+    assert (status == "INVALID_ACK_ID") == ("refused" not in notes[0] and "INVALID_ACK_ID" in notes[0])

@@ -389,3 +389,60 @@ def test_the_timeline_draws_a_band_for_every_bin_with_nacks_or_expiries():
         assert [tuple(p.vertices[:, 0].round(6)) for p in expiries.get_paths()] == [(7, 7, 37, 37, 7)]
         assert ax.get_xlim()[1] >= 37  # the expiry band's end is in view
     plt.close(fig)
+
+
+def test_the_timeline_draws_a_band_for_every_network_fault_applied():
+    """The fault layer's network faults (`--nemesis`, document.network_bands): stream kills, lost and delayed
+    replies as a band per bin they fell in (darker with more), a partition from its start to its end; each
+    kind in its colour, on both axes, after the nack and expiry bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    from pubsubguard.validation.report import NETWORK_BANDS, _timeline_plot
+
+    S = 1_000_000
+    data = {"bins": 10, "bin_us": S, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {},
+            "timeline": {"published": {0: 5}, "settled": {1: 5}, "delivered:ack": {1: 3}},
+            "network": {"kill_stream": [[2.5 * S, 2.5 * S], [2.6 * S, 2.6 * S], [7.2 * S, 7.2 * S]],
+                        "partition": [[3 * S, 8.5 * S]], "lose_response": [[4.2 * S, 4.2 * S]],
+                        "delay": [[1.1 * S, 1.1 * S]]}}
+    fig = _timeline_plot(data, plt)
+    for ax in fig.axes:
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == 4  # no nacks or expiries: the four network kinds, in NETWORK_BANDS' order
+        kills, lost, delayed, partitions = bands
+        xs = lambda c: [tuple(p.vertices[:, 0].round(6)) for p in c.get_paths()]  # noqa: E731
+        assert xs(kills) == [(2, 2, 3, 3, 2), (7, 7, 8, 8, 7)]
+        assert np.allclose(kills.get_facecolors(), [to_rgba(NETWORK_BANDS["kill_stream"][0], 0.2),
+                                                    to_rgba(NETWORK_BANDS["kill_stream"][0], 0.15)])
+        assert xs(lost) == [(4, 4, 5, 5, 4)] and xs(delayed) == [(1, 1, 2, 2, 1)]
+        assert xs(partitions) == [(3, 3, 8.5, 8.5, 3)]
+        assert np.allclose(partitions.get_facecolors(), [to_rgba(NETWORK_BANDS["partition"][0], 0.2)])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert [label for label in labels if label.startswith("network:")] == [
+        f"network: {label}" for _, label in NETWORK_BANDS.values()]
+    plt.close(fig)
+
+
+def test_network_bands_are_the_applied_network_faults_of_run_json():
+    """document.network_bands: one span per applied network fault (instants; a partition for its for_s), no
+    planted anomaly, no fault that was not applied, no refused call of a partition."""
+    from pubsubguard.validation.document import network_bands
+    from pubsubguard.validation.evidence import RunInfo
+
+    def row(entry, kind, t, detail="x", planted=False):
+        return {"entry": entry, "kind": kind, "time_us": t, "detail": detail, "planted": planted}
+
+    info = RunInfo("r", "emulator", [], parameters={"nemesis": {
+        "faults": [{"index": 0, "kind": "partition", "for_s": 2.5}, {"index": 1, "kind": "kill_stream"},
+                   {"index": 2, "kind": "ack_lie"}, {"index": 3, "kind": "lose_response"}],
+        "applied": [row(0, "partition", 10, "cut off for 2.5s"), row(0, "partition", 11, "refused during the partition"),
+                    row(1, "kill_stream", 20), row(1, "kill_stream", 21, "NOT applied: no stream"),
+                    row(2, "ack_lie", 30, planted=True), row(3, "lose_response", 40)]}})
+    assert network_bands(info) == {"partition": [[10, 2_500_010]], "kill_stream": [[20, 20]], "lose_response": [[40, 40]]}
+    assert network_bands(RunInfo("r", "emulator", [])) == {}

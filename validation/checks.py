@@ -17,6 +17,11 @@ Completeness (every subscription):
   lost        published with status ok, never delivered and never dead-lettered.
   unexpected  one finding per delivery (or dead-letter) row that is foreign or whose (key, seq)
               this run never published.
+  publish_duplicate  (advisory) a (key, seq) delivered under a second message id: a retried
+              publish (its reply lost), a new message; one per extra id, counted
+              (`publish_duplicates`), never a redelivery. Exactly-once and dead-letter attempts
+              are judged per message id; on an ordered key the second id right after the first
+              continues the run.
 
 Exactly-once (only when declared). A delivery d is *outstanding* from its receive time until
 `end(d)`: its ack time if acked (action "ack") with success, its nack time if nacked with success,
@@ -123,6 +128,9 @@ STATS_SCHEMA = T.StructType(
         T.StructField("acked", T.LongType(), False),
         T.StructField("dead_lettered", T.LongType(), False),
         T.StructField("settled", T.LongType(), False),  # published messages acked with success or dead-lettered
+        # extra message ids this run's messages were delivered under (retried publishes: `publish_duplicate`)
+        T.StructField("publish_duplicates", T.LongType(), False),
+        # deliveries of a message id delivered before (not the first of a publish-side duplicate's second id)
         T.StructField("redeliveries", T.LongType(), False),
         T.StructField("redelivery_rate", T.DoubleType(), True),
         T.StructField("latency_p50_ms", T.DoubleType(), True),
@@ -239,7 +247,8 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "receive_time_us AS t",
         "ack_time_us AS ack_t",
         f"CASE WHEN rk = {kernel.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
-        "THEN dl_source_delivery_count ELSE (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
+        f"THEN dl_source_delivery_count ELSE ((xxhash64(message_id) & {(1 << kernel.ID_BITS) - 1}) + 1) * "
+        f"{1 << kernel.ID_SHIFT} + (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
         f"WHEN 'expire' THEN {kernel.EXT_EXPIRE} WHEN 'crash' THEN {kernel.EXT_CRASH} ELSE {kernel.EXT_NONE} END) END AS att",
     )
     return pubs.unionByName(dels)

@@ -17,7 +17,7 @@ checks folded into a verdict (`verdict.run_verdict`), the document built (`build
          "guarantees": {"ordering" | "exactly_once" | "dead_letter" | "completeness": "holds" | "violated" | "not_tested"},
          "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
                                                   # absent facts left out, plus `detail`: its sentence
-         "figures": {published, delivered, distinct_delivered, acked, dead_lettered, redeliveries,
+         "figures": {published, delivered, distinct_delivered, acked, dead_lettered, publish_duplicates, redeliveries,
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
      "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
                       "advisories": [cause, ...]}}
@@ -175,6 +175,10 @@ def _action(target: str, kind: str, explained: list[str], conformance_ran: bool 
                 "and raise it with the target's owner (Google Cloud support)")
     if kind == "config_drift":
         return "the target holds another value than the plan declares: apply the plan again, or find what changed it"
+    if kind == "publish_duplicate":
+        return ("a publish retried after its reply was lost (the network, or --nemesis lose_response publish) is a new "
+                "message, which exactly-once does not remove (docs/pubsub-facts.md): a consumer that must not process "
+                "a payload twice de-duplicates on an id its producer assigns (the probe's run, key and seq attributes)")
     if not conformance_ran:
         return ("unexplained: the conformance scenarios did not run (verify --conform says which documented "
                 "behaviours the target lacks); read its worked example (the key's plot and evidence rows) and "
@@ -299,7 +303,8 @@ def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us:
     from pyspark.sql import functions as F
 
     if aggregates["timeline"] is None:
-        return {"t0": None, "start": start_us, "timeline": None, "latency": {}, "timelines": {}, "violations": {}}
+        return {"t0": None, "start": start_us, "timeline": None, "latency": {}, "timelines": {}, "violations": {},
+                "network": {}}
     t0 = aggregates["t0"]
     findings = [f for g in groups for f in g["findings"]]
     examples = {g["findings"][0]["id"] for g in groups}
@@ -332,7 +337,24 @@ def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us:
             "bins": aggregates["bins"], "timeline": aggregates["timeline"],
             "expiry_deadline_s": aggregates["expiry_deadline_s"], "crash": aggregates["crash"],
             "latency": aggregates["latency"], "timelines": timelines,
-            "violations": {k: v for k, v in violations.items() if k in timelines}}
+            "violations": {k: v for k, v in violations.items() if k in timelines}, "network": network_bands(info)}
+
+
+def network_bands(info: evidence.RunInfo) -> dict[str, list[list[int]]]:
+    """The network faults the fault layer applied (`--nemesis`; run.json `parameters.nemesis.applied`), as the
+    timeline draws them: kind -> [start_us, end_us] per applied row (an instant for a stream kill, a lost
+    or delayed reply; a partition from its start for its `for_s`). Refused calls of a partition and faults
+    not applied are left out (the partition's band covers them)."""
+    nemesis = info.parameters.get("nemesis") or {}
+    lasting = {f["index"]: f.get("for_s") for f in nemesis.get("faults", [])}
+    bands: dict[str, list[list[int]]] = {}
+    for row in nemesis.get("applied") or []:
+        if row["planted"] or row["detail"].startswith(("NOT applied", "refused")):
+            continue
+        start = row["time_us"]
+        end = start + round((lasting.get(row["entry"]) or 0) * 1e6) if row["kind"] == "partition" else start
+        bands.setdefault(row["kind"], []).append([start, end])
+    return bands
 
 
 # ------------------------------------------------------------------------------------- sentences
@@ -380,6 +402,13 @@ def describe(finding: dict, start_us: int | None = None) -> str:
         if form == "foreign":
             return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"
         return f"received at {at('received_us')} a message (key, seq) this run never published"
+    if kind == "publish_duplicate":
+        ids = [r.get("message_id") for r in finding.get("evidence") or [] if r.get("source") == "delivery"
+               and r.get("kind") == "delivery" and r.get("message_id") not in (None, finding.get("message_id"))]
+        also = f" (also delivered as {', '.join(dict.fromkeys(ids))})" if ids else ""
+        return (f"delivered at {at('received_us')} under a second message id {finding.get('message_id')}{also}: "
+                "the same key and seq published twice, a publish retried after its reply was lost -- a publish-side "
+                "duplicate (a new message), not a redelivery")
     if kind == "duplicate_after_ack":
         gap = (times["received_us"] - times["acked_us"]) / 1e6
         return f"delivered again at {at('received_us')}, {gap:.3f} s after a successful ack at {at('acked_us')}"

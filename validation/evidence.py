@@ -154,6 +154,10 @@ FINDING_KINDS = {
     # kind: (guarantee, severity)
     "lost": ("completeness", "error"),
     "unexpected": ("completeness", "error"),
+    # The same (key, seq) delivered under a second message id: a publish whose reply was lost and which the
+    # client retried (docs/pubsub-facts.md: a new message, which exactly-once does not remove). Reported
+    # and counted (figures `publish_duplicates`), never an exactly-once or ordering violation.
+    "publish_duplicate": ("completeness", "advisory"),
     "duplicate_after_ack": ("exactly_once", "error"),
     "duplicate_while_outstanding": ("exactly_once", "error"),
     "stale_ack_accepted": ("exactly_once", "error"),

@@ -56,12 +56,16 @@ CHUNK_ROWS = 1 << 16
 #           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
-#   att     a publish's poison flag (1, else null); a delivery's (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond
-#           act (EXT_*: expire, crash; the report's timeline tells them apart); a dead-letter row's
+#   att     a publish's poison flag (1, else null); a delivery's (message id hash + 1) << ID_SHIFT |
+#           (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond act (EXT_*: expire,
+#           crash; the report's timeline tells them apart) -- the message id hash (ID_BITS of
+#           xxhash64(message_id)) tells a publish-side duplicate (the same key and seq under a second
+#           message id: a retried publish) from a redelivery (the same message id); a dead-letter row's
 #           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
 #           from others at the same time)
 INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
 SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
+ID_SHIFT, ID_BITS = 24, 38  # a delivery's message id hash in `att`: bits 24..62 (the attempt below it)
 MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
 
 # What a finding states besides its kind, subscription, seq and form (null where it does not apply):
@@ -111,6 +115,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("acked", pa.int64()),
         ("dead_lettered", pa.int64()),
         ("settled", pa.int64()),
+        ("publish_duplicates", pa.int64()),  # messages' extra message ids delivered (retried publishes)
         ("latency_ms", pa.list_(pa.float64())),
         ("latency_w", pa.list_(pa.int64())),
         ("key_deliveries", pa.int64()),
@@ -363,7 +368,9 @@ class Chunk:
         delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
         self.poison = (self.row_kind == PUBLISH) & (delivery_att == 1)
-        attempt = (delivery_att >> 2).astype(np.float64) - 1
+        # a delivery's message id (hashed; 0 for other rows): a second id of one (key, seq) is a publish-side duplicate
+        self.id_hash = np.where(self.row_kind == DELIVERY, delivery_att >> ID_SHIFT, 0)
+        attempt = ((delivery_att >> 2) & ((1 << (ID_SHIFT - 2)) - 1)).astype(np.float64) - 1
         att = np.where(self.row_kind == DELIVERY, np.where(attempt < 0, np.nan, attempt), att)
         # end: when a delivery stopped being outstanding
         self.deadline_end = t + deadline_s * 1e6
@@ -384,6 +391,18 @@ class Chunk:
         self.message_start = message_start = np.flatnonzero(first_of_message)
         self.key_start = key_start = np.flatnonzero(self.first_of_key)
         self.key = _seg_ids(self.first_of_key)
+        # units: the rows of one message id of a message (`_grouped_by_message_id` put each id's deliveries
+        # together): a unit starts with the message and wherever a delivery's id differs from the message's
+        # delivery before it. Redeliveries are deliveries of one unit; a second unit is a publish-side duplicate.
+        is_delivery = self.row_kind == DELIVERY
+        rows = np.arange(self.rows)
+        previous_delivery = np.full(self.rows, -1)
+        previous_delivery[1:] = np.maximum.accumulate(np.where(is_delivery, rows, -1))[:-1]
+        in_message = previous_delivery >= message_start[self.message]
+        self.first_of_unit = first_of_unit = first_of_message | (
+            is_delivery & in_message & (self.id_hash != self.id_hash[np.maximum(previous_delivery, 0)]))
+        self.unit = _seg_ids(first_of_unit)
+        self.unit_start = np.flatnonzero(first_of_unit)
 
         self.is_publish = is_publish = self.row_kind == PUBLISH
         self.is_delivery = is_delivery = self.row_kind == DELIVERY
@@ -417,14 +436,34 @@ class Chunk:
         self.message_settled_by_ack = per_message_min(ack_t, acked)
         self.message_first_valid_ack = per_message_min(ack_t, valid_ack)
         self.message_last_end = per_message_max(self.end, is_delivery)
-        # the latest delivery of a message is its last delivery row (rows are sorted by time within it)
+        # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
+        # each of its message ids; the last row breaks a tie, as the sort by row kind did)
         delivery_rows = np.flatnonzero(is_delivery)
         of = self.message[delivery_rows]
-        last = np.ones(len(delivery_rows), bool)
-        last[:-1] = of[1:] != of[:-1]
+        latest = np.lexsort((delivery_rows, t[delivery_rows], of))
+        last = np.ones(len(latest), bool)
+        last[:-1] = of[latest][1:] != of[latest][:-1]
         last_delivery = np.full(messages, -1, np.int64)
-        last_delivery[of[last]] = delivery_rows[last]
+        last_delivery[of[latest][last]] = delivery_rows[latest][last]
         self.message_last_delivery_acked = np.where(last_delivery >= 0, valid_ack[np.maximum(last_delivery, 0)], False)
+
+        # per unit (one message id of a message) and the publish-side duplicates: per message with more than
+        # one delivered id, the first delivery of each id but the earliest-received one
+        units = len(self.unit_start)
+        unit_message = self.message[self.unit_start]
+        self.unit_deliveries = unit_deliveries = _flagged_count(is_delivery, self.unit, units)
+        delivered = np.flatnonzero(unit_deliveries > 0)
+        self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
+        self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
+        np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
+        self.unit_first_valid_ack = _flagged_min(ack_t, valid_ack, self.unit, units)
+        twice = delivered[self.message_delivered_ids[unit_message[delivered]] > 1]
+        unit_first_row = _flagged_min(rows.astype(np.float64), is_delivery, self.unit, units)
+        unit_first_t = _flagged_min(t, is_delivery, self.unit, units)
+        order = twice[np.lexsort((twice, unit_first_t[twice], unit_message[twice]))]
+        later = np.zeros(len(order), bool)
+        later[1:] = unit_message[order][1:] == unit_message[order][:-1]
+        self.publish_duplicate_rows = unit_first_row[order[later]].astype(np.int64)
         self.message_exists = self.message_known & (
             self.message_published_ok | (self.message_deliveries > 0) | (self.message_dead_letters > 0)
         )
@@ -472,28 +511,35 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     )
     received = chunk.is_delivery | chunk.is_dead_letter
     unexpected = np.flatnonzero((chunk.row_kind == FOREIGN) | (received & ~chunk.known))
+    # a (key, seq) this run published, delivered under a second message id: a retried publish (advisory)
+    duplicate = chunk.publish_duplicate_rows[chunk.known[chunk.publish_duplicate_rows]]
     return [
         Found("lost", lost, {"published_us": chunk.message_published_us[message[lost]]}),
         Found(
             "unexpected", unexpected, {"received_us": chunk.t[unexpected]},
             form=np.where(chunk.row_kind[unexpected] == FOREIGN, "foreign", "unpublished"),
         ),
+        Found("publish_duplicate", duplicate, {"received_us": chunk.t[duplicate],
+                                               "published_us": chunk.message_published_us[message[duplicate]]}),
     ]
 
 
 def exactly_once(chunk: Chunk, skew_us: int) -> list[Found]:
-    """duplicate_after_ack, duplicate_while_outstanding, stale_ack_accepted (where declared)."""
+    """duplicate_after_ack, duplicate_while_outstanding, stale_ack_accepted (where declared). Per message
+    id ("exactly-once ... based on a Pub/Sub-defined unique message ID", docs/pubsub-facts.md): a delivery
+    of a second message id of the same (key, seq) is a publish-side duplicate (`completeness`), not a
+    redelivery."""
     n, t, ack_t = chunk.rows, chunk.t, chunk.ack_t
-    # when the earlier deliveries of the message ended, when the next was received: for exactly-once rows only
+    # when the earlier deliveries of the message id ended, when the next was received: for exactly-once rows only
     previous_end, next_received = np.full(n, np.nan), np.full(n, np.nan)
     previous_received = np.full(n, np.nan)
     rows = _whole_segments(chunk.exactly_once)
     if rows is not None:
-        previous_end[rows] = _seg_cummax(chunk.delivery_end[rows], chunk.first_of_message[rows], exclusive=True)
-        next_received[rows] = _seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_message[rows])
-        previous_received[rows] = _seg_cummax(chunk.delivery_t[rows], chunk.first_of_message[rows], exclusive=True)
+        previous_end[rows] = _seg_cummax(chunk.delivery_end[rows], chunk.first_of_unit[rows], exclusive=True)
+        next_received[rows] = _seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_unit[rows])
+        previous_received[rows] = _seg_cummax(chunk.delivery_t[rows], chunk.first_of_unit[rows], exclusive=True)
     deliveries = chunk.exactly_once & chunk.is_delivery
-    first_valid_ack = chunk.message_first_valid_ack[chunk.message]
+    first_valid_ack = chunk.unit_first_valid_ack[chunk.unit]
     after_ack = np.flatnonzero(deliveries & (t > first_valid_ack + skew_us))
     while_outstanding = np.flatnonzero(deliveries & (t < previous_end - skew_us))
     if len(while_outstanding):
@@ -542,7 +588,7 @@ def _rewound(chunk: Chunk, rows: np.ndarray, previous_received: np.ndarray, skew
         k = chunk.key[r]
         lo, hi = chunk.key_start[k], key_ends[k]
         rewinds = t[lo:hi][redelivery[lo:hi] & (seq[lo:hi] < seq[r]) & (t[lo:hi] <= t[r] + skew_us)]
-        first = chunk.message_start[chunk.message[r]]
+        first = chunk.unit_start[chunk.unit[r]]  # the earlier deliveries of its message id
         outstanding_until = -np.inf
         for e in range(first, r):
             if not chunk.is_delivery[e]:
@@ -593,7 +639,12 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     previous_seq[run_of_key] = np.nan
     high_water = _seg_cummax(position, run_of_key, exclusive=True)
     first = np.isnan(previous_position)
-    starts_run = first | (position != previous_position + 1)
+    # a publish-side duplicate (another message id of the same message) right after it continues the run
+    unit_of = chunk.unit[received]
+    other_id = np.zeros(len(received), bool)
+    other_id[1:] = (message[received][1:] == message[received][:-1]) & (unit_of[1:] != unit_of[:-1])
+    other_id[run_of_key] = False
+    starts_run = first | ((position != previous_position + 1) & ~other_id)
     unsettled = prefix_settled[message[received]] > t[received] + skew_us
     forward = first | (position > previous_position)
     skip = starts_run & unsettled & forward
@@ -620,7 +671,8 @@ def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
     message = chunk.message  # each row's message
     max_attempts = chunk.max_attempts
     judged = chunk.first_of_message & ~np.isnan(max_attempts) & chunk.known
-    attempts = np.maximum(chunk.message_deliveries, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[message]
+    # deliveries of one message id (a publish-side duplicate's are its own attempts)
+    attempts = np.maximum(chunk.message_most_deliveries_of_one_id, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[message]
     forwarded = chunk.message_dead_letters[message] > 0
     # dead_letter_early also counts the attempts the service forwarded with the message
     early_attempts = np.maximum(attempts, np.nan_to_num(chunk.message_max_forwarded_count, nan=0.0)[message])
@@ -654,10 +706,31 @@ GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = {
 }
 
 
+def _grouped_by_message_id(table: pa.Table) -> pa.Table:
+    """The chunk with each message's deliveries grouped by message id (each id's in time order, the
+    message's other rows first), when some message was delivered under more than one id (a publish-side
+    duplicate); else the chunk as it is (checked on the delivery rows alone: no sort in the common case)."""
+    meta = _ints(table, "meta").astype(np.int64)
+    delivery = np.flatnonzero((meta & 3) == DELIVERY)
+    if len(delivery) < 2:
+        return table
+    id_hash = pc.fill_null(_arr(table, "att"), 0).to_numpy(zero_copy_only=False).astype(np.int64)[delivery] >> ID_SHIFT
+    h, h2, seq = _ints(table, "h")[delivery], meta[delivery] >> 32, _floats(_arr(table, "seq"))[delivery]
+    same_message = (h[1:] == h[:-1]) & (h2[1:] == h2[:-1]) & ((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
+    if not (same_message & (id_hash[1:] != id_hash[:-1])).any():
+        return table
+    first_of_message = _key_starts(_ints(table, "h"), meta >> 32)
+    all_seq = _floats(_arr(table, "seq"))
+    first_of_message[1:] |= ~((all_seq[1:] == all_seq[:-1]) | (np.isnan(all_seq[1:]) & np.isnan(all_seq[:-1])))
+    group = np.zeros(table.num_rows, np.int64)
+    group[delivery] = id_hash
+    return table.take(np.lexsort((np.arange(table.num_rows), group, _seg_ids(first_of_message))))
+
+
 def _check_chunk(
     table: pa.Table, config: SubscriptionConfig, skew_us: int, row_id_base: int, latencies: dict[int, list[np.ndarray]]
 ) -> pa.RecordBatch:
-    chunk = Chunk(table, config)
+    chunk = Chunk(_grouped_by_message_id(table), config)
     out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
     for check in GUARANTEE_CHECKS.values():
         for found in check(chunk, skew_us):
@@ -723,6 +796,8 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
     acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
     dead_lettered = per_sub(message_sub[known & (chunk.message_dead_letters > 0)])
     settled = per_sub(message_sub[known & (~np.isnan(chunk.message_settled_by_ack) | (chunk.message_dead_letters > 0))])
+    duplicates = chunk.publish_duplicate_rows[chunk.known[chunk.publish_duplicate_rows]]
+    publish_duplicates = per_sub(sub[duplicates])
     timed = np.flatnonzero(known & ~np.isnan(chunk.message_published_us) & ~np.isnan(chunk.message_first_received))
     timed = timed[np.argsort(message_sub[timed], kind="stable")]
     latency_subs, latency_begin = np.unique(message_sub[timed], return_index=True)
@@ -739,7 +814,7 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
             out, subscription=names[s], published=int(published[s]), poison_published=int(poison[s]),
             delivered=int(delivered[s]),
             distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
-            settled=int(settled[s]),
+            settled=int(settled[s]), publish_duplicates=int(publish_duplicates[s]),
         )
         latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
         begin = hot_end[s - 1] if s else 0
@@ -796,7 +871,8 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
     counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
     as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
     ties -- unnamed."""
-    counts = ("published", "poison_published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled")
+    counts = ("published", "poison_published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled",
+              "publish_duplicates")
     merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
     for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
         s = merged[row["subscription"]]
@@ -810,12 +886,14 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
         merged[sub]["latency"].append((np.asarray(values, np.float64), np.asarray(weights, np.int64)))
     stats = {}
     for name, s in merged.items():
-        delivered, distinct = s["delivered"], s["distinct_delivered"]
+        # a redelivery is a delivery of a message id delivered before: not the first delivery of a message's
+        # second id (a publish-side duplicate)
+        delivered, redelivered = s["delivered"], s["delivered"] - s["distinct_delivered"] - s["publish_duplicates"]
         stats[name] = {
             "subscription": name,
             **{n: s[n] for n in counts},
-            "redeliveries": delivered - distinct,
-            "redelivery_rate": (delivered - distinct) / delivered if delivered else None,
+            "redeliveries": redelivered,
+            "redelivery_rate": redelivered / delivered if delivered else None,
             **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
             "hottest": [(h, h2, d, p) for d, h, h2, p in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
             "latency_cdf": latency_cdf(s["latency"]),

@@ -24,6 +24,7 @@ The schedule (YAML or JSON; docs/schemas/nemesis.schema.json):
       - {kind: ack_lie, subscription: orders-eod, rate: 0.05}
       - {kind: kill_stream, subscription: orders-ordered, after_s: 5, every_s: 10}
       - {kind: lose_response, rpc: acknowledge, subscription: orders-eod, rate: 0.2}
+      - {kind: lose_response, rpc: publish, topic: orders, rate: 0.1}    # publish-side duplicates
       - {kind: delay, rpc: modify_ack_deadline, subscription: orders-eod, ms: 300, after_s: 2, for_s: 5}
       - {kind: partition, subscription: orders-eod, task: sub-1, after_s: 4, for_s: 15}
 """
@@ -230,12 +231,6 @@ def _entry(i: int, item, bad) -> Entry:
         if entry.rpc not in RPCS:
             raise bad(f"{where}.rpc", f"{entry.rpc!r}: expected one of {', '.join(RPCS)}")
         if entry.rpc == "publish":
-            if kind == "lose_response":
-                # Not done (issue 35): the checks identify a message by (subscription, key, seq) and would read the
-                # retried publish's second message id as a redelivery, not as a publish-side duplicate.
-                raise bad(f"{where}.rpc", "lose_response of publish is not supported yet: the checks cannot tell a "
-                                          "publish-side duplicate (a retried publish's second message id) from a "
-                                          "redelivery")
             if entry.topic is None:
                 raise bad(f"{where}.topic", "a publish fault names the topic")
             if entry.subscription is not None:
@@ -425,16 +420,22 @@ class Nemesis:
             first = request.messages[0] if request.messages else None
             key = first.attributes.get("key") if first is not None else None
             seq = _int(first.attributes.get("seq")) if first is not None else None
-            delayed = [e for e in self._entries("delay", topic=topic, rpc="publish")
-                       if (e.key is None or any(m.attributes.get("key") == e.key and _int(m.attributes.get("seq")) == e.seq
-                                                for m in request.messages)) and self._draw_call(e)]
+            delayed = [e for e in self._entries("delay", topic=topic, rpc="publish") if self._publish_picks(e, request)]
+            # a lost reply: the target stored the messages, the client sees UNAVAILABLE and publishes them again
+            # (new message ids: publish-side duplicates); a key + seq entry loses that message's reply once
+            losses = [e for e in self._entries("lose_response", topic=topic, rpc="publish") if self._publish_picks(e, request)]
             for e in delayed:
                 time.sleep(e.ms / 1000)
             reply = forward(raw)
-            ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed else []
+            ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed or losses else []
             for e in delayed:
                 self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
                             detail=f"{e.ms:g} ms before forwarding ({len(request.messages)} messages)")
+            for e in losses:
+                self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
+                            detail=f"forwarded ({len(request.messages)} messages, stored by the target); its reply "
+                                   "dropped (UNAVAILABLE to the client, which publishes them again)")
+                context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
             return reply
         if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):
             return forward(raw)
@@ -493,6 +494,14 @@ class Nemesis:
                 return
             self.done.add((e.index, window, client, rpc))
         self.record(e, rpc, client=client, detail="refused during the partition (UNAVAILABLE); repeats not recorded")
+
+    def _publish_picks(self, e: Entry, request) -> bool:
+        """Does a publish fault take this Publish call: key + seq, once for a request holding that message (its
+        retry is not taken again); rate, drawn per call; otherwise every call in its time window."""
+        if e.key is not None:
+            return any(m.attributes.get("key") == e.key and _int(m.attributes.get("seq")) == e.seq
+                       for m in request.messages) and (e.kind != "lose_response" or self._once(e, f"{e.key}/{e.seq}"))
+        return self._draw_call(e)
 
     def _pick(self, e: Entry, ack_ids: list[str]) -> bool:
         if not ack_ids:

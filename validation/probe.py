@@ -518,7 +518,9 @@ class _Subscriber:
         so it comes back after that rather than after the subscription's own deadline. Records the deadline in
         force in the row (what the checks measure from) and returns how long to wait before the late ack.
 
-        Refused (exactly-once answers each modack): the subscription's deadline stays in force. No answer
+        Refused (exactly-once answers each modack): no shorter deadline was granted, so the row keeps the
+        subscription's; INVALID_ACK_ID means the target held the ack id dead already (its deadline passed, a
+        redelivery superseded it, or it was settled) and the modack changed nothing. No answer
         within `MODACK_WAIT_S`: the row says the shorter one (a redelivery after it is then not taken for a
         duplicate) and the late ack waits for the longer one (it is past both)."""
         from concurrent.futures import TimeoutError as Pending
@@ -536,8 +538,16 @@ class _Subscriber:
             if failed_batch_mates(err, message.ack_id):  # applied: only other ack ids of the request failed
                 row["ack_deadline_s"] = int(seconds)
                 return seconds
-            self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was refused "
-                      f"({_error_reason(err)}): such deliveries keep the subscription's {declared}s deadline")
+            reason = _error_reason(err)
+            if "INVALID_ACK_ID" in reason:  # the ack id was dead already: nothing was extended nor shortened
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was answered "
+                          f"INVALID_ACK_ID ({reason}): the target held that ack id dead already (its deadline passed, a "
+                          "redelivery superseded it, or it was settled), so the modack changed nothing; the delivery's "
+                          f"row keeps the subscription's {declared}s deadline (no shorter one was granted)")
+            else:
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} failed "
+                          f"({reason}): not applied as far as the client was told; the delivery's row keeps the "
+                          f"subscription's {declared}s deadline (no shorter one was granted)")
             return declared
         row["ack_deadline_s"] = int(seconds)
         return seconds

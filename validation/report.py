@@ -47,6 +47,11 @@ ACTION_COLOURS = {"ack": "tab:green", "nack": "tab:orange", "late_ack": "tab:red
                   "crash": "black", "none": "tab:blue"}
 
 
+# the network faults of the fault layer (`--nemesis`) on the timeline, in this order
+NETWORK_BANDS = {"kill_stream": ("tab:red", "stream kills"), "lose_response": ("tab:brown", "lost replies"),
+                 "delay": ("tab:olive", "delayed calls"), "partition": ("tab:cyan", "partitions (cut off)")}
+
+
 def _bands(ax, starts, ends, colour: str, alphas) -> None:
     """Full-height bands from `starts` to `ends` (data x), as `axvspan` draws each, in one collection:
     a run's timeline can have hundreds (one per bin with nacks or expiries), which as single patches
@@ -66,7 +71,9 @@ def _bands(ax, starts, ends, colour: str, alphas) -> None:
 
 def _timeline_plot(data: dict, plt):
     """Throughput (published, delivered, settled per second) and outstanding messages over the run,
-    with the faults as bands: nacks (orange), expiries held to their deadline (purple), the crash (grey)."""
+    with the faults as bands: nacks (orange), expiries held to their deadline (purple), the crash (grey),
+    and the network faults the fault layer applied (`data["network"]`, NETWORK_BANDS): a band per bin
+    with stream kills, lost or delayed replies (darker with more), a partition from its start to its end."""
     import numpy as np
 
     bins, bin_s = int(data["bins"]), data["bin_us"] / 1e6
@@ -99,11 +106,26 @@ def _timeline_plot(data: dict, plt):
         if data["crash"]:
             first, last = ((t - data["start"]) / 1e6 for t in data["crash"])
             ax.axvspan(first, last + bin_s, color="black", alpha=0.25, lw=0)
+    network = data.get("network") or {}
+    for kind, (colour, _) in NETWORK_BANDS.items():
+        if not network.get(kind):
+            continue
+        spans = (np.asarray(network[kind], np.float64) - data["start"]) / 1e6
+        if kind == "partition":
+            starts, ends, alphas = spans[:, 0], spans[:, 1], np.full(len(spans), 0.2)
+        else:  # instants: one band per bin of the timeline, darker with more faults in it
+            bins_of, counts = np.unique(np.floor((spans[:, 0] - x[0]) / bin_s).astype(np.int64), return_counts=True)
+            starts = x[0] + bins_of * bin_s
+            ends, alphas = starts + bin_s, np.minimum(0.5, 0.1 + 0.05 * counts)
+        for ax in (top, bottom):
+            _bands(ax, starts, ends, colour, alphas)
     from matplotlib.patches import Patch
 
     handles = top.get_legend_handles_labels()[0] + [Patch(color="tab:orange", alpha=0.4, label="nacks"),
                                                     Patch(color="tab:purple", alpha=0.2, label="expiries (held to the deadline)"),
                                                     Patch(color="black", alpha=0.25, label="crash (deliveries held by the dying task)")]
+    handles += [Patch(color=colour, alpha=0.3, label=f"network: {label}")
+                for kind, (colour, label) in NETWORK_BANDS.items() if network.get(kind)]
     top.legend(handles=handles, **LEGEND_OUTSIDE)  # beside the axes, never over the data
     bottom.legend(**LEGEND_OUTSIDE)
     return fig
