@@ -301,6 +301,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                   consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     stop_file = storage.Marker(storage.join(evidence_dir, "_stop"))
     scenarios = None
+    ended = False
     with interruptible():
         try:
             if config.conform:
@@ -317,6 +318,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             if scenarios is not None:
                 parameters["conformance"] = scenarios.result()
                 scenarios = None
+            ended = True
         finally:
             if scenarios is not None:  # the probe failed or was interrupted: end them, delete their resources
                 scenarios.stop()
@@ -340,6 +342,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
             info.write(evidence_dir)  # observations so far, also when interrupted
             _jobs_ended(session)  # a cancelled task writes nothing after the seal
+            if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out
+                _writes_ended(evidence_dir)
             try:  # last: what the run recorded, fixed (pubsubguard.validation.seal)
                 seal.seal(evidence_dir, run_id)
             except Exception as err:  # noqa: BLE001 - never instead of the run's own error: the check says unsealed
@@ -347,6 +351,29 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                       "unsealed", file=sys.stderr)
             stop_file.clear()
     return session, evidence_dir, setup.report
+
+
+def _writes_ended(evidence_dir, quiet_s: float = 1.5, timeout_s: float = 30.0) -> None:
+    """Wait (at most `timeout_s`) until the evidence's files have not changed for `quiet_s`: a job is over for
+    Spark before its cancelled tasks' Python workers have written their last part (seen under load: two
+    parts landed after the seal of a run ended by SIGTERM, and the re-check refused them as extra)."""
+    def state():
+        names = seal.sealable(evidence_dir)
+        if storage.is_remote(evidence_dir):
+            return names
+        return [(name, os.path.getsize(storage.join(evidence_dir, *name.split("/")))) for name in names]
+
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            now = state()
+        except OSError:  # a file renamed or removed while listed: still changing
+            now = None
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.25)
 
 
 def _jobs_ended(session, timeout_s: float = 30.0) -> None:
