@@ -170,3 +170,25 @@ def test_what_blocks_a_rule_is_named_by_property_even_on_another_resource(tmp_pa
     assert ungranted.returncode == 1
     (violation,) = [v for v in document["violations"] if v["policy"] == "dead-letter-service-agent-iam"]
     assert "roles/pubsub.subscriber on the subscription itself" in violation["message"]
+
+
+def test_a_secret_built_from_an_unknown_shows_no_known_part(tmp_path):
+    """A secret's known part never reaches the pack (a message could show it): a secret endpoint built as
+    "http://" + an unknown name is not judged, not violated with its host in the message."""
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "acme-prod"}}))
+    (tmp_path / "__main__.py").write_text(textwrap.dedent("""
+        import pulumi
+        import pulumi_gcp as gcp
+
+        run = gcp.cloudrunv2.Service("run", location="us-east1", template={"containers": [{"image": "gcr.io/x/y"}]})
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        gcp.pubsub.Subscription("hidden", name="hidden", topic=topic.id, expiration_policy={"ttl": ""},
+            push_config={"push_endpoint": pulumi.Output.secret(
+                pulumi.Output.concat("http://", run.name, ".hunter2-internal.acme.net/hook"))})
+    """).lstrip())
+    done = check(tmp_path, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert [e["resource_name"] for e in document["unjudged"] if e["policy"] == "push-endpoint-https"] == ["hidden"]
+    assert "hunter2" not in done.stdout + done.stderr

@@ -158,7 +158,7 @@ def partial_strings(value: Any, path: tuple = ()) -> dict[tuple, str]:
         return {}
     if isinstance(value, Mapping):
         if value.get(SECRET_SIG_KEY) == SECRET_SIG:
-            return partial_strings(value.get("value"), path)
+            return {}  # a secret's known part stays unknown (it could end up in a message)
         target = _proxy_target(value)
         return {found: text for key, item in _items(target if target is not None else value)
                 for found, text in partial_strings(item, (*path, str(key))).items()}
