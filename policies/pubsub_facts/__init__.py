@@ -182,7 +182,6 @@ def documented_forms(type_: str, inputs: dict) -> dict[tuple, str]:
     return dict(DOCUMENTED_FORMS.get(type_, {}))
 
 
-CLOUD_RUN_SERVICES = ("gcp:cloudrun/service:Service", "gcp:cloudrunv2/service:Service")
 SERVICE_AGENT_RE = re.compile(r"serviceAccount:service-(\d+)@gcp-sa-pubsub\.iam\.gserviceaccount\.com")
 PUBLISHER_ROLE = "roles/pubsub.publisher"
 SUBSCRIBER_ROLE = "roles/pubsub.subscriber"

@@ -6,14 +6,14 @@ dependencies); an unresolved reference is "cannot judge" and produces no violati
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterator
 
 import pubsub_facts as facts
 from pubsub_rules.model import (Resource, Stack, block, iam_members, member_forms, nested, reads_unknown,
                                 target_of_sub)
 from pubsub_rules.rule import ADVISORY, MANDATORY, Rule, Undecided
-from pubsub_rules.values import STRING_SENTINEL, UNKNOWN, as_bool, as_list, as_str, enabled, get, known, known_parts
+from pubsub_rules.values import (STRING_SENTINEL, UNKNOWN, as_bool, as_list, as_str, could_be, enabled, get, known,
+                                 known_parts)
 
 
 # --- Rules -----------------------------------------------------------------------------------------
@@ -80,8 +80,7 @@ def _agent_check(sub: Resource, numbers: dict) -> Any:
             return bool(match) and (own is None or match.group(1) == str(own))
         if member == facts.pubsub_service_agent(STRING_SENTINEL):
             return True if own is None else UNKNOWN  # an agent; of its own project, only the number can tell
-        could_be = re.compile(".*".join(re.escape(part) for part in parts), re.S)
-        return UNKNOWN if could_be.fullmatch(facts.pubsub_service_agent(str(own or 0))) else False
+        return UNKNOWN if could_be(member, facts.pubsub_service_agent(str(own or 0))) else False
 
     return member_ok, own
 
@@ -121,7 +120,7 @@ def _region_label(resource: Resource, label: str) -> Any:
     value = get(resource.props, "labels", label)
     if value is UNKNOWN:
         return UNKNOWN
-    return value if isinstance(value, str) and facts.is_region(value) else None
+    return value if facts.is_region(value) else None
 
 
 def _declared_region(resource: Resource, label: str) -> Any:
@@ -329,10 +328,7 @@ def _push_https(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
 def _may_be_public(form: str | None) -> bool:
     """Whether an unknown member could be public: wholly unknown, or built so that its known parts fit
     allUsers or allAuthenticatedUsers."""
-    if form is None:
-        return True
-    could_be = re.compile(".*".join(re.escape(part) for part in form.split(STRING_SENTINEL)), re.S)
-    return any(could_be.fullmatch(member) for member in facts.PUBLIC_MEMBERS)
+    return form is None or any(could_be(form, member) for member in facts.PUBLIC_MEMBERS)
 
 
 def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:

@@ -10,6 +10,7 @@ it reports nothing, so an unknown never produces a violation and a wrong type ne
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -176,6 +177,12 @@ def known_parts(partial: Mapping[tuple, str], *path: Any) -> list[str] | None:
     """The known parts of the string at `path` (around its unknown ones), or None when it has none."""
     text = partial.get(tuple(path))
     return text.split(STRING_SENTINEL) if text is not None else None
+
+
+def could_be(form: str, text: str) -> bool:
+    """Whether a string with unknown parts (`partial_strings`) could be `text`, whatever the unknowns are."""
+    pattern = ".*".join(re.escape(part) for part in form.split(STRING_SENTINEL))
+    return re.fullmatch(pattern, text, re.S) is not None
 
 
 def _proxy_target(value: Any) -> Any:

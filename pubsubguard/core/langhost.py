@@ -12,8 +12,8 @@ runs in (see docs/security.md for the threat model and why these facilities).
   TMPDIR point there) and a throwaway copy of the project at the project's own path (a program may
   write beside itself, as under `pulumi preview`: zipping a function's source; the writes go nowhere,
   and virtualenvs, `node_modules`, `.git` and large files stay read-only binds of the originals), its
-  own PID namespace and session (everything it started dies with it), no capabilities. Its environment is an allowlist (`--pass-env NAME` adds). Its data segment is capped
-  (RLIMIT_DATA). Where bubblewrap is missing or cannot make namespaces here, the child runs in a
+  own PID namespace and session (everything it started dies with it), no capabilities. Its environment
+  is an allowlist (`--pass-env NAME` adds). Its data segment is capped (RLIMIT_DATA). Where bubblewrap is missing or cannot make namespaces here, the child runs in a
   session of its own with the same environment and limits, and `notes` say what is missing.
 - **Streams**: the child's stdout and stderr are read into bounded buffers (never this process's own
   streams), so a program that floods, closes or holds them changes nothing here.
@@ -165,7 +165,10 @@ def writable_copy(root: Path, scratch: Path) -> tuple[list[str], str]:
     files = size = 0
 
     def read_only(source: Path, target: Path, is_dir: bool) -> None:
-        target.mkdir() if is_dir else target.touch()
+        if is_dir:
+            target.mkdir()
+        else:
+            target.touch()
         binds.extend(["--ro-bind", str(source), str(root / target.relative_to(copy))])
 
     try:
@@ -192,13 +195,14 @@ def writable_copy(root: Path, scratch: Path) -> tuple[list[str], str]:
                 if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
                     return [], (f"the project has more than {COPY_MAX_FILES:,} files or "
                                 f"{COPY_MAX_BYTES >> 20} MiB: it is read-only to the program")
-                try:
-                    if info.st_size > COPY_FILE_MAX_BYTES or not source.is_file():
-                        raise OSError("kept as it is")
-                    shutil.copy2(source, there / name)
-                except OSError:
-                    read_only(source, there / name, False)
-            if len(binds) > 3 * COPY_MAX_BINDS:
+                if info.st_size <= COPY_FILE_MAX_BYTES and source.is_file():
+                    try:
+                        shutil.copy2(source, there / name)
+                        continue
+                    except OSError:
+                        pass  # unreadable here: kept as it is, like a large file
+                read_only(source, there / name, False)
+            if len(binds) // 3 > COPY_MAX_BINDS:  # three arguments a bind
                 return [], f"the project has more than {COPY_MAX_BINDS} large files or folders kept as they are: it is read-only to the program"
     except OSError as err:
         return [], f"the project could not be copied for the program's writes ({err.strerror or err}): it is read-only to the program"

@@ -15,11 +15,12 @@ only where the SDK has the part it changes; an SDK without it runs as it is):
 - a concatenation (`Output.concat`) of known parts and unknown ones keeps its known parts, the sentinel
   standing for the unknown ones ("http://" + <unknown name>), as a formatted string does: the engine
   records it unknown and lets a rule judge by its known parts (a push endpoint's scheme);
-- what the program cannot know offline has every field of its type unknown, from the type in the
-  program's own SDK and provider package (the engine needs neither): an invoke the engine answers as
-  unknown (`UNKNOWN_RESULT`) is an instance of its result type whose fields are all unknown, and a
-  nested output a new resource's inputs did not set (`fn.service_config.uri`) is unknown, as the
-  provider's preview leaves computed attributes, never absent;
+- what the program cannot know offline is unknown by the types of the program's own SDK and provider
+  package (the engine needs neither): an invoke the engine answers as unknown (`UNKNOWN_RESULT`) is an
+  instance of its result type whose string fields carry the sentinel (the result types check the other
+  fields' types: they stay empty) and whose echoed arguments are known; a nested output a new
+  resource's inputs did not set (`fn.service_config.uri`) reads as unknown, as the provider's preview
+  leaves computed attributes, never absent;
 - a program that makes no progress (nothing constructed, no RPC answered, its thread waiting in its
   event loop or blocked in one place) for `--idle-timeout` seconds is stopped with an error naming the
   resource it waits for.
@@ -94,8 +95,11 @@ def _unknown_fields_of_typed_values():
     resolving = [0]  # > 0 while a resource's outputs are resolved (synchronous, on the event loop)
     absent_is_unknown = weakref.WeakValueDictionary()  # id -> output-type value of a new resource's outputs
 
+    def unwrapped(typ):
+        return _types.unwrap_optional_type(typ) if typ is not None else None
+
     def fields(typ):
-        typ = _types.unwrap_optional_type(typ) if typ is not None else None
+        typ = unwrapped(typ)
         return _types.output_type_types(typ) if typ is not None and _types.is_output_type(typ) else None
 
     def translate_output_properties(output, output_transformer, typ=None, *args, **kwargs):
@@ -103,8 +107,8 @@ def _unknown_fields_of_typed_values():
             # An invoke's result type checks each argument's type: strings carry the sentinel (any string
             # built from one is unknown), other fields stay empty; the arguments it echoes are known.
             known = {key: value for key, value in output.items() if key != UNKNOWN_RESULT}
-            output = {**{name: UNKNOWN for name, field in (fields(typ) or {}).items()
-                         if (_types.unwrap_optional_type(field) if field is not None else None) is str}, **known}
+            output = {**{name: UNKNOWN for name, field in (fields(typ) or {}).items() if unwrapped(field) is str},
+                      **known}
         result = translate_original(output, output_transformer, typ, *args, **kwargs)
         if resolving[0] and isinstance(output, dict) and fields(typ):
             try:
