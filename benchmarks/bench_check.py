@@ -7,7 +7,7 @@ Each topic has 3 subscriptions (pull; exactly-once pinned to a region; ordered),
 topic's pull subscription dead-letters into an auto-created topic with its drain and service-agent
 IAM, so the stack rules have real work. The estate is written as `pubsub:estate` stack config in a
 temporary project whose `main` is this repository's `infra/`, and planned with the real program.
-Runs what `pubsubguard check` runs (`check.check_program`: the pack judges each resource while the
+Runs what `pubsubguard check` runs (`check.judge_program`: the pack judges each resource while the
 program registers them) and prints resources; seconds until the program is done (plan), after it
 (check: the remaining Analyze calls and AnalyzeStack) and in total; CPU seconds of this process and the
 pack process (comparable across loaded and idle machines); milliseconds per resource; the seconds of
@@ -35,6 +35,8 @@ from pathlib import Path
 import yaml
 
 from pubsubguard import check as checking
+from pubsubguard.check.judge import default_workers
+from pubsubguard.core import plan as planning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,20 +78,21 @@ def measure(topics: int) -> dict:
         project(root, topics)
         cpu_start = _cpu()
         timings: dict = {}
-        plan, result = checking.check_program(root, "bench", source="Pulumi.bench.yaml", timings=timings)
+        judged = checking.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
+        plan, result = judged.run.plan, checking.compose(judged.judgement)
         cpu_end = _cpu()
         self_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the in-process check below
         # The check of a saved plan alone (`pubsubguard check --plan`): the pack's own cost, not overlapped.
         alone_start = time.perf_counter()
-        checking.run_check(plan, source="Pulumi.bench.yaml")
+        checking.judge_plan(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
         mocks_s = mocks_seconds(root)
     return {
         "mocks_s": mocks_s,
         "topics": topics, "resources": len(plan["resources"]), "plan_s": timings["plan_s"], "check_s": timings["check_s"],
         "cpu_s": cpu_end - cpu_start, "check_alone_s": alone_s,
-        "workers": checking.default_workers(len(plan["resources"])), "total_s": timings["plan_s"] + timings["check_s"],
-        "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
+        "workers": default_workers(len(plan["resources"])), "total_s": timings["plan_s"] + timings["check_s"],
+        "mandatory": len(result.mandatory), "advisory": len(result.advisory),
         "self_mib": self_mib,
         "judge_mib": timings.get("judge_mib", 0.0), "pack_mib": timings.get("pack_mib", 0.0),
     }

@@ -5,7 +5,8 @@ that must not change any output (issue 38: "same outputs before and after").
     .venv/bin/python scripts/compare_outputs.py main h38c       # two revisions
     .venv/bin/python scripts/compare_outputs.py main --cache out/compare   # keep each commit's outputs
 
-Each revision is checked out in a temporary worktree (`git worktree add --detach`; the work tree itself
+Programs run with this interpreter (`--python`: a program's own virtualenv need not exist). Each
+revision is checked out in a temporary worktree (`git worktree add --detach`; the work tree itself
 when no second revision is named) and run with this interpreter (`python -m pubsubguard`, the revision's
 folder first on PYTHONPATH) and this checkout's pack virtualenv (`policies/venv`, linked in). Per
 program of `tests/corpus/` and `examples/` (its one `Pulumi.<stack>.yaml`):
@@ -14,7 +15,8 @@ program of `tests/corpus/` and `examples/` (its one `Pulumi.<stack>.yaml`):
   `# pubsubguard: ignore[rule] reason` above the first violation's line, a `--suppressions` file for the
   second, a `--baseline` holding the rest but the last one, plus an entry found no more, and
   `--unknowns fail`;
-- the GitHub Action's job summary (`python -m pubsubguard.check.summary`) of both SARIF reports.
+- the GitHub Action's job summary of both SARIF runs (`check --summary FILE`; before it existed,
+  `python -m pubsubguard.check.summary` over the two SARIF reports).
 Then `plan -s dev` of the repository's own project, `check --plan` of that plan in the three formats, and
 `verify --from-evidence tests/data/dev-run` (its report.json).
 
@@ -65,8 +67,13 @@ class Runner:
         self.root, self.scratch = root, scratch
         self.env = {**os.environ, "PYTHONPATH": str(root), "PUBSUBGUARD_DEBUG": ""}
         self.env.pop("VIRTUAL_ENV", None)
+        # the job summary: `check --summary FILE` renders it from the check's outcome; before that,
+        # `python -m pubsubguard.check.summary STACK=SARIF...` rendered it from SARIF reports
+        self.summary_option = "--summary" in (root / "pubsubguard" / "commands" / "check.py").read_text()
 
     def run(self, *args: str, cwd: Path | None = None, module: str = "pubsubguard") -> dict:
+        if module == "pubsubguard" and args[0] in ("check", "plan") and "--plan" not in args:
+            args = (*args, "--python", sys.executable)  # a program's own virtualenv may not exist here
         done = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or self.root, env=self.env,
                               capture_output=True, text=True, timeout=900)
         return {"exit": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
@@ -76,8 +83,11 @@ class Runner:
         out.mkdir(parents=True, exist_ok=True)
         results = {}
         baseline = out / "baseline.json"
+        summary = out / "summary.md"
         for format_ in FORMATS:
             extra = ("--create-baseline", str(baseline)) if format_ == "json" else ()
+            if format_ == "sarif" and self.summary_option:
+                extra = ("--summary", str(summary))
             results[f"check {format_}"] = self.run("check", "-C", str(folder), "-s", stack, "--format", format_, *extra)
         if baseline.exists():
             results["baseline"] = {"file": baseline.read_text()}
@@ -85,12 +95,17 @@ class Runner:
         sarif.write_text(results["check sarif"]["stdout"])
         adopted = self.adopt(folder, out, results["check json"]["stdout"], baseline)
         for format_ in FORMATS:
+            extra = ("--summary", str(summary)) if format_ == "sarif" and self.summary_option else ()
             results[f"check {format_} (suppressions, baseline, --unknowns fail)"] = self.run(
                 "check", "-C", str(adopted), "-s", stack, "--format", format_, "--suppressions", str(out / "suppressions.yaml"),
-                "--baseline", str(out / "adopted-baseline.json"), "--unknowns", "fail")
+                "--baseline", str(out / "adopted-baseline.json"), "--unknowns", "fail", *extra)
         (out / "adopted.sarif").write_text(results["check sarif (suppressions, baseline, --unknowns fail)"]["stdout"])
-        results["action summary"] = self.run(f"{stack}={sarif}", f"adopted={out / 'adopted.sarif'}",
-                                             module="pubsubguard.check.summary")
+        if self.summary_option:
+            text = summary.read_text() if summary.exists() else ""
+            results["action summary"] = {"exit": 0, "stdout": "## pubsubguard check\n\n" + text, "stderr": ""}
+        else:
+            results["action summary"] = self.run(f"{stack}={sarif}", f"{stack}={out / 'adopted.sarif'}",
+                                                 module="pubsubguard.check.summary")
         return results
 
     def adopt(self, folder: Path, out: Path, report: str, baseline: Path) -> Path:

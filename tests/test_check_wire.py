@@ -12,6 +12,9 @@ from pulumi.runtime.proto import analyzer_pb2 as pb
 
 from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard import check as checking
+from pubsubguard.check.judge import judge_main
+from pubsubguard.check.pack import reconcile_config
+from pubsubguard.check.wire import _level_value, _struct, cannot_judge_entries, plan_context, policy_infos
 from pubsubguard import cli
 from pubsubguard.core import plan as planning
 
@@ -39,17 +42,17 @@ def dev_plan():
 
 def configure(pack, overrides: dict | None = None) -> dict:
     info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
-    effective = checking.reconcile_config(checking.policy_infos(info), {}, overrides or {})
+    effective = reconcile_config(policy_infos(info), {}, overrides or {})
     request = pb.ConfigureAnalyzerRequest()
     for name, (level, props) in effective.items():
-        request.policyConfig[name].enforcementLevel = checking._level_value(level)
+        request.policyConfig[name].enforcementLevel = _level_value(level)
         request.policyConfig[name].properties.update(props)
     pack.stub.Configure(request)
     return effective
 
 
 def analyze(pack, props: dict, type_: str = facts.SUBSCRIPTION, urn: str = SUBSCRIPTION_URN):
-    request = pb.AnalyzeRequest(type=type_, name=urn.rsplit("::", 1)[1], urn=urn, properties=checking._struct(props))
+    request = pb.AnalyzeRequest(type=type_, name=urn.rsplit("::", 1)[1], urn=urn, properties=_struct(props))
     return list(pack.stub.Analyze(request).diagnostics)
 
 
@@ -63,7 +66,7 @@ def test_analyzer_info_lists_every_rule_with_its_level_and_kind(pack):
         expected_kind = pb.POLICY_TYPE_STACK if rule.stack else pb.POLICY_TYPE_RESOURCE
         assert policies[name].policy_type == expected_kind, name
         assert policies[name].description == rule.description
-    schema = checking.policy_infos(info)
+    schema = policy_infos(info)
     by_name = {p.name: p for p in schema}
     assert by_name["exactly-once-ack-deadline"].config_schema["properties"]["minimumSeconds"]["default"] == 60
 
@@ -100,13 +103,13 @@ def test_unknown_values_on_the_wire_produce_no_diagnostic(pack):
     # No violation: only the policy SDK's own advisory "can't run policy ... during preview" lines, one per
     # rule that applies and could not decide, naming the unknown properties (issue 26).
     assert diagnostics and all(d.enforcementLevel == pb.ADVISORY for d in diagnostics)
-    entries = [e for d in diagnostics for e in checking.cannot_judge_entries(d, "urn:x", {}) or []]
+    entries = [e for d in diagnostics for e in cannot_judge_entries(d, "urn:x", {}) or []]
     assert len(entries) == len(diagnostics)
     assert {e["policy"]: e["properties"] for e in entries}["ack-deadline-in-range"] == ["ackDeadlineSeconds"]
 
 
 def _stack_resource(request, type_, name, props, deps=None):
-    item = request.resources.add(type=type_, name=name, urn=f"urn:pulumi:test::demo::{type_}::{name}", properties=checking._struct(props))
+    item = request.resources.add(type=type_, name=name, urn=f"urn:pulumi:test::demo::{type_}::{name}", properties=_struct(props))
     for key, names in (deps or {}).items():
         item.propertyDependencies[key].urns.extend(f"urn:pulumi:test::demo::{facts.TOPIC}::{n}" for n in names)
     return item
@@ -122,7 +125,7 @@ def test_analyze_stack_resolves_unknown_references_through_property_dependencies
                     {"name": "worker", "topic": unknown, "deadLetterPolicy": {"deadLetterTopic": unknown, "maxDeliveryAttempts": 5}},
                     deps={"topic": ["orders"], "deadLetterPolicy": ["orders-dlq"]})
     diagnostics = [d for d in pack.stub.AnalyzeStack(request).diagnostics
-                   if checking.cannot_judge_entries(d, "", {}) is None]
+                   if cannot_judge_entries(d, "", {}) is None]
     by_policy = {d.policyName: d for d in diagnostics}
     assert set(by_policy) == {"dead-letter-topic-has-subscription", "dead-letter-service-agent-iam"}
     for d in diagnostics:
@@ -138,7 +141,7 @@ def test_analyze_stack_resolves_unknown_references_through_property_dependencies
 
 
 def test_dev_plan_passes(dev_plan):
-    result = checking.run_check(dev_plan, source="Pulumi.dev.yaml")
+    result = checking.compose(checking.judge_plan(dev_plan, source="Pulumi.dev.yaml"))
     assert result.mandatory == [], [v.message for v in result.mandatory]
     assert result.exit_code == 0
     assert result.resources == len(dev_plan["resources"])
@@ -152,7 +155,7 @@ def test_a_broken_plan_is_rejected_one_line_per_violation_mandatory_first(dev_pl
             resource["inputs"]["enableExactlyOnceDelivery"] = True
         if resource["type"] == facts.SUBSCRIPTION and resource["name"] == "orders-ordered-dead-letter-drain":
             resource["inputs"]["topic"] = "projects/pubsubguard-dev/topics/orders"
-    result = checking.run_check(plan)
+    result = checking.compose(checking.judge_plan(plan))
     assert result.exit_code == 1
     mandatory = {(v.resource_name, v.policy) for v in result.mandatory}
     assert mandatory == {("orders-push", "no-exactly-once-on-push"), ("orders-ordered", "dead-letter-topic-has-subscription")}
@@ -208,7 +211,7 @@ def test_a_pack_that_dies_at_start_is_reported_with_its_stderr(tmp_path):
 def test_bad_policy_config_is_a_user_error(pack, config, message):
     info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
     with pytest.raises(checking.CheckError, match=message):
-        checking.reconcile_config(checking.policy_infos(info), {}, config, "--policy-config c.json")
+        reconcile_config(policy_infos(info), {}, config, "--policy-config c.json")
 
 
 def test_cli_formats(tmp_path, capsys):
@@ -247,12 +250,12 @@ def test_the_judge_process_gives_the_same_result_and_stops_quietly_when_nobody_w
     import threading
     from multiprocessing.connection import Connection
 
-    context = checking.plan_context(dev_plan)
+    context = plan_context(dev_plan)
     with checking.JudgeProcess(context) as judge:
         for record in dev_plan["resources"]:
             judge.analyze(record)
         result, peaks = judge.finish(dev_plan)
-    expected = checking.run_check(dev_plan)
+    expected = checking.judge_plan(dev_plan)
     assert [(v.policy, v.urn, v.message) for v in result.violations] == \
         [(v.policy, v.urn, v.message) for v in expected.violations]
     assert peaks["pack_mib"] > 0 and peaks["judge_mib"] > 0
@@ -264,7 +267,7 @@ def test_the_judge_process_gives_the_same_result_and_stops_quietly_when_nobody_w
     sending.send(("finish", dev_plan, "", False, False))
     os.close(from_judge_read)  # the command is gone before the answer
     errors = []
-    thread = threading.Thread(target=lambda: _catch(errors, checking.judge_main, to_judge_read, from_judge_write))
+    thread = threading.Thread(target=lambda: _catch(errors, judge_main, to_judge_read, from_judge_write))
     thread.start()
     thread.join(120)
     sending.close()

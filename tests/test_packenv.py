@@ -1,5 +1,5 @@
 """The pack's virtualenv made on first use (pubsubguard.check.packenv): keyed by the requirements, built once
-when two checks start together, a pack that cannot be made is one line; the job summary from SARIF."""
+when two checks start together, a pack that cannot be made is one line; the job summary from the check's outcome."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pubsubguard.check import packenv, summary
+from pubsubguard.check.result import Judgement, Suppression, Violation, compose
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,18 +93,17 @@ def test_a_pack_whose_venv_cannot_be_made_is_one_line(tmp_path, cache):
 
 
 def test_the_summary_is_a_table_with_suppressed_apart():
-    def result(rule, name, level, suppressed=None):
-        entry = {"ruleId": rule, "level": level, "message": {"text": f"{name} breaks {rule}; fix it."},
-                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": "channel.py"}, "region": {"startLine": 35}},
-                                "logicalLocations": [{"name": name}]}]}
-        if suppressed:
-            entry["suppressions"] = [{"kind": "inSource", "justification": suppressed}]
-        return entry
+    def violation(rule, name, level):
+        return Violation(policy=rule, level=level, message=f"{name} breaks {rule}; fix it.",
+                         urn=f"urn:pulumi:dev::team::gcp:pubsub/topic:Topic::{name}", resource_type="", resource_name=name)
 
-    sarif = {"runs": [{"invocations": [{"executionSuccessful": True}], "results": [
-        result("topic-kms-key", "orders", "warning"), result("ack-deadline-in-range", "orders-ordered", "error"),
-        result("ack-deadline-in-range", "orders-slow", "error", "consumers ack in 2 s (OPS-12)")]}]}
-    text = summary.summary([("dev", json.loads(json.dumps(sarif)))])
+    found = (violation("ack-deadline-in-range", "orders-ordered", "mandatory"),
+             violation("ack-deadline-in-range", "orders-slow", "mandatory"), violation("topic-kms-key", "orders", "advisory"))
+    judgement = Judgement(pack="p", pack_version="1", stack="dev", source="Pulumi.dev.yaml", resources=3, policies=(),
+                          levels={}, violations=found)
+    reason = Suppression("ack-deadline-in-range", "", "consumers ack in 2 s", "inSource", "OPS-12")
+    outcome = compose(judgement, suppressed={1: reason})
+    text = summary.section(outcome, lambda v: ("channel.py", 35))
     assert "### Stack `dev`: REJECTED: 1 mandatory, 1 advisory, 1 suppressed" in text
     assert "| mandatory | `ack-deadline-in-range` | `orders-ordered` | `channel.py:35` | orders-ordered breaks" in text
     assert "| mandatory | `ack-deadline-in-range` | `orders-slow` | `channel.py:35` | consumers ack in 2 s (OPS-12) |" in text

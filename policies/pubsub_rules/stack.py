@@ -349,6 +349,7 @@ def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
 
 
 SUB = (facts.SUBSCRIPTION,)
+GET_PROJECT = "gcp:organizations/getProject:getProject"
 DEAD_LETTER_READS = ("topic", "deadLetterPolicy", "deadLetterPolicy.deadLetterTopic")
 
 RULES = [
@@ -430,6 +431,8 @@ RULES = [
                     "project id -> project number, so that only the service agent of the subscription's own "
                     "project counts (pubsubguard check fills it from --invoke-results getProject answers)"
                 ),
+                # how: each given getProject result's projectId (else the stack's project) -> its number
+                "x-pubsubguard-from-invokes": {"token": GET_PROJECT, "key": "projectId", "value": "number"},
             }
         },
     ),

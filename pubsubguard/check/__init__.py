@@ -14,32 +14,25 @@ Resources the program only reads (`Topic.get(...)`) are not judged, as in a prev
 carries its provider (the default gcp provider with the stack's `gcp:*` config, or the explicit
 provider resource it names), so rules know the provider's project.
 
-The package, one job per module: `result` (the model and the verdict), `pack` (the pack's process and its
-config), `wire` (the Analyzer messages both ways), `judge` (the judging processes; `run_check` for a saved
-plan, `check_program` for a program), `formats` (text, JSON, SARIF, source locations). Everything is
-re-exported here, so `from pubsubguard import check` is the one name callers use.
+The package, one job per module: `result` (the records: the pack's `Judgement`, the check's `Outcome`
+and `compose`, which builds it once), `pack` (the pack's process and its config), `wire` (the Analyzer
+messages both ways), `judge` (the judging processes; `judge_plan` for a saved plan, `judge_program` for
+a program), `suppressions` (suppression comments and files, baselines, matched to a judgement),
+`formats` (text, JSON, SARIF, source locations, each rendering an `Outcome`), `summary` (the GitHub job
+summary). The public names are below; everything else is imported from its module.
 """
 
 from __future__ import annotations
 
-from pubsubguard.check.result import (  # noqa: F401
-    CheckError, CheckResult, LEVELS, PolicyInfo, Violation,
+from pubsubguard.check.formats import format_json, format_sarif, format_text, source_locator
+from pubsubguard.check.judge import Judge, JudgeProcess, ProgramJudgement, judge_plan, judge_program
+from pubsubguard.check.pack import PackProcess, default_pack_dir, read_policy_config
+from pubsubguard.check.result import (
+    BaselineUse, CheckError, Judgement, Outcome, PolicyInfo, Suppression, Violation, compose,
 )
-from pubsubguard.check.pack import (  # noqa: F401
-    ENGINE_ADDRESS, PackProcess, STARTUP_TIMEOUT_S, _JSON_TYPES, _level, _peak_mib, default_pack_dir,
-    pack_python, read_manifest, read_policy_config, reconcile_config,
-)
-from pubsubguard.check.wire import (  # noqa: F401
-    CANNOT_JUDGE, _configure_stack, _level_name, _level_value, _pb, _provider, _sources_of, _struct,
-    analyze_request, analyze_stack_request, cannot_judge_entries, judged_resources, plan_context,
-    policy_infos, wire_value,
-)
-from pubsubguard.check.judge import (  # noqa: F401
-    IN_FLIGHT, Judge, JudgeProcess, PARALLEL_FROM_RESOURCES, check_program, default_workers, judge_main,
-    run_check,
-)
-from pubsubguard.check.formats import (  # noqa: F401
-    COMPACT_FROM, EXAMPLES, PROGRAM_LINES, SARIF_SCHEMA, _SARIF_LEVEL, _not_judged, _per_rule, _program_json,
-    _program_section, format_json, format_json_error, format_sarif, format_sarif_error, format_text, grouped,
-    source_locator,
-)
+
+__all__ = [
+    "BaselineUse", "CheckError", "Judge", "JudgeProcess", "Judgement", "Outcome", "PackProcess", "PolicyInfo",
+    "ProgramJudgement", "Suppression", "Violation", "compose", "default_pack_dir", "format_json", "format_sarif",
+    "format_text", "judge_plan", "judge_program", "read_policy_config", "source_locator",
+]

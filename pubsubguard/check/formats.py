@@ -1,5 +1,6 @@
-"""The check's reports: text for a person (as linters print), JSON, SARIF for code scanning, and where
-in the program each resource was created."""
+"""The check's reports, each rendered from the one `Outcome` (every violation with its suppression state,
+the counts and the verdict it derives): text for a person (as linters print), JSON, SARIF for code
+scanning; and where in the program each resource was created."""
 
 from __future__ import annotations
 
@@ -8,14 +9,7 @@ from pathlib import Path
 
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.project import source_lines
-from pubsubguard.check.result import CheckResult, Violation
-
-
-def grouped(result: CheckResult) -> list[tuple[str, list[Violation]]]:
-    groups: dict[str, list[Violation]] = {}
-    for v in result.violations:
-        groups.setdefault(v.urn, []).append(v)
-    return sorted(groups.items(), key=lambda item: (not any(v.level == "mandatory" for v in item[1]), item[0]))
+from pubsubguard.check.result import Outcome, Violation
 
 
 COMPACT_FROM = 40  # violations: above this, text output summarises per rule (the machine formats keep all)
@@ -24,18 +18,19 @@ COMPACT_FROM = 40  # violations: above this, text output summarises per rule (th
 EXAMPLES = 3
 
 
-def format_text(result: CheckResult, compact: bool | None = None, locate=None, verbose: bool = False) -> str:
+def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verbose: bool = False) -> str:
     """The report for a person, as linters print: one line per violation, `file:line: level rule: message`
     (the line in the program that creates the resource, `locate(violation) -> (file, line)`), mandatory
     first; an advisory rule that fires on more than a few resources is one line with its count; URNs
-    only with `verbose`; what could not be judged and what the program printed; the verdict last."""
+    only with `verbose`; what could not be judged and what the program printed; the suppressed
+    violations with their reasons; the verdict last."""
     lines = [
-        f"pubsubguard check: {result.source or 'plan'} (stack {result.stack}), {result.resources} resources, "
-        f"pack {result.pack}@{result.pack_version} ({len(result.policies)} policies)",
+        f"pubsubguard check: {outcome.source or 'plan'} (stack {outcome.stack}), {outcome.resources} resources, "
+        f"pack {outcome.pack}@{outcome.pack_version} ({len(outcome.policies)} policies)",
         "",
     ]
     if compact is None:
-        compact = len(result.mandatory) > COMPACT_FROM
+        compact = len(outcome.mandatory) > COMPACT_FROM
 
     def where(v: Violation) -> str:
         if locate is None:
@@ -47,15 +42,13 @@ def format_text(result: CheckResult, compact: bool | None = None, locate=None, v
         text = [f"{where(v)}{v.level:<{level_width}} {v.policy}: {v.message}"]
         return text + ([f"    {v.urn}"] if verbose and v.urn else [])
 
-    mandatory = [v for v in result.violations if v.level == "mandatory"]
-    advisory = [v for v in result.violations if v.level != "mandatory"]
     if compact:
-        lines += _per_rule(result)
+        lines += _per_rule(outcome)
     else:
-        for v in sorted(mandatory, key=lambda v: (where(v), v.policy)):
+        for v in sorted(outcome.mandatory, key=lambda v: (where(v), v.policy)):
             lines += entry(v)
         by_rule: dict[str, list[Violation]] = {}
-        for v in advisory:
+        for v in outcome.advisory:
             by_rule.setdefault(v.policy, []).append(v)
         for rule, found in sorted(by_rule.items()):
             if len(found) > EXAMPLES and not verbose:
@@ -65,30 +58,54 @@ def format_text(result: CheckResult, compact: bool | None = None, locate=None, v
             else:
                 for v in sorted(found, key=where):
                     lines += entry(v)
-        if result.violations:
+        if outcome.counted:
             lines.append("")
-    lines += _not_judged(result)
-    lines += _program_section(result)
-    mandatory, advisory = len(result.mandatory), len(result.violations) - len(result.mandatory)
-    if result.error:
-        lines.append(f"ERROR: {result.error}")
-        lines.append(f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
-                     "(the stack rules did not run).")
-        return "\n".join(lines) + "\n"
-    verdict = "REJECTED" if result.failed else "PASSED"
-    undecided = (f", {len(result.undecided_mandatory)} mandatory not judged (--unknowns fail)"
-                 if result.unknowns_fail and result.undecided_mandatory else "")
-    lines.append(f"{verdict}: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''}{undecided}.")
-    return "\n".join(lines) + "\n"
+    lines += _not_judged(outcome)
+    lines += _program_section(outcome)
+    mandatory, advisory = len(outcome.mandatory), len(outcome.advisory)
+    if outcome.error:
+        verdict = [f"ERROR: {outcome.error}",
+                   f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
+                   "(the stack rules did not run)."]
+    else:
+        undecided = (f", {len(outcome.undecided_mandatory)} mandatory not judged (--unknowns fail)"
+                     if outcome.unknowns_fail and outcome.undecided_mandatory else "")
+        verdict = [f"{'REJECTED' if outcome.failed else 'PASSED'}: {mandatory} mandatory, {advisory} advisory "
+                   f"violation{'s' if advisory != 1 else ''}{undecided}."]
+    suppressed = _suppressed_section(outcome)
+    if suppressed:  # just above the verdict's last line
+        verdict = verdict[:-1] + suppressed + [""] + verdict[-1:]
+    return "\n".join(lines + verdict) + "\n"
+
+
+def _suppressed_section(outcome: Outcome) -> list[str]:
+    """The suppressed violations, each with its reason; those the baseline knows, and its entries found no more."""
+    section = []
+    own = [v for v in outcome.suppressed if v.state != "baseline"]
+    in_baseline = [v for v in outcome.suppressed if v.state == "baseline"]
+    if own:
+        section.append(f"Suppressed ({len(own)}; not counted in the verdict):")
+        for v in own:
+            section.append(f"  [{v.level}] {v.policy} on {v.resource_name or 'stack'}: {v.suppression.reason} "
+                           f"({v.suppression.where})")
+    if in_baseline:
+        names = sorted({f"{v.policy} on {v.resource_name or 'stack'}" for v in in_baseline})
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        section.append(f"In the baseline {outcome.baseline.file} ({len(in_baseline)}; known, not counted): "
+                       f"{'; '.join(names[:3])}{more}.")
+    if outcome.baseline and outcome.baseline.gone:
+        section.append(f"No longer found ({len(outcome.baseline.gone)} of the baseline's entries; "
+                       "fixed or renamed: refresh it with --create-baseline).")
+    return section
 
 
 PROGRAM_LINES = 20  # of each of the program's streams, in the text output
 
 
-def _program_section(result: CheckResult) -> list[str]:
+def _program_section(outcome: Outcome) -> list[str]:
     """What the program printed and logged, under its own heading, as `pulumi preview` shows its
     diagnostics (never on this command's stdout as the program wrote it: here, indented and cut)."""
-    run = result.program
+    run = outcome.program
     if run is None:
         return []
     lines = []
@@ -109,9 +126,9 @@ def _program_section(result: CheckResult) -> list[str]:
     return ["Program output (diagnostics):"] + lines + [""]
 
 
-def _per_rule(result: CheckResult) -> list[str]:
+def _per_rule(outcome: Outcome) -> list[str]:
     by_rule: dict[tuple[str, str], list[Violation]] = {}
-    for v in result.violations:
+    for v in outcome.counted:
         by_rule.setdefault((v.level, v.policy), []).append(v)
     lines = []
     for (level, policy), found in sorted(by_rule.items(), key=lambda item: (item[0][0] != "mandatory", item[0][1])):
@@ -123,27 +140,29 @@ def _per_rule(result: CheckResult) -> list[str]:
     return lines + ["", "(summary per rule; --format json or sarif lists every violation)", ""]
 
 
-def _not_judged(result: CheckResult) -> list[str]:
+def _not_judged(outcome: Outcome) -> list[str]:
     lines = []
-    if result.unknown_invokes:
-        tokens = sorted({i["token"] for i in result.unknown_invokes})
+    if outcome.unknown_invokes:
+        tokens = sorted({i["token"] for i in outcome.unknown_invokes})
         lines.append(f"Unknown offline: the result{'s' if len(tokens) > 1 else ''} of {', '.join(tokens)} "
                      "(values built from them are unknown; give results with --invoke-results FILE).")
-    if result.unjudged:
+    if outcome.unjudged:
         by_rule: dict[str, set[str]] = {}
-        for entry in result.unjudged:
+        for entry in outcome.unjudged:
             by_rule.setdefault(entry["policy"], set()).add(entry["resource_name"])
         parts = [f"{rule} on {', '.join(sorted(names)[:EXAMPLES])}" + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
                  for rule, names in sorted(by_rule.items())]
         lines.append("Not judged (values unknown until deploy): " + "; ".join(parts) + ".")
-        if result.unknowns_fail and result.undecided_mandatory:
+        if outcome.unknowns_fail and outcome.undecided_mandatory:
             lines.append("With --unknowns fail, each mandatory rule above that could not decide fails the check.")
     return lines + [""] if lines else lines
 
 
-def format_json(result: CheckResult, locate=None) -> str:
-    """The machine document; `locate` gives each violation and not-judged entry its `file` and `line`
-    (the same as the text and SARIF formats)."""
+def format_json(outcome: Outcome, locate=None) -> str:
+    """The machine document: every violation, each with `"suppressed": null` or {kind, reason, where} (and
+    its `file` and `line` from `locate`, as every not-judged entry, the same as the text and SARIF formats);
+    `mandatory`/`advisory`/`passed` count those not suppressed, `suppressed` counts the others; `baseline`
+    what `--baseline` did."""
 
     def located(entry: dict, violation: Violation) -> dict:
         if locate is None:
@@ -151,31 +170,32 @@ def format_json(result: CheckResult, locate=None) -> str:
         path, line = locate(violation)
         return {**entry, "file": path, "line": line}
 
-    return json.dumps(
-        {
-            "pack": result.pack, "version": result.pack_version, "stack": result.stack, "source": result.source,
-            "resources": result.resources, "passed": None if result.error else not result.failed,
-            "unknowns": "fail" if result.unknowns_fail else "advisory",
-            "mandatory": len(result.mandatory), "advisory": len(result.violations) - len(result.mandatory),
-            "levels": result.levels,
-            "violations": [located(dict(v.__dict__), v) for v in result.violations],
-            "unknown_invokes": result.unknown_invokes,
-            "unjudged": [located(entry, _unjudged_violation(entry)) for entry in result.unjudged],
-            "program": _program_json(result),
-            "error": {"message": result.error, "kind": "program", "exit_code": 2} if result.error else None,
-        },
-        indent=2, sort_keys=True,
-    ) + "\n"
+    document = {
+        "pack": outcome.pack, "version": outcome.pack_version, "stack": outcome.stack, "source": outcome.source,
+        "resources": outcome.resources, "passed": outcome.passed, "unknowns": outcome.unknowns,
+        "mandatory": len(outcome.mandatory), "advisory": len(outcome.advisory), "levels": outcome.levels,
+        "violations": [{**located(v.as_json(), v), "suppressed": v.suppression.as_json() if v.suppression else None}
+                       for v in outcome.violations],
+        "suppressed": len(outcome.suppressed),
+        "unknown_invokes": list(outcome.unknown_invokes),
+        "unjudged": [located(entry, unjudged_violation(entry)) for entry in outcome.unjudged],
+        "program": _program_json(outcome),
+        "error": {"message": outcome.error, "kind": "program", "exit_code": 2} if outcome.error else None,
+    }
+    if outcome.baseline:
+        document["baseline"] = {"file": outcome.baseline.file, "known": outcome.baseline.known,
+                                "gone": list(outcome.baseline.gone)}
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def _unjudged_violation(entry: dict) -> Violation:
+def unjudged_violation(entry: dict) -> Violation:
     """A not-judged entry as a violation record, to be located like one."""
     return Violation(policy=entry["policy"], level="advisory", message="", urn=entry["urn"],
                      resource_type=entry["resource_type"], resource_name=entry["resource_name"])
 
 
-def _program_json(result: CheckResult) -> dict | None:
-    run = result.program
+def _program_json(outcome: Outcome) -> dict | None:
+    run = outcome.program
     if run is None:
         return None
     return {
@@ -201,24 +221,25 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {"mandatory": "error", "advisory": "warning", "remediate": "error", "disabled": "none"}
 
 
-def format_sarif(result: CheckResult, locate=None) -> str:
-    """SARIF 2.1.0 as GitHub code scanning loads it. `locate(violation) -> (uri, line)` places a
-    result in a file of the repository (default: the judged source, line 1)."""
-    rule_index = {p.name: i for i, p in enumerate(result.policies)}
+def format_sarif(outcome: Outcome, locate=None) -> str:
+    """SARIF 2.1.0 as GitHub code scanning loads it: every violation (a suppressed one with its
+    `suppressions`), then the not-judged entries. `locate(violation) -> (uri, line)` places a result in a
+    file of the repository (default: the judged source, line 1)."""
+    rule_index = {p.name: i for i, p in enumerate(outcome.policies)}
     rules = [
         {
             "id": p.name, "name": p.name,
             "shortDescription": {"text": p.description},
             "fullDescription": {"text": p.description},
             "help": {"text": f"{p.description} See docs/policies.md#{p.name}."},
-            "defaultConfiguration": {"level": _SARIF_LEVEL[result.levels.get(p.name, p.level)]},
-            "properties": {"kind": p.kind, "enforcementLevel": result.levels.get(p.name, p.level)},
+            "defaultConfiguration": {"level": _SARIF_LEVEL[outcome.levels.get(p.name, p.level)]},
+            "properties": {"kind": p.kind, "enforcementLevel": outcome.levels.get(p.name, p.level)},
         }
-        for p in result.policies
+        for p in outcome.policies
     ]
     results = []
-    for v in result.violations:
-        uri, line = locate(v) if locate else (result.source or "Pulumi.yaml", 1)
+    for v in outcome.violations:
+        uri, line = locate(v) if locate else (outcome.source or "Pulumi.yaml", 1)
         entry = {
             "ruleId": v.policy,
             "level": _SARIF_LEVEL.get(v.level, "warning"),
@@ -227,7 +248,7 @@ def format_sarif(result: CheckResult, locate=None) -> str:
                 {
                     "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(1, line)}},
                     "logicalLocations": [
-                        {"name": v.resource_name or "stack", "fullyQualifiedName": v.urn or result.stack,
+                        {"name": v.resource_name or "stack", "fullyQualifiedName": v.urn or outcome.stack,
                          "kind": "resource"}
                     ],
                 }
@@ -236,10 +257,13 @@ def format_sarif(result: CheckResult, locate=None) -> str:
         }
         if v.policy in rule_index:
             entry["ruleIndex"] = rule_index[v.policy]
+        if v.suppression:  # SARIF 2.1.0 §3.27.23: code scanning shows it as suppressed, not as an open alert
+            entry["suppressions"] = [{"kind": v.suppression.kind, "status": "accepted",
+                                      "justification": f"{v.suppression.reason} ({v.suppression.where})"}]
         results.append(entry)
-    for entry in result.unjudged:
-        blocking = result.unknowns_fail and result.levels.get(entry["policy"]) == "mandatory"
-        uri, line = locate(_unjudged_violation(entry)) if locate else (result.source or "Pulumi.yaml", 1)
+    for entry in outcome.unjudged:
+        blocking = outcome.unknowns_fail and outcome.levels.get(entry["policy"]) == "mandatory"
+        uri, line = locate(unjudged_violation(entry)) if locate else (outcome.source or "Pulumi.yaml", 1)
         results.append({
             "ruleId": entry["policy"], "level": "error" if blocking else "note",
             "message": {"text": f"Not judged: {', '.join(entry['properties'])} unknown until deploy."},
@@ -255,14 +279,14 @@ def format_sarif(result: CheckResult, locate=None) -> str:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "pubsubguard", "semanticVersion": result.pack_version,
+                "tool": {"driver": {"name": "pubsubguard", "semanticVersion": outcome.pack_version,
                                     "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
                                     "rules": rules}},
-                "automationDetails": {"id": f"pubsubguard-check/{result.stack}/"},
-                "invocations": [{"executionSuccessful": not result.error, "toolExecutionNotifications": [
-                    {"level": "note", "message": {"text": line}} for line in _not_judged(result) if line
-                ] + ([{"level": "error", "message": {"text": f"the program did not complete: {result.error}"}}]
-                     if result.error else [])}],
+                "automationDetails": {"id": f"pubsubguard-check/{outcome.stack}/"},
+                "invocations": [{"executionSuccessful": not outcome.error, "toolExecutionNotifications": [
+                    {"level": "note", "message": {"text": line}} for line in _not_judged(outcome) if line
+                ] + ([{"level": "error", "message": {"text": f"the program did not complete: {outcome.error}"}}]
+                     if outcome.error else [])}],
                 "results": results,
             }
         ],

@@ -1,6 +1,7 @@
 """Judging: one or more pack processes fed each resource as the program registers it (`Judge`), driven
-from a process of its own (`JudgeProcess`), and the two ways in: a saved plan (`run_check`) or a
-program run as `pulumi preview` runs it (`check_program`)."""
+from a process of its own (`JudgeProcess`), and the two ways in: a saved plan (`judge_plan`) or a
+program run as `pulumi preview` runs it (`judge_program`). Each gives the pack's `Judgement`; the
+command composes the check's `Outcome` from it (`result.compose`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import collections
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pubsubguard.core import plan as planning
-from pubsubguard.check.result import CheckError, CheckResult, Violation
+from pubsubguard.core.engine import InvokeResults
+from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
 from pubsubguard.check.pack import PackProcess, _peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (
     _configure_stack, _level_name, _level_value, _pb, analyze_request, analyze_stack_request, cannot_judge_entries,
@@ -30,36 +33,46 @@ def default_workers(resources: int) -> int:
     return 1 if resources < PARALLEL_FROM_RESOURCES else max(1, min(os.cpu_count() or 1, 4))
 
 
-def run_check(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
-              source: str = "", config_source: str = "policy config", workers: int | None = None) -> CheckResult:
+def judge_plan(plan: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
+               source: str = "", config_source: str = "policy config", workers: int | None = None,
+               invoke_results: InvokeResults | None = None) -> Judgement:
     """Start the pack, judge `plan` over gRPC, stop the pack; returns every violation reported."""
     with Judge(plan_context(plan), pack_dir=pack_dir, policy_config=policy_config, config_source=config_source,
-               workers=workers or default_workers(len(judged_resources(plan)))) as judge:
+               workers=workers or default_workers(len(judged_resources(plan))), invoke_results=invoke_results) as judge:
         for record in plan["resources"]:
             judge.analyze(record)
         return judge.finish(plan, source)
 
 
-def check_program(root: Path, stack: str, *, invoke_results=None, policy_config: dict | None = None,
-                  source: str = "", config_source: str = "policy config", timings: dict | None = None,
-                  run_options: dict | None = None, pack_dir: Path | None = None):
-    """Plan the program of `root` and judge it as the engine does in a preview: the pack judges each
-    resource as the program registers it; the stack rules run once the program is done. The program
-    runs in a confined process of its own (`plan.run_program`); the judging client runs in another
-    (`JudgeProcess`), so the pack works on the core the program leaves free. Returns (plan, result);
-    a program that did not complete gives a result with `error` set (what was judged until then, no
-    stack rules). `timings` gets `plan_s` (until the program is done), `check_s` (after it) and the
-    peak memory of the judge and pack processes in MiB (`judge_mib`, `pack_mib`). `run_options` go to
-    `run_program` (python, pass_env, limits, require_isolation, note)."""
+@dataclass(frozen=True)
+class ProgramJudgement:
+    """A program judged as a preview judges it: its run (plan, output), the pack's judgement, and why
+    the program did not complete (None when it did)."""
+    run: planning.ProgramRun
+    judgement: Judgement
+    failure: str | None
+
+
+def judge_program(inputs: planning.StackInputs, *, invoke_results: InvokeResults | None = None,
+                  policy_config: dict | None = None, source: str = "", config_source: str = "policy config",
+                  timings: dict | None = None, run_options: dict | None = None,
+                  pack_dir: Path | None = None) -> ProgramJudgement:
+    """Plan the program of `inputs` (the project and stack the command read) and judge it as the engine
+    does in a preview: the pack judges each resource as the program registers it; the stack rules run
+    once the program is done. The program runs in a confined process of its own (`plan.run_program`);
+    the judging client runs in another (`JudgeProcess`), so the pack works on the core the program leaves
+    free. A program that did not complete gives its `failure` and what was judged until then (no stack
+    rules). `timings` gets `plan_s` (until the program is done), `check_s` (after it) and the peak memory
+    of the judge and pack processes in MiB (`judge_mib`, `pack_mib`). `run_options` go to `run_program`
+    (python, pass_env, limits, require_isolation, note)."""
     import time
 
-    project = planning.read_project(root)
-    header = planning.plan_header(project, stack, planning.read_stack_config(project, stack))
     started = time.perf_counter()
-    with JudgeProcess(header, policy_config=policy_config, config_source=config_source, pack_dir=pack_dir) as judge:
+    with JudgeProcess(inputs.header, policy_config=policy_config, config_source=config_source, pack_dir=pack_dir,
+                      invoke_results=invoke_results) as judge:
         try:
-            run = planning.run_program(stack, root, invoke_results=invoke_results, on_resource=judge.analyze,
-                                       **(run_options or {}))
+            run = planning.run_program(inputs.stack, inputs.project.root, invoke_results=invoke_results,
+                                       on_resource=judge.analyze, inputs=inputs, **(run_options or {}))
             failure = None
             stopped = False
         except planning.ProgramFailed as err:
@@ -67,11 +80,10 @@ def check_program(root: Path, stack: str, *, invoke_results=None, policy_config:
         planned = time.perf_counter()
         # A program that failed: every resource it registered is judged (the stack rules, which need the
         # whole program, are not); one stopped at a limit: only what was judged already (exit at once).
-        result, peaks = judge.finish(run.plan, source, partial=failure is not None, abandon=stopped)
-    result.error, result.program = failure, run
+        judgement, peaks = judge.finish(run.plan, source, partial=failure is not None, abandon=stopped)
     if timings is not None:
         timings.update(plan_s=planned - started, check_s=time.perf_counter() - planned, **peaks)
-    return run.plan, result
+    return ProgramJudgement(run=run, judgement=judgement, failure=failure)
 
 
 class JudgeProcess:
@@ -116,7 +128,7 @@ class JudgeProcess:
             self.broken = True
 
     def finish(self, plan: dict, source: str = "", partial: bool = False, abandon: bool = False
-               ) -> tuple[CheckResult, dict]:
+               ) -> tuple[Judgement, dict]:
         try:
             self.sending.send(("finish", plan, source, partial, abandon))
             kind, value, peaks = self.receiving.recv()
@@ -193,7 +205,7 @@ class Judge:
     _DONE = object()
 
     def __init__(self, context: dict, *, pack_dir: Path | None = None, policy_config: dict | None = None,
-                 config_source: str = "policy config", workers: int = 1):
+                 config_source: str = "policy config", workers: int = 1, invoke_results: InvokeResults | None = None):
         import queue
         import threading
 
@@ -202,6 +214,7 @@ class Judge:
         self.manifest = read_manifest(self.pack_dir)
         self.policy_config = policy_config or {}
         self.config_source = config_source
+        self.invoke_results = invoke_results  # given data-source results: settings a rule fills from them
         self.packs = [PackProcess(self.pack_dir, project=str(context.get("project") or "project"),
                                   stack=str(context.get("stack") or "stack")) for _ in range(workers)]
         self.queue: queue.Queue = queue.Queue()
@@ -280,7 +293,9 @@ class Judge:
                 }
                 for name, cfg in self.info.initialConfig.items()
             }
-            self.effective = reconcile_config(self.policies, initial, self.policy_config, self.config_source)
+            self.effective = reconcile_config(self.policies, initial, self.policy_config, self.config_source,
+                                              invoke_results=self.invoke_results,
+                                              gcp_project=self.context.get("gcp_project"))
             configure = pb.ConfigureAnalyzerRequest()
             for name, (level, props) in self.effective.items():
                 configure.policyConfig[name].enforcementLevel = _level_value(level)
@@ -297,8 +312,8 @@ class Judge:
         self.queue.put((self.count, analyze_request(record, self.context, self.by_urn)))
         self.count += 1
 
-    def finish(self, plan: dict, source: str = "", partial: bool = False, abandon: bool = False) -> CheckResult:
-        """AnalyzeStack over the whole plan once every Analyze is answered; the result. `partial`: the
+    def finish(self, plan: dict, source: str = "", partial: bool = False, abandon: bool = False) -> Judgement:
+        """AnalyzeStack over the whole plan once every Analyze is answered; the pack's judgement. `partial`: the
         program did not complete, so the stack rules, which need the whole program, do not run;
         `abandon`: it was stopped at a limit, so resources still queued are not sent either."""
         self.abandoned = abandon
@@ -330,12 +345,11 @@ class Judge:
                     resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
                 )
             )
-        violations.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
         info, effective = self.info, self.effective
-        return CheckResult(
+        return Judgement(
             pack=info.name, pack_version=str(self.manifest.get("version") or info.version), stack=str(plan.get("stack")),
-            source=source, resources=len(judged_resources(plan)), policies=self.policies,
-            levels={name: level for name, (level, _) in effective.items()}, violations=violations,
-            unknown_invokes=list(plan.get("unknown_invokes") or []),
-            unjudged=sorted(cannot_judge, key=lambda e: (e["policy"], e["urn"])),
+            source=source, resources=len(judged_resources(plan)), policies=tuple(self.policies),
+            levels={name: level for name, (level, _) in effective.items()}, violations=tuple(sorted(violations, key=sort_key)),
+            unknown_invokes=tuple(plan.get("unknown_invokes") or ()),
+            unjudged=tuple(sorted(cannot_judge, key=lambda e: (e["policy"], e["urn"]))),
         )

@@ -160,12 +160,36 @@ _JSON_TYPES = {
 }
 
 
+FROM_INVOKES = "x-pubsubguard-from-invokes"  # in a setting's schema: filled from given invoke results
+
+
+def from_invokes(spec: dict, invoke_results, gcp_project: str | None) -> dict[str, Any]:
+    """A setting a rule declares in its schema as filled from the program's given data-source results
+    (`--invoke-results`): `{FROM_INVOKES: {"token", "key", "value"}}` maps each given result of `token` to
+    `{args[key] (else the stack's gcp:project): result[value]}` (dead-letter-service-agent-iam's
+    projectNumbers: getProject's projectId to its number). {} when none is given."""
+    how = spec.get(FROM_INVOKES) if isinstance(spec, dict) else None
+    if not isinstance(how, dict) or invoke_results is None:
+        return {}
+    token = how.get("token")
+    entries = [(args, result) for (given, args), result in invoke_results.exact.items() if given == token]
+    entries += [("{}", invoke_results.any_args[token])] if token in invoke_results.any_args else []
+    filled = {}
+    for args, result in entries:
+        key = json.loads(args).get(how.get("key")) or gcp_project
+        if isinstance(result.get(how.get("value")), (str, int)) and key:
+            filled[str(key)] = str(result[how["value"]])
+    return filled
+
+
 def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user: dict[str, Any],
-                     source: str = "policy config") -> dict[str, tuple[str, dict]]:
+                     source: str = "policy config", *, invoke_results=None,
+                     gcp_project: str | None = None) -> dict[str, tuple[str, dict]]:
     """Every policy's (level, properties), as the CLI computes them before `Configure`.
 
     Precedence: the user's entry for the policy, then the user's "all" level, then the pack's initial
-    config, then the policy's own default; properties start from the schema defaults.
+    config, then the policy's own default; properties start from the schema defaults. A policy the user
+    does not configure gets the settings its schema fills from given invoke results (`from_invokes`).
     """
     names = {p.name for p in policies}
     for key in user:
@@ -181,6 +205,11 @@ def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user:
         seed = initial.get(policy.name) or {}
         level = seed.get("level") or level
         props.update(seed.get("properties") or {})
+        if policy.name not in user:
+            for key, spec in (policy.config_schema.get("properties") or {}).items():
+                filled = from_invokes(spec, invoke_results, gcp_project)
+                if filled:
+                    props[key] = filled
         if all_level:
             level = all_level
         entry = user.get(policy.name)

@@ -17,18 +17,18 @@ why a violation it keeps is acceptable.
   so unrelated edits, line moves and other stacks keep it valid. With it a check fails only on
   violations that are new; known ones are listed as suppressed (kind `external`, "in the baseline").
 
-This module works on `check.CheckResult` after the pack judged: `apply` moves suppressed violations out
-of `result.violations` (so the verdict counts only the others) into an `Outcome`; `render` adds them back
-to the report in the chosen format.
+This module reads suppressions and baselines and matches them to the pack's judgement (`match`: which
+violation each suppresses); `result.compose` puts that state on each violation of the check's `Outcome`,
+which every format renders.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from pubsubguard.check.result import BaselineUse, Judgement, Suppression
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.project import source_lines
 
@@ -38,27 +38,6 @@ COMMENT = re.compile(r"#\s*pubsubguard:\s*ignore\[(?P<rules>[^\]]*)\](?P<reason>
 
 class SuppressionError(UserError):
     """A suppression or baseline that cannot be used: the file (and line or entry), what was expected."""
-
-
-@dataclass(frozen=True)
-class Suppression:
-    rule: str
-    resource: str  # a resource name or URN (file), or "" for a comment (it applies to the line's resources)
-    reason: str
-    kind: str  # SARIF's suppression kind: "inSource" (a comment) or "external" (a file, the baseline)
-    where: str  # "channel.py:37", "suppressions.yaml: suppressions[0]", "baseline.json"
-    baseline: bool = False  # a known violation the baseline lists, not a suppression someone wrote
-
-    def as_json(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason, "where": self.where}
-
-
-@dataclass
-class Outcome:
-    suppressed: list = field(default_factory=list)  # [(Violation, Suppression)]
-    baseline_file: str | None = None
-    baseline_known: int = 0  # violations found that the baseline lists
-    baseline_gone: list = field(default_factory=list)  # baseline entries no longer found (fixed or renamed)
 
 
 # --- Reading --------------------------------------------------------------------------------------
@@ -172,102 +151,38 @@ def baseline_document(violations, stack: str) -> str:
                        "violations": unique}, indent=2, sort_keys=True) + "\n"
 
 
-# --- Applying -------------------------------------------------------------------------------------
-def apply(result, plan: dict, *, from_file: list[Suppression] = (), from_source=(), baseline: dict | None = None,
-          baseline_file: str | None = None) -> Outcome:
-    """Move the suppressed violations out of `result.violations` (see module doc). Raises for a
-    suppression of a rule the pack lacks, or of a resource the plan does not hold (unless the program did
-    not complete, when an unseen resource may simply not have been registered yet)."""
-    rules = {policy.name for policy in result.policies}
+# --- Matching -------------------------------------------------------------------------------------
+def match(judgement: Judgement, plan: dict, *, from_file: list[Suppression] = (), from_source=(),
+          baseline: dict | None = None, baseline_file: str | None = None, completed: bool = True
+          ) -> tuple[dict[int, Suppression], BaselineUse | None]:
+    """Which of the judgement's violations each suppression covers (by index), and what the baseline did.
+    Raises for a suppression of a rule the pack lacks, or of a resource the plan does not hold (unless the
+    program did not complete, when an unseen resource may simply not have been registered yet)."""
+    rules = {policy.name for policy in judgement.policies}
     resources = [r for r in plan.get("resources", []) if not r.get("external")]
     names = {r["name"] for r in resources} | {r["urn"] for r in resources}
     for suppression in list(from_file) + [s for s, _ in from_source]:
         if suppression.rule not in rules:
             raise SuppressionError(f"{suppression.where}: suppresses {suppression.rule!r}, which is not a rule of "
                                    f"the pack (rules: {', '.join(sorted(rules))})")
-        if suppression.resource and suppression.resource not in names and not result.error:
+        if suppression.resource and suppression.resource not in names and completed:
             raise SuppressionError(f"{suppression.where}: suppresses {suppression.rule!r} on {suppression.resource!r}, "
                                    "which the program does not declare (a resource name or URN)")
-    outcome = Outcome(baseline_file=baseline_file)
-    kept, seen = [], set()
-    for violation in result.violations:
-        match = next((s for s, urns in from_source if s.rule == violation.policy and violation.urn in urns), None)
-        match = match or next((s for s in from_file if s.rule == violation.policy
+    suppressed: dict[int, Suppression] = {}
+    known, seen = 0, set()
+    for index, violation in enumerate(judgement.violations):
+        found = next((s for s, urns in from_source if s.rule == violation.policy and violation.urn in urns), None)
+        found = found or next((s for s in from_file if s.rule == violation.policy
                                and s.resource in (violation.urn, violation.resource_name)), None)
         print_ = fingerprint(violation)
-        if match is None and baseline is not None and print_ in baseline:
-            match = Suppression(violation.policy, violation.urn, f"known violation, in the baseline {baseline_file}",
+        if found is None and baseline is not None and print_ in baseline:
+            found = Suppression(violation.policy, violation.urn, f"known violation, in the baseline {baseline_file}",
                                 "external", str(baseline_file), baseline=True)
-            outcome.baseline_known += 1
+            known += 1
         seen.add(print_)
-        if match is None:
-            kept.append(violation)
-        else:
-            outcome.suppressed.append((violation, match))
-    if baseline is not None and not result.error:
-        outcome.baseline_gone = sorted(set(baseline) - seen)
-    result.violations = kept
-    return outcome
-
-
-# --- Rendering ------------------------------------------------------------------------------------
-def _all_sorted(result, outcome: Outcome) -> list:
-    suppressed = {id(v): s for v, s in outcome.suppressed}
-    every = list(result.violations) + [v for v, _ in outcome.suppressed]
-    every.sort(key=lambda v: (v.urn, v.level != "mandatory", v.policy, v.message))
-    return [(v, suppressed.get(id(v))) for v in every]
-
-
-def render_text(text: str, outcome: Outcome) -> str:
-    """The suppressed violations, each with its reason, just above the verdict line."""
-    if not outcome.suppressed and not outcome.baseline_gone:
-        return text
-    section = []
-    in_baseline = [v for v, s in outcome.suppressed if s.baseline]
-    own = [(v, s) for v, s in outcome.suppressed if not s.baseline]
-    if own:
-        section.append(f"Suppressed ({len(own)}; not counted in the verdict):")
-        for v, s in own:
-            section.append(f"  [{v.level}] {v.policy} on {v.resource_name or 'stack'}: {s.reason} ({s.where})")
-    if in_baseline:
-        names = sorted({f"{v.policy} on {v.resource_name or 'stack'}" for v in in_baseline})
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        section.append(f"In the baseline {outcome.baseline_file} ({len(in_baseline)}; known, not counted): "
-                       f"{'; '.join(names[:3])}{more}.")
-    if outcome.baseline_gone:
-        section.append(f"No longer found ({len(outcome.baseline_gone)} of the baseline's entries; "
-                       "fixed or renamed: refresh it with --create-baseline).")
-    lines = text.rstrip("\n").split("\n")
-    return "\n".join(lines[:-1] + section + [""] + lines[-1:]) + "\n"
-
-
-def render_json(text: str, result, outcome: Outcome, locate=None) -> str:
-    """Every violation in `violations`, each with `"suppressed": null` or {kind, reason, where} (and its
-    `file` and `line` from `locate`); `mandatory`/`advisory`/`passed` count the others; `suppressed`
-    counts these."""
-    document = json.loads(text)
-    document["violations"] = [{**v.__dict__, **(dict(zip(("file", "line"), locate(v))) if locate else {}),
-                               "suppressed": s.as_json() if s else None}
-                              for v, s in _all_sorted(result, outcome)]
-    document["suppressed"] = len(outcome.suppressed)
-    if outcome.baseline_file:
-        document["baseline"] = {"file": str(outcome.baseline_file), "known": outcome.baseline_known,
-                                "gone": outcome.baseline_gone}
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
-
-
-def render_sarif(result, outcome: Outcome, locate=None) -> str:
-    """SARIF with every violation; a suppressed one carries `suppressions` (SARIF 2.1.0 §3.27.23), which
-    code scanning shows as suppressed instead of as an open alert."""
-    from dataclasses import replace
-
-    from pubsubguard.check.formats import format_sarif
-
-    pairs = _all_sorted(result, outcome)
-    sarif = json.loads(format_sarif(replace(result, violations=[v for v, _ in pairs]), locate))
-    for entry, (_, suppression) in zip(sarif["runs"][0]["results"], pairs):
-        if suppression is None:
-            continue
-        entry["suppressions"] = [{"kind": suppression.kind, "status": "accepted",
-                                  "justification": f"{suppression.reason} ({suppression.where})"}]
-    return json.dumps(sarif, indent=2) + "\n"
+        if found is not None:
+            suppressed[index] = found
+    if baseline is None:
+        return suppressed, None
+    gone = tuple(sorted(set(baseline) - seen)) if completed else ()
+    return suppressed, BaselineUse(file=str(baseline_file), known=known, gone=gone)

@@ -48,7 +48,9 @@ from typing import Any
 from pubsubguard.core import langhost, storage
 from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
 from pubsubguard.core.langhost import Stream
-from pubsubguard.core.project import UNKNOWN, PlanError, Project, read_project, read_stack_config  # noqa: F401
+from pubsubguard.core.project import (  # noqa: F401
+    UNKNOWN, PlanError, Project, StackConfig, read_project, read_stack_config,
+)
 
 PLAN_FORMAT = "pubsubguard-plan/1"
 IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered or invoked, the thread waiting or blocked in one place this long: stuck
@@ -93,6 +95,24 @@ class ProgramRun:
         return secret_strings(self.plan)
 
 
+@dataclass(frozen=True)
+class StackInputs:
+    """What a command reads once and passes down: the project (`Pulumi.yaml`), the stack's name, its
+    configuration (`Pulumi.<stack>.yaml` merged with the project's `config:`) and the plan's header they
+    make (`plan_header`). Nothing below the command reads those files again."""
+    project: Project
+    stack: str
+    config: StackConfig
+    header: dict
+
+
+def read_inputs(root: Path | None, stack: str) -> StackInputs:
+    """Read the project of `root` (default: pubsubguard's own) and the configuration of `stack`, once."""
+    project = read_project(Path(root or project_root()).resolve())
+    config = read_stack_config(project, stack)
+    return StackInputs(project=project, stack=stack, config=config, header=plan_header(project, stack, config))
+
+
 def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: InvokeResults | None = None,
               idle_timeout_s: float = IDLE_TIMEOUT_S, on_resource=None, **options) -> dict:
     """Run the program of `root` for `stack` and return the plan (see `run_program`)."""
@@ -102,13 +122,15 @@ def make_plan(stack: str = "dev", root: Path | None = None, *, invoke_results: I
 
 def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results: InvokeResults | None = None,
                 on_resource=None, limits: Limits = Limits(), python: str | None = None,
-                pass_env: tuple[str, ...] = (), require_isolation: bool = False, note=None) -> ProgramRun:
+                pass_env: tuple[str, ...] = (), require_isolation: bool = False, note=None,
+                inputs: StackInputs | None = None) -> ProgramRun:
     """Run the program of `root` for `stack` as `pulumi preview` does (module docstring) and return the
-    run. `on_resource(record)`, when given, sees each resource as it registers (the engine analyses
+    run. `inputs`: the project and stack as the command read them (`read_inputs`; default: read here).
+    `on_resource(record)`, when given, sees each resource as it registers (the engine analyses
     resources then), from the engine's thread. `note(line)` gets each line on how the program runs
     (default: stderr). Raises `ProgramFailed` (with the run so far) when the program does not complete."""
-    project = read_project(Path(root or project_root()).resolve())
-    config = read_stack_config(project, stack)
+    inputs = inputs or read_inputs(root, stack)
+    project, stack, config = inputs.project, inputs.stack, inputs.config
     interpreter = langhost.find_interpreter(project, python)
     notes: list[str] = [interpreter.fallback_note] if interpreter.fallback_note else []
     stop = threading.Event()
@@ -144,7 +166,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     recorder.attach_traced()
     records = dict(recorder.records)
     run = ProgramRun(
-        plan={**plan_header(project, stack, config), "resources": [records[urn] for urn in sorted(records)],
+        plan={**inputs.header, "resources": [records[urn] for urn in sorted(records)],
               "outputs": recorder.outputs, "unknown_invokes": _unique(recorder.unknown_invokes)},
         stdout=child.stdout, stderr=child.stderr, messages=list(recorder.messages), notes=notes,
         interpreter=interpreter.python, confined=child.confined, exit_code=code,
