@@ -1,4 +1,6 @@
-"""Resource rules: each judges one topic, subscription or IAM resource on its own properties.
+"""Resource rules: each judges one topic, subscription or IAM resource on its own properties. Each
+check is a function with its rule's record (`@rule(...)`: name, description, level, fact, unknowns, reads)
+right above it.
 
 Facts are cited from `docs/pubsub-facts.md`; numbers come from `pubsub_facts`.
 """
@@ -10,7 +12,7 @@ from typing import Any, Iterator
 
 import pubsub_facts as facts
 from pubsub_rules.model import DELIVERY_BLOCKS, Resource, block, iam_members, nested
-from pubsub_rules.rule import ADVISORY, MANDATORY, Rule
+from pubsub_rules.rule import ADVISORY, MANDATORY, Rules
 from pubsub_rules.values import (
     UNKNOWN,
     as_duration,
@@ -26,6 +28,8 @@ TOPIC_AND_SUB = (facts.TOPIC, facts.SUBSCRIPTION)
 
 SKIP_UNKNOWN = "Reports nothing when the property it reads is unknown."
 
+rule = Rules(types=SUB, unknowns=SKIP_UNKNOWN)  # each rule registered above its check; RULES at the end
+
 
 def _both(left: Any, right: Any) -> bool:
     """Both switches are known to be on."""
@@ -37,6 +41,14 @@ def _kind(resource: Resource) -> str:
 
 
 # --- Mandatory -------------------------------------------------------------------------------------
+@rule(
+    "no-exactly-once-on-push",
+    "Prohibits exactly-once delivery on push subscriptions.",
+    MANDATORY,
+    "Exactly-once delivery is for pull and StreamingPull subscriptions only; push does not support it.",
+    unknowns="Reports nothing unless both enableExactlyOnceDelivery and pushConfig are known to be set.",
+    reads=("enableExactlyOnceDelivery", "pushConfig"),
+)
 def _exactly_once_push(sub: Resource, _config) -> Iterator[str]:
     if _both(enabled(get(sub.props, "enableExactlyOnceDelivery")), block(sub.props, "pushConfig")):
         yield (
@@ -46,6 +58,14 @@ def _exactly_once_push(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "no-exactly-once-on-export",
+    "Prohibits exactly-once delivery on BigQuery and Cloud Storage export subscriptions.",
+    MANDATORY,
+    "Export subscriptions (BigQuery, Cloud Storage) do not support exactly-once delivery.",
+    unknowns="Reports nothing unless enableExactlyOnceDelivery and the export block are known to be set.",
+    reads=("enableExactlyOnceDelivery", "bigqueryConfig", "cloudStorageConfig"),
+)
 def _exactly_once_export(sub: Resource, _config) -> Iterator[str]:
     if enabled(get(sub.props, "enableExactlyOnceDelivery")) is not True:
         return
@@ -58,6 +78,14 @@ def _exactly_once_export(sub: Resource, _config) -> Iterator[str]:
             )
 
 
+@rule(
+    "single-delivery-type",
+    "Prohibits setting more than one of push, BigQuery and Cloud Storage delivery on a subscription.",
+    MANDATORY,
+    "A subscription has at most one of push, BigQuery or Cloud Storage config.",
+    unknowns="Counts only delivery blocks known to be set; an unknown block is not counted.",
+    reads=("pushConfig", "bigqueryConfig", "cloudStorageConfig"),
+)
 def _single_delivery(sub: Resource, _config) -> Iterator[str]:
     chosen = [label for key, label in DELIVERY_BLOCKS if block(sub.props, key) is True]
     if len(chosen) > 1:
@@ -72,6 +100,13 @@ def _out_of_range(value: Any, low: float, high: float) -> bool:
     return known(value) and value != 0 and not low <= value <= high
 
 
+@rule(
+    "max-delivery-attempts-in-range",
+    "Requires deadLetterPolicy.maxDeliveryAttempts to be from 5 to 100.",
+    MANDATORY,
+    "Dead-letter maxDeliveryAttempts must be 5..100 (default 5; 0 means the default).",
+    reads=("deadLetterPolicy.maxDeliveryAttempts",),
+)
 def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
     policy = nested(sub.props, "deadLetterPolicy")
     attempts = as_number(get(policy, "maxDeliveryAttempts")) if isinstance(policy, dict) else None
@@ -83,6 +118,13 @@ def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "ack-deadline-in-range",
+    "Requires ackDeadlineSeconds to be from 10 to 600 seconds.",
+    MANDATORY,
+    "ack_deadline_seconds must be 10..600 (0 means the default of 10).",
+    reads=("ackDeadlineSeconds",),
+)
 def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
     seconds = as_number(get(sub.props, "ackDeadlineSeconds"))
     low, high = facts.ACK_DEADLINE_MIN_S, facts.ACK_DEADLINE_MAX_S
@@ -93,6 +135,15 @@ def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "retention-in-range",
+    "Requires messageRetentionDuration on topics and subscriptions to be from 10 minutes to 31 days.",
+    MANDATORY,
+    "Message retention is 10 minutes..31 days.",
+    types=TOPIC_AND_SUB,
+    unknowns="Reports nothing when the duration is unknown or not an API duration like \"600s\".",
+    reads=("messageRetentionDuration",),
+)
 def _retention(resource: Resource, _config) -> Iterator[str]:
     seconds = as_duration(get(resource.props, "messageRetentionDuration"))
     low, high = (
@@ -108,6 +159,13 @@ def _retention(resource: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "expiration-ttl-at-least-one-day",
+    "Requires expirationPolicy.ttl to be at least 1 day, or \"\" for never.",
+    MANDATORY,
+    "expiration_policy.ttl is at least 1 day; \"\" means never expire.",
+    reads=("expirationPolicy.ttl",),
+)
 def _expiration_ttl(sub: Resource, _config) -> Iterator[str]:
     ttl = get(nested(sub.props, "expirationPolicy"), "ttl")
     if ttl == "":
@@ -120,6 +178,14 @@ def _expiration_ttl(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "retry-backoff-in-range",
+    "Requires retryPolicy backoffs to be from 0 to 600 seconds with the minimum at most the maximum.",
+    MANDATORY,
+    "Retry backoff is 0..600 s (defaults: minimum 10 s, maximum 600 s).",
+    unknowns="Judges each known bound alone; compares minimum and maximum only when both are known.",
+    reads=("retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff"),
+)
 def _retry_backoff(sub: Resource, _config) -> Iterator[str]:
     policy = nested(sub.props, "retryPolicy")
     if not isinstance(policy, dict):
@@ -143,6 +209,13 @@ def _retry_backoff(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "filter-size-limit",
+    "Prohibits subscription filters over 256 bytes.",
+    MANDATORY,
+    "A subscription filter is at most 256 bytes and cannot be changed after creation.",
+    reads=("filter",),
+)
 def _filter_size(sub: Resource, _config) -> Iterator[str]:
     text = as_str(get(sub.props, "filter"))
     if known(text) and len(text.encode()) > facts.FILTER_MAX_BYTES:
@@ -152,6 +225,15 @@ def _filter_size(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "pubsub-names-valid",
+    "Requires topic and subscription names to follow Pub/Sub's naming rules.",
+    MANDATORY,
+    f"Names: {facts.NAME_RULE}.",
+    types=TOPIC_AND_SUB,
+    unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
+    reads=("name",),
+)
 def _names(resource: Resource, _config) -> Iterator[str]:
     name = get(resource.props, "name")
     if name is None or name is UNKNOWN:
@@ -184,6 +266,15 @@ def _dotted(props: Any, path: str) -> Any:
     return get(value, leaf)
 
 
+@rule(
+    "durations-api-format",
+    "Requires retention, backoff, expiration and Cloud Storage durations in the API's format (\"600s\").",
+    MANDATORY,
+    "Durations are google.protobuf.Duration strings: seconds with up to 9 decimals and an \"s\" suffix "
+    f"({facts.API_DURATION_FORMAT}); \"7d\" or \"5\" are rejected.",
+    types=TOPIC_AND_SUB,
+    reads=tuple(path for path, _ in DURATION_FIELDS),
+)
 def _duration_format(resource: Resource, _config) -> Iterator[str]:
     for path, what in DURATION_FIELDS:
         value = _dotted(resource.props, path)
@@ -197,6 +288,15 @@ def _duration_format(resource: Resource, _config) -> Iterator[str]:
             )
 
 
+@rule(
+    "labels-valid",
+    "Requires topic and subscription labels to follow GCP's label rules.",
+    MANDATORY,
+    f"Labels: {facts.LABEL_RULE}.",
+    types=TOPIC_AND_SUB,
+    unknowns="Judges the known labels; an unknown labels map or value is not judged.",
+    reads=("labels",),
+)
 def _labels(resource: Resource, _config) -> Iterator[str]:
     labels = get(resource.props, "labels")
     if not isinstance(labels, dict):
@@ -206,6 +306,13 @@ def _labels(resource: Resource, _config) -> Iterator[str]:
         yield f"{_kind(resource)} {resource.label} has an invalid label: {problem}; fix the label."
 
 
+@rule(
+    "cloud-storage-limits",
+    "Requires Cloud Storage subscriptions to keep maxDuration, maxBytes and filenameSuffix within Pub/Sub's limits.",
+    MANDATORY,
+    "cloud_storage_config: max_duration 1..10 minutes, max_bytes 1 KB..10 GiB, filename_suffix not ending in \"/\".",
+    reads=("cloudStorageConfig.maxDuration", "cloudStorageConfig.maxBytes", "cloudStorageConfig.filenameSuffix"),
+)
 def _cloud_storage_limits(sub: Resource, _config) -> Iterator[str]:
     config = nested(sub.props, "cloudStorageConfig")
     if not isinstance(config, dict):
@@ -232,6 +339,14 @@ def _cloud_storage_limits(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "bigquery-schema-options",
+    "Prohibits setting both useTableSchema and useTopicSchema on a BigQuery subscription.",
+    MANDATORY,
+    "bigquery_config: use_table_schema and use_topic_schema cannot both be true.",
+    unknowns="Reports nothing unless both switches are known to be on.",
+    reads=("bigqueryConfig.useTableSchema", "bigqueryConfig.useTopicSchema"),
+)
 def _bigquery_schema_options(sub: Resource, _config) -> Iterator[str]:
     config = nested(sub.props, "bigqueryConfig")
     if not isinstance(config, dict):
@@ -243,6 +358,13 @@ def _bigquery_schema_options(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "cloud-storage-duration-vs-ack-deadline",
+    "Prohibits Cloud Storage batching longer than the subscription's ack deadline (advisory).",
+    ADVISORY,
+    "A Cloud Storage subscription holds messages until it writes a file; past the ack deadline they are redelivered.",
+    reads=("cloudStorageConfig.maxDuration", "ackDeadlineSeconds"),
+)
 def _cloud_storage_vs_deadline(sub: Resource, _config) -> Iterator[str]:
     config = nested(sub.props, "cloudStorageConfig")
     if not isinstance(config, dict):
@@ -260,6 +382,14 @@ def _cloud_storage_vs_deadline(sub: Resource, _config) -> Iterator[str]:
 
 
 # --- Advisory --------------------------------------------------------------------------------------
+@rule(
+    "ordering-on-push",
+    "Prohibits message ordering on push subscriptions (advisory).",
+    ADVISORY,
+    "Push with ordering keeps only one message per ordering key outstanding at a time.",
+    unknowns="Reports nothing unless both enableMessageOrdering and pushConfig are known to be set.",
+    reads=("enableMessageOrdering", "pushConfig"),
+)
 def _ordering_push(sub: Resource, _config) -> Iterator[str]:
     if _both(enabled(get(sub.props, "enableMessageOrdering")), block(sub.props, "pushConfig")):
         yield (
@@ -268,6 +398,14 @@ def _ordering_push(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "ordering-with-dead-letter",
+    "Prohibits combining message ordering with a dead-letter topic (advisory).",
+    ADVISORY,
+    "With a dead-letter topic, order may not be kept for dead-lettered messages (best effort).",
+    unknowns="Reports nothing unless both enableMessageOrdering and deadLetterPolicy are known to be set.",
+    reads=("enableMessageOrdering", "deadLetterPolicy"),
+)
 def _ordering_dead_letter(sub: Resource, _config) -> Iterator[str]:
     if _both(enabled(get(sub.props, "enableMessageOrdering")), block(sub.props, "deadLetterPolicy")):
         yield (
@@ -277,6 +415,14 @@ def _ordering_dead_letter(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "exactly-once-with-ordering",
+    "Prohibits combining exactly-once delivery with ordering without a throughput check (advisory).",
+    ADVISORY,
+    "Exactly-once with ordering needs in-order acks; throughput is in the thousands of messages/s.",
+    unknowns="Reports nothing unless both switches are known to be on.",
+    reads=("enableExactlyOnceDelivery", "enableMessageOrdering"),
+)
 def _exactly_once_ordering(sub: Resource, _config) -> Iterator[str]:
     if _both(enabled(get(sub.props, "enableExactlyOnceDelivery")), enabled(get(sub.props, "enableMessageOrdering"))):
         yield (
@@ -286,6 +432,14 @@ def _exactly_once_ordering(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "push-oidc-token",
+    "Requires push subscriptions to authenticate with an OIDC token (advisory).",
+    ADVISORY,
+    "Push endpoints authenticate Pub/Sub with an OIDC token (push_config.oidc_token).",
+    unknowns="Reports nothing when pushConfig or its oidcToken is unknown.",
+    reads=("pushConfig.oidcToken",),
+)
 def _push_oidc(sub: Resource, _config) -> Iterator[str]:
     push = nested(sub.props, "pushConfig")
     if isinstance(push, dict) and block(push, "oidcToken") is False:
@@ -295,6 +449,21 @@ def _push_oidc(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "exactly-once-ack-deadline",
+    "Requires exactly-once subscriptions to have an ack deadline of at least 60 seconds (advisory).",
+    ADVISORY,
+    "Exactly-once: an ack after the deadline fails with INVALID_ARGUMENT; default deadline 60 s.",
+    unknowns="Reports nothing unless exactly-once is known to be on and the deadline is known.",
+    config_schema={
+        "minimumSeconds": {
+            "type": "integer", "minimum": facts.ACK_DEADLINE_MIN_S, "maximum": facts.ACK_DEADLINE_MAX_S,
+            "default": facts.EXACTLY_ONCE_MIN_RECOMMENDED_ACK_DEADLINE_S,
+            "description": "the smallest ack deadline accepted on an exactly-once subscription",
+        }
+    },
+    reads=("enableExactlyOnceDelivery", "ackDeadlineSeconds"),
+)
 def _exactly_once_deadline(sub: Resource, config) -> Iterator[str]:
     minimum = config["minimumSeconds"]
     if enabled(get(sub.props, "enableExactlyOnceDelivery")) is not True:
@@ -309,6 +478,14 @@ def _exactly_once_deadline(sub: Resource, config) -> Iterator[str]:
         )
 
 
+@rule(
+    "subscription-expires",
+    "Prohibits subscriptions that expire after inactivity (advisory).",
+    ADVISORY,
+    "Without expiration_policy a subscription expires after 31 days of inactivity; ttl \"\" = never.",
+    unknowns="Reports nothing when expirationPolicy or its ttl is unknown.",
+    reads=("expirationPolicy.ttl",),
+)
 def _subscription_expires(sub: Resource, _config) -> Iterator[str]:
     policy = get(sub.props, "expirationPolicy")
     if policy is UNKNOWN:
@@ -329,6 +506,15 @@ def _subscription_expires(sub: Resource, _config) -> Iterator[str]:
         )
 
 
+@rule(
+    "topic-kms-key",
+    "Requires topics to be encrypted with a customer-managed Cloud KMS key (advisory).",
+    ADVISORY,
+    "A topic without kms_key_name uses Google-managed encryption only.",
+    types=(facts.TOPIC,),
+    unknowns="An unknown kmsKeyName counts as set.",
+    reads=(),
+)
 def _topic_kms(topic: Resource, _config) -> Iterator[str]:
     key = get(topic.props, "kmsKeyName")
     if key is None or key == "":
@@ -338,214 +524,4 @@ def _topic_kms(topic: Resource, _config) -> Iterator[str]:
         )
 
 
-def _rule(name, description, level, fact, check, types=SUB, unknowns=SKIP_UNKNOWN, **extra) -> Rule:
-    return Rule(name=name, description=description, level=level, fact=fact, unknowns=unknowns, check=check,
-                types=types, **extra)
-
-
-RULES = [
-    _rule(
-        "no-exactly-once-on-push",
-        "Prohibits exactly-once delivery on push subscriptions.",
-        MANDATORY,
-        "Exactly-once delivery is for pull and StreamingPull subscriptions only; push does not support it.",
-        _exactly_once_push,
-        unknowns="Reports nothing unless both enableExactlyOnceDelivery and pushConfig are known to be set.",
-        reads=("enableExactlyOnceDelivery", "pushConfig"),
-    ),
-    _rule(
-        "no-exactly-once-on-export",
-        "Prohibits exactly-once delivery on BigQuery and Cloud Storage export subscriptions.",
-        MANDATORY,
-        "Export subscriptions (BigQuery, Cloud Storage) do not support exactly-once delivery.",
-        _exactly_once_export,
-        unknowns="Reports nothing unless enableExactlyOnceDelivery and the export block are known to be set.",
-        reads=("enableExactlyOnceDelivery", "bigqueryConfig", "cloudStorageConfig"),
-    ),
-    _rule(
-        "single-delivery-type",
-        "Prohibits setting more than one of push, BigQuery and Cloud Storage delivery on a subscription.",
-        MANDATORY,
-        "A subscription has at most one of push, BigQuery or Cloud Storage config.",
-        _single_delivery,
-        unknowns="Counts only delivery blocks known to be set; an unknown block is not counted.",
-        reads=("pushConfig", "bigqueryConfig", "cloudStorageConfig"),
-    ),
-    _rule(
-        "max-delivery-attempts-in-range",
-        "Requires deadLetterPolicy.maxDeliveryAttempts to be from 5 to 100.",
-        MANDATORY,
-        "Dead-letter maxDeliveryAttempts must be 5..100 (default 5; 0 means the default).",
-        _max_delivery_attempts,
-        reads=("deadLetterPolicy.maxDeliveryAttempts",),
-    ),
-    _rule(
-        "ack-deadline-in-range",
-        "Requires ackDeadlineSeconds to be from 10 to 600 seconds.",
-        MANDATORY,
-        "ack_deadline_seconds must be 10..600 (0 means the default of 10).",
-        _ack_deadline,
-        reads=("ackDeadlineSeconds",),
-    ),
-    _rule(
-        "retention-in-range",
-        "Requires messageRetentionDuration on topics and subscriptions to be from 10 minutes to 31 days.",
-        MANDATORY,
-        "Message retention is 10 minutes..31 days.",
-        _retention,
-        types=TOPIC_AND_SUB,
-        unknowns="Reports nothing when the duration is unknown or not an API duration like \"600s\".",
-        reads=("messageRetentionDuration",),
-    ),
-    _rule(
-        "expiration-ttl-at-least-one-day",
-        "Requires expirationPolicy.ttl to be at least 1 day, or \"\" for never.",
-        MANDATORY,
-        "expiration_policy.ttl is at least 1 day; \"\" means never expire.",
-        _expiration_ttl,
-        reads=("expirationPolicy.ttl",),
-    ),
-    _rule(
-        "retry-backoff-in-range",
-        "Requires retryPolicy backoffs to be from 0 to 600 seconds with the minimum at most the maximum.",
-        MANDATORY,
-        "Retry backoff is 0..600 s (defaults: minimum 10 s, maximum 600 s).",
-        _retry_backoff,
-        unknowns="Judges each known bound alone; compares minimum and maximum only when both are known.",
-        reads=("retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff"),
-    ),
-    _rule(
-        "filter-size-limit",
-        "Prohibits subscription filters over 256 bytes.",
-        MANDATORY,
-        "A subscription filter is at most 256 bytes and cannot be changed after creation.",
-        _filter_size,
-        reads=("filter",),
-    ),
-    _rule(
-        "pubsub-names-valid",
-        "Requires topic and subscription names to follow Pub/Sub's naming rules.",
-        MANDATORY,
-        f"Names: {facts.NAME_RULE}.",
-        _names,
-        types=TOPIC_AND_SUB,
-        unknowns="Reports nothing when the name is unknown or unset (autonamed by Pulumi).",
-        reads=("name",),
-    ),
-    _rule(
-        "durations-api-format",
-        "Requires retention, backoff, expiration and Cloud Storage durations in the API's format (\"600s\").",
-        MANDATORY,
-        "Durations are google.protobuf.Duration strings: seconds with up to 9 decimals and an \"s\" suffix "
-        f"({facts.API_DURATION_FORMAT}); \"7d\" or \"5\" are rejected.",
-        _duration_format,
-        types=TOPIC_AND_SUB,
-        reads=tuple(path for path, _ in DURATION_FIELDS),
-    ),
-    _rule(
-        "labels-valid",
-        "Requires topic and subscription labels to follow GCP's label rules.",
-        MANDATORY,
-        f"Labels: {facts.LABEL_RULE}.",
-        _labels,
-        types=TOPIC_AND_SUB,
-        unknowns="Judges the known labels; an unknown labels map or value is not judged.",
-        reads=("labels",),
-    ),
-    _rule(
-        "cloud-storage-limits",
-        "Requires Cloud Storage subscriptions to keep maxDuration, maxBytes and filenameSuffix within Pub/Sub's limits.",
-        MANDATORY,
-        "cloud_storage_config: max_duration 1..10 minutes, max_bytes 1 KB..10 GiB, filename_suffix not ending in \"/\".",
-        _cloud_storage_limits,
-        reads=("cloudStorageConfig.maxDuration", "cloudStorageConfig.maxBytes", "cloudStorageConfig.filenameSuffix"),
-    ),
-    _rule(
-        "bigquery-schema-options",
-        "Prohibits setting both useTableSchema and useTopicSchema on a BigQuery subscription.",
-        MANDATORY,
-        "bigquery_config: use_table_schema and use_topic_schema cannot both be true.",
-        _bigquery_schema_options,
-        unknowns="Reports nothing unless both switches are known to be on.",
-        reads=("bigqueryConfig.useTableSchema", "bigqueryConfig.useTopicSchema"),
-    ),
-    _rule(
-        "cloud-storage-duration-vs-ack-deadline",
-        "Prohibits Cloud Storage batching longer than the subscription's ack deadline (advisory).",
-        ADVISORY,
-        "A Cloud Storage subscription holds messages until it writes a file; past the ack deadline they are redelivered.",
-        _cloud_storage_vs_deadline,
-        reads=("cloudStorageConfig.maxDuration", "ackDeadlineSeconds"),
-    ),
-    _rule(
-        "ordering-on-push",
-        "Prohibits message ordering on push subscriptions (advisory).",
-        ADVISORY,
-        "Push with ordering keeps only one message per ordering key outstanding at a time.",
-        _ordering_push,
-        unknowns="Reports nothing unless both enableMessageOrdering and pushConfig are known to be set.",
-        reads=("enableMessageOrdering", "pushConfig"),
-    ),
-    _rule(
-        "ordering-with-dead-letter",
-        "Prohibits combining message ordering with a dead-letter topic (advisory).",
-        ADVISORY,
-        "With a dead-letter topic, order may not be kept for dead-lettered messages (best effort).",
-        _ordering_dead_letter,
-        unknowns="Reports nothing unless both enableMessageOrdering and deadLetterPolicy are known to be set.",
-        reads=("enableMessageOrdering", "deadLetterPolicy"),
-    ),
-    _rule(
-        "exactly-once-with-ordering",
-        "Prohibits combining exactly-once delivery with ordering without a throughput check (advisory).",
-        ADVISORY,
-        "Exactly-once with ordering needs in-order acks; throughput is in the thousands of messages/s.",
-        _exactly_once_ordering,
-        unknowns="Reports nothing unless both switches are known to be on.",
-        reads=("enableExactlyOnceDelivery", "enableMessageOrdering"),
-    ),
-    _rule(
-        "push-oidc-token",
-        "Requires push subscriptions to authenticate with an OIDC token (advisory).",
-        ADVISORY,
-        "Push endpoints authenticate Pub/Sub with an OIDC token (push_config.oidc_token).",
-        _push_oidc,
-        unknowns="Reports nothing when pushConfig or its oidcToken is unknown.",
-        reads=("pushConfig.oidcToken",),
-    ),
-    _rule(
-        "exactly-once-ack-deadline",
-        "Requires exactly-once subscriptions to have an ack deadline of at least 60 seconds (advisory).",
-        ADVISORY,
-        "Exactly-once: an ack after the deadline fails with INVALID_ARGUMENT; default deadline 60 s.",
-        _exactly_once_deadline,
-        unknowns="Reports nothing unless exactly-once is known to be on and the deadline is known.",
-        config_schema={
-            "minimumSeconds": {
-                "type": "integer", "minimum": facts.ACK_DEADLINE_MIN_S, "maximum": facts.ACK_DEADLINE_MAX_S,
-                "default": facts.EXACTLY_ONCE_MIN_RECOMMENDED_ACK_DEADLINE_S,
-                "description": "the smallest ack deadline accepted on an exactly-once subscription",
-            }
-        },
-        reads=("enableExactlyOnceDelivery", "ackDeadlineSeconds"),
-    ),
-    _rule(
-        "subscription-expires",
-        "Prohibits subscriptions that expire after inactivity (advisory).",
-        ADVISORY,
-        "Without expiration_policy a subscription expires after 31 days of inactivity; ttl \"\" = never.",
-        _subscription_expires,
-        unknowns="Reports nothing when expirationPolicy or its ttl is unknown.",
-        reads=("expirationPolicy.ttl",),
-    ),
-    _rule(
-        "topic-kms-key",
-        "Requires topics to be encrypted with a customer-managed Cloud KMS key (advisory).",
-        ADVISORY,
-        "A topic without kms_key_name uses Google-managed encryption only.",
-        _topic_kms,
-        types=(facts.TOPIC,),
-        unknowns="An unknown kmsKeyName counts as set.",
-        reads=(),
-    ),
-]
+RULES = rule.all

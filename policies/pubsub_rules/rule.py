@@ -153,6 +153,25 @@ class Rule:
         )
 
 
+class Rules:
+    """A rule module's rules, each registered where its check is written: `@rule("name", "Requires…",
+    MANDATORY, "the fact", reads=(...))` above `def _check(...)` makes the `Rule` of that check (the
+    module's defaults, such as `types`, filled in) and leaves the function as it is. The module exports
+    `RULES = rule.all`; the catalog (`pubsub_rules.catalog`) collects every module's."""
+
+    def __init__(self, **defaults: Any):
+        self.defaults = defaults
+        self.all: list[Rule] = []
+
+    def __call__(self, name: str, description: str, level: str, fact: str, **fields: Any):
+        def register(check: Callable[..., Iterable[Any]]) -> Callable[..., Iterable[Any]]:
+            self.all.append(Rule(name=name, description=description, level=level, fact=fact, check=check,
+                                 **{**self.defaults, **fields}))
+            return check
+
+        return register
+
+
 def _cannot_judge(entries: list[tuple[str, tuple[str, ...]]]):
     """Raise the policy SDK's own unknown-value error: the SDK turns it into the advisory "can't run
     policy ... during preview" line it gives any policy that meets an unknown (see module doc)."""

@@ -1,4 +1,5 @@
 """Stack rules: judgements that need more than one resource (dead-letter plumbing, IAM, region pinning).
+Each check is a function with its rule's record (`@rule(...)`) right above it.
 
 References between resources are resolved by `pubsub_rules.model.Stack` (by value, else by property
 dependencies); an unresolved reference is "cannot judge" and produces no violation.
@@ -11,9 +12,16 @@ from typing import Any, Iterator
 import pubsub_facts as facts
 from pubsub_rules.model import (Resource, Stack, block, iam_members, member_forms, nested, reads_unknown,
                                 target_of_sub)
-from pubsub_rules.rule import ADVISORY, MANDATORY, Rule, Undecided
+from pubsub_rules.rule import ADVISORY, MANDATORY, Rules, Undecided
 from pubsub_rules.values import (STRING_SENTINEL, UNKNOWN, as_bool, as_list, as_str, could_be, enabled, get, known,
                                  known_parts)
+
+
+SUB = (facts.SUBSCRIPTION,)
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+DEAD_LETTER_READS = ("topic", "deadLetterPolicy", "deadLetterPolicy.deadLetterTopic")
+
+rule = Rules(stack=True, types=SUB)  # each rule registered above its check; RULES at the end
 
 
 # --- Rules -----------------------------------------------------------------------------------------
@@ -23,6 +31,18 @@ def _unresolved(sub: Resource, *paths: str) -> Undecided:
     return Undecided(unknown or paths)
 
 
+@rule(
+    name="dead-letter-topic-not-source",
+    description="Prohibits a subscription's dead-letter topic being the subscription's own topic.",
+    level=MANDATORY,
+    fact="The dead-letter topic must differ from the subscription's topic (same project and name).",
+    unknowns=(
+        "Compares (project, name) by value, else by property dependencies; reports nothing when either side "
+        "is unresolved or could be either of two topics."
+    ),
+    reads=DEAD_LETTER_READS,
+    exact_unknowns=True,
+)
 def _dead_letter_not_source(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
@@ -38,6 +58,27 @@ def _dead_letter_not_source(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
             yield sub.urn, _unresolved(sub, "topic", "deadLetterPolicy.deadLetterTopic")
 
 
+@rule(
+    name="dead-letter-topic-has-subscription",
+    description="Requires every dead-letter topic declared in the stack to have a subscription in the stack.",
+    level=MANDATORY,
+    fact="A dead-letter topic needs a subscription of its own, or forwarded messages are lost.",
+    unknowns=(
+        "Reports nothing when the dead-letter topic is unresolved, when a subscription whose topic is "
+        "unresolved might read it, or (by default) when it is declared outside the stack."
+    ),
+    reads=DEAD_LETTER_READS,
+    exact_unknowns=True,
+    config_schema={
+        "allowExternalTopics": {
+            "type": "boolean", "default": True,
+            "description": (
+                "treat a dead-letter topic declared outside this stack (another stack or project) as cannot "
+                "judge; false requires every dead-letter topic and its subscription in this stack"
+            ),
+        }
+    },
+)
 def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, Any]]:
     for sub in stack.subscriptions:
         dead_letter = stack.dead_letter_topic_of(sub)
@@ -85,6 +126,41 @@ def _agent_check(sub: Resource, numbers: dict) -> Any:
     return member_ok, own
 
 
+@rule(
+    name="dead-letter-service-agent-iam",
+    description=(
+        "Requires the Pub/Sub service agent of the subscription's project to be publisher on each "
+        "dead-letter topic and subscriber on the dead-lettering subscription."
+    ),
+    level=MANDATORY,
+    fact=(
+        "The service agent (service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the "
+        "subscription's project) needs roles/pubsub.publisher on the dead-letter topic and "
+        "roles/pubsub.subscriber on the source subscription; without them nothing is forwarded."
+    ),
+    unknowns=(
+        "A missing grant decides alone (no grant of roles/pubsub.subscriber on the subscription at all is a "
+        "violation, whatever else is unknown). A member whose known parts have the service agent's form "
+        "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com: built from getProject()'s "
+        "number or a pubsub.googleapis.com ServiceIdentity's email) is the agent; a grant whose role, target "
+        "or member is otherwise unknown could be the one, so the rule is not judged and names that grant's "
+        "properties. Project-level grants count for every topic and subscription; without projectNumbers any "
+        "Pub/Sub service agent counts."
+    ),
+    reads=DEAD_LETTER_READS,
+    exact_unknowns=True,
+    config_schema={
+        "projectNumbers": {
+            "type": "object", "default": {},
+            "description": (
+                "project id -> project number, so that only the service agent of the subscription's own "
+                "project counts (pubsubguard check fills it from --invoke-results getProject answers)"
+            ),
+            # how: each given getProject result's projectId (else the stack's project) -> its number
+            "x-pubsubguard-from-invokes": {"token": GET_PROJECT, "key": "projectId", "value": "number"},
+        }
+    },
+)
 def _dead_letter_iam(stack: Stack, config) -> Iterator[tuple[str, Any]]:
     numbers = config.get("projectNumbers") or {}
     for sub in stack.subscriptions:
@@ -151,6 +227,17 @@ def _exactly_once_subs(stack: Stack):
             yield sub, _declared_region(sub, facts.CONSUMER_REGION_LABEL)
 
 
+@rule(
+    name="exactly-once-consumers-pinned",
+    description=(
+        f"Prohibits an exactly-once subscription whose label {facts.CONSUMER_REGION_LABEL} declares no single "
+        "region or a region outside its topic's allowed persistence regions."
+    ),
+    level=MANDATORY,
+    fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
+    unknowns="Reports nothing when the label, the switch, the topic or its persistence regions are unknown.",
+    reads=("enableExactlyOnceDelivery", "labels"),
+)
 def _exactly_once_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     label = facts.CONSUMER_REGION_LABEL
     for sub, region in _exactly_once_subs(stack):
@@ -173,6 +260,17 @@ def _exactly_once_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
                 )
 
 
+@rule(
+    name="exactly-once-consumers-pin-declared",
+    description=(
+        f"Requires exactly-once subscriptions to declare their consumers' region (label "
+        f"{facts.CONSUMER_REGION_LABEL}) so pinning can be verified (advisory)."
+    ),
+    level=ADVISORY,
+    fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
+    unknowns="Reports nothing when the labels or the switch are unknown.",
+    reads=("enableExactlyOnceDelivery", "labels"),
+)
 def _exactly_once_pin_declared(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     label = facts.CONSUMER_REGION_LABEL
     for sub, region in _exactly_once_subs(stack):
@@ -195,6 +293,20 @@ def _ordered_topics(stack: Stack):
                 yield sub, topic, _declared_region(topic, facts.PUBLISHER_REGION_LABEL)
 
 
+@rule(
+    name="ordered-publishers-pinned",
+    description=(
+        f"Prohibits a topic of an ordered subscription whose label {facts.PUBLISHER_REGION_LABEL} declares no "
+        "single region, or a region its enforced storage policy excludes."
+    ),
+    level=MANDATORY,
+    fact="Order holds per ordering key only for messages published in the same region.",
+    unknowns=(
+        "Reports nothing when the switch or the topic's labels are unknown, or when the topic is not "
+        "in the stack (its labels are not visible)."
+    ),
+    reads=("enableMessageOrdering",),
+)
 def _ordered_publishers_pinned(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     label = facts.PUBLISHER_REGION_LABEL
     for sub, topic, region in _ordered_topics(stack):
@@ -216,6 +328,17 @@ def _ordered_publishers_pinned(stack: Stack, _config) -> Iterator[tuple[str, str
             )
 
 
+@rule(
+    name="ordered-publishers-pin-declared",
+    description=(
+        f"Requires the topic of an ordered subscription to declare its publishers' region (label "
+        f"{facts.PUBLISHER_REGION_LABEL}) so pinning can be verified (advisory)."
+    ),
+    level=ADVISORY,
+    fact="Order holds per ordering key only for messages published in the same region.",
+    unknowns="Reports nothing when the switch or the topic's labels are unknown, or the topic is not in the stack.",
+    reads=("enableMessageOrdering",),
+)
 def _ordered_publishers_pin_declared(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     label = facts.PUBLISHER_REGION_LABEL
     for sub, topic, region in _ordered_topics(stack):
@@ -227,6 +350,22 @@ def _ordered_publishers_pin_declared(stack: Stack, _config) -> Iterator[tuple[st
             )
 
 
+@rule(
+    name="iam-authoritative-conflict",
+    description=(
+        "Prohibits an authoritative IAMPolicy together with another IAM resource on the same topic or "
+        "subscription, and an IAMMember for a role an IAMBinding on it sets."
+    ),
+    level=MANDATORY,
+    fact=(
+        "IAMPolicy replaces the whole policy and IAMBinding all members of its role; with other IAM "
+        "resources on the same target they overwrite each other on every update (provider docs)."
+    ),
+    unknowns="Groups grants by resolved target only; an unresolved target or unknown role is not judged.",
+    types=facts.IAM_TYPES,
+    reads=("topic", "subscription", "role"),
+    exact_unknowns=True,
+)
 def _iam_conflicts(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     groups: dict[str, list[Resource]] = {}
     for grant in stack.grants:
@@ -269,6 +408,20 @@ def _iam_conflicts(stack: Stack, _config) -> Iterator[tuple[str, str]]:
                 )
 
 
+@rule(
+    name="export-service-agent-access",
+    description=(
+        "Requires export subscriptions without a service account to have the Pub/Sub service agent's "
+        "write access visible in the stack (advisory)."
+    ),
+    level=ADVISORY,
+    fact=(
+        "BigQuery and Cloud Storage subscriptions write as the Pub/Sub service agent unless they set "
+        "service_account_email; it needs write access to the table or bucket."
+    ),
+    unknowns="A grant whose member is unknown counts; an unknown serviceAccountEmail counts as set.",
+    reads=("bigqueryConfig.serviceAccountEmail", "cloudStorageConfig.serviceAccountEmail"),
+)
 def _export_agent_access(stack: Stack, _config) -> Iterator[tuple[str, str]]:
     grants = [r for r in stack.resources if r.type in facts.EXPORT_GRANT_TYPES or r.type in facts.PROJECT_IAM_TYPES]
     agent_may_write = any(
@@ -293,6 +446,21 @@ def _export_agent_access(stack: Stack, _config) -> Iterator[tuple[str, str]]:
             )
 
 
+@rule(
+    name="push-endpoint-https",
+    description="Requires push endpoints to be https:// URLs.",
+    level=MANDATORY,
+    fact="Push endpoints are public HTTPS URLs.",
+    unknowns=(
+        "An endpoint unknown until deploy is judged by its known beginning: built from a Cloud Run or Cloud "
+        "Functions URL output (uri, statuses[].url, url, serviceConfig.uri, httpsTriggerUrl), which is "
+        "https:// by its documented form, it holds; starting with http:// (or another scheme) it is violated; "
+        "any other unknown endpoint (a service's name, an autonamed value) is not judged. Under `pulumi "
+        "preview` an interpolated unknown is wholly unknown: not judged."
+    ),
+    reads=("pushConfig.pushEndpoint",),
+    exact_unknowns=True,
+)
 def _push_https(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     for sub in stack.subscriptions:
         push = nested(sub.props, "pushConfig")
@@ -331,6 +499,19 @@ def _may_be_public(form: str | None) -> bool:
     return form is None or any(could_be(form, member) for member in facts.PUBLIC_MEMBERS)
 
 
+@rule(
+    name="no-public-pubsub-iam",
+    description="Prohibits granting any role on a Pub/Sub topic or subscription to allUsers or allAuthenticatedUsers.",
+    level=MANDATORY,
+    fact="allUsers / allAuthenticatedUsers make a topic or subscription public.",
+    unknowns="Judges known members; an unknown member computed only from service accounts the stack creates is "
+              "not public, nor one whose known parts cannot be allUsers or allAuthenticatedUsers "
+              "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com); any other unknown "
+              "member or policyData is not judged.",
+    types=facts.IAM_TYPES,
+    reads=("member", "members", "policyData"),
+    exact_unknowns=True,
+)
 def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     for grant in (r for r in stack.resources if r.type in facts.IAM_TYPES):
         members, forms = [m for _, m in iam_members(grant)], member_forms(grant)
@@ -348,185 +529,5 @@ def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
                                              if reads_unknown(grant.props, p)) or ("member",))
 
 
-SUB = (facts.SUBSCRIPTION,)
-GET_PROJECT = "gcp:organizations/getProject:getProject"
-DEAD_LETTER_READS = ("topic", "deadLetterPolicy", "deadLetterPolicy.deadLetterTopic")
 
-RULES = [
-    Rule(
-        name="push-endpoint-https",
-        description="Requires push endpoints to be https:// URLs.",
-        level=MANDATORY,
-        fact="Push endpoints are public HTTPS URLs.",
-        unknowns=(
-            "An endpoint unknown until deploy is judged by its known beginning: built from a Cloud Run or Cloud "
-            "Functions URL output (uri, statuses[].url, url, serviceConfig.uri, httpsTriggerUrl), which is "
-            "https:// by its documented form, it holds; starting with http:// (or another scheme) it is violated; "
-            "any other unknown endpoint (a service's name, an autonamed value) is not judged. Under `pulumi "
-            "preview` an interpolated unknown is wholly unknown: not judged."
-        ),
-        check=_push_https,
-        stack=True, types=SUB, reads=("pushConfig.pushEndpoint",), exact_unknowns=True,
-    ),
-    Rule(
-        name="dead-letter-topic-not-source",
-        description="Prohibits a subscription's dead-letter topic being the subscription's own topic.",
-        level=MANDATORY,
-        fact="The dead-letter topic must differ from the subscription's topic (same project and name).",
-        unknowns=(
-            "Compares (project, name) by value, else by property dependencies; reports nothing when either side "
-            "is unresolved or could be either of two topics."
-        ),
-        check=_dead_letter_not_source,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
-    ),
-    Rule(
-        name="dead-letter-topic-has-subscription",
-        description="Requires every dead-letter topic declared in the stack to have a subscription in the stack.",
-        level=MANDATORY,
-        fact="A dead-letter topic needs a subscription of its own, or forwarded messages are lost.",
-        unknowns=(
-            "Reports nothing when the dead-letter topic is unresolved, when a subscription whose topic is "
-            "unresolved might read it, or (by default) when it is declared outside the stack."
-        ),
-        check=_dead_letter_has_subscription,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
-        config_schema={
-            "allowExternalTopics": {
-                "type": "boolean", "default": True,
-                "description": (
-                    "treat a dead-letter topic declared outside this stack (another stack or project) as cannot "
-                    "judge; false requires every dead-letter topic and its subscription in this stack"
-                ),
-            }
-        },
-    ),
-    Rule(
-        name="dead-letter-service-agent-iam",
-        description=(
-            "Requires the Pub/Sub service agent of the subscription's project to be publisher on each "
-            "dead-letter topic and subscriber on the dead-lettering subscription."
-        ),
-        level=MANDATORY,
-        fact=(
-            "The service agent (service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com of the "
-            "subscription's project) needs roles/pubsub.publisher on the dead-letter topic and "
-            "roles/pubsub.subscriber on the source subscription; without them nothing is forwarded."
-        ),
-        unknowns=(
-            "A missing grant decides alone (no grant of roles/pubsub.subscriber on the subscription at all is a "
-            "violation, whatever else is unknown). A member whose known parts have the service agent's form "
-            "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com: built from getProject()'s "
-            "number or a pubsub.googleapis.com ServiceIdentity's email) is the agent; a grant whose role, target "
-            "or member is otherwise unknown could be the one, so the rule is not judged and names that grant's "
-            "properties. Project-level grants count for every topic and subscription; without projectNumbers any "
-            "Pub/Sub service agent counts."
-        ),
-        check=_dead_letter_iam,
-        stack=True, types=SUB, reads=DEAD_LETTER_READS, exact_unknowns=True,
-        config_schema={
-            "projectNumbers": {
-                "type": "object", "default": {},
-                "description": (
-                    "project id -> project number, so that only the service agent of the subscription's own "
-                    "project counts (pubsubguard check fills it from --invoke-results getProject answers)"
-                ),
-                # how: each given getProject result's projectId (else the stack's project) -> its number
-                "x-pubsubguard-from-invokes": {"token": GET_PROJECT, "key": "projectId", "value": "number"},
-            }
-        },
-    ),
-    Rule(
-        name="exactly-once-consumers-pinned",
-        description=(
-            f"Prohibits an exactly-once subscription whose label {facts.CONSUMER_REGION_LABEL} declares no single "
-            "region or a region outside its topic's allowed persistence regions."
-        ),
-        level=MANDATORY,
-        fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
-        unknowns="Reports nothing when the label, the switch, the topic or its persistence regions are unknown.",
-        check=_exactly_once_pinned,
-        stack=True, types=SUB, reads=("enableExactlyOnceDelivery", "labels"),
-    ),
-    Rule(
-        name="exactly-once-consumers-pin-declared",
-        description=(
-            f"Requires exactly-once subscriptions to declare their consumers' region (label "
-            f"{facts.CONSUMER_REGION_LABEL}) so pinning can be verified (advisory)."
-        ),
-        level=ADVISORY,
-        fact="Exactly-once holds only when subscribers connect to one region (a locational endpoint).",
-        unknowns="Reports nothing when the labels or the switch are unknown.",
-        check=_exactly_once_pin_declared,
-        stack=True, types=SUB, reads=("enableExactlyOnceDelivery", "labels"),
-    ),
-    Rule(
-        name="ordered-publishers-pinned",
-        description=(
-            f"Prohibits a topic of an ordered subscription whose label {facts.PUBLISHER_REGION_LABEL} declares no "
-            "single region, or a region its enforced storage policy excludes."
-        ),
-        level=MANDATORY,
-        fact="Order holds per ordering key only for messages published in the same region.",
-        unknowns=(
-            "Reports nothing when the switch or the topic's labels are unknown, or when the topic is not "
-            "in the stack (its labels are not visible)."
-        ),
-        check=_ordered_publishers_pinned,
-        stack=True, types=SUB, reads=("enableMessageOrdering",),
-    ),
-    Rule(
-        name="ordered-publishers-pin-declared",
-        description=(
-            f"Requires the topic of an ordered subscription to declare its publishers' region (label "
-            f"{facts.PUBLISHER_REGION_LABEL}) so pinning can be verified (advisory)."
-        ),
-        level=ADVISORY,
-        fact="Order holds per ordering key only for messages published in the same region.",
-        unknowns="Reports nothing when the switch or the topic's labels are unknown, or the topic is not in the stack.",
-        check=_ordered_publishers_pin_declared,
-        stack=True, types=SUB, reads=("enableMessageOrdering",),
-    ),
-    Rule(
-        name="no-public-pubsub-iam",
-        description="Prohibits granting any role on a Pub/Sub topic or subscription to allUsers or allAuthenticatedUsers.",
-        level=MANDATORY,
-        fact="allUsers / allAuthenticatedUsers make a topic or subscription public.",
-        unknowns=("Judges known members; an unknown member computed only from service accounts the stack creates is "
-                  "not public, nor one whose known parts cannot be allUsers or allAuthenticatedUsers "
-                  "(serviceAccount:service-<unknown>@gcp-sa-pubsub.iam.gserviceaccount.com); any other unknown "
-                  "member or policyData is not judged."),
-        check=_public_iam,
-        stack=True, types=facts.IAM_TYPES, reads=("member", "members", "policyData"), exact_unknowns=True,
-    ),
-    Rule(
-        name="iam-authoritative-conflict",
-        description=(
-            "Prohibits an authoritative IAMPolicy together with another IAM resource on the same topic or "
-            "subscription, and an IAMMember for a role an IAMBinding on it sets."
-        ),
-        level=MANDATORY,
-        fact=(
-            "IAMPolicy replaces the whole policy and IAMBinding all members of its role; with other IAM "
-            "resources on the same target they overwrite each other on every update (provider docs)."
-        ),
-        unknowns="Groups grants by resolved target only; an unresolved target or unknown role is not judged.",
-        check=_iam_conflicts,
-        stack=True, types=facts.IAM_TYPES, reads=("topic", "subscription", "role"), exact_unknowns=True,
-    ),
-    Rule(
-        name="export-service-agent-access",
-        description=(
-            "Requires export subscriptions without a service account to have the Pub/Sub service agent's "
-            "write access visible in the stack (advisory)."
-        ),
-        level=ADVISORY,
-        fact=(
-            "BigQuery and Cloud Storage subscriptions write as the Pub/Sub service agent unless they set "
-            "service_account_email; it needs write access to the table or bucket."
-        ),
-        unknowns="A grant whose member is unknown counts; an unknown serviceAccountEmail counts as set.",
-        check=_export_agent_access,
-        stack=True, types=SUB, reads=("bigqueryConfig.serviceAccountEmail", "cloudStorageConfig.serviceAccountEmail"),
-    ),
-]
+RULES = rule.all

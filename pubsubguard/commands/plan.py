@@ -106,8 +106,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    inputs = planning.read_inputs(args.root, args.stack)  # Pulumi.yaml and the stack, read once
     try:
-        run = planning.run_program(args.stack, args.root, **run_options(args))
+        run = planning.run_program(inputs.stack, inputs.project.root, inputs=inputs, **run_options(args))
     except planning.ProgramFailed as failed:
         show_diagnostics(failed.run, args.show_secrets)
         raise
