@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core.errors import read_yaml_mapping
+from pubsubguard.core.errors import read_mapping, read_yaml_mapping
 from pubsubguard.check.result import CheckError, LEVELS, PolicyInfo
 
 
@@ -143,15 +143,8 @@ class PackProcess:
 def read_policy_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CheckError(f"--policy-config {path}: no such file") from None
-    except json.JSONDecodeError as err:
-        raise CheckError(f"--policy-config {path}: not JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckError(f"--policy-config {path}: expected a JSON object of policy name to level or settings")
-    return data
+    return read_mapping(path, CheckError, where=f"--policy-config {path}", language="JSON",
+                        expected="a JSON object of policy name to level or settings")
 
 
 _JSON_TYPES = {

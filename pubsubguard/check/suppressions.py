@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from pubsubguard.check.result import BaselineUse, Judgement, Suppression
-from pubsubguard.core.errors import UserError
+from pubsubguard.core.errors import UserError, read_mapping
 from pubsubguard.core.project import source_lines
 
 BASELINE_FORMAT = "pubsubguard-baseline/1"
@@ -43,15 +43,8 @@ class SuppressionError(UserError):
 # --- Reading --------------------------------------------------------------------------------------
 def load_file(path: Path) -> list[Suppression]:
     """`--suppressions FILE`: {suppressions: [{rule, resource, reason}, ...]} in YAML or JSON."""
-    import yaml
-
     where = f"--suppressions {path}"
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise SuppressionError(f"{where}: no such file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise SuppressionError(f"{where}: not valid YAML or JSON ({' '.join(str(err).split())})") from None
+    data = read_mapping(path, SuppressionError, where=where, language="YAML or JSON")
     entries = data.get("suppressions") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise SuppressionError(f"{where}: expected a mapping with a list 'suppressions' of "
@@ -115,12 +108,8 @@ def comments(plan: dict, root: Path) -> list[tuple[Suppression, set[str]]]:
 def load_baseline(path: Path) -> dict[str, dict]:
     """`--baseline FILE`: fingerprint -> entry."""
     where = f"--baseline {path}"
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SuppressionError(f"{where}: no such file (make one with --create-baseline FILE)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise SuppressionError(f"{where}: not JSON ({err})") from None
+    data = read_mapping(path, SuppressionError, where=where, language="JSON",
+                        missing=f"{where}: no such file (make one with --create-baseline FILE)")
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or not isinstance(data.get("violations"), list):
         raise SuppressionError(f"{where}: expected a baseline written by --create-baseline "
                                f'({{"format": "{BASELINE_FORMAT}", "violations": [...]}})')

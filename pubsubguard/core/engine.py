@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
 from pubsubguard.policies import pubsub_facts as facts
 
@@ -217,16 +218,7 @@ class InvokeResults:
     def load(cls, path: Path | None) -> "InvokeResults":
         if path is None:
             return cls()
-        import yaml
-
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except FileNotFoundError:
-            raise PlanError(f"--invoke-results {path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise PlanError(f"--invoke-results {path}: cannot be read ({err.__class__.__name__})") from None
-        except yaml.YAMLError as err:
-            raise PlanError(f"--invoke-results {path}: not valid JSON or YAML ({str(err).splitlines()[0]})") from None
+        data = read_mapping(path, PlanError, where=f"--invoke-results {path}", language="JSON or YAML")
         if isinstance(data, dict) and isinstance(data.get("invokes"), list):
             data = data["invokes"]
         if not isinstance(data, list):

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsubguard.core import langhost, storage
+from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
 from pubsubguard.core.langhost import Stream
 from pubsubguard.core.project import (  # noqa: F401
@@ -299,12 +300,8 @@ def dumps(plan: dict, show_secrets: bool = False) -> str:
 
 
 def load_plan(path: Path) -> dict:
-    try:
-        plan = json.loads(storage.read_text(path))
-    except FileNotFoundError:
-        raise PlanError(f"{path}: no such plan file (make one with `pubsubguard plan --out {path}`)") from None
-    except json.JSONDecodeError as err:
-        raise PlanError(f"{path}: not JSON ({err})") from None
+    plan = read_mapping(path, PlanError, language="JSON", read=storage.read_text,
+                        missing=f"{path}: no such plan file (make one with `pubsubguard plan --out {path}`)")
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         raise PlanError(f"{path}: format: expected {PLAN_FORMAT!r}, got {plan.get('format') if isinstance(plan, dict) else type(plan).__name__!r}")
     if plan.get("secrets") == "redacted":

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pubsubguard.core.errors import UserError
+from pubsubguard.core.errors import UserError, read_mapping
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
 _TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
@@ -68,19 +66,7 @@ class StackConfig:
 
 
 def _load_yaml(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise PlanError(f"{path}: not found ({what})") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise PlanError(f"{path}: cannot be read ({err.__class__.__name__})") from None
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when built
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise PlanError(f"{path.name}{where}: not valid YAML: {problem}") from None
+    return read_mapping(path, PlanError, where=path.name, missing=f"{path}: not found ({what})")
 
 
 def read_project(root: Path) -> Project:
