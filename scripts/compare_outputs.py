@@ -154,9 +154,15 @@ class Runner:
         for format_ in FORMATS:
             results[f"check --plan {format_}"] = self.run("check", "--plan", str(plan), "--format", format_)
         report = self.scratch / "verify"
-        results["verify --from-evidence tests/data/dev-run"] = self.run(
-            "verify", "--from-evidence", str(self.root / "tests" / "data" / "dev-run"), "--report", str(report),
-            "--no-progress")
+        evidence = self.root / "tests" / "data" / "dev-run"
+        kept = evidence / "checks-input"  # the sorted input verify keeps beside local evidence (a cache)
+        existed = kept.exists()
+        try:
+            results["verify --from-evidence tests/data/dev-run"] = self.run(
+                "verify", "--from-evidence", str(evidence), "--report", str(report), "--no-progress")
+        finally:
+            if not existed:  # leave a work tree as it was
+                shutil.rmtree(kept, ignore_errors=True)
         document = report / "report.json"
         results["report.json"] = {"file": document.read_text() if document.exists() else None}
         return results

@@ -280,3 +280,22 @@ def _catch(errors, function, *args):
         function(*args)
     except BaseException as err:  # noqa: BLE001 - the test asserts there is none
         errors.append(err)
+
+
+def test_a_rule_declares_the_setting_given_invoke_results_fill(pack):
+    """dead-letter-service-agent-iam's projectNumbers come from given getProject results (its schema says
+    so); a rule the user configures keeps the user's settings; no other rule changes."""
+    from pubsubguard.core.engine import InvokeResults
+
+    policies = policy_infos(pack.stub.GetAnalyzerInfo(empty_pb2.Empty()))
+    token = "gcp:organizations/getProject:getProject"
+    invokes = InvokeResults([{"token": token, "args": {"projectId": "other"}, "result": {"number": "7"}},
+                             {"token": token, "result": {"number": 42}}])
+    plain = reconcile_config(policies, {}, {})
+    filled = reconcile_config(policies, {}, {}, invoke_results=invokes, gcp_project="dev-project")
+    assert filled["dead-letter-service-agent-iam"] == ("mandatory", {"projectNumbers": {"other": "7", "dev-project": "42"}})
+    assert {k: v for k, v in filled.items() if k != "dead-letter-service-agent-iam"} == \
+        {k: v for k, v in plain.items() if k != "dead-letter-service-agent-iam"}
+    configured = reconcile_config(policies, {}, {"dead-letter-service-agent-iam": "advisory"}, invoke_results=invokes,
+                                  gcp_project="dev-project")
+    assert configured["dead-letter-service-agent-iam"] == ("advisory", {"projectNumbers": {}})

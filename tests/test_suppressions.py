@@ -182,3 +182,68 @@ def test_a_broken_baseline_is_one_line(team, tmp_path):
 
 def test_a_policy_pack_that_is_not_a_pack_is_one_line(team, tmp_path):
     one_line(cli("check", "--policy-pack", str(tmp_path), cwd=team), f"--policy-pack {tmp_path}: no PulumiPolicy.yaml")
+
+
+# --- the outcome: one value, built once -----------------------------------------------------------------
+def _judgement(*violations, unjudged=()):
+    from pubsubguard.check.result import Judgement
+
+    return Judgement(pack="p", pack_version="1", stack="dev", source="Pulumi.dev.yaml", resources=2, policies=(),
+                     levels={"ack-deadline-in-range": "mandatory", "topic-kms-key": "advisory"},
+                     violations=tuple(violations), unjudged=tuple(unjudged))
+
+
+def _violation(policy, level, name):
+    from pubsubguard.check.result import Violation
+
+    return Violation(policy=policy, level=level, message=f"{name} breaks {policy}", urn=f"urn:x::{name}",
+                     resource_type="gcp:pubsub/topic:Topic", resource_name=name)
+
+
+def test_the_outcome_carries_each_suppression_state_and_derives_its_verdict():
+    import dataclasses
+
+    from pubsubguard.check.result import Suppression, compose
+
+    found = (_violation("ack-deadline-in-range", "mandatory", "a"), _violation("ack-deadline-in-range", "mandatory", "b"),
+             _violation("ack-deadline-in-range", "mandatory", "c"), _violation("topic-kms-key", "advisory", "d"))
+    by = {0: Suppression("ack-deadline-in-range", "", "why", "inSource", "x.py:3"),
+          1: Suppression("ack-deadline-in-range", "b", "why", "external", "s.yaml: suppressions[0]"),
+          2: Suppression("ack-deadline-in-range", "urn:x::c", "known", "external", "base.json", baseline=True)}
+    outcome = compose(_judgement(*found), suppressed=by)
+    assert [v.state for v in outcome.violations] == ["comment", "file", "baseline", "none"]
+    assert (outcome.mandatory, len(outcome.advisory), len(outcome.suppressed)) == ([], 1, 3)
+    assert (outcome.passed, outcome.exit_code) == (True, 0)
+    assert compose(_judgement(*found)).exit_code == 1  # the same judgement, nothing suppressed
+    assert compose(_judgement(*found), suppressed=by, error="the program failed").exit_code == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        outcome.error = "x"  # nothing changes an outcome after it is built
+
+
+def test_unknowns_fail_is_part_of_the_outcome():
+    from pubsubguard.check.result import compose
+
+    undecided = {"policy": "ack-deadline-in-range", "urn": "urn:x::a", "resource_name": "a", "properties": ["x"]}
+    judgement = _judgement(unjudged=[undecided])
+    assert compose(judgement).exit_code == 0
+    assert compose(judgement, unknowns="fail").exit_code == 1
+
+
+def test_the_job_summary_is_rendered_from_the_same_outcome(team, tmp_path):
+    summary = tmp_path / "summary.md"
+    comment_above(team, "# pubsubguard: ignore[ack-deadline-in-range] consumers ack within 2 s (load test OPS-12)")
+    done = cli("check", "--format", "sarif", "--summary", str(summary), cwd=team)
+    assert done.returncode == 0, done.stderr
+    text = summary.read_text()
+    assert text.startswith("### Stack `dev`: PASSED: 0 mandatory, ")
+    [row] = [line for line in text.splitlines() if "consumers ack within 2 s" in line]  # the suppressed table
+    assert row.startswith("| mandatory | `ack-deadline-in-range` | `orders-ordered` | `channel.py:")
+    assert row.endswith("| consumers ack within 2 s (load test OPS-12) (channel.py:35) |")
+    sarif = json.loads(done.stdout)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith(("| level", "| ---"))]
+    assert len(rows) == len(sarif["runs"][0]["results"])  # every result of the SARIF run, once
+    bad = tmp_path / "baseline.json"
+    bad.write_text("[]")
+    one_line(cli("check", "-s", "dev", "--baseline", str(bad), "--summary", str(summary), cwd=team), "expected a baseline")
+    assert summary.read_text().endswith("### Stack `dev`: ERROR (the program did not complete): 0 mandatory, 0 advisory, "
+                                        "0 suppressed\n\n")

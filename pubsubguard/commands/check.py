@@ -86,7 +86,10 @@ def run(args) -> int:
         elif args.format == "sarif":  # code scanning still gets a run, marked as failed, with the reason
             _emit(args, formats.format_sarif_error(err, stack=str(args.stack or "")), None)
         if args.summary:
-            _append(args.summary, summary.error_section(str(args.stack or ""), err))
+            try:
+                _append(args.summary, summary.error_section(str(args.stack or ""), err))
+            except UserError:
+                pass  # the error being raised is the one to report
         raise
 
 
