@@ -60,12 +60,45 @@ def programs(root: Path) -> list[tuple[str, Path, str]]:
     return found
 
 
+SHIM = '''"""compare_outputs: this revision's pubsubguard.infra, .policies and .validation (the folders
+pyproject.toml's package-dir names), not those an editable install of another checkout maps."""
+import importlib.util
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLDERS = {"pubsubguard.infra": "infra", "pubsubguard.policies": "policies", "pubsubguard.validation": "validation"}
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+
+
+class RevisionFolders:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname not in FOLDERS:
+            return None
+        folder = os.path.join(ROOT, FOLDERS[fullname])
+        return importlib.util.spec_from_file_location(fullname, os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+
+
+sys.meta_path.append(RevisionFolders)
+'''
+
+
 class Runner:
-    """Runs one revision's `pubsubguard` from its folder `root`, writing scratch files under `scratch`."""
+    """Runs one revision's `pubsubguard` from its folder `root`, writing scratch files under `scratch`.
+    A revision checked out beside this one gets a `sitecustomize` (`SHIM`, inside its folder, so a confined
+    program sees it too) that maps the package's other folders to its own."""
 
     def __init__(self, root: Path, scratch: Path):
         self.root, self.scratch = root, scratch
-        self.env = {**os.environ, "PYTHONPATH": str(root), "PUBSUBGUARD_DEBUG": ""}
+        path = [str(root)]
+        if root != REPO:
+            shim = root / ".compare-shim"
+            shim.mkdir(exist_ok=True)
+            (shim / "sitecustomize.py").write_text(SHIM)
+            path.insert(0, str(shim))
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PUBSUBGUARD_DEBUG": ""}
         self.env.pop("VIRTUAL_ENV", None)
         # the job summary: `check --summary FILE` renders it from the check's outcome; before that,
         # `python -m pubsubguard.check.summary STACK=SARIF...` rendered it from SARIF reports
@@ -73,7 +106,8 @@ class Runner:
 
     def run(self, *args: str, cwd: Path | None = None, module: str = "pubsubguard") -> dict:
         if module == "pubsubguard" and args[0] in ("check", "plan") and "--plan" not in args:
-            args = (*args, "--python", sys.executable)  # a program's own virtualenv may not exist here
+            # a program's own virtualenv may not exist here; a program importing pubsubguard imports this revision's
+            args = (*args, "--python", sys.executable, "--pass-env", "PYTHONPATH")
         done = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or self.root, env=self.env,
                               capture_output=True, text=True, timeout=900)
         return {"exit": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
@@ -207,7 +241,7 @@ def outputs(root: Path, jobs: int, only: str | None) -> dict[str, dict]:
     scratch = Path(tempfile.mkdtemp(prefix="compare-"))
     try:
         runner = Runner(root, scratch)
-        paths = [(str(scratch), "<scratch>"), (str(root), "<root>")]
+        paths = [(str(scratch), "<scratch>"), (sys.executable, "<python>"), (str(root), "<root>")]
         results: dict[str, dict] = {}
         chosen = [p for p in programs(root) if only is None or only in p[0]]
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
