@@ -191,12 +191,16 @@ class Runner:
         evidence = self.root / "tests" / "data" / "dev-run"
         kept = evidence / "checks-input"  # the sorted input verify keeps beside local evidence (a cache)
         existed = kept.exists()
+        lock = evidence.parent / ".pubsubguard.lock"  # the run's lock, which verify rewrites
+        locked = lock.read_bytes() if lock.exists() else None
         try:
             results["verify --from-evidence tests/data/dev-run"] = self.run(
                 "verify", "--from-evidence", str(evidence), "--report", str(report), "--no-progress")
         finally:
             if not existed:  # leave a work tree as it was
                 shutil.rmtree(kept, ignore_errors=True)
+            if locked is not None:
+                lock.write_bytes(locked)
         document = report / "report.json"
         results["report.json"] = {"file": document.read_text() if document.exists() else None}
         return results
