@@ -201,6 +201,8 @@ class Runner:
                 shutil.rmtree(kept, ignore_errors=True)
             if locked is not None:
                 lock.write_bytes(locked)
+            else:
+                lock.unlink(missing_ok=True)
         document = report / "report.json"
         results["report.json"] = {"file": document.read_text() if document.exists() else None}
         return results
