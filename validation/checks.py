@@ -1,8 +1,9 @@
 """Judge the evidence: Spark checks of a delivery log against what each subscription declares.
 
 `run_checks(publishes, deliveries, subscriptions)` returns `CheckResults(findings, stats)`; the
-verification job and the report call exactly that, and `guarantee_status` turns findings into
-holds / violated / inconclusive / not_tested per guarantee. Definitions, with examples, are in `docs/checks.md`;
+verification job and the report call exactly that, and `pubsubguard.validation.verdict.guarantee_status`
+turns findings into holds / violated / inconclusive / not_tested per guarantee (the guarantees, their
+finding kinds and when each is judged: `validation/guarantees.py`). Definitions, with examples, are in `docs/checks.md`;
 the short form:
 
 Identity. A message is (subscription, key, seq) among the rows of this run. A delivery whose
@@ -98,7 +99,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from pubsubguard.validation import evidence, kernel, sorted_input
 from pubsubguard.validation.config import DEFAULT_SKEW_US
-from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
+from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, DeclaredSubscription
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
@@ -520,40 +521,3 @@ def run_checks(
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
     return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
                         poison_published=poison_published, sorted_input=kept)
-
-
-SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})
-
-
-def guarantee_status(
-    findings: list[dict], sub: DeclaredSubscription, *, tested: bool, poison_published: bool,
-    endpoints_observed: bool = False, unsettled: int = 0,
-) -> dict[str, str]:
-    """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription.
-
-    Only `error` findings make a guarantee `violated`; `advisory` ones are reported beside it. A
-    guarantee without an error finding is `inconclusive`, not `holds`, when `unsettled` published
-    messages were neither acked with success nor dead-lettered by the end of the drain: what became
-    of them is unknown (a later redelivery could still break it).
-    `endpoints_observed`: the traffic of the endpoints the subscription's guarantees rest on was seen
-    (pubsubguard.validation.endpoints.pinning_tested); pinning is judged from the traffic seen, so unsettled
-    messages leave it as it is.
-    """
-    declared = {
-        "ordering": sub.ordering,
-        "exactly_once": sub.exactly_once,
-        "dead_letter": sub.dead_lettering and poison_published,
-        "completeness": True,
-        "endpoint_pinning": (sub.ordering or sub.exactly_once) and endpoints_observed,
-    }
-    violated = {
-        f["guarantee"] for f in findings if f["subscription"] == sub.name and f["severity"] == "error"
-    }
-    status = {}
-    for g in GUARANTEES:
-        if not tested or not declared[g]:
-            status[g] = "not_tested"
-        else:
-            status[g] = ("violated" if g in violated
-                         else "inconclusive" if unsettled and g in SETTLED_BY_DELIVERIES else "holds")
-    return status

@@ -28,6 +28,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError, json_problem
+from pubsubguard.validation import guarantees
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
@@ -150,29 +151,13 @@ class RunInfo:
 
 
 # -- findings: what the checks produce -------------------------------------------------------
+# kind: (guarantee, severity), from the table of guarantees (validation/guarantees.py), and `config_drift`:
+# a deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
+# The job sets guarantee and severity per setting: `error` on the guarantee a setting carries (ordering,
+# exactly_once incl. ack deadline, dead_letter, completeness for a missing resource); this default applies
+# to every other setting.
 FINDING_KINDS = {
-    # kind: (guarantee, severity)
-    "lost": ("completeness", "error"),
-    "unexpected": ("completeness", "error"),
-    # The same (key, seq) delivered under a second message id: a publish whose reply was lost and which the
-    # client retried (docs/pubsub-facts.md: a new message, which exactly-once does not remove). Reported
-    # and counted (figures `publish_duplicates`), never an exactly-once or ordering violation.
-    "publish_duplicate": ("completeness", "advisory"),
-    "duplicate_after_ack": ("exactly_once", "error"),
-    "duplicate_while_outstanding": ("exactly_once", "error"),
-    "stale_ack_accepted": ("exactly_once", "error"),
-    "out_of_order": ("ordering", "error"),
-    "dead_letter_missing": ("dead_letter", "error"),
-    "dead_letter_after_ack": ("dead_letter", "error"),
-    "dead_letter_early": ("dead_letter", "advisory"),
-    "delivery_attempts_exceeded": ("dead_letter", "advisory"),
-    # Traffic of an ordered topic or exactly-once subscription through another endpoint than the
-    # declared one, or around every listener (pubsubguard.validation.endpoints; not derived from message rows).
-    "endpoint_mismatch": ("endpoint_pinning", "error"),
-    # A deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
-    # The job sets guarantee and severity per setting: `error` on the guarantee a setting carries
-    # (ordering, exactly_once incl. ack deadline, dead_letter, completeness for a missing resource);
-    # this default applies to every other setting.
+    **{kind: (g.name, severity) for g in guarantees.GUARANTEES for kind, severity in g.kinds.items()},
     "config_drift": ("config", "advisory"),
 }
 # The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
@@ -187,7 +172,7 @@ def severity_of_result(result: str) -> str | None:
     return {"violated": "error", "unsupported": "advisory", "inconclusive": "advisory"}.get(result)
 
 
-GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
+GUARANTEES = guarantees.NAMES  # as the outputs show them (each guarantee's `column` in the table)
 
 # A finding is data (what was observed), not a sentence; `pubsubguard.validation.document.describe` words one.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):

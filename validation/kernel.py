@@ -11,7 +11,7 @@ docstring and `docs/checks.md`; this module is their only implementation.
 Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart from rendering):
 `_read_chunk` computes the per-row, per-message and per-key arrays of a chunk once (`Chunk`); then
 one function per guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by
-`GUARANTEE_CHECKS`) returns `Found` records: the rows that raise a finding kind and the facts each
+`GUARANTEE_CHECKS` as the table of guarantees, `validation/guarantees.py`, names them) returns `Found` records: the rows that raise a finding kind and the facts each
 finding states (form, seqs, attempts, times). The pass writes those facts as columns
 (`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
 
@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pubsubguard.validation.evidence import FINDING_KINDS
+from pubsubguard.validation.guarantees import GUARANTEES, check_table
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
 ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
@@ -697,13 +698,9 @@ def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
     ]
 
 
-# the checker: one function per guarantee, composed (every one runs on every chunk)
-GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = {
-    "completeness": completeness,
-    "exactly_once": exactly_once,
-    "ordering": ordering,
-    "dead_letter": dead_letter,
-}
+# the checker: one function per guarantee judged from the message rows, composed (every one runs on every
+# chunk), as the table of guarantees names them (checked at import: an entry without its function fails here)
+GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = check_table(GUARANTEES, globals())
 
 
 def _grouped_by_message_id(table: pa.Table) -> pa.Table:
