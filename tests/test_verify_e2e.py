@@ -197,7 +197,7 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
 """
     plan_file, plan, topic = make_estate(tmp_path, stack)
     apply_plan(plan)
-    # One subscriber task: on local[2] it leaves a slot for the checks' rehearsal during the drain.
+    # One subscriber task: on local[2] it leaves a slot for the checks' warm-up during the drain.
     code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "1", "--messages-per-key", "3",
                      "--subscribers", "1", "--report", str(tmp_path / "report"), "--no-progress",
                      "--faults", "expire=1"], spark=spark)
