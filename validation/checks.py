@@ -71,8 +71,8 @@ key and sorted within partitions by (key, seq, foreign last, time); `kernel.chec
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
 coordinates of their row, statistics and latency summaries, and what the report plots (timeline
 counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
-(small: findings and a few rows per chunk) and are merged there (`kernel.summarise`,
-`kernel.plot_aggregates`: `CheckResults.plot`). Then, for the
+(small: findings and a few rows per chunk) and are merged there (`aggregates.summarise`,
+`aggregates.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 
@@ -97,7 +97,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from pubsubguard.validation import evidence, kernel, sorted_input
+from pubsubguard.validation import aggregates, evidence, kernel, sorted_input
 from pubsubguard.validation.config import DEFAULT_SKEW_US
 from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, DeclaredSubscription
 
@@ -110,8 +110,8 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 class CheckResults:
     findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
     stats: DataFrame  # one row per subscription, see STATS_SCHEMA
-    # what the report plots, from the same pass (driver-side, small): `kernel.plot_aggregates`' timeline
-    # and extent, and `latency` subscription -> `kernel.latency_cdf`
+    # what the report plots, from the same pass (driver-side, small): `aggregates.plot_aggregates`' timeline
+    # and extent, and `latency` subscription -> `aggregates.latency_cdf`
     plot: dict | None = None
     # subscription -> poison messages published with status ok on its topic (from the same pass)
     poison_published: dict | None = None
@@ -484,8 +484,8 @@ def run_checks(
     passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir)
     is_finding = pc.is_valid(passed["kind"])
     is_plot = pc.is_valid(passed["series"])
-    stats = kernel.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
-    plot = kernel.plot_aggregates(passed.filter(is_plot))
+    stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+    plot = aggregates.plot_aggregates(passed.filter(is_plot))
     plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
     poison_published = {name: stats[name].pop("poison_published") for name in names}
     found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
