@@ -98,6 +98,30 @@ def json_error(err) -> str:
     return json_problem(err.doc, err)
 
 
+def read_record(location, *, missing: str | None, damaged: str, expected: str, remedy: str = "") -> dict | None:
+    """The one loader of a JSON mapping a run records (run.json, seal.json, a kept input's manifest,
+    conformance.json), through `pubsubguard.core.storage` (a path or an object store URI): the mapping;
+    when absent, None if `missing` is None, else EvidenceError `{location}: missing ({missing})`; when
+    damaged, EvidenceError `{location}: {damaged}: not text|truncated at line L column C (...)|not JSON at
+    ...|expected {expected}` (`; {remedy}` after it when given): one line naming the file and what is wrong."""
+    after = f"; {remedy}" if remedy else ""
+    try:
+        text = storage.read_text(location)
+    except FileNotFoundError:
+        if missing is None:
+            return None
+        raise EvidenceError(f"{location}: missing ({missing})") from None
+    except UnicodeDecodeError:
+        raise EvidenceError(f"{location}: {damaged}: not text (expected {expected}){after}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise EvidenceError(f"{location}: {damaged}: {json_error(err)}{after}") from None
+    if not isinstance(data, dict):
+        raise EvidenceError(f"{location}: {damaged}: expected {expected}{after}")
+    return data
+
+
 @dataclass(frozen=True)
 class DeclaredSubscription:
     """What a subscription declares, as the checks need it (from the plan)."""
@@ -132,16 +156,8 @@ class RunInfo:
     def read(cls, directory: Path | str) -> "RunInfo":
         """`<directory>/run.json`; EvidenceError naming it when it is missing or damaged."""
         location = storage.join(directory, "run.json")
-        try:
-            text = storage.read_text(location)
-        except FileNotFoundError:
-            raise EvidenceError(f"{location}: missing (expected the run.json of a verify run)") from None
-        except UnicodeDecodeError:
-            raise EvidenceError(f"{location}: damaged: not text (expected the run.json of a verify run)") from None
-        try:
-            data = json.loads(text)
-        except ValueError as err:
-            raise EvidenceError(f"{location}: damaged: {json_error(err)}") from None
+        data = read_record(location, missing="expected the run.json of a verify run", damaged="damaged",
+                           expected="the run.json of a verify run")
         try:
             data["subscriptions"] = [DeclaredSubscription(**s) for s in data["subscriptions"]]
             return cls(**data)
