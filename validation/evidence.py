@@ -98,15 +98,16 @@ def json_error(err) -> str:
     return json_problem(err.doc, err)
 
 
-def read_record(location, *, missing: str | None, damaged: str, expected: str, remedy: str = "") -> dict | None:
+def read_record(location, *, missing: str | None, damaged: str, expected: str, remedy: str = "",
+                read=storage.read_text) -> dict | None:
     """The one loader of a JSON mapping a run records (run.json, seal.json, a kept input's manifest,
-    conformance.json), through `pubsubguard.core.storage` (a path or an object store URI): the mapping;
+    conformance.json), through `read` (`pubsubguard.core.storage`: a path or an object store URI): the mapping;
     when absent, None if `missing` is None, else EvidenceError `{location}: missing ({missing})`; when
     damaged, EvidenceError `{location}: {damaged}: not text|truncated at line L column C (...)|not JSON at
     ...|expected {expected}` (`; {remedy}` after it when given): one line naming the file and what is wrong."""
     after = f"; {remedy}" if remedy else ""
     try:
-        text = storage.read_text(location)
+        text = read(location)
     except FileNotFoundError:
         if missing is None:
             return None

@@ -93,8 +93,8 @@ class Kept:
         remedy = f"delete {self.directory} (the next check keeps it anew) or check with --no-checks-input"
         try:
             manifest = read_record(location, missing=None, damaged="damaged kept sorted input",
-                                   expected="the manifest of a kept sorted input", remedy=remedy)
-        except OSError:  # unreadable: not kept, as when absent
+                                   expected="the manifest of a kept sorted input", remedy=remedy, read=Path.read_text)
+        except OSError:  # unreadable (e.g. a file where the directory would be): not kept, as when absent
             return None
         if manifest is None:
             return None
