@@ -7,9 +7,10 @@ is judged for a subscription, whether unsettled messages or missing rows leave i
 `report` (the guarantees table's columns) and `docs/checks.md` (its "Which checks run" table, generated
 by `markdown_table`; a test keeps it in step).
 
-Adding a guarantee is one `Guarantee` entry here (and, for one judged from the message rows, its function
-in `validation/kernel.py`, named by `kernel`); `check_table` refuses an entry whose kernel function is
-missing, which `kernel` runs at import.
+Adding a guarantee is one `Guarantee` entry here; what the entry names is written where it runs: for one
+judged from the message rows, its function in `validation/kernel.py` (`check_table`, run by `kernel` at
+import, refuses an entry whose function is missing), and a sentence per new finding kind in
+`pubsubguard.validation.document.describe`.
 
     python -m pubsubguard.validation.guarantees --update-doc docs/checks.md
 """
@@ -28,15 +29,17 @@ class Exercised:
     """What the run did to one probed subscription that decides whether a declared guarantee could be judged."""
 
     poison_published: bool = False  # a poison message was published (status ok) on its topic
-    endpoints_observed: bool = False  # the listeners saw the endpoints its guarantees rest on (endpoints.pinning_tested)
+    # the listeners saw the endpoints its guarantees rest on (endpoints.pinning_tested)
+    endpoints_observed: bool = False
 
 
 @dataclass(frozen=True)
 class Guarantee:
     """One guarantee. `column`: its place among the guarantees wherever they are shown (report.json's
     `verdict_reason`, report.html's and the terminal's columns, docs/checks.md), 0 first; the table's own
-    order is the order the kernel judges them in, and so the order of the findings. `declared(subscription, exercised)`: the subscription (`evidence.DeclaredSubscription`)
-    declares it and the run exercised it (else it is `not_tested`). `kernel`: the name of the function of
+    order is the order the kernel judges them in, and so the order of the findings.
+    `declared(subscription, exercised)`: the subscription (`evidence.DeclaredSubscription`) declares it
+    and the run exercised it (else it is `not_tested`). `kernel`: the name of the function of
     `validation/kernel.py` that judges it from the message rows (`(Chunk, skew_us) -> list[Found]`); None
     for a guarantee judged from what the run recorded apart (`endpoint_pinning`: `validation/endpoints.py`).
     `settled_by_deliveries`: judged from the delivery rows, so messages left unsettled by the drain, or rows
@@ -55,37 +58,43 @@ class Guarantee:
 
 GUARANTEES: tuple[Guarantee, ...] = (
     Guarantee(
-        "completeness", 3, "completeness", lambda sub, run: True, True,
+        name="completeness", column=3, kernel="completeness", declared=lambda sub, run: True,
+        settled_by_deliveries=True,
         # publish_duplicate: the same (key, seq) delivered under a second message id, a publish whose reply
         # was lost and which the client retried (docs/pubsub-facts.md: a new message, which exactly-once
         # does not remove). Reported and counted (figures `publish_duplicates`), never an exactly-once or
         # ordering violation.
-        {"lost": "error", "unexpected": "error", "publish_duplicate": "advisory"},
-        "every probed subscription",
+        kinds={"lost": "error", "unexpected": "error", "publish_duplicate": "advisory"},
+        doc="every probed subscription",
     ),
     Guarantee(
-        "exactly_once", 1, "exactly_once", lambda sub, run: sub.exactly_once, True,
-        {"duplicate_after_ack": "error", "duplicate_while_outstanding": "error", "stale_ack_accepted": "error"},
-        "`exactly_once` declared",
+        name="exactly_once", column=1, kernel="exactly_once", declared=lambda sub, run: sub.exactly_once,
+        settled_by_deliveries=True,
+        kinds={"duplicate_after_ack": "error", "duplicate_while_outstanding": "error", "stale_ack_accepted": "error"},
+        doc="`exactly_once` declared",
     ),
     Guarantee(
-        "ordering", 0, "ordering", lambda sub, run: sub.ordering, True,
-        {"out_of_order": "error"},
-        "`ordering` declared",
+        name="ordering", column=0, kernel="ordering", declared=lambda sub, run: sub.ordering,
+        settled_by_deliveries=True,
+        kinds={"out_of_order": "error"},
+        doc="`ordering` declared",
     ),
     Guarantee(
-        "dead_letter", 2, "dead_letter", lambda sub, run: sub.dead_lettering and run.poison_published, True,
-        {"dead_letter_missing": "error", "dead_letter_after_ack": "error", "dead_letter_early": "advisory",
-         "delivery_attempts_exceeded": "advisory"},
-        "a dead-letter policy declared, and a poison message published on its topic",
+        name="dead_letter", column=2, kernel="dead_letter",
+        declared=lambda sub, run: sub.dead_lettering and run.poison_published,
+        settled_by_deliveries=True,
+        kinds={"dead_letter_missing": "error", "dead_letter_after_ack": "error", "dead_letter_early": "advisory",
+               "delivery_attempts_exceeded": "advisory"},
+        doc="a dead-letter policy declared, and a poison message published on its topic",
     ),
     Guarantee(
         # Traffic of an ordered topic or exactly-once subscription through another endpoint than the declared
         # one, or around every listener (validation/endpoints.py; not derived from message rows).
-        "endpoint_pinning", 4, None,
-        lambda sub, run: (sub.ordering or sub.exactly_once) and run.endpoints_observed, False,
-        {"endpoint_mismatch": "error"},
-        "`ordering` or `exactly_once` declared, and the endpoints carrying it observed by the probe's listeners",
+        name="endpoint_pinning", column=4, kernel=None,
+        declared=lambda sub, run: (sub.ordering or sub.exactly_once) and run.endpoints_observed,
+        settled_by_deliveries=False,
+        kinds={"endpoint_mismatch": "error"},
+        doc="`ordering` or `exactly_once` declared, and the endpoints carrying it observed by the probe's listeners",
     ),
 )
 

@@ -14,8 +14,8 @@ Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart 
 `Chunk` computes the per-row, per-message and per-key arrays of a chunk once; then one function per
 guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by `GUARANTEE_CHECKS` as
 the table of guarantees, `validation/guarantees.py`, names them) returns `Found` records: the rows that
-raise a finding kind and the facts each finding states (form, seqs, attempts, times). The pass writes those facts as columns
-(`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
+raise a finding kind and the facts each finding states (form, seqs, attempts, times). The pass writes
+those facts as columns (`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
 
 Everything is vectorised with NumPy over a chunk of whole keys (a key never straddles two chunks,
 so memory is bounded by the chunk size, not the partition, plus the partition's latencies: 8 bytes
@@ -36,7 +36,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pubsubguard.validation.aggregates import CHUNK_TIMELINE_BINS, HOTTEST_KEYS, TIMELINE_SERIES, latency_summary, shift_for
+from pubsubguard.validation.aggregates import (
+    CHUNK_TIMELINE_BINS, HOTTEST_KEYS, TIMELINE_SERIES, latency_summary, shift_for,
+)
 from pubsubguard.validation.evidence import FINDING_KINDS
 from pubsubguard.validation.guarantees import GUARANTEES, check_table
 from pubsubguard.validation.scans import (

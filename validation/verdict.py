@@ -101,7 +101,8 @@ def guarantee_status(
     endpoints_observed: bool = False, unsettled: int = 0, rows_missing: bool = False,
 ) -> dict[str, str]:
     """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription, in the
-    order the table of guarantees shows them in (`pubsubguard.validation.guarantees.SHOWN`): the one place a status is decided.
+    order the table of guarantees shows them in (`pubsubguard.validation.guarantees.SHOWN`): the one place a
+    status is decided.
 
     `not_tested` when the subscription was not probed, or does not declare the guarantee, or the run did not
     exercise it (the table's `declared`: dead-lettering without a poison message published, endpoint pinning
