@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pubsubguard.core import storage
 
+JOB_GROUP = "pubsubguard-warm-up"  # + the run id: the Spark job group of a run's warm-up
+
 
 class WarmUp:
     """The checks and the report, run once on the evidence flushed so far while the drain waits out
@@ -21,7 +23,7 @@ class WarmUp:
 
     def __init__(self, spark, evidence_dir: Path | str, run_id: str):
         self.spark, self.evidence_dir = spark, evidence_dir
-        self.group = f"pubsubguard-warm-up-{run_id}"
+        self.group = f"{JOB_GROUP}-{run_id}"
         self.thread: threading.Thread | None = None
         self._possible: bool | None = None
 
