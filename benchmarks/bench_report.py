@@ -5,7 +5,7 @@ Spark) and render (matplotlib + the jinja2 template), on generated evidence of a
     .venv/bin/python benchmarks/bench_report.py --evidence out/dev/report/evidence --repeat 3   # a run's own
 
 `--repeat N` runs the whole report (judge, build, render) N times in one Spark session: the first in a
-cold JVM, the others warm -- what the checks' rehearsal during the drain (pubsubguard.validation.driver.Rehearsal)
+cold JVM, the others warm -- what the checks' warm-up during the drain (pubsubguard.validation.warmup.WarmUp)
 buys the main job.
 
 The whole prove path, from recorded evidence to report.html, beside the checks alone and the DuckDB

@@ -42,7 +42,7 @@ from pubsubguard.validation import seal
 from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
 from pubsubguard.validation.config import DEFAULT_SKEW_US
 
-FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (pubsubguard.validation.driver.DEFAULT_FAULT_DEADLINE_S)
+FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (pubsubguard.validation.config.DEFAULT_FAULT_DEADLINE_S)
 
 T0_US = 1_700_000_000_000_000
 MS = 1_000

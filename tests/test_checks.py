@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from pubsubguard.validation.checks import guarantee_status, run_checks
+from pubsubguard.validation.checks import run_checks
+from pubsubguard.validation.verdict import guarantee_status
 from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
 
 import pyarrow as pa
@@ -317,6 +318,16 @@ def test_guarantee_status():
     # pinning is judged from the traffic seen: unsettled messages leave it as it is
     assert guarantee_status([], sub, tested=True, poison_published=True, unsettled=3,
                             endpoints_observed=True)["endpoint_pinning"] == "holds"
+    # rows that may be missing (unsealed or partial evidence): every delivery-derived guarantee is
+    # inconclusive, even a violated one; what is not tested or judged from the traffic stays as it is
+    assert guarantee_status(f, sub, tested=True, poison_published=True, rows_missing=True,
+                            endpoints_observed=True) == {
+        "ordering": "inconclusive",
+        "exactly_once": "not_tested",
+        "dead_letter": "inconclusive",
+        "completeness": "inconclusive",
+        "endpoint_pinning": "holds",
+    }
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):

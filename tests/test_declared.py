@@ -48,7 +48,7 @@ def test_a_subscription_as_declared_and_deployed(dev_plan):
     subs = declared.estate(dev_plan).subscriptions
     ordered = subs["orders-ordered"]
     assert (ordered.topic, ordered.topic_path) == ("orders", f"projects/{PROJECT}/topics/orders")
-    assert (ordered.delivery, ordered.ordering, ordered.exactly_once, ordered.ack_deadline_s) == ("pull", True, False, 30)
+    assert (ordered.delivery_type, ordered.ordering, ordered.exactly_once, ordered.ack_deadline_s) == ("pull", True, False, 30)
     assert ordered.dead_letter_topic == f"projects/{PROJECT}/topics/orders-ordered-dead-letter"
     assert ordered.dead_letter_drain == f"projects/{PROJECT}/subscriptions/orders-ordered-dead-letter-drain"
     assert ordered.max_delivery_attempts == 5 and ordered.dead_lettering
@@ -58,7 +58,7 @@ def test_a_subscription_as_declared_and_deployed(dev_plan):
     assert (eod.retry_min_backoff_s, eod.retry_max_backoff_s) == (1, 10)
     assert subs["orders-ordered-exactly-once"].expiration_ttl == "never"
     push = subs["orders-push"]
-    assert push.delivery == "push" and push.not_probed and ordered.not_probed is None
+    assert push.delivery_type == "push" and push.not_probed and ordered.not_probed is None
     assert push.push_endpoint == "https://orders.example.com/pubsub/push"
     assert push.push_oidc_service_account == "pusher@pubsubguard-dev.iam.gserviceaccount.com"
     orders = declared.estate(dev_plan).topics["orders"]

@@ -67,7 +67,7 @@ def test_unsettled_outcomes_say_how_the_latest_delivery_ended(tmp_path):
 
 
 def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one():
-    from pubsubguard.validation.driver import default_drain_timeout
+    from pubsubguard.validation.probe_setup import default_drain_timeout
     from pubsubguard.validation.isolation import TwinSpec
 
     eod = TwinSpec("p/s1", "p/t", "s1", exactly_once=True, ack_deadline_s=60, retry_max_backoff_s=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pubsubguard.validation import kernel
+from pubsubguard.validation import aggregates, scans
 
 
 @pytest.mark.parametrize("n, samples", [(50, 100), (100_000, 1_000), (123_457, 10_000)])
@@ -13,11 +13,11 @@ def test_latency_summary_percentiles_within_one_step(n, samples):
     rng = np.random.default_rng(n)
     values = rng.lognormal(3.0, 1.0, n)
     parts = np.array_split(values, 4)  # four partitions, merged by weight on the driver
-    summaries = [kernel.latency_summary(p, samples) for p in parts]
+    summaries = [aggregates.latency_summary(p, samples) for p in parts]
     assert sum(int(s[1].sum()) for s in summaries) == n
     exact = np.sort(values)
     ps = (0.5, 0.95, 0.99)
-    for p, got in zip(ps, kernel.merged_percentiles(summaries, ps)):
+    for p, got in zip(ps, aggregates.merged_percentiles(summaries, ps)):
         want_rank = int(np.ceil(p * n))  # nearest rank, 1-based
         got_rank = np.searchsorted(exact, got, side="right")
         bound = sum(-(-len(part) // samples) for part in parts) if n > 4 * samples else 0
@@ -25,19 +25,19 @@ def test_latency_summary_percentiles_within_one_step(n, samples):
 
 
 def test_merged_percentiles_of_nothing_are_none():
-    assert kernel.merged_percentiles([], (0.5,)) == [None]
-    assert kernel.merged_percentiles([(np.zeros(0), np.zeros(0, np.int64))], (0.5, 0.9)) == [None, None]
+    assert aggregates.merged_percentiles([], (0.5,)) == [None]
+    assert aggregates.merged_percentiles([(np.zeros(0), np.zeros(0, np.int64))], (0.5, 0.9)) == [None, None]
 
 
 def test_segmented_running_max_restarts_at_each_segment():
     v = np.array([3.0, np.nan, 1.0, 5.0, 2.0, np.nan, 4.0])
     starts = np.array([True, False, False, True, False, True, False])
-    np.testing.assert_array_equal(kernel._seg_cummax(v, starts), [3, 3, 3, 5, 5, np.nan, 4])
-    np.testing.assert_array_equal(kernel._seg_cummax(v, starts, exclusive=True), [np.nan, 3, 3, np.nan, 5, np.nan, np.nan])
-    np.testing.assert_array_equal(kernel._seg_cummin_after(v, starts), [1, 1, np.nan, 2, np.nan, 4, np.nan])
+    np.testing.assert_array_equal(scans.seg_cummax(v, starts), [3, 3, 3, 5, 5, np.nan, 4])
+    np.testing.assert_array_equal(scans.seg_cummax(v, starts, exclusive=True), [np.nan, 3, 3, np.nan, 5, np.nan, np.nan])
+    np.testing.assert_array_equal(scans.seg_cummin_after(v, starts), [1, 1, np.nan, 2, np.nan, 4, np.nan])
 
 
-@pytest.mark.parametrize("longest", [1, 2, 5, kernel._DOUBLING_UP_TO, kernel._DOUBLING_UP_TO + 1, 200])
+@pytest.mark.parametrize("longest", [1, 2, 5, scans.DOUBLING_UP_TO, scans.DOUBLING_UP_TO + 1, 200])
 def test_segmented_scans_match_a_loop(longest):
     """Both ways of the scan (doubling for short segments, rank encoding for long) against a loop."""
     rng = np.random.default_rng(longest)
@@ -58,6 +58,6 @@ def test_segmented_scans_match_a_loop(longest):
                 want[i] = np.nan if np.isnan(upto).all() else np.nanmax(upto)
                 want_ex[i] = np.nan if len(before) == 0 or np.isnan(before).all() else np.nanmax(before)
                 want_after[i] = np.nan if len(after) == 0 or np.isnan(after).all() else np.nanmin(after)
-        np.testing.assert_array_equal(kernel._seg_cummax(v, starts), want)
-        np.testing.assert_array_equal(kernel._seg_cummax(v, starts, exclusive=True), want_ex)
-        np.testing.assert_array_equal(kernel._seg_cummin_after(v, starts), want_after)
+        np.testing.assert_array_equal(scans.seg_cummax(v, starts), want)
+        np.testing.assert_array_equal(scans.seg_cummax(v, starts, exclusive=True), want_ex)
+        np.testing.assert_array_equal(scans.seg_cummin_after(v, starts), want_after)

@@ -295,10 +295,10 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
     """The report's timeline, extent, crash window, expiry deadlines and latency CDF (and the poison
     publishes the verdict needs) come from the checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
     evidence rows directly gives (few bins: every chunk's bins coarsened to the run's)."""
-    from pubsubguard.validation import kernel
+    from pubsubguard.validation import aggregates
     from pubsubguard.validation.checks import run_checks
 
-    monkeypatch.setattr(kernel, "TIMELINE_BINS", timeline_bins)
+    monkeypatch.setattr(aggregates, "TIMELINE_BINS", timeline_bins)
     subs = [PLAIN, ORDERED, DeclaredSubscription("eod", "t2", exactly_once=True, ack_deadline_s=60),
             DeclaredSubscription("dl", "t3", max_delivery_attempts=5, dead_letter_topic="t-dlq")]
     h = H.generate(subs, H.Workload(keys=4, messages_per_key=9, poison_rate=0.2, fault_rate=0.5), seed=3)
@@ -322,7 +322,7 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
     bin_us = plot["bin_us"]
     assert plot["t0"] <= t0 < plot["t0"] + bin_us and bin_us & (bin_us - 1) == 0
     assert plot["bins"] == (t1 - plot["t0"]) // bin_us + 1 <= max(timeline_bins, 1)
-    assert plot["bins"] * 2 >= timeline_bins or bin_us == 1 << kernel.TIMELINE_MIN_SHIFT  # else a finer bin fits
+    assert plot["bins"] * 2 >= timeline_bins or bin_us == 1 << aggregates.TIMELINE_MIN_SHIFT  # else a finer bin fits
 
     def binned(times):
         counts = {}

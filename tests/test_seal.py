@@ -19,6 +19,7 @@ import pytest
 from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.plan import project_root
 from pubsubguard.validation import job, locks, seal, sorted_input
+from pubsubguard.validation.guarantees import SETTLED_BY_DELIVERIES
 from test_verify_e2e import ONE_TOPIC_STACK, make_estate
 
 pytestmark = pytest.mark.emulator
@@ -36,7 +37,6 @@ RETAINING_STACK = ONE_TOPIC_STACK.replace("      - name: {t}\n", "      - name: 
             ack_deadline_seconds: 10
 """
 SCHEMA = json.loads((project_root() / "docs" / "schemas" / "report.schema.json").read_text())
-SETTLED_BY_DELIVERIES = ("ordering", "exactly_once", "dead_letter", "completeness")
 
 
 def verify(spark, *arguments: str) -> int:

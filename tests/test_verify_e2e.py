@@ -14,7 +14,7 @@ import pytest
 
 from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.plan import make_plan, project_root
-from pubsubguard.validation import driver, job
+from pubsubguard.validation import driver, job, warmup
 
 pytestmark = pytest.mark.emulator
 
@@ -197,7 +197,7 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
 """
     plan_file, plan, topic = make_estate(tmp_path, stack)
     apply_plan(plan)
-    # One subscriber task: on local[2] it leaves a slot for the checks' rehearsal during the drain.
+    # One subscriber task: on local[2] it leaves a slot for the checks' warm-up during the drain.
     code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "1", "--messages-per-key", "3",
                      "--subscribers", "1", "--report", str(tmp_path / "report"), "--no-progress",
                      "--faults", "expire=1"], spark=spark)
@@ -222,10 +222,10 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
     assert report["subscriptions"][f"{topic}-eod30"]["guarantees"]["exactly_once"] == "holds"
     assert code == 0, report["verdict_reason"]
     assert twins_left(topic) == []
-    # The checks were rehearsed during the drain (their own Spark job group), and the rehearsal changed
+    # The checks were warmed up during the drain (their own Spark job group), and the warm-up changed
     # nothing: a re-check of the evidence reports the same.
-    rehearsed = spark.sparkContext.statusTracker().getJobIdsForGroup(f"pubsubguard-rehearsal-{report['run_id']}")
-    assert rehearsed, "no rehearsal job ran during the drain"
+    warmed = spark.sparkContext.statusTracker().getJobIdsForGroup(f"{warmup.JOB_GROUP}-{report['run_id']}")
+    assert warmed, "no warm-up job ran during the drain"
     again = job.main(["--from-evidence", str(tmp_path / "report" / "evidence"), "--report", str(tmp_path / "again"),
                       "--no-progress"], spark=spark)
     rechecked = json.loads((tmp_path / "again" / "report.json").read_text())

@@ -77,6 +77,29 @@ def test_cli_gcp_without_probe_isolation_refused(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "r").exists()
 
 
+def test_verify_reads_its_plan_once_and_hands_it_down(tmp_path, capsys, monkeypatch):
+    """`verify --plan FILE` without --report reads the plan to learn its stack (the default report directory)
+    and hands it to the job, which does not read it again."""
+    import json
+
+    from pubsubguard.core import plan as planning
+
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    plan = planning.make_plan("dev")
+    plan["outputs"]["probe_isolation"] = False  # refused once the estate is read: nothing is created
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    key = tmp_path / "adc.json"
+    key.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "x", "refresh_token": "x"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    reads = []
+    load_plan = planning.load_plan
+    monkeypatch.setattr(planning, "load_plan", lambda *a, **k: reads.append(a) or load_plan(*a, **k))
+    code = cli.main(["verify", "-C", str(tmp_path), "--plan", str(plan_file), "--target", "gcp"])
+    assert code == 2 and "does not declare probe_isolation" in capsys.readouterr().err
+    assert reads == [(plan_file,)]
+
+
 def test_from_evidence_without_evidence(tmp_path, capsys):
     code = cli.main(["verify", "--from-evidence", str(tmp_path)])
     assert code == 2

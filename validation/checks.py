@@ -1,8 +1,9 @@
 """Judge the evidence: Spark checks of a delivery log against what each subscription declares.
 
 `run_checks(publishes, deliveries, subscriptions)` returns `CheckResults(findings, stats)`; the
-verification job and the report call exactly that, and `guarantee_status` turns findings into
-holds / violated / inconclusive / not_tested per guarantee. Definitions, with examples, are in `docs/checks.md`;
+verification job and the report call exactly that, and `pubsubguard.validation.verdict.guarantee_status`
+turns findings into holds / violated / inconclusive / not_tested per guarantee (the guarantees, their
+finding kinds and when each is judged: `validation/guarantees.py`). Definitions, with examples, are in `docs/checks.md`;
 the short form:
 
 Identity. A message is (subscription, key, seq) among the rows of this run. A delivery whose
@@ -70,8 +71,8 @@ key and sorted within partitions by (key, seq, foreign last, time); `kernel.chec
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
 coordinates of their row, statistics and latency summaries, and what the report plots (timeline
 counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
-(small: findings and a few rows per chunk) and are merged there (`kernel.summarise`,
-`kernel.plot_aggregates`: `CheckResults.plot`). Then, for the
+(small: findings and a few rows per chunk) and are merged there (`aggregates.summarise`,
+`aggregates.plot_aggregates`: `CheckResults.plot`). Then, for the
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 
@@ -96,9 +97,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from pubsubguard.validation import evidence, kernel, sorted_input
+from pubsubguard.validation import aggregates, evidence, kernel, sorted_input
 from pubsubguard.validation.config import DEFAULT_SKEW_US
-from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, GUARANTEES, DeclaredSubscription
+from pubsubguard.validation.evidence import FINDING_COLUMNS, FINDING_KINDS, DeclaredSubscription
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
@@ -109,8 +110,8 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 class CheckResults:
     findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
     stats: DataFrame  # one row per subscription, see STATS_SCHEMA
-    # what the report plots, from the same pass (driver-side, small): `kernel.plot_aggregates`' timeline
-    # and extent, and `latency` subscription -> `kernel.latency_cdf`
+    # what the report plots, from the same pass (driver-side, small): `aggregates.plot_aggregates`' timeline
+    # and extent, and `latency` subscription -> `aggregates.latency_cdf`
     plot: dict | None = None
     # subscription -> poison messages published with status ok on its topic (from the same pass)
     poison_published: dict | None = None
@@ -483,8 +484,8 @@ def run_checks(
     passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir)
     is_finding = pc.is_valid(passed["kind"])
     is_plot = pc.is_valid(passed["series"])
-    stats = kernel.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
-    plot = kernel.plot_aggregates(passed.filter(is_plot))
+    stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+    plot = aggregates.plot_aggregates(passed.filter(is_plot))
     plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
     poison_published = {name: stats[name].pop("poison_published") for name in names}
     found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
@@ -520,40 +521,3 @@ def run_checks(
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
     return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
                         poison_published=poison_published, sorted_input=kept)
-
-
-SETTLED_BY_DELIVERIES = frozenset({"ordering", "exactly_once", "dead_letter", "completeness"})
-
-
-def guarantee_status(
-    findings: list[dict], sub: DeclaredSubscription, *, tested: bool, poison_published: bool,
-    endpoints_observed: bool = False, unsettled: int = 0,
-) -> dict[str, str]:
-    """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription.
-
-    Only `error` findings make a guarantee `violated`; `advisory` ones are reported beside it. A
-    guarantee without an error finding is `inconclusive`, not `holds`, when `unsettled` published
-    messages were neither acked with success nor dead-lettered by the end of the drain: what became
-    of them is unknown (a later redelivery could still break it).
-    `endpoints_observed`: the traffic of the endpoints the subscription's guarantees rest on was seen
-    (pubsubguard.validation.endpoints.pinning_tested); pinning is judged from the traffic seen, so unsettled
-    messages leave it as it is.
-    """
-    declared = {
-        "ordering": sub.ordering,
-        "exactly_once": sub.exactly_once,
-        "dead_letter": sub.dead_lettering and poison_published,
-        "completeness": True,
-        "endpoint_pinning": (sub.ordering or sub.exactly_once) and endpoints_observed,
-    }
-    violated = {
-        f["guarantee"] for f in findings if f["subscription"] == sub.name and f["severity"] == "error"
-    }
-    status = {}
-    for g in GUARANTEES:
-        if not tested or not declared[g]:
-            status[g] = "not_tested"
-        else:
-            status[g] = ("violated" if g in violated
-                         else "inconclusive" if unsettled and g in SETTLED_BY_DELIVERIES else "holds")
-    return status

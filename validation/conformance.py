@@ -29,7 +29,6 @@ and callers import each name from the part that defines it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -44,7 +43,8 @@ from pubsubguard.validation.conformance_harness import (
     INCONCLUSIVE, PULL_TIMEOUT_S, RESULTS, SCENARIOS, UNSUPPORTED, VIOLATED, Interrupted, Outcome, Probe, Scenario,
     ScenarioRun, _one_line, new_run_id,
 )
-from pubsubguard.validation.evidence import severity_of_result
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation.evidence import read_record, severity_of_result
 
 
 # ------------------------------------------------------------------------------------- attribution
@@ -186,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="conformance.json of a `pubsubguard conform` run")
     args = parser.parse_args(argv)
     try:
-        doc = json.loads(args.results.read_text())
-    except (OSError, ValueError) as err:
-        print(f"{args.results}: cannot read conformance results: {err}", file=sys.stderr)
+        doc = read_record(args.results, missing="expected the conformance.json of a `pubsubguard conform` run",
+                          damaged="damaged", expected="the conformance.json of a `pubsubguard conform` run")
+    except UserError as err:
+        print(err, file=sys.stderr)
         return 2
     update_doc(args.update_doc, doc)
     print(f"{args.update_doc}: conformance section rewritten from {args.results} (run {doc['run_id']})")

@@ -1,13 +1,15 @@
 """The probe driver: from a resolved target to recorded evidence.
 
-`probe(config, spark)` checks the target's config (each difference a `config_drift` finding), runs the
-filter canary, creates the probe twins (isolation), runs the publisher job (partitioned by ordering
-key) and the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a
-crashed task is replaced) through `ProbeDriver`, drains until every published message is settled
-per subscription, or every unsettled one is provably stuck (`EvidenceTally.stuck`: nothing recorded for
-one ack deadline + retry backoff + `STUCK_GRACE_S` since its last event), or `--drain-timeout`, and
-deletes the twins (also on SIGINT/SIGTERM). It returns
-the Spark session, the evidence directory and the report directory for the checks.
+`probe(config, spark)` resolves the run (`probe_setup.resolve`: estate, target, twins, endpoints, fault
+layer), checks the target's config (each difference a `config_drift` finding), runs the filter canary
+(`canary`), creates the probe twins (isolation), runs the publisher job (partitioned by ordering key) and
+the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a crashed task is
+replaced) through `ProbeDriver`, with the conformance scenarios beside it (`conformance_beside`, with
+`--conform`) and the checks warmed up during the drain (`warmup`); drains until every published message is
+settled per subscription, or every unsettled one is provably stuck (`EvidenceTally.stuck`: nothing
+recorded for one ack deadline + retry backoff + `STUCK_GRACE_S` since its last event), or
+`--drain-timeout`, deletes the twins (also on SIGINT/SIGTERM) and seals the evidence. It returns the Spark
+session, the evidence directory and the report directory for the checks.
 """
 
 from __future__ import annotations
@@ -16,29 +18,29 @@ import os
 import sys
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.core import probe_contract
-
 from pubsubguard.core import storage
+from pubsubguard.core.declared import short_name
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation import access, endpoints, evidence, locks, seal
-from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
-from pubsubguard.core.declared import PUSH, short_name
 from pubsubguard.core.state import caveats
+from pubsubguard.validation import access, endpoints, evidence, probe_setup, seal
+from pubsubguard.validation.canary import filter_canary
+from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
+from pubsubguard.validation.conformance_beside import ConformanceBeside
 from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
-from pubsubguard.validation.faults import Faults, parse_faults, poison_set
-from pubsubguard.validation.isolation import Twins, not_probed, plan_twins
+from pubsubguard.validation.faults import poison_set
+from pubsubguard.validation.isolation import Twins, not_probed
 from pubsubguard.validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
+from pubsubguard.validation.probe_setup import ProbeSetup
 from pubsubguard.validation.progress import EvidenceTally, progress_bars
 from pubsubguard.validation.session import spark_session
 from pubsubguard.validation.signals import interruptible
-from pubsubguard.validation.target import checked, declared_estate, resolve_target
+from pubsubguard.validation.target import checked
+from pubsubguard.validation.warmup import WarmUp
 
 # The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
@@ -46,120 +48,26 @@ STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
-REHEARSAL_AFTER_S = 3.0  # the checks are rehearsed this long after publishing ended (first deliveries done)
+WARM_UP_AFTER_S = 3.0  # the checks are warmed up this long after publishing ended (first deliveries done)
 PUBLISH_JOB_GROUP = "pubsubguard-publish"  # + the run id: the Spark job group of its publisher job
 
 
-def _positive(name: str, value: float) -> None:
-    if value <= 0:
-        raise VerifyError(f"{name}: expected a positive number, got {value}")
-
-
-def held_deadline_s(twin, fault_deadline_s: float | None) -> float:
-    """How long a delivery the faults hold stays out: the fault deadline (set by ModifyAckDeadline, see
-    `pubsubguard.validation.probe`), never more than the twin's own; a push twin's own (a push has no ack id to modify)."""
-    if twin.push_endpoint or not fault_deadline_s:
-        return twin.ack_deadline_s
-    return min(twin.ack_deadline_s, fault_deadline_s)
-
-
-def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_FAULT_DEADLINE_S) -> float:
-    """What a target keeping the documented semantics needs to settle every message under the faults, plus
-    slack: the longest time a held delivery stays out (`held_deadline_s`) + the expire margin + the longest
-    retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
-    A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
-    ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
-    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.drain), default=0.0)
-    return longest_hold_s(twin_specs, fault_deadline_s) + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
-
-
-def longest_hold_s(twin_specs, fault_deadline_s: float | None) -> float:
-    """The longest a delivery the faults hold stays out, over the probed twins (`held_deadline_s`)."""
-    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.drain),
-               default=facts.ACK_DEADLINE_DEFAULT_S)
-
-
-def report_dir(config: RunConfig, stack: str) -> Path:
-    """--report (a local directory here: pubsubguard.validation.job stages a URI), else out/<stack>/report."""
-    return (config.report or Path("out") / stack / "report").resolve()
-
-
-def fresh_evidence_dir(report: Path, at: str | None = None) -> Path | str:
-    """`<report>/evidence` (or `at`, an object store URI), emptied of a previous run's evidence; a
-    directory holding anything else is refused."""
-    directory = at or report / "evidence"
-    if storage.files(directory):
-        if not storage.exists(storage.join(directory, "run.json")):
-            raise VerifyError(f"--report {storage.parent(directory)}: {directory} exists and is not evidence of a run; "
-                              "choose another directory")
-        storage.delete_tree(directory)  # a previous run's evidence in our own output directory
-    if not storage.is_remote(directory):
-        (directory / "publishes").mkdir(parents=True, exist_ok=True)
-        (directory / "deliveries").mkdir(parents=True, exist_ok=True)
-    return directory
-
-
-@dataclass(frozen=True)
-class ProbeSetup:
-    """What `probe` resolved before anything is created on the target: the run's configuration (its drain
-    timeout decided), the declared estate (all of it, and as the stack declares it), the target, the
-    subscriptions probed and their twins, the endpoint map and the run's identity."""
-
-    config: RunConfig
-    everything: object  # pubsubguard.core.declared.Estate
-    estate: object
-    emulator_host: str | None
-    run_id: str
-    report: Path
-    probed: tuple[str, ...]
-    twin_specs: tuple
-    faults: Faults
-    mapping: dict
-    run_identity: str
-    push_url: str | None
-    nemesis: object = None  # pubsubguard.validation.nemesis.Nemesis: the fault layer's schedule (None: none)
-
-
-def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
+def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: dict | None = None):
     """Probe the target `config` names: (Spark session, evidence directory, report directory). The evidence
     is written under `<report>/evidence`, or at `evidence_at` (an object store URI every Spark task can
-    reach: pubsubguard.validation.job for a `--report` URI)."""
-    faults = parse_faults(config.faults)
-    for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
-        if getattr(config, name) is not None:
-            _positive(f"--{name.replace('_', '-')}", getattr(config, name))
-    everything, estate = declared_estate(config)
-    emulator_host = resolve_target(config, estate)
-    run_id = uuid.uuid4().hex
-    report = report_dir(config, estate.stack)
-    locks.acquire(report, "--report")  # one run per report directory (released by the caller's locks.scope)
-    receiver, push_url = push_receiver(config)
-    probed = tuple(name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None)
-    if not probed:
-        raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
-    twin_specs = tuple(plan_twins(estate, run_id, push_url))
-    if config.drain_timeout is None:
-        config = config.but(drain_timeout=default_drain_timeout(twin_specs, config.fault_deadline))
-    mapping = endpoints.parse_endpoint_map(config.endpoint)
-    used = run_endpoints(estate, probed, twin_specs)
-    upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
-    all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
-    if config.target == "gcp" and not all_loopback:
-        access.check_credentials()
-    nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used)
-    setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
-                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
-                       mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url,
-                       nemesis=nemesis)
+    reach: pubsubguard.validation.job for a `--report` URI). `plan`: the plan or state the command already
+    read for `config` (None: read here)."""
+    setup, receiver = probe_setup.resolve(config, plan)
+    config, nemesis = setup.config, setup.nemesis
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
-    session = spark or spark_session(config.master, log_dir=report)
-    listeners = endpoints.Listeners(upstreams, nemesis).start()
+    session = spark or spark_session(config.master, log_dir=setup.report)
+    listeners = endpoints.Listeners(setup.upstreams, nemesis).start()
     if receiver is not None:
         receiver.start()
     try:
-        observations: list[str] = list(caveats(everything.source))  # what the declared side leaves open
+        observations: list[str] = list(caveats(setup.everything.source))  # what the declared side leaves open
         return _probe(setup, session, listeners, receiver, observations, evidence_at)
     finally:
         if nemesis is not None:
@@ -169,81 +77,13 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
             receiver.stop()
 
 
-def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, observable: bool):
-    """The fault layer's `Nemesis` for `--nemesis FILE` (None without): its entries must name probed
-    subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a
-    loopback listener (the layer is the listeners)."""
-    from pubsubguard.validation.nemesis import Nemesis, ScheduleError, load_schedule
-
-    if config.nemesis is None:
-        return None
-    schedule = load_schedule(config.nemesis)
-    if not observable:
-        raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
-                            "this run dials Google's endpoints directly (TLS): map them with --endpoint to loopback "
-                            "stand-ins, or run on the emulator (a layer forwarding to Google with TLS is not built yet)")
-    topics = {estate.topics[estate.subscriptions[name].topic].path: estate.subscriptions[name].topic for name in probed}
-    schedule.check_names({t.declared_name for t in twin_specs}, set(topics.values()))
-    return Nemesis(schedule, twins={t.path: t.declared_name for t in twin_specs}, topics=topics,
-                   seed=schedule.seed or run_id, deadlines={t.path: t.ack_deadline_s for t in twin_specs},
-                   skew_s=config.skew_us / 1e6)
-
-
-def push_receiver(config: RunConfig):
-    """(the probe's push receiver, bound but not started; the URL push twins push to) or (None, None):
-    on the emulator a loopback receiver it reaches directly, on Google Cloud the `--push-receiver` URL
-    that forwards to the receiver's loopback port `--push-port`."""
-    from pubsubguard.core.emulator import PushReceiver
-
-    url = config.push_receiver
-    if config.target == "emulator":
-        receiver = PushReceiver(0, keep=1)
-        return receiver, f"http://{receiver.host}"
-    if url:
-        try:
-            return PushReceiver(config.push_port, keep=1), url
-        except OSError as err:
-            raise VerifyError(f"--push-port {config.push_port}: cannot listen on loopback: {err.strerror}") from None
-    return None, None
-
-
-def run_endpoints(estate, probed: list[str], twin_specs) -> set[str]:
-    """Every endpoint the run's clients use: the probed topics' publisher endpoints, the twins' consumer
-    endpoints and the global one (admin calls; the misroute fault)."""
-    topics = {estate.subscriptions[name].topic for name in probed}
-    return ({estate.topics[name].publisher_endpoint for name in topics} | {t.consumer_endpoint for t in twin_specs}
-            | {facts.GLOBAL_ENDPOINT})
-
-
-def endpoint_record(estate, probed: list[str], twin_specs, mapping: dict, listeners) -> dict:
-    """run.json `parameters.endpoints`: what each declared topic/subscription must use, what the
-    endpoints map to, which were observed (the traffic is added when the run ends)."""
-    topics = sorted({estate.subscriptions[name].topic for name in probed})
-    return {
-        "mapping": mapping,
-        "dialled": {**mapping, **listeners.mapping},
-        "observed": bool(listeners.listeners),
-        "observed_endpoints": sorted(listeners.listeners),
-        "declared": {
-            "topics": {name: {"path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
-                       for name in topics},
-            "subscriptions": {
-                name: {"endpoint": estate.subscriptions[name].consumer_endpoint,
-                       "twins": [t.path for t in twin_specs if t.declared_name == name]}
-                for name in probed if estate.subscriptions[name].delivery != PUSH  # pushed: no consumer client
-            },
-        },
-        "traffic": [],
-    }
-
-
 def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[str], evidence_at=None):
     config, everything, estate, run_id = setup.config, setup.everything, setup.estate, setup.run_id
     probed, twin_specs, run_identity = setup.probed, setup.twin_specs, setup.run_identity
     dialled = {**setup.mapping, **listeners.mapping}
     publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
-    unobserved = sorted(run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
+    unobserved = sorted(probe_setup.run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
     if unobserved:
         observations.append(
             f"endpoint pinning not observable for {', '.join(unobserved)}: their traffic goes to Google over TLS; "
@@ -278,14 +118,14 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             "(apply the stack first: `pubsubguard apply --emulator`)"
         )
 
-    evidence_dir = fresh_evidence_dir(setup.report, evidence_at)
+    evidence_dir = probe_setup.fresh_evidence_dir(setup.report, evidence_at)
     tested = {name: not_probed(t, setup.push_url) for name, t in estate.subscriptions.items() if not_probed(t, setup.push_url)}
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
         "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
         "drain_timeout_s": config.drain_timeout, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
-        "identity": run_identity, "endpoints": endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
+        "identity": run_identity, "endpoints": probe_setup.endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
         "declared_source": everything.source,  # what drift and the guarantees were judged against
     }
@@ -305,7 +145,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
     with interruptible():
         try:
             if config.conform:
-                scenarios = Conformance(config.target, estate, setup.emulator_host, setup.report)
+                scenarios = ConformanceBeside(config.target, estate, setup.emulator_host, setup.report)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
             parameters["twins_seek"] = twins.seeks  # each twin seeked to the run's start (repeatable rehearsals)
@@ -382,144 +222,6 @@ def _jobs_ended(session, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while tracker.getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.2)
-
-
-class Conformance:
-    """The conformance scenarios on the probe's target, started before the probe and run beside it, each on
-    its own throwaway topic and subscription (they never touch the estate or the twins): the drain's wait
-    for deadlines covers theirs. `result()` waits for them and writes `<report>/conformance.json`; it
-    returns what the report needs of them (run id, summary, each scenario's id, behaviour, result,
-    detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
-
-    def __init__(self, target: str, estate, emulator_host, report: Path):
-        from pubsubguard.validation import conformance
-
-        self.report = report
-        self.doc: dict | None = None
-        self.error: BaseException | None = None
-        self.halt = threading.Event()
-        endpoint = emulator_host if target == "emulator" else None
-        print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
-              "before the probe and run beside it on their own throwaway resources", flush=True)
-
-        def run() -> None:
-            try:
-                self.doc = conformance.conform(target, estate.project, endpoint=endpoint,
-                                               project_number=getattr(estate, "project_number", None), stop=self.halt)
-            except BaseException as err:  # noqa: BLE001 - raised in result()
-                self.error = err
-
-        self.thread = threading.Thread(target=run, name="conformance", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.thread.join(timeout=60)
-
-    def result(self) -> dict:
-        import json
-
-        self.thread.join()
-        if self.error is not None:
-            raise VerifyError(f"conformance scenarios failed: {type(self.error).__name__}: {self.error}")
-        doc = self.doc
-        self.report.mkdir(parents=True, exist_ok=True)
-        (self.report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
-        return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
-                "summary": doc["summary"], "file": "conformance.json",
-                "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
-                              for item in doc["scenarios"]]}
-
-
-def filter_canary(publisher, subscriber, project: str, run_id: str) -> str | None:
-    """Does the target enforce subscription filters? Isolation rests on them; try on a private topic."""
-    topic = f"projects/{project}/topics/pubsubguard-canary-{run_id[:8]}"
-    subs = {
-        "probe": (f"projects/{project}/subscriptions/pubsubguard-canary-probe-{run_id[:8]}", probe_contract.probe_filter(run_id)),
-        "production": (f"projects/{project}/subscriptions/pubsubguard-canary-prod-{run_id[:8]}", probe_contract.PROBE_EXCLUSION_FILTER),
-    }
-    created = []
-    try:
-        publisher.create_topic(name=topic, timeout=30)
-        created.append(("topic", topic))
-        for path, filter_ in subs.values():
-            subscriber.create_subscription(request={"name": path, "topic": topic, "filter": filter_}, timeout=30)
-            created.append(("sub", path))
-        publisher.publish(topic, b"canary", **{probe_contract.PROBE_ATTRIBUTE: run_id}).result(timeout=30)
-        publisher.publish(topic, b"canary").result(timeout=30)
-        seen = {}
-        for role, (path, _) in subs.items():
-            got = 0
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and got < 2:
-                response = subscriber.pull(subscription=path, max_messages=10, timeout=5)
-                got += len(response.received_messages)
-                if response.received_messages:
-                    subscriber.acknowledge(subscription=path, ack_ids=[m.ack_id for m in response.received_messages])
-                elif got:
-                    break
-            seen[role] = got
-        if seen["probe"] == 1 and seen["production"] == 1:
-            return None
-        return (
-            f"subscription filters NOT enforced by this target: of one probe and one non-probe message, the "
-            f"probe-only filter passed {seen['probe']} and the probe-excluding filter passed {seen['production']}; "
-            "production subscriptions here also receive probe messages and twins receive foreign ones "
-            "(isolation holds only where filters are enforced)"
-        )
-    except Exception as err:  # noqa: BLE001 - an observation, not a failure of the run
-        return f"filter canary could not run: {type(err).__name__}: {err}"
-    finally:
-        for kind, path in reversed(created):
-            try:
-                if kind == "sub":
-                    subscriber.delete_subscription(subscription=path, timeout=30)
-                else:
-                    publisher.delete_topic(topic=path, timeout=30)
-            except Exception:  # noqa: BLE001
-                pass
-
-
-class Rehearsal:
-    """The checks and the report, run once on the evidence flushed so far while the drain waits out
-    deadlines, and thrown away: the JVM compiles the checks' queries and the plots' code is loaded then,
-    so the real run after the drain takes a third of the time (measured: 18 s cold, 7 s warm on the main
-    job's evidence). Its Spark jobs run in a job group of their own, on a task slot the subscriber tasks
-    leave free (none free: no rehearsal), and are cancelled when the drain ends; its result is never
-    shown or kept."""
-
-    def __init__(self, spark, evidence_dir: Path | str, run_id: str):
-        self.spark, self.evidence_dir = spark, evidence_dir
-        self.group = f"pubsubguard-rehearsal-{run_id}"
-        self.thread: threading.Thread | None = None
-        self._possible: bool | None = None
-
-    def possible(self) -> bool:
-        """Spark reads the evidence where it is (a URI its Hadoop has no connector for is copied, or read
-        through the driver, for the real checks: rehearsing would move it twice)."""
-        if self._possible is None:
-            self._possible = storage.hadoop_can_read(self.spark, self.evidence_dir)
-        return self._possible
-
-    def start(self) -> None:
-        def rehearse() -> None:
-            from pubsubguard.validation import document
-            from pubsubguard.validation import report as reporting
-
-            self.spark.sparkContext.setJobGroup(self.group, "pubsubguard: checks rehearsed during the drain")
-            try:
-                reporting.render_html(document.of_evidence(self.spark, self.evidence_dir, keep_sorted_input=False))
-            except Exception:  # noqa: BLE001 - a warm-up: cancelled, or it fails again (and is reported) for real
-                pass
-
-        self.thread = threading.Thread(target=rehearse, name="rehearsal", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        if self.thread is None:
-            return
-        self.spark.sparkContext.cancelJobGroup(self.group)
-        self.thread.join(timeout=60)  # matplotlib's pyplot is not thread-safe: the real report waits for it
 
 
 class ProbeDriver:
@@ -703,7 +405,7 @@ class ProbeDriver:
         deadline + the expire margin. 0 without the expire fault."""
         if not self.faults.expire:
             return 0.0
-        return 2 * longest_hold_s(self.twin_specs, self.config.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
+        return 2 * probe_setup.longest_hold_s(self.twin_specs, self.config.fault_deadline) + EXPIRE_MARGIN_S + FLUSH_S + 1.0
 
     def _planted_due(self) -> float:
         """The fault layer may still owe a planted effect until then (a lied ack's redelivery): monotonic time."""
@@ -766,16 +468,16 @@ class ProbeDriver:
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
                               {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed})
         published_target = len(self.keys) * self.config.messages_per_key * len(self.topics)
-        rehearsal = Rehearsal(self.spark, self.evidence_dir, self.run_id)
+        warm_up = WarmUp(self.spark, self.evidence_dir, self.run_id)
         try:
-            self._drain(tally, deadline_us, published_target, rehearsal)
+            self._drain(tally, deadline_us, published_target, warm_up)
         finally:
-            rehearsal.stop()
+            warm_up.stop()
         self.stop_file.set()
         for thread in list(self.threads):
             thread.join(timeout=30)
 
-    def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, rehearsal: Rehearsal) -> None:
+    def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, warm_up: WarmUp) -> None:
         with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
@@ -792,9 +494,9 @@ class ProbeDriver:
                     if drain_deadline is None:
                         drain_deadline = time.monotonic() + self.config.drain_timeout
                         late_acks_done = time.monotonic() + self._late_acks_within_s()
-                        rehearse_at = time.monotonic() + REHEARSAL_AFTER_S
-                    if rehearsal.thread is None and time.monotonic() >= rehearse_at and rehearsal.possible() and self._free_slot():
-                        rehearsal.start()
+                        warm_up_at = time.monotonic() + WARM_UP_AFTER_S
+                    if warm_up.thread is None and time.monotonic() >= warm_up_at and warm_up.possible() and self._free_slot():
+                        warm_up.start()
                     if tally.done() >= expected:
                         # every message settled; deliveries the expire fault holds may still await their late ack
                         if time.monotonic() >= min(max(late_acks_done, self._planted_due()), drain_deadline):

@@ -28,6 +28,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError, json_problem
+from pubsubguard.validation import guarantees
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [
@@ -97,6 +98,31 @@ def json_error(err) -> str:
     return json_problem(err.doc, err)
 
 
+def read_record(location, *, missing: str | None, damaged: str, expected: str, remedy: str = "",
+                read=storage.read_text) -> dict | None:
+    """The one loader of a JSON mapping a run records (run.json, seal.json, a kept input's manifest,
+    conformance.json), through `read` (`pubsubguard.core.storage`: a path or an object store URI): the mapping;
+    when absent, None if `missing` is None, else EvidenceError `{location}: missing ({missing})`; when
+    damaged, EvidenceError `{location}: {damaged}: not text|truncated at line L column C (...)|not JSON at
+    ...|expected {expected}` (`; {remedy}` after it when given): one line naming the file and what is wrong."""
+    after = f"; {remedy}" if remedy else ""
+    try:
+        text = read(location)
+    except FileNotFoundError:
+        if missing is None:
+            return None
+        raise EvidenceError(f"{location}: missing ({missing})") from None
+    except UnicodeDecodeError:
+        raise EvidenceError(f"{location}: {damaged}: not text (expected {expected}){after}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise EvidenceError(f"{location}: {damaged}: {json_error(err)}{after}") from None
+    if not isinstance(data, dict):
+        raise EvidenceError(f"{location}: {damaged}: expected {expected}{after}")
+    return data
+
+
 @dataclass(frozen=True)
 class DeclaredSubscription:
     """What a subscription declares, as the checks need it (from the plan)."""
@@ -131,16 +157,8 @@ class RunInfo:
     def read(cls, directory: Path | str) -> "RunInfo":
         """`<directory>/run.json`; EvidenceError naming it when it is missing or damaged."""
         location = storage.join(directory, "run.json")
-        try:
-            text = storage.read_text(location)
-        except FileNotFoundError:
-            raise EvidenceError(f"{location}: missing (expected the run.json of a verify run)") from None
-        except UnicodeDecodeError:
-            raise EvidenceError(f"{location}: damaged: not text (expected the run.json of a verify run)") from None
-        try:
-            data = json.loads(text)
-        except ValueError as err:
-            raise EvidenceError(f"{location}: damaged: {json_error(err)}") from None
+        data = read_record(location, missing="expected the run.json of a verify run", damaged="damaged",
+                           expected="the run.json of a verify run")
         try:
             data["subscriptions"] = [DeclaredSubscription(**s) for s in data["subscriptions"]]
             return cls(**data)
@@ -150,29 +168,13 @@ class RunInfo:
 
 
 # -- findings: what the checks produce -------------------------------------------------------
+# kind: (guarantee, severity), from the table of guarantees (validation/guarantees.py), and `config_drift`:
+# a deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
+# The job sets guarantee and severity per setting: `error` on the guarantee a setting carries (ordering,
+# exactly_once incl. ack deadline, dead_letter, completeness for a missing resource); this default applies
+# to every other setting.
 FINDING_KINDS = {
-    # kind: (guarantee, severity)
-    "lost": ("completeness", "error"),
-    "unexpected": ("completeness", "error"),
-    # The same (key, seq) delivered under a second message id: a publish whose reply was lost and which the
-    # client retried (docs/pubsub-facts.md: a new message, which exactly-once does not remove). Reported
-    # and counted (figures `publish_duplicates`), never an exactly-once or ordering violation.
-    "publish_duplicate": ("completeness", "advisory"),
-    "duplicate_after_ack": ("exactly_once", "error"),
-    "duplicate_while_outstanding": ("exactly_once", "error"),
-    "stale_ack_accepted": ("exactly_once", "error"),
-    "out_of_order": ("ordering", "error"),
-    "dead_letter_missing": ("dead_letter", "error"),
-    "dead_letter_after_ack": ("dead_letter", "error"),
-    "dead_letter_early": ("dead_letter", "advisory"),
-    "delivery_attempts_exceeded": ("dead_letter", "advisory"),
-    # Traffic of an ordered topic or exactly-once subscription through another endpoint than the
-    # declared one, or around every listener (pubsubguard.validation.endpoints; not derived from message rows).
-    "endpoint_mismatch": ("endpoint_pinning", "error"),
-    # A deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
-    # The job sets guarantee and severity per setting: `error` on the guarantee a setting carries
-    # (ordering, exactly_once incl. ack deadline, dead_letter, completeness for a missing resource);
-    # this default applies to every other setting.
+    **{kind: (g.name, severity) for g in guarantees.GUARANTEES for kind, severity in g.kinds.items()},
     "config_drift": ("config", "advisory"),
 }
 # The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
@@ -187,7 +189,7 @@ def severity_of_result(result: str) -> str | None:
     return {"violated": "error", "unsupported": "advisory", "inconclusive": "advisory"}.get(result)
 
 
-GUARANTEES = ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
+GUARANTEES = guarantees.NAMES  # as the outputs show them (each guarantee's `column` in the table)
 
 # A finding is data (what was observed), not a sentence; `pubsubguard.validation.document.describe` words one.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):

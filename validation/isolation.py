@@ -103,7 +103,7 @@ NO_PUSH_RECEIVER = ("push subscription: no push receiver the service can reach o
 
 def not_probed(subscription: Subscription, push_url: str | None) -> str | None:
     """Why the probe does not read `subscription` (None: it does), given the run's push receiver URL."""
-    if subscription.delivery == PUSH:
+    if subscription.delivery_type == PUSH:
         return None if push_url else NO_PUSH_RECEIVER
     return subscription.not_probed
 
@@ -125,7 +125,7 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
         twins.append(
             TwinSpec(
                 path=path,
-                push_endpoint=twin_push_endpoint(push_url, path) if target.delivery == PUSH else None,
+                push_endpoint=twin_push_endpoint(push_url, path) if target.delivery_type == PUSH else None,
                 topic_path=target.topic_path,
                 declared_name=target.name,
                 ordering=target.ordering,

@@ -19,7 +19,11 @@ report on recorded evidence alone; DIR, `--report` with it, and `--plan` may be 
 
 This module is the entry point only; the rooms of a run:
     validation/target.py    the declared estate from the plan, the target (emulator or gcp) resolved
-    validation/driver.py    config drift check, filter canary, twins, publisher and subscriber jobs, drain
+    validation/probe_setup.py  what a probe run resolves first: estate, target, twins, endpoints, drain timeout
+    validation/driver.py    config drift check, twins, publisher and subscriber jobs, drain, seal
+    validation/canary.py    whether the target enforces subscription filters
+    validation/warmup.py    the checks warmed up during the drain
+    validation/conformance_beside.py  the conformance scenarios beside the probe (--conform)
     validation/endpoints.py the endpoint map, recording listeners, clients per endpoint, endpoint_pinning
     validation/access.py    identity, testIamPermissions, the twins' service agent grant
     validation/push.py      the push twins' receiver answers (per the fault plan)
@@ -69,21 +73,23 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return 2
 
 
-def run(config: RunConfig, spark=None) -> int:
+def run(config: RunConfig, spark=None, plan: dict | None = None) -> int:
+    """The run `config` asks for; its exit code. `plan`: the plan or state the caller already read for
+    `config` (`pubsubguard verify`'s pre-flight), passed down instead of read again (None: read here)."""
     if config.from_evidence:
         return from_evidence(config, spark)
     if config.cleanup:
-        return run_cleanup(config)
+        return run_cleanup(config, plan)
     if storage.is_remote(config.report or ""):
-        return probe_to_store(config, spark)
+        return probe_to_store(config, spark, plan)
     if config.partial_evidence:
         raise VerifyError("--partial-evidence: only with --from-evidence (a probe run judges the evidence it sealed)")
     with locks.scope():  # the report directory, held by the probe from before it empties the evidence
-        session, evidence_dir, report = probe(config, spark)
+        session, evidence_dir, report = probe(config, spark, plan=plan)
         return check_and_report(session, evidence_dir, report, keep=not config.no_checks_input)
 
 
-def probe_to_store(config: RunConfig, spark=None) -> int:
+def probe_to_store(config: RunConfig, spark=None, plan: dict | None = None) -> int:
     """A probe run whose `--report` is an object store URI (gs://, s3a://, hdfs://). The evidence is
     written there as the run goes, by the Spark tasks wherever they run (other hosts than the driver's
     included) and read back by the driver from there: `<URI>/evidence` is all they share (parts,
@@ -94,7 +100,8 @@ def probe_to_store(config: RunConfig, spark=None) -> int:
     storage.require_writable(destination)
     evidence_at = storage.join(destination, "evidence")
     with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch, locks.scope():
-        session, evidence_dir, report = probe(config.but(report=Path(scratch) / "report"), spark, evidence_at=evidence_at)
+        session, evidence_dir, report = probe(config.but(report=Path(scratch) / "report"), spark, evidence_at=evidence_at,
+                                              plan=plan)
         code = check_and_report(session, evidence_dir, report, location=destination, keep=not config.no_checks_input)
         copied = storage.copy_tree(report, destination)
     print(f"report: {len(copied)} files written to {destination} (and the evidence, as the run went)", file=sys.stderr)
@@ -153,12 +160,12 @@ def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: b
 
 
 # ------------------------------------------------------------------------------------ cleanup
-def run_cleanup(config: RunConfig) -> int:
+def run_cleanup(config: RunConfig, plan: dict | None = None) -> int:
     from google.cloud import pubsub_v1
 
     from pubsubguard.validation.isolation import cleanup
 
-    _, estate = declared_estate(config)
+    _, estate = declared_estate(config, plan)
     resolve_target(config, estate)
     subscriber = pubsub_v1.SubscriberClient()
     topic_paths = [t.path for t in estate.topics.values()]

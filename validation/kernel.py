@@ -1,7 +1,9 @@
 """The checks' one pass over a partition: findings and statistics from rows sorted by message.
 
-One algorithm, kept in one module although it is longer than the others: the pass over a chunk of
-sorted evidence, the statistics it gathers on the way and the report's aggregates it merges.
+The pass over a chunk of sorted evidence: the chunk's arrays (`Chunk`), one function per guarantee, and the
+statistics and plot rows it gathers on the way. Its plumbing (Arrow columns as NumPy arrays, segmented
+scans) is `pubsubguard.validation.scans`; the driver's merge of its statistics and plot rows (percentiles,
+hottest keys, the timeline) is `pubsubguard.validation.aggregates`.
 
 `validation/checks.py` shuffles the unified evidence rows once by (subscription, key), sorts them
 within partitions by (key hashes, seq, foreign, time, row kind) and hands each partition to
@@ -9,11 +11,11 @@ within partitions by (key hashes, seq, foreign, time, row kind) and hands each p
 docstring and `docs/checks.md`; this module is their only implementation.
 
 Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart from rendering):
-`_read_chunk` computes the per-row, per-message and per-key arrays of a chunk once (`Chunk`); then
-one function per guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by
-`GUARANTEE_CHECKS`) returns `Found` records: the rows that raise a finding kind and the facts each
-finding states (form, seqs, attempts, times). The pass writes those facts as columns
-(`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
+`Chunk` computes the per-row, per-message and per-key arrays of a chunk once; then one function per
+guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by `GUARANTEE_CHECKS` as
+the table of guarantees, `validation/guarantees.py`, names them) returns `Found` records: the rows that
+raise a finding kind and the facts each finding states (form, seqs, attempts, times). The pass writes
+those facts as columns (`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.document.describe`, not here.
 
 Everything is vectorised with NumPy over a chunk of whole keys (a key never straddles two chunks,
 so memory is bounded by the chunk size, not the partition, plus the partition's latencies: 8 bytes
@@ -34,14 +36,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pubsubguard.validation.aggregates import (
+    CHUNK_TIMELINE_BINS, HOTTEST_KEYS, TIMELINE_SERIES, latency_summary, shift_for,
+)
 from pubsubguard.validation.evidence import FINDING_KINDS
+from pubsubguard.validation.guarantees import GUARANTEES, check_table
+from pubsubguard.validation.scans import (
+    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, seg_cummax, seg_cummin_after,
+    seg_ids, settle_prefix, whole_segments,
+)
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
 ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
 EXT_NONE, EXT_EXPIRE, EXT_CRASH = 0, 1, 2  # an ACT_OTHER delivery's action (packed in `att`)
 INF = float(2**62)  # "never settled"
-HOTTEST_KEYS = 5
-LATENCY_SAMPLES = 10_000  # per partition and subscription: percentiles within 1/10,000 of the rank
 # rows judged at once (whole keys): 2**16 keeps a chunk's arrays (~0.5 MiB each) in the CPU's caches;
 # 2**18 took ~35-45% more CPU in the NumPy pass (a 2.2M-row partition of the 10M-row benchmark log:
 # 0.50-0.52 s vs 0.77-0.94 s; 2**15 0.55 s, 2**14 0.60 s)
@@ -147,153 +155,6 @@ class SubscriptionConfig:
     max_attempts: tuple[int | None, ...]
 
 
-# -- segmented scans ----------------------------------------------------------------------------
-def _seg_ids(starts: np.ndarray) -> np.ndarray:
-    return np.cumsum(starts) - 1
-
-
-_DOUBLING_UP_TO = 16  # segments at most this long: a doubling scan; longer: rank encoding
-
-
-def _seg_cummax(v: np.ndarray, starts: np.ndarray, exclusive: bool = False) -> np.ndarray:
-    """Running max of v (NaN = null) restarting at each start; exclusive: of the rows before."""
-    n = len(v)
-    if n == 0:
-        return np.full(0, np.nan)
-    idx = np.arange(n)
-    pos = idx - np.maximum.accumulate(np.where(starts, idx, 0))  # position within the segment
-    longest = int(pos.max()) + 1
-    if longest <= _DOUBLING_UP_TO:
-        # short segments (a message's rows): log2(longest) steps, each row taking the max of the
-        # row d before it when that row is in its segment
-        out = np.array(v, np.float64, copy=True)
-        d = 1
-        while d < longest:
-            out[d:] = np.where(pos[d:] >= d, np.fmax(out[d:], out[:-d]), out[d:])
-            d *= 2
-    else:
-        out = np.full(n, np.nan)
-        finite = ~np.isnan(v)
-        uniq, inv = np.unique(v[finite], return_inverse=True)
-        rank = np.zeros(n, np.int64)
-        rank[finite] = inv + 1  # 0: null
-        base = _seg_ids(starts).astype(np.int64) * (len(uniq) + 1)
-        # a segment's codes all exceed every earlier segment's, so the running max restarts at each start
-        r = np.maximum.accumulate(base + rank) - base
-        have = r > 0
-        out[have] = uniq[r[have] - 1]
-    if exclusive:
-        shifted = np.full(n, np.nan)
-        shifted[1:] = out[:-1]
-        shifted[starts] = np.nan
-        return shifted
-    return out
-
-
-def _seg_cummin_after(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Min of v over the rows after each row in its segment (NaN when none)."""
-    n = len(v)
-    ends = np.zeros(n, bool)
-    if n:
-        ends[:-1] = starts[1:]
-        ends[-1] = True
-    return -_seg_cummax(-v[::-1], ends[::-1], exclusive=True)[::-1]
-
-
-def _seg_count(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """True flags per segment; `starts` are the sorted first indices of the segments (0 first)."""
-    if len(starts) == 0:
-        return np.zeros(0, np.int64)
-    c = np.cumsum(flags, dtype=np.int64)
-    ends = np.append(starts[1:], len(flags)) - 1
-    before = np.zeros(len(starts), np.int64)
-    before[1:] = c[starts[1:] - 1]
-    return c[ends] - before
-
-
-def _seg_min(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Min of v per segment ignoring NaN (NaN when all are); as `_seg_count`'s starts."""
-    if len(starts) == 0:
-        return np.zeros(0)
-    r = np.minimum.reduceat(np.where(np.isnan(v), np.inf, v), starts)  # faster than fmin.reduceat
-    r[np.isinf(r)] = np.nan
-    return r
-
-
-def _seg_max(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    return -_seg_min(-v, starts)
-
-
-def _flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    """`_seg_min(np.where(flags, v, nan), starts)` for `segment`, each row's segment (sorted), of
-    `segments`: reduces the flagged rows only (a reduceat costs per segment: most have no flagged
-    row of a rare kind, e.g. dead letters)."""
-    out = np.full(segments, np.nan)
-    rows = np.flatnonzero(flags)
-    if len(rows) == 0:
-        return out
-    of = segment[rows]
-    first = np.ones(len(rows), bool)
-    first[1:] = of[1:] != of[:-1]
-    firsts = np.flatnonzero(first)
-    values = v[rows]
-    r = np.minimum.reduceat(np.where(np.isnan(values), np.inf, values), firsts)
-    r[np.isinf(r)] = np.nan
-    out[of[firsts]] = r
-    return out
-
-
-def _flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    return -_flagged_min(-v, flags, segment, segments)
-
-
-def _flagged_count(flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    """`_seg_count(flags, starts)` for `segment`, each row's segment, of `segments`."""
-    return np.bincount(segment[flags], minlength=segments)
-
-
-def _whole_segments(selected: np.ndarray):
-    """An index (or slice, for all) of the selected elements, None for none. The selection is of
-    whole segments (by subscription), so a scan over the selected elements sees whole segments."""
-    if selected.all():
-        return slice(None)
-    rows = np.flatnonzero(selected)
-    return rows if len(rows) else None
-
-
-def _settle_prefix(settle_time, exists, first_of_key, seqs):
-    """Per message of whole keys: the latest settle time of the key's earlier messages (settle
-    prefix), and the seq that blocks -- the earliest of the latest-settled earlier messages."""
-    prefix_settle = _seg_cummax(settle_time, first_of_key, exclusive=True)
-    key_first_message = np.flatnonzero(first_of_key)[_seg_ids(first_of_key)]
-    record = exists & (np.isnan(prefix_settle) | (settle_time > prefix_settle))
-    last_record = np.maximum.accumulate(np.where(record, np.arange(len(first_of_key)), -1))
-    blocking_at = np.full(len(first_of_key), -1)
-    blocking_at[1:] = last_record[:-1]
-    blocking_at[blocking_at < key_first_message] = -1  # a record of an earlier key
-    return prefix_settle, np.where(blocking_at >= 0, seqs[np.maximum(blocking_at, 0)], np.nan)
-
-
-def _arr(table: pa.Table, name: str) -> pa.Array:
-    return table.column(name).combine_chunks()
-
-
-def _ints(table: pa.Table, name: str) -> np.ndarray:
-    """A column without nulls."""
-    return _arr(table, name).to_numpy(zero_copy_only=False)
-
-
-def _floats(arr, safe: bool = True) -> np.ndarray:
-    return np.asarray(pc.cast(arr, pa.float64(), safe=safe).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def _key_starts(h: np.ndarray, h2: np.ndarray) -> np.ndarray:
-    """Rows whose (subscription, key) differs from the previous row's (rows are sorted by it)."""
-    starts = np.ones(len(h), bool)
-    starts[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
-    return starts
-
-
 # -- the pass ---------------------------------------------------------------------------------------
 def check_partition(
     batches: Iterator[pa.RecordBatch], config: SubscriptionConfig, skew_us: int, partition: int, chunk_rows: int = CHUNK_ROWS
@@ -332,9 +193,9 @@ def check_partition(
 def _last_key_start(table: pa.Table) -> int:
     """Index of the first row of the table's last (subscription, key); 0 if it holds one key. Rows
     are sorted by (h, h2): binary searches, where comparing every row took ~18% of the NumPy pass."""
-    h = _ints(table, "h")
+    h = ints(table, "h")
     lo = int(np.searchsorted(h, h[-1], side="left"))
-    h2 = _ints(table, "meta")[lo:] >> 32
+    h2 = ints(table, "meta")[lo:] >> 32
     return lo + int(np.searchsorted(h2, h2[-1], side="left"))
 
 
@@ -348,8 +209,8 @@ class Chunk:
 
     def __init__(self, table: pa.Table, config: SubscriptionConfig):
         self.rows = table.num_rows
-        self.h = _ints(table, "h")
-        meta = _ints(table, "meta").astype(np.int64)
+        self.h = ints(table, "h")
+        meta = ints(table, "meta").astype(np.int64)
         self.h2 = meta >> 32
         self.sub = (meta >> 5) & (MAX_SUBSCRIPTIONS - 1)
         self.ok = ((meta >> 4) & 1).astype(bool)
@@ -358,12 +219,12 @@ class Chunk:
         deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
         deadline_s[deadline_s < 0] = np.nan
         self.deadline_s = deadline_s
-        self.seq = seq = _floats(_arr(table, "seq"))
-        self.t_us = _ints(table, "t")
+        self.seq = seq = floats(arrow_column(table, "seq"))
+        self.t_us = ints(table, "t")
         self.t = t = self.t_us.astype(np.float64)
-        self.ack_t = ack_t = _floats(_arr(table, "ack_t"))
-        self.att_raw = _arr(table, "att")
-        att = _floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
+        self.ack_t = ack_t = floats(arrow_column(table, "ack_t"))
+        self.att_raw = arrow_column(table, "att")
+        att = floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
         # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
         delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
@@ -384,13 +245,13 @@ class Chunk:
         self.max_attempts = max_attempts_of[self.sub]
 
         # boundaries: keys (subscription, key) and messages (subscription, key, seq)
-        self.first_of_key = _key_starts(self.h, self.h2)
+        self.first_of_key = key_starts(self.h, self.h2)
         self.first_of_message = first_of_message = self.first_of_key.copy()
         first_of_message[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
-        self.message = _seg_ids(first_of_message)
+        self.message = seg_ids(first_of_message)
         self.message_start = message_start = np.flatnonzero(first_of_message)
         self.key_start = key_start = np.flatnonzero(self.first_of_key)
-        self.key = _seg_ids(self.first_of_key)
+        self.key = seg_ids(self.first_of_key)
         # units: the rows of one message id of a message (`_grouped_by_message_id` put each id's deliveries
         # together): a unit starts with the message and wherever a delivery's id differs from the message's
         # delivery before it. Redeliveries are deliveries of one unit; a second unit is a publish-side duplicate.
@@ -401,7 +262,7 @@ class Chunk:
         in_message = previous_delivery >= message_start[self.message]
         self.first_of_unit = first_of_unit = first_of_message | (
             is_delivery & in_message & (self.id_hash != self.id_hash[np.maximum(previous_delivery, 0)]))
-        self.unit = _seg_ids(first_of_unit)
+        self.unit = seg_ids(first_of_unit)
         self.unit_start = np.flatnonzero(first_of_unit)
 
         self.is_publish = is_publish = self.row_kind == PUBLISH
@@ -415,13 +276,13 @@ class Chunk:
         messages = len(message_start)
 
         def per_message_count(flags):
-            return _flagged_count(flags, self.message, messages)
+            return flagged_count(flags, self.message, messages)
 
         def per_message_min(v, flags):
-            return _flagged_min(v, flags, self.message, messages)
+            return flagged_min(v, flags, self.message, messages)
 
         def per_message_max(v, flags):
-            return _flagged_max(v, flags, self.message, messages)
+            return flagged_max(v, flags, self.message, messages)
 
         # per message
         self.message_known = per_message_count(is_publish) > 0
@@ -451,15 +312,15 @@ class Chunk:
         # one delivered id, the first delivery of each id but the earliest-received one
         units = len(self.unit_start)
         unit_message = self.message[self.unit_start]
-        self.unit_deliveries = unit_deliveries = _flagged_count(is_delivery, self.unit, units)
+        self.unit_deliveries = unit_deliveries = flagged_count(is_delivery, self.unit, units)
         delivered = np.flatnonzero(unit_deliveries > 0)
         self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
         self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
         np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
-        self.unit_first_valid_ack = _flagged_min(ack_t, valid_ack, self.unit, units)
+        self.unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
         twice = delivered[self.message_delivered_ids[unit_message[delivered]] > 1]
-        unit_first_row = _flagged_min(rows.astype(np.float64), is_delivery, self.unit, units)
-        unit_first_t = _flagged_min(t, is_delivery, self.unit, units)
+        unit_first_row = flagged_min(rows.astype(np.float64), is_delivery, self.unit, units)
+        unit_first_t = flagged_min(t, is_delivery, self.unit, units)
         order = twice[np.lexsort((twice, unit_first_t[twice], unit_message[twice]))]
         later = np.zeros(len(order), bool)
         later[1:] = unit_message[order][1:] == unit_message[order][:-1]
@@ -477,9 +338,9 @@ class Chunk:
 
         # per key
         keys = len(key_start)
-        self.key_deliveries = _flagged_count(is_delivery, self.key, keys)
-        self.key_has_dead_letter = _flagged_count(is_dead_letter, self.key, keys) > 0
-        self.key_published = _flagged_count(is_publish, self.key, keys) > 0
+        self.key_deliveries = flagged_count(is_delivery, self.key, keys)
+        self.key_has_dead_letter = flagged_count(is_dead_letter, self.key, keys) > 0
+        self.key_published = flagged_count(is_publish, self.key, keys) > 0
         # per row: its (key, seq) was published by this run
         self.known = self.message_known[self.message]
 
@@ -533,11 +394,11 @@ def exactly_once(chunk: Chunk, skew_us: int) -> list[Found]:
     # when the earlier deliveries of the message id ended, when the next was received: for exactly-once rows only
     previous_end, next_received = np.full(n, np.nan), np.full(n, np.nan)
     previous_received = np.full(n, np.nan)
-    rows = _whole_segments(chunk.exactly_once)
+    rows = whole_segments(chunk.exactly_once)
     if rows is not None:
-        previous_end[rows] = _seg_cummax(chunk.delivery_end[rows], chunk.first_of_unit[rows], exclusive=True)
-        next_received[rows] = _seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_unit[rows])
-        previous_received[rows] = _seg_cummax(chunk.delivery_t[rows], chunk.first_of_unit[rows], exclusive=True)
+        previous_end[rows] = seg_cummax(chunk.delivery_end[rows], chunk.first_of_unit[rows], exclusive=True)
+        next_received[rows] = seg_cummin_after(chunk.delivery_t[rows], chunk.first_of_unit[rows])
+        previous_received[rows] = seg_cummax(chunk.delivery_t[rows], chunk.first_of_unit[rows], exclusive=True)
     deliveries = chunk.exactly_once & chunk.is_delivery
     first_valid_ack = chunk.unit_first_valid_ack[chunk.unit]
     after_ack = np.flatnonzero(deliveries & (t > first_valid_ack + skew_us))
@@ -616,12 +477,12 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     # the message's position among the key's published-and-existing messages (failed publishes leave no gap)
     counted = np.cumsum(chunk.message_exists)
     key_first_message = np.flatnonzero(chunk.message_first_of_key)
-    before_key = (counted - chunk.message_exists)[key_first_message][_seg_ids(chunk.message_first_of_key)]
+    before_key = (counted - chunk.message_exists)[key_first_message][seg_ids(chunk.message_first_of_key)]
     position_of_message = (counted - before_key).astype(np.float64)
     prefix_settled, blocking_seq = np.full(len(settle_time), np.nan), np.full(len(settle_time), np.nan)
-    ordered_messages = _whole_segments(chunk.ordered[chunk.message_start])
+    ordered_messages = whole_segments(chunk.ordered[chunk.message_start])
     if ordered_messages is not None:
-        prefix_settled[ordered_messages], blocking_seq[ordered_messages] = _settle_prefix(
+        prefix_settled[ordered_messages], blocking_seq[ordered_messages] = settle_prefix(
             settle_time[ordered_messages], chunk.message_exists[ordered_messages],
             chunk.message_first_of_key[ordered_messages], chunk.message_seq[ordered_messages],
         )
@@ -637,7 +498,7 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     previous_seq = np.full(len(received), np.nan)
     previous_seq[1:] = seq[received][:-1]
     previous_seq[run_of_key] = np.nan
-    high_water = _seg_cummax(position, run_of_key, exclusive=True)
+    high_water = seg_cummax(position, run_of_key, exclusive=True)
     first = np.isnan(previous_position)
     # a publish-side duplicate (another message id of the same message) right after it continues the run
     unit_of = chunk.unit[received]
@@ -697,34 +558,30 @@ def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
     ]
 
 
-# the checker: one function per guarantee, composed (every one runs on every chunk)
-GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = {
-    "completeness": completeness,
-    "exactly_once": exactly_once,
-    "ordering": ordering,
-    "dead_letter": dead_letter,
-}
+# the checker: one function per guarantee judged from the message rows, composed (every one runs on every
+# chunk), as the table of guarantees names them (checked at import: an entry without its function fails here)
+GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = check_table(GUARANTEES, globals())
 
 
 def _grouped_by_message_id(table: pa.Table) -> pa.Table:
     """The chunk with each message's deliveries grouped by message id (each id's in time order, the
     message's other rows first), when some message was delivered under more than one id (a publish-side
     duplicate); else the chunk as it is (checked on the delivery rows alone: no sort in the common case)."""
-    meta = _ints(table, "meta").astype(np.int64)
+    meta = ints(table, "meta").astype(np.int64)
     delivery = np.flatnonzero((meta & 3) == DELIVERY)
     if len(delivery) < 2:
         return table
-    id_hash = pc.fill_null(_arr(table, "att"), 0).to_numpy(zero_copy_only=False).astype(np.int64)[delivery] >> ID_SHIFT
-    h, h2, seq = _ints(table, "h")[delivery], meta[delivery] >> 32, _floats(_arr(table, "seq"))[delivery]
+    id_hash = pc.fill_null(arrow_column(table, "att"), 0).to_numpy(zero_copy_only=False).astype(np.int64)[delivery] >> ID_SHIFT
+    h, h2, seq = ints(table, "h")[delivery], meta[delivery] >> 32, floats(arrow_column(table, "seq"))[delivery]
     same_message = (h[1:] == h[:-1]) & (h2[1:] == h2[:-1]) & ((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
     if not (same_message & (id_hash[1:] != id_hash[:-1])).any():
         return table
-    first_of_message = _key_starts(_ints(table, "h"), meta >> 32)
-    all_seq = _floats(_arr(table, "seq"))
+    first_of_message = key_starts(ints(table, "h"), meta >> 32)
+    all_seq = floats(arrow_column(table, "seq"))
     first_of_message[1:] |= ~((all_seq[1:] == all_seq[:-1]) | (np.isnan(all_seq[1:]) & np.isnan(all_seq[:-1])))
     group = np.zeros(table.num_rows, np.int64)
     group[delivery] = id_hash
-    return table.take(np.lexsort((np.arange(table.num_rows), group, _seg_ids(first_of_message))))
+    return table.take(np.lexsort((np.arange(table.num_rows), group, seg_ids(first_of_message))))
 
 
 def _check_chunk(
@@ -832,95 +689,6 @@ def _append_row(out, **values):
         out[name].append(value)
 
 
-def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple[np.ndarray, np.ndarray]:
-    """A mergeable summary of a partition's latencies: sorted values, each standing for `weight` values.
-
-    Up to `samples` values are kept as they are; above, every step-th value of the sorted array
-    stands for the step values up to it (the last for the remainder). Merged by weight, a
-    nearest-rank percentile of all partitions is off by at most one step per partition:
-    N / samples + partitions ranks of N.
-    """
-    v = np.sort(values)
-    n = len(v)
-    if n <= samples:
-        return v, np.ones(n, np.int64)
-    step = -(-n // samples)
-    idx = np.arange(step - 1, n, step)
-    weights = np.full(len(idx), step, np.int64)
-    if idx[-1] != n - 1:
-        idx = np.append(idx, n - 1)
-        weights = np.append(weights, n - step * (len(idx) - 1))
-    return v[idx], weights
-
-
-def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> list[float | None]:
-    """Nearest-rank percentiles of the values the partitions' `latency_summary`s stand for."""
-    if not summaries:
-        return [None for _ in ps]
-    v = np.concatenate([s[0] for s in summaries])
-    w = np.concatenate([s[1] for s in summaries])
-    if len(v) == 0:
-        return [None for _ in ps]
-    order = np.argsort(v, kind="stable")
-    v, cum = v[order], np.cumsum(w[order])
-    return [float(v[np.argmax(cum >= p * cum[-1])]) for p in ps]
-
-
-def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.99)) -> dict[str, dict]:
-    """The statistics rows of the pass (all partitions; no findings), merged per subscription:
-    counts summed, latency percentiles from the partitions' summaries, and `hottest`, the top keys
-    as (h, h2, deliveries, key_published) by (deliveries, h, h2) -- a deterministic pick among
-    ties -- unnamed."""
-    counts = ("published", "poison_published", "delivered", "distinct_delivered", "acked", "dead_lettered", "settled",
-              "publish_duplicates")
-    merged = {name: {**dict.fromkeys(counts, 0), "hot": [], "latency": []} for name in names}
-    for row in rows.select(["subscription", *counts, "h", "h2", "key_deliveries", "key_published"]).to_pylist():
-        s = merged[row["subscription"]]
-        if row["key_deliveries"] is not None:
-            s["hot"].append((row["key_deliveries"], row["h"], row["h2"], row["key_published"]))
-        elif row["published"] is not None:
-            for n in counts:
-                s[n] += row[n]
-    lat = rows.filter(pc.is_valid(rows["latency_ms"]))
-    for sub, values, weights in zip(*(lat[n].to_pylist() for n in ("subscription", "latency_ms", "latency_w"))):
-        merged[sub]["latency"].append((np.asarray(values, np.float64), np.asarray(weights, np.int64)))
-    stats = {}
-    for name, s in merged.items():
-        # a redelivery is a delivery of a message id delivered before: not the first delivery of a message's
-        # second id (a publish-side duplicate)
-        delivered, redelivered = s["delivered"], s["delivered"] - s["distinct_delivered"] - s["publish_duplicates"]
-        stats[name] = {
-            "subscription": name,
-            **{n: s[n] for n in counts},
-            "redeliveries": redelivered,
-            "redelivery_rate": redelivered / delivered if delivered else None,
-            **{f"latency_p{round(q * 100)}_ms": v for q, v in zip(percentiles, merged_percentiles(s["latency"], percentiles))},
-            "hottest": [(h, h2, d, p) for d, h, h2, p in sorted(s["hot"], reverse=True)[:HOTTEST_KEYS]],
-            "latency_cdf": latency_cdf(s["latency"]),
-        }
-    return stats
-
-
-# -- the report's timeline ----------------------------------------------------------------------
-# The report plots the run's throughput per bin; the pass counts it, so the report reads nothing
-# more. A chunk does not know the run's extent, so it counts per bin of 2**k µs numbered from the
-# epoch, k the least (from TIMELINE_MIN_SHIFT) that spans its rows in CHUNK_TIMELINE_BINS bins;
-# `plot_aggregates` coarsens every chunk's bins to the run's k (a power of two apart: exact).
-TIMELINE_SERIES = ("published", "settled", *(f"delivered:{a}" for a in ("ack", "nack", "expire", "late_ack", "crash", "none")))
-TIMELINE_MIN_SHIFT = 17  # the finest bin: 2**17 µs = 131 ms
-CHUNK_TIMELINE_BINS = 4096
-TIMELINE_BINS = 300  # the run's timeline has at most this many bins (at least half as many, or 131 ms ones)
-LATENCY_POINTS = 2_000  # per subscription on the latency CDF
-
-
-def _shift_for(lo: int, hi: int, most_bins: int) -> int:
-    """The least k >= TIMELINE_MIN_SHIFT with [lo, hi] in at most `most_bins` bins of 2**k µs."""
-    k = TIMELINE_MIN_SHIFT
-    while (hi >> k) - (lo >> k) + 1 > most_bins:
-        k += 1
-    return k
-
-
 # a delivery's timeline series by act * 3 + action_ext (TIMELINE_SERIES: 2 ack ... 7 none)
 _SERIES_OF_DELIVERY = np.array([
     7, 4, 6,  # ACT_OTHER: none, expire, crash
@@ -943,7 +711,7 @@ def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> 
     if len(row_t) or len(settle):
         first = min(int(row_t.min()) if len(row_t) else 2**62, int(settle.min()) if len(settle) else 2**62)
         last = max(int(row_t.max()) if len(row_t) else -(2**62), int(settle.max()) if len(settle) else -(2**62))
-        k = _shift_for(first, last, CHUNK_TIMELINE_BINS)
+        k = shift_for(first, last, CHUNK_TIMELINE_BINS)
         base, width = first >> k, (last >> k) - (first >> k) + 1
         size = len(TIMELINE_SERIES) * width
         counts = np.bincount(row_series * width + ((row_t >> k) - base), minlength=size)
@@ -970,69 +738,3 @@ def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> 
         np.maximum.at(longest, chunk.sub[held], chunk.deadline_s[held])
         for s in np.flatnonzero(longest >= 0).tolist():
             _append_row(out, series="expiry", subscription=names[s], expiry_deadline_s=int(longest[s]))
-
-
-def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
-    """The pass's timeline rows merged: the run's extent (`first_publish_us`, `t0` the first
-    successful publish, `t1` the last receive or ack), the timeline in at most `timeline_bins` bins
-    of `bin_us` (a power of two µs) from `t0` (aligned down to a bin), `timeline` series -> {bin: count},
-    `expiry_deadline_s` per subscription and `crash` (first, last receive) or None."""
-    extent = rows.filter(pc.equal(rows["series"], "extent"))
-
-    def extreme(name, fold):
-        values = [v for v in extent[name].to_pylist() if v is not None]
-        return fold(values) if values else None
-
-    first_publish, t0, t1 = extreme("first_publish_us", min), extreme("first_ok_publish_us", min), extreme("last_us", max)
-    crash_first, crash_last = extreme("crash_first_us", min), extreme("crash_last_us", max)
-    expiry: dict[str, int] = {}
-    for row in rows.filter(pc.equal(rows["series"], "expiry")).select(["subscription", "expiry_deadline_s"]).to_pylist():
-        expiry[row["subscription"]] = max(expiry.get(row["subscription"], 0), row["expiry_deadline_s"])
-    result = {"first_publish_us": first_publish, "t0": t0, "t1": t1, "expiry_deadline_s": expiry,
-              "crash": None if crash_first is None else (crash_first, crash_last)}
-    if t0 is None or t1 is None:
-        return {**result, "timeline": None}
-    t1 = max(t1, t0 + 1)
-    timeline_bins = TIMELINE_BINS if timeline_bins is None else timeline_bins
-    counted = rows.filter(pc.is_in(rows["series"], pa.array(TIMELINE_SERIES)))
-    shifts = counted["bin_shift"].to_pylist()
-    k = max([_shift_for(t0, t1, timeline_bins), *shifts])
-    first_bin = t0 >> k
-    # merged per series with NumPy over the flattened lists (a chunk of 2**16 rows brings up to a few
-    # thousand bins: Python lists and a dict update per bin cost ~0.3 s on the driver at 10M rows);
-    # a series' bins keep the order they first appear in
-    names = counted["series"].to_pylist()
-    lengths = pc.list_value_length(counted["bins"]).to_numpy(zero_copy_only=False)
-    values = pc.list_flatten(counted["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = pc.list_flatten(counted["bin_counts"]).to_numpy(zero_copy_only=False).astype(np.int64)
-    values = (values >> np.repeat(k - np.asarray(shifts, np.int64), lengths)) - first_bin
-    code_of = {name: i for i, name in enumerate(dict.fromkeys(names))}
-    codes = np.repeat(np.array([code_of[name] for name in names], np.int64), lengths)
-    timeline: dict[str, dict[int, int]] = {}
-    for name, code in code_of.items():
-        mine = codes == code
-        unique, first, inverse = np.unique(values[mine], return_index=True, return_inverse=True)
-        sums = np.zeros(len(unique), np.int64)
-        np.add.at(sums, inverse.reshape(-1), counts[mine])
-        order = np.argsort(first, kind="stable")
-        timeline[name] = dict(zip(unique[order].tolist(), sums[order].tolist()))
-    return {**result, "t0": first_bin << k, "bin_us": 1 << k, "bins": (t1 >> k) - first_bin + 1, "timeline": timeline}
-
-
-def latency_cdf(summaries: list[tuple[np.ndarray, np.ndarray]], points: int = LATENCY_POINTS) -> dict | None:
-    """The latency CDF of one subscription from its partitions' `latency_summary`s: at most `points`
-    (ms, fraction of messages at or below) steps, evenly spaced in rank, the largest value always
-    kept; `messages` the number of messages it stands for."""
-    if not summaries:
-        return None
-    v = np.concatenate([s[0] for s in summaries])
-    w = np.concatenate([s[1] for s in summaries])
-    if len(v) == 0:
-        return None
-    order = np.argsort(v, kind="stable")
-    v, cum = v[order], np.cumsum(w[order])
-    total = int(cum[-1])
-    if len(v) > points:
-        keep = np.unique(np.append(np.searchsorted(cum, np.linspace(0, total, points), side="left"), len(v) - 1))
-        v, cum = v[keep], cum[keep]
-    return {"ms": v.tolist(), "fraction": (cum / total).tolist(), "messages": total}

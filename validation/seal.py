@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from pubsubguard.core import storage
 from pubsubguard.validation.evidence import (
-    DELIVERY_SCHEMA, PUBLISH_SCHEMA, EvidenceError, RunInfo, json_error,
+    DELIVERY_SCHEMA, PUBLISH_SCHEMA, EvidenceError, RunInfo, read_record,
 )
 
 SEAL = "seal.json"
@@ -138,14 +138,9 @@ def _rows(rows: dict | None) -> str:
 def read_seal(evidence_dir) -> dict | None:
     """The seal, None when there is none; EvidenceError (one line) when it is damaged."""
     location = storage.join(evidence_dir, SEAL)
-    try:
-        text = storage.read_text(location)
-    except FileNotFoundError:
+    document = read_record(location, missing=None, damaged="damaged seal", expected="a seal ({format, run_id, files})")
+    if document is None:
         return None
-    try:
-        document = json.loads(text)
-    except ValueError as err:
-        raise EvidenceError(f"{location}: damaged seal: {json_error(err)}") from None
     try:
         if document["format"] != FORMAT:
             raise EvidenceError(f"{location}: format {document['format']!r}, expected {FORMAT!r}")

@@ -87,16 +87,17 @@ class Kept:
     def find(self) -> list[tuple[int, str]] | None:
         """(partition, file) of the kept input when it was made from exactly these sources; else None.
         EvidenceError naming the file when it was, but is damaged."""
-        from pubsubguard.validation.evidence import EvidenceError, json_error
+        from pubsubguard.validation.evidence import EvidenceError, read_record
 
         location = self.directory / MANIFEST
         remedy = f"delete {self.directory} (the next check keeps it anew) or check with --no-checks-input"
         try:
-            manifest = json.loads(location.read_text())
-        except OSError:
+            manifest = read_record(location, missing=None, damaged="damaged kept sorted input",
+                                   expected="the manifest of a kept sorted input", remedy=remedy, read=Path.read_text)
+        except OSError:  # unreadable (e.g. a file where the directory would be): not kept, as when absent
             return None
-        except ValueError as err:
-            raise EvidenceError(f"{location}: damaged kept sorted input: {json_error(err)}; {remedy}") from None
+        if manifest is None:
+            return None
         try:
             if manifest["format"] != FORMAT or manifest["sources"] != self.sources:
                 return None

@@ -14,17 +14,18 @@ from pubsubguard.validation.evidence import DeclaredSubscription
 from pubsubguard.validation.failures import VerifyError
 
 
-def declared_estate(config: RunConfig) -> tuple[Estate, Estate]:
+def declared_estate(config: RunConfig, plan: dict | None = None) -> tuple[Estate, Estate]:
     """The declared estate (`--plan`, `--stack` or `--state`; `--project` applied to a plan), read once:
-    all of it (plumbing included), and as its stack declares it (`Estate.declared_by_stack`).
+    all of it (plumbing included), and as its stack declares it (`Estate.declared_by_stack`). `plan`: the
+    plan or state the command already read for `config` (`declared.plan_from`); None: read here.
 
     A state is what was deployed: its project is a fact, so `--project` must name it. A plan whose names a
     deploy decides (autonames) takes them from the emulator rehearsal (`pubsubguard.core.rehearsal`)."""
     from pubsubguard.core import rehearsal
     from pubsubguard.core.plan import project_root, retarget
 
-    state = config.state
-    plan = plan_from(config.plan, config.stack, config.root, state)
+    if plan is None:
+        plan = plan_from(config.plan, config.stack, config.root, config.state)
     if "state" in plan:
         deployed = plan["state"]["projects"]
         if config.project and config.project not in deployed:
@@ -51,7 +52,7 @@ def checked(subscription: Subscription) -> DeclaredSubscription:
         ack_deadline_s=int(subscription.effective_ack_deadline_s),
         max_delivery_attempts=subscription.max_delivery_attempts,
         dead_letter_topic=short_name(subscription.dead_letter_topic) if subscription.dead_letter_topic else None,
-        delivery_type=subscription.delivery,
+        delivery_type=subscription.delivery_type,
     )
 
 

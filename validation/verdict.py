@@ -1,6 +1,8 @@
 """A run's verdict: the checks run on its evidence, with the config drift found before the probe,
 folded per subscription and guarantee (Jepsen's `merge-valid`: a guarantee that was not exercised
-is `not_tested`, never `holds`).
+is `not_tested`, never `holds`). `guarantee_status` is the one fold of a subscription's guarantees (the
+table of guarantees, `pubsubguard.validation.guarantees`, says when each is judged); `verdict_of` folds
+the run's.
 
 `run_verdict(publishes, deliveries, info)` is the one place the checks run for a verification run;
 the report's document (`pubsubguard.validation.document.build`) receives its `RunVerdict`.
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from pubsubguard.validation import evidence
 from pubsubguard.validation.endpoints import pinning_findings, pinning_tested
+from pubsubguard.validation.guarantees import SHOWN, Exercised
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
     missing can make a `lost` or an `out_of_order` of their own, and hide a violation)."""
     from pyspark.sql import functions as F
 
-    from pubsubguard.validation.checks import SETTLED_BY_DELIVERIES, guarantee_status, run_checks
+    from pubsubguard.validation.checks import run_checks
     from pubsubguard.validation.config import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
@@ -65,18 +68,15 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
     poison_topics = {sub.topic for sub in probed if results.poison_published[sub.name]}
     findings += [finding_record(f) for f in pinning_findings(endpoint_record, probed, published_ok)]
     unsettled = {name: s["published"] - s["settled"] for name, s in stats.items()}
+    affected = set(integrity.affected) if integrity is not None else set()
     guarantees = {
         sub.name: guarantee_status(
             findings, sub, tested=sub.name not in info.tested, poison_published=sub.topic in poison_topics,
             endpoints_observed=pinning_tested(endpoint_record, sub),
-            unsettled=unsettled.get(sub.name, 0),
+            unsettled=unsettled.get(sub.name, 0), rows_missing=sub.name in affected,
         )
         for sub in info.subscriptions
     }
-    affected = set(integrity.affected) if integrity is not None else set()
-    for name in affected & set(guarantees):
-        guarantees[name] = {g: "inconclusive" if g in SETTLED_BY_DELIVERIES and status != "not_tested" else status
-                            for g, status in guarantees[name].items()}
     observations = []
     seal_note = integrity.observation() if integrity is not None else None
     if seal_note:
@@ -94,6 +94,42 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
             )
     verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {}, integrity)
     return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
+
+
+def guarantee_status(
+    findings: list[dict], sub: evidence.DeclaredSubscription, *, tested: bool, poison_published: bool,
+    endpoints_observed: bool = False, unsettled: int = 0, rows_missing: bool = False,
+) -> dict[str, str]:
+    """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription, in the
+    order the table of guarantees shows them in (`pubsubguard.validation.guarantees.SHOWN`): the one place a
+    status is decided.
+
+    `not_tested` when the subscription was not probed, or does not declare the guarantee, or the run did not
+    exercise it (the table's `declared`: dead-lettering without a poison message published, endpoint pinning
+    whose endpoints were not observed). For a guarantee judged from the delivery rows (the table's
+    `settled_by_deliveries`): `inconclusive` whatever the rows read show when rows of the subscription may
+    be missing from the evidence (`rows_missing`: unsealed, or parts not read; missing rows make `lost` and
+    `out_of_order` findings of their own and can hide a violation). Otherwise only `error` findings make a
+    guarantee `violated` (`advisory` ones are reported beside it), and one without an error finding is
+    `inconclusive`, not `holds`, when `unsettled` published messages were neither acked with success nor
+    dead-lettered by the end of the drain: what became of them is unknown (a later redelivery could still
+    break it). `endpoint_pinning` is judged from the traffic seen, so neither leaves it open.
+    """
+    exercised = Exercised(poison_published=poison_published, endpoints_observed=endpoints_observed)
+    violated = {f["guarantee"] for f in findings if f["subscription"] == sub.name and f["severity"] == "error"}
+    status = {}
+    for g in SHOWN:
+        if not tested or not g.declared(sub, exercised):
+            status[g.name] = "not_tested"
+        elif g.settled_by_deliveries and rows_missing:
+            status[g.name] = "inconclusive"
+        elif g.name in violated:
+            status[g.name] = "violated"
+        elif g.settled_by_deliveries and unsettled:
+            status[g.name] = "inconclusive"
+        else:
+            status[g.name] = "holds"
+    return status
 
 
 def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int], drain: dict,

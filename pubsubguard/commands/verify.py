@@ -3,7 +3,8 @@
 The job itself is `pubsubguard.validation.job` (also runnable unchanged with spark-submit, see its docstring); its
 options are declared once, in `pubsubguard.validation.config`, and this command uses that parser with the CLI's
 project options (`-s`, `-C`), defaults relative to the project, and a pre-flight that decides, before Spark starts, whatever can be
-decided without it: a writable report directory, Java, credentials for `--target gcp`.
+decided without it: a writable report directory, Java, credentials for `--target gcp`. A plan or state it reads
+to learn the stack is handed to the job, which reads nothing again.
 Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or environment error.
 """
 
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pubsubguard.core import plan as planning
-from pubsubguard.core import state
 from pubsubguard.commands import options
 from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.core.declared import plan_from
 from pubsubguard.core.errors import UserError
 from pubsubguard.validation.access import check_credentials
 from pubsubguard.validation.config import RunConfig, add_arguments
@@ -36,25 +36,27 @@ def register(subparsers) -> None:
     parser.set_defaults(stack=None, run=run)  # pubsubguard.validation.target: --plan and --stack exclude each other
 
 
-def preflight(config: RunConfig) -> RunConfig:
-    """What verify needs, checked before any plan, Spark session or client exists; UserError otherwise.
-    The configuration with its default report directory: `<project>/out/<stack>/report` (from evidence:
-    beside it)."""
+def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
+    """What verify needs, checked before any Spark session or client exists; UserError otherwise. The
+    configuration with its default report directory, `<project>/out/<stack>/report` (from evidence: beside
+    it), and the plan or state read to learn that stack (`--plan FILE` or `--state` without `--stack`),
+    which the job is handed rather than reading it again (None: the job reads or makes it)."""
     from pubsubguard.core.emulator import find_java
 
     if config.target == "gcp" and not config.from_evidence and not loopback_only(config.endpoint):
         check_credentials()  # with loopback stand-ins only, the probe decides once it knows the endpoints
     if config.cleanup:  # deletes probe twins: no Spark, no report
-        return config
+        return config, None
+    plan = None
     if config.report is None and not config.from_evidence:
-        stack = config.stack or (planning.load_plan(config.plan)["stack"] if config.plan else
-                                 state.load(config.state or None, None, config.root)["stack"]
-                                 if config.state is not None else "dev")
+        if config.stack is None and (config.plan is not None or config.state is not None):
+            plan = plan_from(config.plan, None, config.root, config.state)  # read once, handed to the job
+        stack = config.stack or (plan["stack"] if plan is not None else "dev")
         config = config.but(report=Path(config.root or ".") / "out" / stack / "report")
         options.require_writable(config.report, "--report", directory=True)
     if find_java() is None:
         raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
-    return config
+    return config, plan
 
 
 def loopback_only(endpoint_items: list[str] | None) -> bool:
@@ -68,4 +70,5 @@ def loopback_only(endpoint_items: list[str] | None) -> bool:
 def run(args) -> int:
     from pubsubguard.validation.job import run as run_job
 
-    return run_job(preflight(RunConfig.from_options(args)))
+    config, plan = preflight(RunConfig.from_options(args))
+    return run_job(config, plan=plan)

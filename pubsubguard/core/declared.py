@@ -82,7 +82,7 @@ class Subscription:
     project: str
     topic: str  # the topic's declared name
     topic_path: str
-    delivery: str  # PULL | PUSH | BIGQUERY | CLOUD_STORAGE
+    delivery_type: str  # PULL | PUSH | BIGQUERY | CLOUD_STORAGE (`delivery_type(inputs)`)
     ordering: bool
     exactly_once: bool
     ack_deadline_s: int | None  # None: not declared (the service's default)
@@ -118,10 +118,10 @@ class Subscription:
     @property
     def not_probed(self) -> str | None:
         """Why the verification probe does not read it (None: it does)."""
-        if self.delivery == PULL:
+        if self.delivery_type == PULL:
             return None
         return (
-            f"{self.delivery} subscription: the service delivers it, a probe cannot pull from it without "
+            f"{self.delivery_type} subscription: the service delivers it, a probe cannot pull from it without "
             "changing its delivery type"
         )
 
@@ -140,7 +140,7 @@ class Subscription:
             "max_delivery_attempts": self.max_delivery_attempts,
             "retry_min_backoff_s": None,
             "retry_max_backoff_s": None,
-            "delivery": self.delivery,
+            "delivery": self.delivery_type,
             "push_endpoint": self.push_endpoint,
         }
         if self.ack_deadline_s is not None:
@@ -155,7 +155,7 @@ class Subscription:
                     settings[setting] = value
         if self.expiration_ttl is not None:
             settings["expiration_ttl"] = self.expiration_ttl
-        if self.delivery == PUSH:
+        if self.delivery_type == PUSH:
             settings["push_oidc_service_account"] = self.push_oidc_service_account
             settings["push_audience"] = self.push_audience
         if BIGQUERY in self.export_configs:
@@ -303,7 +303,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
         project=project,
         topic=short_name(topic),
         topic_path=topic_path(project, topic),
-        delivery=delivery_type(inputs),
+        delivery_type=delivery_type(inputs),
         ordering=bool(inputs.get("enableMessageOrdering")),
         exactly_once=bool(inputs.get("enableExactlyOnceDelivery")),
         ack_deadline_s=inputs.get("ackDeadlineSeconds"),

@@ -1,0 +1,55 @@
+"""`verify --conform`: the conformance scenarios (`pubsubguard.validation.conformance`) run on the probe's
+target beside the probe, so the report can name, per finding, the violated scenarios that explain it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from pubsubguard.validation.failures import VerifyError
+
+
+class ConformanceBeside:
+    """The conformance scenarios on the probe's target, started before the probe and run beside it, each on
+    its own throwaway topic and subscription (they never touch the estate or the twins): the drain's wait
+    for deadlines covers theirs. `result()` waits for them and writes `<report>/conformance.json`; it
+    returns what the report needs of them (run id, summary, each scenario's id, behaviour, result,
+    detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
+
+    def __init__(self, target: str, estate, emulator_host, report: Path):
+        from pubsubguard.validation import conformance
+
+        self.report = report
+        self.doc: dict | None = None
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        endpoint = emulator_host if target == "emulator" else None
+        print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
+              "before the probe and run beside it on their own throwaway resources", flush=True)
+
+        def run() -> None:
+            try:
+                self.doc = conformance.conform(target, estate.project, endpoint=endpoint,
+                                               project_number=getattr(estate, "project_number", None), stop=self.halt)
+            except BaseException as err:  # noqa: BLE001 - raised in result()
+                self.error = err
+
+        self.thread = threading.Thread(target=run, name="conformance", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.thread.join(timeout=60)
+
+    def result(self) -> dict:
+        self.thread.join()
+        if self.error is not None:
+            raise VerifyError(f"conformance scenarios failed: {type(self.error).__name__}: {self.error}")
+        doc = self.doc
+        self.report.mkdir(parents=True, exist_ok=True)
+        (self.report / "conformance.json").write_text(json.dumps(doc, indent=2) + "\n")
+        return {"run_id": doc["run_id"], "started": doc["started"], "duration_s": doc["duration_s"],
+                "summary": doc["summary"], "file": "conformance.json",
+                "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
+                              for item in doc["scenarios"]]}
