@@ -15,7 +15,6 @@ import uuid
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.core.plan import make_plan, project_root
 from pubsubguard.validation import job, selftest
 
 pytestmark = pytest.mark.emulator
@@ -60,13 +59,7 @@ def _verify_under(schedule_of: dict, spark, tmp_path, prefix: str) -> tuple[str,
     """The self-test's estate on a fresh topic, applied on the emulator and verified under the schedule
     (`{t}`: the topic): (topic, exit code, report.json)."""
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
-    (root / "Pulumi.test.yaml").write_text(selftest.STACK.format(t=topic))
-    plan = make_plan("test", root)
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(json.dumps(plan))
+    plan, plan_file = selftest.estate_plan(tmp_path, topic, "test")
     apply_plan(plan)
     schedule = tmp_path / "schedule.yaml"
     schedule.write_text(json.dumps(schedule_of).replace("{t}", topic))

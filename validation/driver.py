@@ -26,7 +26,7 @@ from pubsubguard.core import probe_contract
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation import access, endpoints, evidence, locks, seal
+from pubsubguard.validation import access, endpoints, evidence, locks, netem, seal, upstream
 from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.core.declared import PUSH, short_name
 from pubsubguard.core.state import caveats
@@ -143,6 +143,8 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
     mapping = endpoints.parse_endpoint_map(config.endpoint)
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
+    if config.nemesis is not None:  # the fault layer: every endpoint through a listener (TLS onward to Google)
+        upstreams = upstream.layer_upstreams(used, mapping, upstreams)
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
     if config.target == "gcp" and not all_loopback:
         access.check_credentials()
@@ -155,7 +157,12 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(config.master, log_dir=report)
-    listeners = endpoints.Listeners(upstreams, nemesis).start()
+    link = netem.start_link(nemesis, upstreams)  # packet faults (netem entries): None without
+    try:
+        listeners = endpoints.Listeners(upstreams, nemesis, dial=link.dial if link else None).start()
+    except BaseException:
+        netem.close_link(link)
+        raise
     if receiver is not None:
         receiver.start()
     try:
@@ -165,6 +172,7 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None):
         if nemesis is not None:
             nemesis.stop()
         listeners.stop()
+        netem.close_link(link)  # the namespace and its relays: nothing left, also when interrupted
         if receiver is not None:
             receiver.stop()
 
@@ -182,11 +190,15 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
         raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
                             "this run dials Google's endpoints directly (TLS): map them with --endpoint to loopback "
                             "stand-ins, or run on the emulator (a layer forwarding to Google with TLS is not built yet)")
+    packets, support = netem.probe_support()  # packet faults (netem entries): root, iproute2, the kernel's
+    netem.refuse_unsupported(schedule, packets, support)
+    print(f"verify: {netem.availability_line(packets, support)}")
     topics = {estate.topics[estate.subscriptions[name].topic].path: estate.subscriptions[name].topic for name in probed}
     schedule.check_names({t.declared_name for t in twin_specs}, set(topics.values()))
     return Nemesis(schedule, twins={t.path: t.declared_name for t in twin_specs}, topics=topics,
                    seed=schedule.seed or run_id, deadlines={t.path: t.ack_deadline_s for t in twin_specs},
-                   skew_s=config.skew_us / 1e6)
+                   skew_s=config.skew_us / 1e6, packet_faults=netem.availability_line(packets, support),
+                   packet_support=support)
 
 
 def push_receiver(config: RunConfig):

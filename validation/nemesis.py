@@ -53,7 +53,7 @@ PLANTED_FINDING = {
 }
 # "held under 12 stream kills, 40 lost ack responses": how a count of applied rows reads.
 NOUNS = {
-    "kill_stream": "stream kills", "partition": "partitions", "lose_response:publish": "lost publish responses",
+    "kill_stream": "stream kills", "partition": "partitions", "netem": "packet-fault windows (netem)", "lose_response:publish": "lost publish responses",
     "lose_response:acknowledge": "lost ack responses", "lose_response:modify_ack_deadline": "lost modack responses",
     "delay:publish": "delayed publishes", "delay:acknowledge": "delayed acks",
     "delay:modify_ack_deadline": "delayed modacks",
@@ -101,6 +101,8 @@ class Nemesis:
     skew_s: float = 0.25  # the checks' skew tolerance: planted effects come at least 2x this later (`gap_s`)
     rows: list = field(default_factory=list)
     started: float | None = None
+    packet_faults: str | None = None  # the run's line on packet faults (available, or why not: validation/netem.py)
+    packet_support: tuple = ()  # what they can do here: netem.NETEM or netem.IPTABLES
 
     def __post_init__(self):
         self.lock = threading.Lock()
@@ -116,6 +118,7 @@ class Nemesis:
         self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
         # a dead-letter strip touches the drain's twin; a topic's publish faults its topic
         self.timer: threading.Thread | None = None
+        self.packets = None  # pubsubguard.validation.netem.PacketLink: netem entries' windows (None: no packet faults)
         self.gap_s = max(MIN_GAP_S, 2 * self.skew_s)
 
     # -- clock ---------------------------------------------------------------------------
@@ -135,6 +138,8 @@ class Nemesis:
         fired: set = set()
         while not self.stop_event.wait(0.05):
             t = self.elapsed()
+            if self.packets is not None:
+                self.packets.tick(self, t)
             for e in self.schedule.entries:
                 if e.kind == "kill_stream" and t >= e.after_s:
                     k = 0 if e.every_s is None else int((t - e.after_s) // e.every_s)
@@ -168,7 +173,8 @@ class Nemesis:
 
     def as_dict(self) -> dict:
         with self.lock:
-            return {**self.schedule.as_dict(), "seed": self.seed, "applied": list(self.rows)}
+            return {**self.schedule.as_dict(), "seed": self.seed, "packet_faults": self.packet_faults,
+                    "applied": list(self.rows)}
 
     # -- which calls ---------------------------------------------------------------------
     def handles(self, method: str) -> bool:
@@ -574,9 +580,9 @@ def guarantee_faults(applied: list[dict], subscription: str) -> dict[str, int]:
     those), counted by label (`kill_stream`, `lose_response:acknowledge`, ...)."""
     counts: dict[str, int] = {}
     for row in applied:
-        if row["planted"] or not_applied(row) or row["subscription"] != subscription:
-            continue
-        label = row["kind"] if row["kind"] in ("kill_stream", "partition") else f"{row['kind']}:{_rpc(row['rpc'])}"
+        if row["planted"] or not_applied(row) or (row["subscription"] != subscription and row["kind"] != "netem"):
+            continue  # a packet fault (netem) shapes the link every subscription's calls cross
+        label = row["kind"] if row["kind"] in ("kill_stream", "partition", "netem") else f"{row['kind']}:{_rpc(row['rpc'])}"
         counts[label] = counts.get(label, 0) + 1
     return counts
 
