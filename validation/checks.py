@@ -233,7 +233,9 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
-        "CAST(CASE WHEN poison THEN 1 END AS BIGINT) AS att",
+        # its message id hashed as a delivery's (completeness per id) and the poison flag in bit 0
+        f"CAST(CASE WHEN status = 'ok' AND message_id IS NOT NULL THEN ((xxhash64(message_id) & {(1 << kernel.ID_BITS) - 1}) "
+        f"+ 1) * {1 << kernel.ID_SHIFT} ELSE 0 END + CASE WHEN poison THEN 1 ELSE 0 END AS BIGINT) AS att",
     )
     act = (
         f"CASE action WHEN 'ack' THEN {kernel.ACT_ACK} WHEN 'late_ack' THEN {kernel.ACT_LATE_ACK} "

@@ -188,8 +188,7 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
     schedule = load_schedule(config.nemesis)
     if not observable:
         raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
-                            "this run dials Google's endpoints directly (TLS): map them with --endpoint to loopback "
-                            "stand-ins, or run on the emulator (a layer forwarding to Google with TLS is not built yet)")
+                            "an endpoint of this run has none (validation/upstream.py layer_upstreams)")
     packets, support = netem.probe_support()  # packet faults (netem entries): root, iproute2, the kernel's
     netem.refuse_unsupported(schedule, packets, support)
     print(f"verify: {netem.availability_line(packets, support)}")
@@ -352,6 +351,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             parameters["endpoints"]["traffic"] = listeners.rows()
             if setup.nemesis is not None:
                 parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
+                setup.nemesis.write_accepted(evidence_dir, run_id)  # ids only the layer saw: publish rows
             info.write(evidence_dir)  # observations so far, also when interrupted
             _jobs_ended(session)  # a cancelled task writes nothing after the seal
             if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out

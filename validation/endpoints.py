@@ -7,6 +7,9 @@ endpoint (docs/pubsub-facts.md). The probe proves it used them:
 - `--endpoint REGION=HOST:PORT` (repeatable; `global` for pubsub.googleapis.com) maps a locational
   endpoint to a host. A mapping to a loopback host is a local stand-in for Google: it is dialled
   without TLS and with anonymous credentials (as the client library does for the emulator).
+- `REGION=tls:HOST:PORT` maps it to a TLS host at another address. With `--nemesis`, every endpoint gets a
+  listener, whose upstream to a TLS host is opened with TLS and the run's credentials
+  (`pubsubguard.validation.upstream`), optionally across the packet-fault link (`validation/netem.py`).
 - Wherever the traffic of an endpoint can be seen (the emulator; a loopback mapping), the driver puts
   one `Listener` per endpoint in front of its host: a gRPC-level loopback proxy that forwards every
   call unchanged (status and trailing metadata included) and records, per client (the channel's user

@@ -35,6 +35,7 @@ from pubsubguard.validation.schedule import (  # noqa: F401 - the schedule's nam
 SERVICE = "/google.pubsub.v1."
 DL_PREFIX = "CloudPubSubDeadLetterSource"
 DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+LAYER_TASK = "fault-layer"  # publisher_task of the publish rows the layer adds (the ids of dropped Publish replies)
 PLANTED_ACK_PREFIX = "pubsubguard-planted-"  # ack ids of deliveries the layer made up (answered by the layer)
 SWAP_WAIT_S = 3.0  # how long the layer holds seq for seq+1 to come (then it releases seq: not applied)
 # A planted effect comes this long (at least) after what it follows -- seq after seq+1 (swap), the
@@ -164,17 +165,44 @@ class Nemesis:
 
     # -- evidence -----------------------------------------------------------------------
     def record(self, e: Entry, rpc: str, *, client: str | None = None, key=None, seq=None, message_ids=(),
-               subscription: str | None = None, drain: str | None = None, detail: str = "") -> None:
+               subscription: str | None = None, drain: str | None = None, detail: str = "", published=None) -> None:
         row = {"time_us": time.time_ns() // 1000, "entry": e.index, "kind": e.kind, "planted": e.planted,
                "rpc": rpc, "subscription": subscription or e.subscription, "topic": e.topic, "client": client,
                "key": key, "seq": seq, "message_ids": list(message_ids), "drain": drain, "detail": detail}
+        if published is not None:  # a dropped Publish reply: [key, seq, poison, message id] the target accepted
+            row["published"] = published
         with self.lock:
             self.rows.append(row)
 
+    def accepted_rows(self, run_id: str) -> list[dict]:
+        """The messages the target accepted whose Publish reply the layer dropped, as publish rows of the
+        evidence (`evidence.PUBLISH_FIELDS`, `publisher_task` LAYER_TASK): their ids only the layer saw (the
+        client published them again under new ids), and every one must be delivered (`kernel.completeness`)."""
+        with self.lock:
+            rows = [r for r in self.rows if r.get("published")]
+        return [{"run_id": run_id, "topic": r["topic"], "key": key, "seq": seq, "message_id": message_id,
+                 "poison": poison, "status": "ok", "error": None, "publish_time_us": r["time_us"],
+                 "publisher_task": LAYER_TASK, "result_time_us": None}
+                for r in rows for key, seq, poison, message_id in r["published"] if key is not None and seq is not None]
+
+    def write_accepted(self, evidence_dir, run_id: str) -> int:
+        """`accepted_rows` as a part of the publish log (`publishes/part-layer-00000.parquet`): how many."""
+        rows = self.accepted_rows(run_id)
+        if rows:
+            import pyarrow as pa
+
+            from pubsubguard.core import storage
+            from pubsubguard.validation.evidence import PUBLISH_SCHEMA
+
+            storage.write_parquet(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA),
+                                  storage.join(evidence_dir, "publishes", "part-layer-00000.parquet"))
+        return len(rows)
+
     def as_dict(self) -> dict:
         with self.lock:
-            return {**self.schedule.as_dict(), "seed": self.seed, "packet_faults": self.packet_faults,
-                    "applied": list(self.rows)}
+            rows = list(self.rows)
+        return {**self.schedule.as_dict(), "seed": self.seed, "packet_faults": self.packet_faults,
+                "packet_link": self.packets.as_dict() if self.packets is not None else None, "applied": rows}
 
     # -- which calls ---------------------------------------------------------------------
     def handles(self, method: str) -> bool:
@@ -234,7 +262,9 @@ class Nemesis:
             for e in losses:
                 self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
                             detail=f"forwarded ({len(request.messages)} messages, stored by the target); its reply "
-                                   "dropped (UNAVAILABLE to the client, which publishes them again)")
+                                   "dropped (UNAVAILABLE to the client, which publishes them again)",
+                            published=[[m.attributes.get("key"), _int(m.attributes.get("seq")), m.attributes.get("poison") == "1", i]
+                                       for m, i in zip(request.messages, ids)])
                 context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
             return reply
         if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):

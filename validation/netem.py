@@ -130,13 +130,15 @@ def netem_args(entry) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ relays
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def _pipe(src: socket.socket, dst: socket.socket, count=None) -> None:
     try:
         while True:
             data = src.recv(CHUNK)
             if not data:
                 break
             dst.sendall(data)
+            if count is not None:
+                count(len(data))
     except OSError:
         pass
     finally:
@@ -147,7 +149,7 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
-def _serve(listener: socket.socket, connect, stop: threading.Event) -> None:
+def _serve(listener: socket.socket, connect, stop: threading.Event, count=None) -> None:
     """Accept on `listener`; each connection is spliced to `connect()` both ways (a thread per direction)."""
     while not stop.is_set():
         try:
@@ -163,7 +165,7 @@ def _serve(listener: socket.socket, connect, stop: threading.Event) -> None:
             if s.family != socket.AF_UNIX:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for a, b in ((inbound, outbound), (outbound, inbound)):
-            threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=_pipe, args=(a, b, count), daemon=True).start()
 
 
 def _unix_listener(path: str) -> socket.socket:
@@ -221,6 +223,7 @@ class PacketLink:
         self.dial: dict[str, str] = {}
         self.shaping: tuple | None = None  # (entry index, window) applied now
         self.support = support  # NETEM (tc netem) or IPTABLES (loss only)
+        self.relayed = 0  # bytes that crossed the namespace (both ways), counted by relay C
         self.lock = threading.Lock()
 
     def start(self) -> "PacketLink":
@@ -236,8 +239,8 @@ class PacketLink:
                 inbound, outbound = (os.path.join(self.directory, f"{side}-{i}.sock") for side in ("in", "out"))
                 listener = _unix_listener(outbound)  # relay C: the namespace's bytes to the target
                 self.sockets.append(listener)
-                threading.Thread(target=_serve, args=(listener, _connect_tcp(host.strip("[]"), int(port)), self.stop_event),
-                                 name="netem-relay", daemon=True).start()
+                threading.Thread(target=_serve, args=(listener, _connect_tcp(host.strip("[]"), int(port)), self.stop_event,
+                                                      self._count), name="netem-relay", daemon=True).start()
                 routes.append(f"{inbound},{BASE_PORT + i},{outbound}")
                 self.dial[address] = f"unix:{inbound}"
             self.process = subprocess.Popen(
@@ -251,6 +254,16 @@ class PacketLink:
             self.close()
             raise ScheduleError(f"netem: cannot make the packet-fault link ({' '.join(detail.split())[:200]})") from None
         return self
+
+    def _count(self, n: int) -> None:
+        with self.lock:
+            self.relayed += n
+
+    def as_dict(self) -> dict:
+        """run.json `parameters.nemesis.packet_link`: the namespace and the bytes that crossed it."""
+        with self.lock:
+            return {"namespace": self.name, "backend": "tc netem" if self.support == NETEM else "iptables statistic",
+                    "upstreams": self.upstreams, "bytes_relayed": self.relayed}
 
     def _shape(self, entry) -> str:
         """Apply the entry to the namespace's lo (replacing what was there): what was done, in words."""
