@@ -14,7 +14,8 @@ late ack) returned `success`; if it was dead-lettered, the end of its last deliv
 earliest moment the service could have forwarded it; never later than the dead-letter row).
 
 Completeness (every subscription):
-  lost        published with status ok, never delivered and never dead-lettered.
+  lost        per message id: an id published with status ok (the probe's, or the fault layer's: a
+              dropped Publish reply) never delivered and never dead-lettered.
   unexpected  one finding per delivery (or dead-letter) row that is foreign or whose (key, seq)
               this run never published.
   publish_duplicate  (advisory) a (key, seq) delivered under a second message id: a retried
