@@ -52,6 +52,18 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "setup: bubblewrap is not installed; programs will run unconfined (apt-get install bubblewrap)" >&2
   fi
 fi
+# packet faults (`--nemesis` netem entries, validation/netem.py) need root, iproute2 (ip, tc) and, where the
+# kernel has no netem, iptables (loss alone); without them runs use the proxy's faults only and say so.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=""
+  command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || missing="iproute2"
+  command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
+  if [ -n "$missing" ]; then
+    echo "setup: installing${missing:+ }${missing# } for packet faults (--nemesis netem)" >&2
+    { apt-get update -qq && apt-get install -y -qq $missing >/dev/null; } || \
+      echo "setup: could not install $missing; packet faults will be unavailable (proxy faults only)" >&2
+  fi
+fi
 ready() {
   echo "setup: ready. Judge a program: .venv/bin/pubsubguard check -C PROJECT_DIR -s STACK" >&2
   echo "setup:        the whole flow on the emulator: .venv/bin/pubsubguard run -s dev" >&2

@@ -140,3 +140,37 @@ def test_publish_side_duplicates_are_reported_and_counted_never_as_redeliveries(
         legal_name = name.rsplit("~", 1)[0] + "~legal"
         assert stats[name]["publish_duplicates"] == 1 and stats[legal_name]["publish_duplicates"] == 0
         assert stats[name]["redeliveries"] == stats[legal_name]["redeliveries"], (name, stats[name], stats[legal_name])
+
+
+def test_completeness_is_per_message_id(spark):
+    """An id the target accepted whose Publish reply the fault layer dropped (a publish row of the layer) must be
+    delivered like the probe's own: never delivered, it is `lost` on the row of that id, although the same key
+    and seq was delivered under the client's retried id; delivered, it is the advisory publish-side duplicate.
+    Nothing else is raised either way (no exactly-once, ordering or dead-letter finding)."""
+    legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=3, messages_per_key=6, fault_rate=0.3, duplicate_rate=0.5), 17,
+                       run_id="run-ids")
+    copies, injected = [H.renamed(legal, "~legal")], {}
+    for i, sub in enumerate(SUBSCRIPTIONS):
+        s, k, q = H._messages(legal, H._not_dead_lettered_last_if_ordered(legal, sub.name))[0]
+        for delivered in (False, True):
+            m = legal.copy()
+            probe_row = next(p for p in m.publishes if p["topic"] == sub.topic and p["key"] == k and p["seq"] == q)
+            layer_id = f"{probe_row['message_id']}/accepted-reply-lost"
+            m.publishes.append({**probe_row, "message_id": layer_id, "publisher_task": "fault-layer",
+                                "publish_time_us": probe_row["publish_time_us"] + 1, "result_time_us": None})
+            if delivered:
+                first = min(H._rows(m, s, k, q), key=lambda r: r["receive_time_us"])
+                twin = H._clone_delivery(first, first["receive_time_us"] + 1, "ack", m)
+                twin.update(message_id=layer_id, delivery_attempt=1 if first["delivery_attempt"] else None)
+                m.deliveries.append(twin)
+            suffix = f"~{i}{'d' if delivered else 'u'}"
+            copies.append(H.renamed(m, suffix))
+            injected[sub.name + suffix] = (k, q, layer_id, delivered)
+    publishes, deliveries, merged = _tables(spark, copies)
+    checked = run_checks(publishes, deliveries, merged.subscriptions)
+    findings = [r.asDict(recursive=True) for r in checked.findings.collect()]
+    assert [f for f in findings if f["subscription"].endswith("~legal")] == []
+    for name, (k, q, layer_id, delivered) in injected.items():
+        mine = [(f["kind"], f["severity"], f["key"], f["seq"], f["message_id"]) for f in findings if f["subscription"] == name]
+        expected = ("publish_duplicate", "advisory") if delivered else ("lost", "error")
+        assert mine == [(*expected, k, q, layer_id)], (name, mine)

@@ -30,6 +30,8 @@ GOOD = [
     {"kind": "lose_response", "rpc": "publish", "topic": "t", "rate": 0.3},
     {"kind": "lose_response", "rpc": "publish", "topic": "t", "key": "key-001", "seq": 2},
     {"kind": "partition", "subscription": "s", "task": "sub-1", "after_s": 4, "for_s": 15},
+    {"kind": "netem", "delay_ms": 80, "loss": 0.05, "reorder": 0.2, "after_s": 3, "for_s": 10},
+    {"kind": "netem", "loss": 0.1, "after_s": 1, "every_s": 10, "for_s": 2},
 ]
 
 BAD = [  # (entry, the field the one line names, a word of the reason)
@@ -50,6 +52,13 @@ BAD = [  # (entry, the field the one line names, a word of the reason)
     ({"kind": "drop_delivery", "subscription": "s", "rate": 1, "task": "sub-0"}, "faults[0].task", "only partition"),
     ({"kind": "drop_delivery", "subscription": "s", "rate": 1, "colour": "red"}, "faults[0].colour", "unknown field"),
     ({"kind": "kill_stream", "subscription": "s", "after_s": 1, "every_s": 0}, "faults[0].every_s", "positive"),
+    ({"kind": "netem", "subscription": "s", "loss": 0.1, "after_s": 1, "for_s": 2}, "faults[0].subscription", "every packet"),
+    ({"kind": "netem", "loss": 0.1, "after_s": 1}, "faults[0].for_s", "for_s"),
+    ({"kind": "netem", "loss": 0.1, "for_s": 1}, "faults[0].after_s", "timed"),
+    ({"kind": "netem", "after_s": 1, "for_s": 2}, "faults[0].delay_ms", "delay_ms or loss"),
+    ({"kind": "netem", "loss": 2, "after_s": 1, "for_s": 2}, "faults[0].loss", "0 to 1"),
+    ({"kind": "netem", "loss": 0.1, "reorder": 0.5, "after_s": 1, "for_s": 2}, "faults[0].reorder", "needs delay_ms"),
+    ({"kind": "delay", "rpc": "publish", "topic": "t", "ms": 5, "rate": 0.1, "loss": 0.1}, "faults[0].loss", "only netem"),
 ]
 
 

@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 
+import pyarrow.compute as pc
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.core.plan import make_plan, project_root
 from pubsubguard.validation import job, selftest
 
 pytestmark = pytest.mark.emulator
@@ -60,13 +61,7 @@ def _verify_under(schedule_of: dict, spark, tmp_path, prefix: str) -> tuple[str,
     """The self-test's estate on a fresh topic, applied on the emulator and verified under the schedule
     (`{t}`: the topic): (topic, exit code, report.json)."""
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
-    (root / "Pulumi.test.yaml").write_text(selftest.STACK.format(t=topic))
-    plan = make_plan("test", root)
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(json.dumps(plan))
+    plan, plan_file = selftest.estate_plan(tmp_path, topic, "test")
     apply_plan(plan)
     schedule = tmp_path / "schedule.yaml"
     schedule.write_text(json.dumps(schedule_of).replace("{t}", topic))
@@ -140,3 +135,147 @@ def test_lost_publish_replies_are_publish_side_duplicates_never_redeliveries(spa
     assert subs[f"{topic}-eod"]["guarantees"]["exactly_once"] in ("holds", "inconclusive")
     assert subs[f"{topic}-ordered"]["guarantees"]["ordering"] in ("holds", "inconclusive")
     assert code in (0, 1)
+    _every_accepted_id_must_be_delivered(spark, tmp_path / "report" / "evidence", topic, lost_ids)
+
+
+def _every_accepted_id_must_be_delivered(spark, evidence_dir, topic: str, lost_ids: set[str]) -> None:
+    """Completeness per message id. The ids of the dropped Publish replies are in the publish log (rows of the
+    layer: the client never saw them) and were each delivered; the same evidence with the deliveries of one such
+    id removed (the target accepted it and never delivered it, while its retried twin was delivered) is judged
+    `lost` on every subscription, on the row of that id, and no exactly-once finding comes with it."""
+    import pyarrow.parquet as pq
+
+    from pubsubguard.validation.checks import run_checks
+    from pubsubguard.validation.evidence import RunInfo
+    from pubsubguard.validation.nemesis import LAYER_TASK
+
+    publishes = pq.read_table(evidence_dir / "publishes")
+    deliveries = pq.read_table(evidence_dir / "deliveries")
+    layer = [r for r in publishes.to_pylist() if r["publisher_task"] == LAYER_TASK]
+    assert {r["message_id"] for r in layer} == lost_ids and all(r["status"] == "ok" and r["topic"] == topic for r in layer)
+    probe_ids = {r["message_id"] for r in publishes.to_pylist() if r["publisher_task"] != LAYER_TASK}
+    assert not probe_ids & lost_ids  # the client published them again under new ids
+    gone = sorted(lost_ids)[0]
+    subs = [s for s in RunInfo.read(evidence_dir).subscriptions if s.topic == topic]
+    kept = deliveries.filter(pc.invert(pc.equal(deliveries["message_id"], gone)))
+    assert kept.num_rows < deliveries.num_rows
+    for table, expect_lost in ((deliveries, False), (kept, True)):
+        checked = run_checks(spark.createDataFrame(publishes.to_pandas()), spark.createDataFrame(table.to_pandas()), subs)
+        findings = [r.asDict(recursive=True) for r in checked.findings.collect()]
+        lost = [f for f in findings if f["kind"] == "lost"]
+        if not expect_lost:
+            assert lost == [], lost
+            continue
+        assert sorted(f["subscription"] for f in lost) == sorted(s.name for s in subs), lost
+        assert all(f["message_id"] == gone and f["severity"] == "error" for f in lost), lost
+        assert not [f for f in findings if f["kind"] in ("duplicate_after_ack", "duplicate_while_outstanding",
+                                                         "stale_ack_accepted")], findings
+        # on an ordered key the removed delivery leaves a gap before the retried twins: an ordering finding there
+        # is the mutation's (the evidence edited), never elsewhere
+        ordered = {sub.name for sub in subs if sub.ordering}
+        assert {f["subscription"] for f in findings if f["kind"] == "out_of_order"} <= ordered, findings
+
+
+def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tmp_path):
+    """netem entries (validation/netem.py): the layer's upstream bytes cross a network namespace the run makes;
+    packets on its lo are dropped (and delayed, where the kernel has netem) for a window. Each window applied is
+    a row and is named under the guarantees; TCP retransmits, so nothing is lost or duplicated; the namespace,
+    its relays and sockets are gone afterwards."""
+    from pubsubguard.validation import netem
+
+    why, support = netem.probe_support()
+    if why is not None:
+        pytest.skip(netem.availability_line(why, support))
+    window = {"kind": "netem", "loss": 0.15, "after_s": 0.5, "for_s": 6}
+    if "delay_ms" in support:
+        window["delay_ms"] = 40
+    topic, code, result = _verify_under({"faults": [window]}, spark, tmp_path, "pk")
+    nemesis = result["parameters"]["nemesis"]
+    assert nemesis["packet_faults"] == netem.availability_line(None, support)
+    rows = [r for r in nemesis["applied"] if r["kind"] == "netem"]
+    assert len(rows) == 1 and rows[0]["rpc"] == "TCP" and not rows[0]["detail"].startswith("NOT applied"), rows
+    assert "15% of packets" in rows[0]["detail"] or "loss 15%" in rows[0]["detail"], rows[0]
+    for name, sub in result["subscriptions"].items():
+        assert "packet-fault windows" in sub["network_faults"]["under"], (name, sub["network_faults"])
+        assert not [k for k in sub["findings"] if k in ("lost", "duplicate_after_ack", "duplicate_while_outstanding",
+                                                        "stale_ack_accepted", "out_of_order")], (name, sub["findings"])
+    for name in (f"{topic}-plain", f"{topic}-eod", f"{topic}-ordered"):
+        assert result["subscriptions"][name]["figures"]["distinct_delivered"] == 30, name
+    assert code in (0, 1)
+    namespace = rows[0]["detail"].rsplit("namespace ", 1)[1].rstrip(")")
+    # the layer's upstream bytes (publishes, pulls, acks) really crossed the namespace
+    assert nemesis["packet_link"]["namespace"] == namespace and nemesis["packet_link"]["bytes_relayed"] > 10_000
+    assert namespace not in netem.namespaces()
+    assert not [n for n in netem.namespaces() if n.startswith(f"{netem.PREFIX}{os.getpid()}-")]
+
+
+def test_packet_faults_refused_where_unavailable_in_one_line():
+    from pubsubguard.validation import netem, nemesis
+
+    schedule = nemesis.parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "s", "after_s": 1},
+                                                  {"kind": "netem", "delay_ms": 20, "after_s": 1, "for_s": 2}]}, "s.yaml")
+    with pytest.raises(nemesis.ScheduleError) as err:
+        netem.refuse_unsupported(schedule, "not root", ())
+    assert str(err.value) == ("--nemesis s.yaml: faults[1].kind: netem needs root and iproute2 (ip, tc) to make a "
+                              "network namespace; here: not root")
+    with pytest.raises(nemesis.ScheduleError, match=r"faults\[1\]\.delay_ms: this kernel has no netem"):
+        netem.refuse_unsupported(schedule, None, netem.IPTABLES)
+    netem.refuse_unsupported(schedule, None, netem.NETEM)
+    assert netem.availability_line("no tc", ()) == "packet faults: unavailable (no tc) — proxy faults only"
+
+
+def test_packet_fault_link_is_removed_when_the_run_is_interrupted(spark, emulator, tmp_path):
+    """SIGTERM while a netem window is on: the run ends (130) and leaves no namespace, relay or socket behind."""
+    import glob
+    import signal
+    import tempfile
+    import threading
+    import time
+
+    from pubsubguard.validation import netem
+
+    why, support = netem.probe_support()
+    if why is not None:
+        pytest.skip(netem.availability_line(why, support))
+    mine = f"{netem.PREFIX}{os.getpid()}-"
+    sockets_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "pubsubguard-netem-*")))
+    seen = []
+
+    def interrupt_when_shaping() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            names = [n for n in netem.namespaces() if n.startswith(mine) and not n.endswith("-probe")]
+            if names:
+                seen.extend(names)
+                time.sleep(4)  # the window (after 1 s) is on
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.2)
+
+    saved = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    killer = threading.Thread(target=interrupt_when_shaping, daemon=True)
+    killer.start()
+    try:
+        topic = f"pi-{uuid.uuid4().hex[:8]}"
+        plan, plan_file = selftest.estate_plan(tmp_path, topic, "test")
+        apply_plan(plan)
+        schedule = tmp_path / "schedule.json"
+        schedule.write_text(json.dumps({"faults": [{"kind": "netem", "loss": 0.1, "after_s": 1, "for_s": 60}]}))
+        code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "200",
+                         "--drain-timeout", "60", "--report", str(tmp_path / "report"), "--no-progress",
+                         "--nemesis", str(schedule)], spark=spark)
+        killer.join(5)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    assert seen and code == 130
+    assert not [n for n in netem.namespaces() if n.startswith(mine)]
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "pubsubguard-netem-*"))) <= sockets_before
+    relays = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"pubsubguard.validation.netem" in f.read():
+                    relays.append(pid)
+        except OSError:
+            continue
+    assert relays == []

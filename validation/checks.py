@@ -15,7 +15,8 @@ late ack) returned `success`; if it was dead-lettered, the end of its last deliv
 earliest moment the service could have forwarded it; never later than the dead-letter row).
 
 Completeness (every subscription):
-  lost        published with status ok, never delivered and never dead-lettered.
+  lost        per message id: an id published with status ok (the probe's, or the fault layer's: a
+              dropped Publish reply) never delivered and never dead-lettered.
   unexpected  one finding per delivery (or dead-letter) row that is foreign or whose (key, seq)
               this run never published.
   publish_duplicate  (advisory) a (key, seq) delivered under a second message id: a retried
@@ -234,7 +235,9 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
-        "CAST(CASE WHEN poison THEN 1 END AS BIGINT) AS att",
+        # its message id hashed as a delivery's (completeness per id) and the poison flag in bit 0
+        f"CAST(CASE WHEN status = 'ok' AND message_id IS NOT NULL THEN ((xxhash64(message_id) & {(1 << kernel.ID_BITS) - 1}) "
+        f"+ 1) * {1 << kernel.ID_SHIFT} ELSE 0 END + CASE WHEN poison THEN 1 ELSE 0 END AS BIGINT) AS att",
     )
     act = (
         f"CASE action WHEN 'ack' THEN {kernel.ACT_ACK} WHEN 'late_ack' THEN {kernel.ACT_LATE_ACK} "

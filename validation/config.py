@@ -179,7 +179,8 @@ def add_arguments(parser: argparse.ArgumentParser,
     source.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None, metavar="REGION=HOST:PORT",
                         help="map a declared locational endpoint (REGION, or `global` for the global endpoint) to a "
                              "host; repeatable. A loopback host is dialled without TLS or credentials and its "
-                             "traffic is recorded (endpoint_pinning)")
+                             "traffic is recorded (endpoint_pinning); tls:HOST:PORT is a TLS endpoint at another "
+                             "address (dialled with TLS and the credentials)")
     source.add_argument("--push-receiver", default=None, metavar="URL",
                         help="on gcp, a URL Pub/Sub can push to that reaches the probe's push receiver on loopback "
                              "port --push-port; push subscriptions are probed through it (else not_tested)")

@@ -352,7 +352,7 @@ def network_bands(info: evidence.RunInfo) -> dict[str, list[list[int]]]:
         if row["planted"] or row["detail"].startswith(("NOT applied", "refused")):
             continue
         start = row["time_us"]
-        end = start + round((lasting.get(row["entry"]) or 0) * 1e6) if row["kind"] == "partition" else start
+        end = start + round((lasting.get(row["entry"]) or 0) * 1e6) if row["kind"] in ("partition", "netem") else start
         bands.setdefault(row["kind"], []).append([start, end])
     return bands
 

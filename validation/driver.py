@@ -26,7 +26,7 @@ from pubsubguard.core import storage
 from pubsubguard.core.declared import short_name
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.state import caveats
-from pubsubguard.validation import access, endpoints, evidence, probe_setup, seal
+from pubsubguard.validation import access, endpoints, evidence, netem, probe_setup, seal
 from pubsubguard.validation.canary import filter_canary
 from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.conformance_beside import ConformanceBeside
@@ -63,7 +63,12 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(config.master, log_dir=setup.report)
-    listeners = endpoints.Listeners(setup.upstreams, nemesis).start()
+    link = netem.start_link(nemesis, setup.upstreams)  # packet faults (netem entries): None without
+    try:
+        listeners = endpoints.Listeners(setup.upstreams, nemesis, dial=link.dial if link else None).start()
+    except BaseException:
+        netem.close_link(link)
+        raise
     if receiver is not None:
         receiver.start()
     try:
@@ -73,6 +78,7 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
         if nemesis is not None:
             nemesis.stop()
         listeners.stop()
+        netem.close_link(link)  # the namespace and its relays: nothing left, also when interrupted
         if receiver is not None:
             receiver.stop()
 
@@ -180,6 +186,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             parameters["endpoints"]["traffic"] = listeners.rows()
             if setup.nemesis is not None:
                 parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
+                setup.nemesis.write_accepted(evidence_dir, run_id)  # ids only the layer saw: publish rows
             info.write(evidence_dir)  # observations so far, also when interrupted
             _jobs_ended(session)  # a cancelled task writes nothing after the seal
             if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out

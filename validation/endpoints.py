@@ -7,6 +7,9 @@ endpoint (docs/pubsub-facts.md). The probe proves it used them:
 - `--endpoint REGION=HOST:PORT` (repeatable; `global` for pubsub.googleapis.com) maps a locational
   endpoint to a host. A mapping to a loopback host is a local stand-in for Google: it is dialled
   without TLS and with anonymous credentials (as the client library does for the emulator).
+- `REGION=tls:HOST:PORT` maps it to a TLS host at another address. With `--nemesis`, every endpoint gets a
+  listener, whose upstream to a TLS host is opened with TLS and the run's credentials
+  (`pubsubguard.validation.upstream`), optionally across the packet-fault link (`validation/netem.py`).
 - Wherever the traffic of an endpoint can be seen (the emulator; a loopback mapping), the driver puts
   one `Listener` per endpoint in front of its host: a gRPC-level loopback proxy that forwards every
   call unchanged (status and trailing metadata included) and records, per client (the channel's user
@@ -20,7 +23,6 @@ endpoint (docs/pubsub-facts.md). The probe proves it used them:
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections import defaultdict
 from concurrent import futures
@@ -28,6 +30,8 @@ from concurrent import futures
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core.errors import UserError
+from pubsubguard.validation import upstream as upstream_channel
+from pubsubguard.validation.upstream import is_loopback  # noqa: F401 - where the run's callers look for it
 
 GLOBAL = "global"
 USER_AGENT_PREFIX = "pubsubguard-client/"
@@ -61,16 +65,6 @@ def parse_endpoint_map(values: list[str] | None) -> dict[str, str]:
     return mapping
 
 
-def is_loopback(address: str) -> bool:
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def client_kwargs(endpoint: str, mapping: dict[str, str], client: str) -> dict:
     """Keyword arguments for `PublisherClient` / `SubscriberClient` talking to `endpoint` as `client`.
 
@@ -85,7 +79,7 @@ def client_kwargs(endpoint: str, mapping: dict[str, str], client: str) -> dict:
         options = [("grpc.primary_user_agent", agent), ("grpc.use_local_subchannel_pool", 1),
                    ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
         return {"channel": grpc.insecure_channel(address, options=options)}
-    return {"client_options": {"api_endpoint": address}, "client_info": _client_info(agent)}
+    return {"client_options": {"api_endpoint": upstream_channel.host_port(address)}, "client_info": _client_info(agent)}
 
 
 def _client_info(agent: str):
@@ -150,7 +144,7 @@ def _resource(method: str, raw: bytes) -> tuple[str, int]:
 class Listener:
     """A loopback gRPC proxy standing for `endpoint` in front of `upstream`; records what passes."""
 
-    def __init__(self, endpoint: str, upstream: str, port: int = 0, nemesis=None):
+    def __init__(self, endpoint: str, upstream: str, port: int = 0, nemesis=None, dial: str | None = None):
         import grpc
 
         self.endpoint = endpoint
@@ -160,8 +154,10 @@ class Listener:
         self.traffic: dict[tuple, dict] = defaultdict(
             lambda: {"requests": 0, "messages": 0, "request_bytes": 0, "response_bytes": 0, "calls": 0,
                      "peers": set(), "status": defaultdict(int)})
-        self.channel = grpc.insecure_channel(upstream, options=[("grpc.max_receive_message_length", -1),
-                                                                 ("grpc.max_send_message_length", -1)])
+        # plaintext to loopback, TLS + the run's credentials to Google (`tls:`): validation/upstream.py;
+        # `dial`: the packet-fault link in front of it (validation/netem.py)
+        self.channel = upstream_channel.open_channel(upstream, dial, options=[("grpc.max_receive_message_length", -1),
+                                                                              ("grpc.max_send_message_length", -1)])
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="listener"),
                                   handlers=[_Forward(self)],
                                   options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
@@ -384,8 +380,8 @@ class Listeners:
     """One `Listener` per endpoint of a run, each in front of the host the endpoint maps to; with a
     `nemesis`, every listener hands the Pub/Sub calls to it (the fault layer)."""
 
-    def __init__(self, upstreams: dict[str, str], nemesis=None):
-        self.listeners = {endpoint: Listener(endpoint, upstream, nemesis=nemesis)
+    def __init__(self, upstreams: dict[str, str], nemesis=None, dial: dict[str, str] | None = None):
+        self.listeners = {endpoint: Listener(endpoint, upstream, nemesis=nemesis, dial=(dial or {}).get(upstream))
                           for endpoint, upstream in sorted(upstreams.items())}
 
     def start(self) -> "Listeners":

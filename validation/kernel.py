@@ -42,7 +42,7 @@ from pubsubguard.validation.aggregates import (
 from pubsubguard.validation.evidence import FINDING_KINDS
 from pubsubguard.validation.guarantees import GUARANTEES, check_table
 from pubsubguard.validation.scans import (
-    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, seg_cummax, seg_cummin_after,
+    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, nullable_ints, seg_cummax, seg_cummin_after,
     seg_ids, settle_prefix, whole_segments,
 )
 
@@ -64,7 +64,7 @@ CHUNK_ROWS = 1 << 16
 #           kind: PUBLISH..FOREIGN
 #   seq, t  sequence number; publish or receive time
 #   ack_t   when the ack/nack was sent
-#   att     a publish's poison flag (1, else null); a delivery's (message id hash + 1) << ID_SHIFT |
+#   att     a publish's (message id hash + 1) << ID_SHIFT (0: failed, no id) | poison flag (1); a delivery's (message id hash + 1) << ID_SHIFT |
 #           (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond act (EXT_*: expire,
 #           crash; the report's timeline tells them apart) -- the message id hash (ID_BITS of
 #           xxhash64(message_id)) tells a publish-side duplicate (the same key and seq under a second
@@ -228,7 +228,9 @@ class Chunk:
         # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
         delivery_att = pc.fill_null(self.att_raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
-        self.poison = (self.row_kind == PUBLISH) & (delivery_att == 1)
+        self.poison = (self.row_kind == PUBLISH) & ((delivery_att & 1) == 1)
+        # a publish's message id (hashed as a delivery's; 0: not known, e.g. a failed publish)
+        self.publish_id_hash = np.where((self.row_kind == PUBLISH) & self.ok, delivery_att >> ID_SHIFT, 0)
         # a delivery's message id (hashed; 0 for other rows): a second id of one (key, seq) is a publish-side duplicate
         self.id_hash = np.where(self.row_kind == DELIVERY, delivery_att >> ID_SHIFT, 0)
         attempt = ((delivery_att >> 2) & ((1 << (ID_SHIFT - 2)) - 1)).astype(np.float64) - 1
@@ -364,18 +366,28 @@ class Found:
 
 
 def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
-    """lost and unexpected (every subscription)."""
+    """lost and unexpected (every subscription). Lost is judged per message id: every id the target accepted
+    (a successful publish row with its id: the probe's, or one only the fault layer saw, the id of a Publish
+    whose reply it dropped) is delivered on the subscription (or its message dead-lettered: the dead-letter
+    topic's copy has an id of its own), else `lost` on the row of that id; a message whose publish rows carry
+    no id is lost when none of it was delivered."""
     message = chunk.message  # each row's message
-    lost = np.flatnonzero(
-        chunk.first_of_message & chunk.message_published_ok[message]
-        & (chunk.message_deliveries[message] == 0) & (chunk.message_dead_letters[message] == 0)
-    )
+    not_dead_lettered = chunk.message_dead_letters[message] == 0
+    ided = chunk.publish_id_hash > 0
+    # (message, id hash) of every delivery; ids are ID_BITS wide, so a message index below 2**24 fits beside them
+    delivered = np.unique((message[chunk.is_delivery] << (ID_BITS + 1)) | chunk.id_hash[chunk.is_delivery])
+    undelivered_id = ided & not_dead_lettered & ~np.isin((message << (ID_BITS + 1)) | chunk.publish_id_hash, delivered)
+    without_ids = _flagged_count(ided, message, len(chunk.message_start)) == 0
+    lost = np.flatnonzero(undelivered_id | (
+        chunk.first_of_message & without_ids[message] & chunk.message_published_ok[message]
+        & (chunk.message_deliveries[message] == 0) & not_dead_lettered
+    ))
     received = chunk.is_delivery | chunk.is_dead_letter
     unexpected = np.flatnonzero((chunk.row_kind == FOREIGN) | (received & ~chunk.known))
     # a (key, seq) this run published, delivered under a second message id: a retried publish (advisory)
     duplicate = chunk.publish_duplicate_rows[chunk.known[chunk.publish_duplicate_rows]]
     return [
-        Found("lost", lost, {"published_us": chunk.message_published_us[message[lost]]}),
+        Found("lost", lost, {"published_us": np.where(ided[lost], chunk.t[lost], chunk.message_published_us[message[lost]])}),
         Found(
             "unexpected", unexpected, {"received_us": chunk.t[unexpected]},
             form=np.where(chunk.row_kind[unexpected] == FOREIGN, "foreign", "unpublished"),
@@ -598,10 +610,6 @@ def _check_chunk(
     return pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
-def _nullable_ints(values: np.ndarray) -> list[int | None]:
-    return [None if np.isnan(v) else int(v) for v in values.tolist()]
-
-
 def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tuple[str, ...], row_id_base: int) -> None:
     """One output row per finding of `found`, with the coordinates of its row and its facts."""
     rows = found.rows
@@ -625,13 +633,13 @@ def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tu
         "src": chunk.row_kind[rows].tolist(),
         "mh": message_hash,
         "key_published": chunk.key_published[chunk.key[rows]].tolist(),
-        "seq": _nullable_ints(seqs),
+        "seq": nullable_ints(seqs),
         "form": [None] * count if found.form is None else list(found.form),
         "ev_seqs": [[int(seq) for seq in per if not np.isnan(seq)] for per in zip(*(e.tolist() for e in evidence))],
         "t": chunk.t[rows].astype(np.int64).tolist(),
     }
     for name in FINDING_FACTS:
-        columns[name] = _nullable_ints(found.facts[name]) if name in found.facts else [None] * count
+        columns[name] = nullable_ints(found.facts[name]) if name in found.facts else [None] * count
     for name, values in out.items():
         values.extend(columns.get(name, [None] * count))
 

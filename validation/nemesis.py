@@ -16,38 +16,26 @@ Two families, kept apart (docs/verification.md, "The fault layer"):
 Each fault applied is a row (`Nemesis.rows`: time, kind, RPC, subscription or topic, key, seq, message
 ids, client) kept in run.json `parameters.nemesis.applied`.
 
-The schedule (YAML or JSON; docs/schemas/nemesis.schema.json):
-
-    seed: any text            # optional: the draws of `rate` selectors (default: the run id)
-    faults:
-      - {kind: drop_delivery, subscription: orders-plain, key: key-002, seq: 3}
-      - {kind: ack_lie, subscription: orders-eod, rate: 0.05}
-      - {kind: kill_stream, subscription: orders-ordered, after_s: 5, every_s: 10}
-      - {kind: lose_response, rpc: acknowledge, subscription: orders-eod, rate: 0.2}
-      - {kind: lose_response, rpc: publish, topic: orders, rate: 0.1}    # publish-side duplicates
-      - {kind: delay, rpc: modify_ack_deadline, subscription: orders-eod, ms: 300, after_s: 2, for_s: 5}
-      - {kind: partition, subscription: orders-eod, task: sub-1, after_s: 4, for_s: 15}
+The schedule (YAML or JSON) is read and validated by `pubsubguard.validation.schedule`; packet faults
+(`netem`, root only) are applied by `pubsubguard.validation.netem` on the layer's upstream link.
 """
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from pubsubguard.core.errors import UserError
 from pubsubguard.validation.faults import unit
+from pubsubguard.validation.schedule import (  # noqa: F401 - the schedule's names, as the layer's callers use them
+    KINDS, NETWORK, PLANTED, RPCS, Entry, Schedule, ScheduleError, load_schedule, parse_schedule,
+)
 
-PLANTED = ("drop_delivery", "duplicate_after_ack", "ack_lie", "swap", "strip_dead_letter_attributes")
-NETWORK = ("kill_stream", "lose_response", "delay", "partition")
-KINDS = PLANTED + NETWORK
-RPCS = {"publish": "Publish", "acknowledge": "Acknowledge", "modify_ack_deadline": "ModifyAckDeadline"}
 SERVICE = "/google.pubsub.v1."
 DL_PREFIX = "CloudPubSubDeadLetterSource"
 DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+LAYER_TASK = "fault-layer"  # publisher_task of the publish rows the layer adds (the ids of dropped Publish replies)
 PLANTED_ACK_PREFIX = "pubsubguard-planted-"  # ack ids of deliveries the layer made up (answered by the layer)
 SWAP_WAIT_S = 3.0  # how long the layer holds seq for seq+1 to come (then it releases seq: not applied)
 # A planted effect comes this long (at least) after what it follows -- seq after seq+1 (swap), the
@@ -66,204 +54,11 @@ PLANTED_FINDING = {
 }
 # "held under 12 stream kills, 40 lost ack responses": how a count of applied rows reads.
 NOUNS = {
-    "kill_stream": "stream kills", "partition": "partitions", "lose_response:publish": "lost publish responses",
+    "kill_stream": "stream kills", "partition": "partitions", "netem": "packet-fault windows (netem)", "lose_response:publish": "lost publish responses",
     "lose_response:acknowledge": "lost ack responses", "lose_response:modify_ack_deadline": "lost modack responses",
     "delay:publish": "delayed publishes", "delay:acknowledge": "delayed acks",
     "delay:modify_ack_deadline": "delayed modacks",
 }
-
-
-class ScheduleError(UserError):
-    pass
-
-
-# ---------------------------------------------------------------------------------- the schedule
-@dataclass(frozen=True)
-class Entry:
-    index: int
-    kind: str
-    subscription: str | None = None
-    topic: str | None = None
-    key: str | None = None
-    seq: int | None = None
-    rate: float | None = None
-    after_s: float | None = None
-    every_s: float | None = None
-    for_s: float | None = None
-    rpc: str | None = None
-    ms: float | None = None
-    task: str | None = None
-
-    @property
-    def planted(self) -> bool:
-        return self.kind in PLANTED
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{self.rpc}" if self.rpc else self.kind
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-    def active(self, t: float) -> bool:
-        """Is a time window of this entry open at `t` s since the layer started (no time selector: always)."""
-        if self.after_s is None:
-            return True
-        if t < self.after_s:
-            return False
-        if self.every_s is None:
-            return self.for_s is None or t < self.after_s + self.for_s
-        return (t - self.after_s) % self.every_s < (self.for_s if self.for_s is not None else self.every_s)
-
-    def selects(self, seed: str, key: str | None, seq: int | None) -> bool:
-        """Does the entry's message selector take the message (key, seq) (no message selector: yes)."""
-        if self.key is not None:
-            return key == self.key and seq == self.seq
-        if self.rate is not None:
-            return key is not None and unit(seed, self.index, self.kind, key, seq) < self.rate
-        return True
-
-
-@dataclass(frozen=True)
-class Schedule:
-    entries: tuple[Entry, ...] = ()
-    seed: str | None = None
-    source: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"source": self.source, "seed": self.seed, "faults": [e.as_dict() for e in self.entries]}
-
-    def check_names(self, subscriptions: set[str], topics: set[str]) -> None:
-        """Every subscription and topic an entry names is one the run probes (one line, exit 2)."""
-        for e in self.entries:
-            if e.subscription is not None and e.subscription not in subscriptions:
-                raise ScheduleError(f"--nemesis {self.source}: faults[{e.index}].subscription {e.subscription!r}: not a "
-                                    f"subscription this run probes (expected one of {', '.join(sorted(subscriptions))})")
-            if e.topic is not None and e.topic not in topics:
-                raise ScheduleError(f"--nemesis {self.source}: faults[{e.index}].topic {e.topic!r}: not a topic this "
-                                    f"run publishes to (expected one of {', '.join(sorted(topics))})")
-
-
-_FIELDS = {"kind", "subscription", "topic", "key", "seq", "rate", "after_s", "every_s", "for_s", "rpc", "ms", "task"}
-_MESSAGE_KINDS = PLANTED  # selectors: key + seq or rate
-_TIME_KINDS = ("kill_stream", "partition")
-
-
-def load_schedule(path: str | Path) -> Schedule:
-    """Read and validate a schedule file (YAML or JSON). A bad one: one line naming the entry and field."""
-    import yaml
-
-    source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise ScheduleError(f"--nemesis {source}: cannot read it: {err.strerror}") from None
-    try:
-        data = json.loads(text) if source.endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise ScheduleError(f"--nemesis {source}: not YAML or JSON: {' '.join(str(err).split())[:200]}") from None
-    return parse_schedule(data, source)
-
-
-def parse_schedule(data, source: str = "<schedule>") -> Schedule:
-    def bad(where: str, why: str) -> ScheduleError:
-        return ScheduleError(f"--nemesis {source}: {where}: {why}")
-
-    if not isinstance(data, dict):
-        raise bad("the document", "expected a mapping with `faults`, a list of entries")
-    extra = sorted(set(data) - {"faults", "seed"})
-    if extra:
-        raise bad(extra[0], "unknown field (expected `faults` and optionally `seed`)")
-    faults = data.get("faults")
-    if not isinstance(faults, list):
-        raise bad("faults", "expected a list of entries")
-    seed = data.get("seed")
-    if seed is not None and not isinstance(seed, (str, int)):
-        raise bad("seed", "expected text or a number")
-    entries = tuple(_entry(i, item, bad) for i, item in enumerate(faults))
-    return Schedule(entries=entries, seed=None if seed is None else str(seed), source=source)
-
-
-def _entry(i: int, item, bad) -> Entry:
-    where = f"faults[{i}]"
-    if not isinstance(item, dict):
-        raise bad(where, "expected a mapping with kind, subscription or topic, and a selector")
-    unknown = sorted(set(item) - _FIELDS)
-    if unknown:
-        raise bad(f"{where}.{unknown[0]}", f"unknown field (expected {', '.join(sorted(_FIELDS))})")
-    kind = item.get("kind")
-    if kind not in KINDS:
-        raise bad(f"{where}.kind", f"{kind!r}: expected one of {', '.join(KINDS)}")
-
-    def number(name: str, low: float = 0.0, high: float | None = None, whole: bool = False):
-        value = item.get(name)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and value != int(value)):
-            raise bad(f"{where}.{name}", f"{value!r}: expected a {'whole ' if whole else ''}number")
-        if value < low or (high is not None and value > high):
-            raise bad(f"{where}.{name}", f"{value!r}: expected {low:g} to {high:g}" if high is not None
-                      else f"{value!r}: expected at least {low:g}")
-        return int(value) if whole else float(value)
-
-    def text(name: str):
-        value = item.get(name)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise bad(f"{where}.{name}", f"{value!r}: expected a name")
-        return value
-
-    entry = Entry(index=i, kind=kind, subscription=text("subscription"), topic=text("topic"), key=text("key"),
-                  seq=number("seq", whole=True), rate=number("rate", 0.0, 1.0), after_s=number("after_s"),
-                  every_s=number("every_s"), for_s=number("for_s"), rpc=text("rpc"), ms=number("ms"), task=text("task"))
-    if entry.every_s is not None and entry.every_s <= 0:
-        raise bad(f"{where}.every_s", "expected a positive number of seconds")
-    if (entry.key is None) != (entry.seq is None):
-        raise bad(f"{where}.{'seq' if entry.seq is None else 'key'}", "key and seq select one message together")
-    message = entry.key is not None
-    timed = any(v is not None for v in (entry.after_s, entry.every_s, entry.for_s))
-    selectors = [name for name, on in (("key", message), ("rate", entry.rate is not None), ("after_s", timed)) if on]
-    if len(selectors) > 1:
-        raise bad(f"{where}.{selectors[1]}", f"one selector per entry: key + seq, rate, or after_s/every_s/for_s "
-                                             f"(also given: {selectors[0]})")
-    if timed and entry.after_s is None:
-        raise bad(f"{where}.after_s", "every_s and for_s need after_s (when the fault starts)")
-    if kind in ("lose_response", "delay"):
-        if entry.rpc not in RPCS:
-            raise bad(f"{where}.rpc", f"{entry.rpc!r}: expected one of {', '.join(RPCS)}")
-        if entry.rpc == "publish":
-            if entry.topic is None:
-                raise bad(f"{where}.topic", "a publish fault names the topic")
-            if entry.subscription is not None:
-                raise bad(f"{where}.subscription", "a publish fault names the topic, not a subscription")
-        elif entry.subscription is None:
-            raise bad(f"{where}.subscription", f"a {entry.rpc} fault names the subscription")
-        if kind == "delay" and entry.ms is None:
-            raise bad(f"{where}.ms", "a delay needs ms (milliseconds)")
-        if not selectors:
-            raise bad(f"{where}.rate", "a selector is needed: key + seq, rate, or after_s/every_s/for_s")
-    else:
-        for name in ("rpc", "ms"):
-            if item.get(name) is not None:
-                raise bad(f"{where}.{name}", f"only lose_response and delay take {name}")
-        if entry.subscription is None:
-            raise bad(f"{where}.subscription", f"{kind} names a subscription")
-        if entry.topic is not None:
-            raise bad(f"{where}.topic", f"{kind} names a subscription, not a topic")
-    if entry.task is not None and kind != "partition":
-        raise bad(f"{where}.task", "only partition takes task (one subscriber task, e.g. sub-1)")
-    if kind in _MESSAGE_KINDS:
-        allowed = ("key",) if kind == "swap" else ("key", "rate")
-        if not selectors or selectors[0] not in allowed:
-            raise bad(f"{where}.{selectors[0] if selectors else 'key'}",
-                      f"{kind} selects messages: {' or '.join('key + seq' if a == 'key' else a for a in allowed)}")
-    if kind in _TIME_KINDS:
-        if not timed:
-            raise bad(f"{where}.after_s", f"{kind} is timed: after_s (and every_s, for_s)")
-        if kind == "partition" and entry.for_s is None:
-            raise bad(f"{where}.for_s", "a partition lasts for_s seconds")
-        if kind == "kill_stream" and entry.for_s is not None:
-            raise bad(f"{where}.for_s", "a stream kill is an instant: after_s and every_s only")
-    return entry
 
 
 # ---------------------------------------------------------------------------------- the layer
@@ -307,6 +102,8 @@ class Nemesis:
     skew_s: float = 0.25  # the checks' skew tolerance: planted effects come at least 2x this later (`gap_s`)
     rows: list = field(default_factory=list)
     started: float | None = None
+    packet_faults: str | None = None  # the run's line on packet faults (available, or why not: validation/netem.py)
+    packet_support: tuple = ()  # what they can do here: netem.NETEM or netem.IPTABLES
 
     def __post_init__(self):
         self.lock = threading.Lock()
@@ -322,6 +119,7 @@ class Nemesis:
         self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
         # a dead-letter strip touches the drain's twin; a topic's publish faults its topic
         self.timer: threading.Thread | None = None
+        self.packets = None  # pubsubguard.validation.netem.PacketLink: netem entries' windows (None: no packet faults)
         self.gap_s = max(MIN_GAP_S, 2 * self.skew_s)
 
     # -- clock ---------------------------------------------------------------------------
@@ -341,6 +139,8 @@ class Nemesis:
         fired: set = set()
         while not self.stop_event.wait(0.05):
             t = self.elapsed()
+            if self.packets is not None:
+                self.packets.tick(self, t)
             for e in self.schedule.entries:
                 if e.kind == "kill_stream" and t >= e.after_s:
                     k = 0 if e.every_s is None else int((t - e.after_s) // e.every_s)
@@ -365,16 +165,44 @@ class Nemesis:
 
     # -- evidence -----------------------------------------------------------------------
     def record(self, e: Entry, rpc: str, *, client: str | None = None, key=None, seq=None, message_ids=(),
-               subscription: str | None = None, drain: str | None = None, detail: str = "") -> None:
+               subscription: str | None = None, drain: str | None = None, detail: str = "", published=None) -> None:
         row = {"time_us": time.time_ns() // 1000, "entry": e.index, "kind": e.kind, "planted": e.planted,
                "rpc": rpc, "subscription": subscription or e.subscription, "topic": e.topic, "client": client,
                "key": key, "seq": seq, "message_ids": list(message_ids), "drain": drain, "detail": detail}
+        if published is not None:  # a dropped Publish reply: [key, seq, poison, message id] the target accepted
+            row["published"] = published
         with self.lock:
             self.rows.append(row)
 
+    def accepted_rows(self, run_id: str) -> list[dict]:
+        """The messages the target accepted whose Publish reply the layer dropped, as publish rows of the
+        evidence (`evidence.PUBLISH_FIELDS`, `publisher_task` LAYER_TASK): their ids only the layer saw (the
+        client published them again under new ids), and every one must be delivered (`kernel.completeness`)."""
+        with self.lock:
+            rows = [r for r in self.rows if r.get("published")]
+        return [{"run_id": run_id, "topic": r["topic"], "key": key, "seq": seq, "message_id": message_id,
+                 "poison": poison, "status": "ok", "error": None, "publish_time_us": r["time_us"],
+                 "publisher_task": LAYER_TASK, "result_time_us": None}
+                for r in rows for key, seq, poison, message_id in r["published"] if key is not None and seq is not None]
+
+    def write_accepted(self, evidence_dir, run_id: str) -> int:
+        """`accepted_rows` as a part of the publish log (`publishes/part-layer-00000.parquet`): how many."""
+        rows = self.accepted_rows(run_id)
+        if rows:
+            import pyarrow as pa
+
+            from pubsubguard.core import storage
+            from pubsubguard.validation.evidence import PUBLISH_SCHEMA
+
+            storage.write_parquet(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA),
+                                  storage.join(evidence_dir, "publishes", "part-layer-00000.parquet"))
+        return len(rows)
+
     def as_dict(self) -> dict:
         with self.lock:
-            return {**self.schedule.as_dict(), "seed": self.seed, "applied": list(self.rows)}
+            rows = list(self.rows)
+        return {**self.schedule.as_dict(), "seed": self.seed, "packet_faults": self.packet_faults,
+                "packet_link": self.packets.as_dict() if self.packets is not None else None, "applied": rows}
 
     # -- which calls ---------------------------------------------------------------------
     def handles(self, method: str) -> bool:
@@ -434,7 +262,9 @@ class Nemesis:
             for e in losses:
                 self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
                             detail=f"forwarded ({len(request.messages)} messages, stored by the target); its reply "
-                                   "dropped (UNAVAILABLE to the client, which publishes them again)")
+                                   "dropped (UNAVAILABLE to the client, which publishes them again)",
+                            published=[[m.attributes.get("key"), _int(m.attributes.get("seq")), m.attributes.get("poison") == "1", i]
+                                       for m, i in zip(request.messages, ids)])
                 context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
             return reply
         if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):
@@ -780,9 +610,9 @@ def guarantee_faults(applied: list[dict], subscription: str) -> dict[str, int]:
     those), counted by label (`kill_stream`, `lose_response:acknowledge`, ...)."""
     counts: dict[str, int] = {}
     for row in applied:
-        if row["planted"] or not_applied(row) or row["subscription"] != subscription:
-            continue
-        label = row["kind"] if row["kind"] in ("kill_stream", "partition") else f"{row['kind']}:{_rpc(row['rpc'])}"
+        if row["planted"] or not_applied(row) or (row["subscription"] != subscription and row["kind"] != "netem"):
+            continue  # a packet fault (netem) shapes the link every subscription's calls cross
+        label = row["kind"] if row["kind"] in ("kill_stream", "partition", "netem") else f"{row['kind']}:{_rpc(row['rpc'])}"
         counts[label] = counts.get(label, 0) + 1
     return counts
 

@@ -17,7 +17,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
 from pubsubguard.core.declared import PUSH
-from pubsubguard.validation import access, endpoints, locks
+from pubsubguard.validation import access, endpoints, locks, netem, upstream
 from pubsubguard.validation.config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.failures import VerifyError
 from pubsubguard.validation.faults import Faults, parse_faults
@@ -121,6 +121,8 @@ def resolve(config: RunConfig, plan: dict | None = None) -> tuple[ProbeSetup, ob
     mapping = endpoints.parse_endpoint_map(config.endpoint)
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
+    if config.nemesis is not None:  # the fault layer: every endpoint through a listener (TLS onward to Google)
+        upstreams = upstream.layer_upstreams(used, mapping, upstreams)
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
     if config.target == "gcp" and not all_loopback:
         access.check_credentials()
@@ -144,13 +146,16 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
     schedule = load_schedule(config.nemesis)
     if not observable:
         raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
-                            "this run dials Google's endpoints directly (TLS): map them with --endpoint to loopback "
-                            "stand-ins, or run on the emulator (a layer forwarding to Google with TLS is not built yet)")
+                            "an endpoint of this run has none (validation/upstream.py layer_upstreams)")
+    packets, support = netem.probe_support()  # packet faults (netem entries): root, iproute2, the kernel's
+    netem.refuse_unsupported(schedule, packets, support)
+    print(f"verify: {netem.availability_line(packets, support)}")
     topics = {estate.topics[estate.subscriptions[name].topic].path: estate.subscriptions[name].topic for name in probed}
     schedule.check_names({t.declared_name for t in twin_specs}, set(topics.values()))
     return Nemesis(schedule, twins={t.path: t.declared_name for t in twin_specs}, topics=topics,
                    seed=schedule.seed or run_id, deadlines={t.path: t.ack_deadline_s for t in twin_specs},
-                   skew_s=config.skew_us / 1e6)
+                   skew_s=config.skew_us / 1e6, packet_faults=netem.availability_line(packets, support),
+                   packet_support=support)
 
 
 def push_receiver(config: RunConfig):

@@ -49,7 +49,8 @@ ACTION_COLOURS = {"ack": "tab:green", "nack": "tab:orange", "late_ack": "tab:red
 
 # the network faults of the fault layer (`--nemesis`) on the timeline, in this order
 NETWORK_BANDS = {"kill_stream": ("tab:red", "stream kills"), "lose_response": ("tab:brown", "lost replies"),
-                 "delay": ("tab:olive", "delayed calls"), "partition": ("tab:cyan", "partitions (cut off)")}
+                 "delay": ("tab:olive", "delayed calls"), "partition": ("tab:cyan", "partitions (cut off)"),
+                 "netem": ("tab:pink", "packet faults (netem)")}
 
 
 def _bands(ax, starts, ends, colour: str, alphas) -> None:
@@ -111,7 +112,7 @@ def _timeline_plot(data: dict, plt):
         if not network.get(kind):
             continue
         spans = (np.asarray(network[kind], np.float64) - data["start"]) / 1e6
-        if kind == "partition":
+        if kind in ("partition", "netem"):  # windows
             starts, ends, alphas = spans[:, 0], spans[:, 1], np.full(len(spans), 0.2)
         else:  # instants: one band per bin of the timeline, darker with more faults in it
             bins_of, counts = np.unique(np.floor((spans[:, 0] - x[0]) / bin_s).astype(np.int64), return_counts=True)

@@ -133,3 +133,8 @@ def key_starts(h: np.ndarray, h2: np.ndarray) -> np.ndarray:
     starts = np.ones(len(h), bool)
     starts[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
     return starts
+
+
+def nullable_ints(values: np.ndarray) -> list[int | None]:
+    """A float column's values as ints, NaN as None (an output column's missing facts)."""
+    return [None if np.isnan(v) else int(v) for v in values.tolist()]

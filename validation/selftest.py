@@ -114,21 +114,28 @@ def summary(verdict: dict) -> tuple[int, list[str]]:
     return (0 if found == planted and not extra and planted else 1), lines
 
 
+def estate_plan(directory: Path, topic: str, stack: str = "selftest") -> tuple[dict, Path]:
+    """The built-in estate (`STACK`) on `topic`, planned: (the plan, `<directory>/plan.json`)."""
+    from pubsubguard.core.plan import make_plan, project_root
+
+    root = directory / "project"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
+    (root / f"Pulumi.{stack}.yaml").write_text(STACK.format(t=topic))
+    plan = make_plan(stack, root)
+    plan_file = directory / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    return plan, plan_file
+
+
 def self_test(report: Path, spark=None, log=print) -> int:
     """Plan, apply and verify the built-in estate with the planted schedule on the emulator
     (PUBSUB_EMULATOR_HOST); judge; print. The caller starts the emulator when none runs."""
     from pubsubguard.core.apply import apply_plan
-    from pubsubguard.core.plan import make_plan, project_root
     from pubsubguard.validation import job
 
     topic = f"selftest-{uuid.uuid4().hex[:8]}"
-    root = report / "project"
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
-    (root / "Pulumi.selftest.yaml").write_text(STACK.format(t=topic))
-    plan = make_plan("selftest", root)
-    plan_file = report / "plan.json"
-    plan_file.write_text(json.dumps(plan))
+    plan, plan_file = estate_plan(report, topic)
     schedule_file = report / "schedule.json"
     schedule_file.write_text(json.dumps(planted_schedule(topic), indent=1) + "\n")
     log(f"self-test: estate {topic} ({plan_file}), planted schedule {schedule_file}")
