@@ -42,8 +42,8 @@ from pubsubguard.validation.aggregates import (
 from pubsubguard.validation.evidence import FINDING_KINDS
 from pubsubguard.validation.guarantees import GUARANTEES, check_table
 from pubsubguard.validation.scans import (
-    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, nullable_ints, seg_cummax, seg_cummin_after,
-    seg_ids, settle_prefix, whole_segments,
+    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, nullable_ints, seg_cummax,
+    seg_cummin_after, seg_ids, settle_prefix, whole_segments,
 )
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
