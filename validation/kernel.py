@@ -377,7 +377,7 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     # (message, id hash) of every delivery; ids are ID_BITS wide, so a message index below 2**24 fits beside them
     delivered = np.unique((message[chunk.is_delivery] << (ID_BITS + 1)) | chunk.id_hash[chunk.is_delivery])
     undelivered_id = ided & not_dead_lettered & ~np.isin((message << (ID_BITS + 1)) | chunk.publish_id_hash, delivered)
-    without_ids = _flagged_count(ided, message, len(chunk.message_start)) == 0
+    without_ids = flagged_count(ided, message, len(chunk.message_start)) == 0
     lost = np.flatnonzero(undelivered_id | (
         chunk.first_of_message & without_ids[message] & chunk.message_published_ok[message]
         & (chunk.message_deliveries[message] == 0) & not_dead_lettered
