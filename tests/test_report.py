@@ -393,7 +393,8 @@ def test_the_timeline_draws_a_band_for_every_bin_with_nacks_or_expiries():
 
 def test_the_timeline_draws_a_band_for_every_network_fault_applied():
     """The fault layer's network faults (`--nemesis`, document.network_bands): stream kills, lost and delayed
-    replies as a band per bin they fell in (darker with more), a partition from its start to its end; each
+    replies as a band per bin they fell in (darker with more), a partition or a netem window from its start to
+    its end; each
     kind in its colour, on both axes, after the nack and expiry bands."""
     import matplotlib
 
@@ -410,12 +411,12 @@ def test_the_timeline_draws_a_band_for_every_network_fault_applied():
             "timeline": {"published": {0: 5}, "settled": {1: 5}, "delivered:ack": {1: 3}},
             "network": {"kill_stream": [[2.5 * S, 2.5 * S], [2.6 * S, 2.6 * S], [7.2 * S, 7.2 * S]],
                         "partition": [[3 * S, 8.5 * S]], "lose_response": [[4.2 * S, 4.2 * S]],
-                        "delay": [[1.1 * S, 1.1 * S]]}}
+                        "delay": [[1.1 * S, 1.1 * S]], "netem": [[5.5 * S, 6.25 * S]]}}
     fig = _timeline_plot(data, plt)
     for ax in fig.axes:
         bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
-        assert len(bands) == 4  # no nacks or expiries: the four network kinds, in NETWORK_BANDS' order
-        kills, lost, delayed, partitions = bands
+        assert len(bands) == 5  # no nacks or expiries: the five network kinds, in NETWORK_BANDS' order
+        kills, lost, delayed, partitions, packets = bands
         xs = lambda c: [tuple(p.vertices[:, 0].round(6)) for p in c.get_paths()]  # noqa: E731
         assert xs(kills) == [(2, 2, 3, 3, 2), (7, 7, 8, 8, 7)]
         assert np.allclose(kills.get_facecolors(), [to_rgba(NETWORK_BANDS["kill_stream"][0], 0.2),
@@ -423,6 +424,7 @@ def test_the_timeline_draws_a_band_for_every_network_fault_applied():
         assert xs(lost) == [(4, 4, 5, 5, 4)] and xs(delayed) == [(1, 1, 2, 2, 1)]
         assert xs(partitions) == [(3, 3, 8.5, 8.5, 3)]
         assert np.allclose(partitions.get_facecolors(), [to_rgba(NETWORK_BANDS["partition"][0], 0.2)])
+        assert xs(packets) == [(5.5, 5.5, 6.25, 6.25, 5.5)]  # a netem window from its start to its end
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert [label for label in labels if label.startswith("network:")] == [
         f"network: {label}" for _, label in NETWORK_BANDS.values()]
