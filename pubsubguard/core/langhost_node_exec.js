@@ -1,0 +1,209 @@
+// The program's side of `pubsubguard plan` and `check` for Node.js (`runtime: nodejs`): what
+// pulumi-language-nodejs does before it hands the program to the SDK's own entry point
+// (`@pulumi/pulumi/cmd/run`), run by the project's own `node` in the confined child.
+//
+// NOT loaded by pubsubguard: `pubsubguard.core.langhost_node` copies this file into the run's scratch
+// directory and starts it as
+//     node pubsubguard-language-nodejs-exec.js --config-file F --idle-timeout S --max-resources N \
+//          --root-directory DIR RUN_PATH --monitor ADDR --engine ADDR --project P --stack S --dry-run ...
+// where RUN_PATH is the project's own `node_modules/@pulumi/pulumi/cmd/run`. It reads the config the
+// language host would put in PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS (from a file: a large stack's
+// config does not fit in one environment variable), applies the preview semantics below to the
+// project's own SDK, then runs `cmd/run` with the arguments the language host passes.
+//
+// Preview semantics the engine alone cannot give (as langhost_exec.py does for Python):
+// - an invoke the engine cannot answer offline (`pubsubguard:unknown-result`) is an object whose echoed
+//   arguments are known and whose every other field reads as the engine's unknown sentinel, so a
+//   value built from it is unknown (`service-${project.number}@...` is never `service-undefined@...`);
+// - a program that makes no progress (nothing constructed, no engine call answered) for
+//   `--idle-timeout` seconds is stopped with an error naming the resource it waits for;
+// - constructions are counted, and the program stopped at `--max-resources`;
+// - a failure is reported as `the program failed: FILE:LINE: Type: message`, the line in the
+//   program's own files (the SDK's source maps give TypeScript lines).
+// Nothing here is trusted by the engine: the verdict is computed from the registrations it received.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+const UNKNOWN_RESULT = "pubsubguard:unknown-result"; // engine.UNKNOWN_RESULT
+const ERROR_SHOWN = 32; // as the SDK: an error message was shown to the user
+
+function options(argv) {
+    const own = { "--config-file": "", "--idle-timeout": "60", "--max-resources": "50000", "--root-directory": "" };
+    let index = 0;
+    while (index < argv.length && Object.prototype.hasOwnProperty.call(own, argv[index])) {
+        own[argv[index]] = argv[index + 1];
+        index += 2;
+    }
+    return { own, runPath: argv[index], rest: argv.slice(index + 1) };
+}
+
+// Fields a program may read from an invoke's result; names no data source has are left alone (the SDK
+// and libraries probe objects for `then`, `__pulumiOutput`, `toJSON`, ...).
+const NOT_FIELDS = new Set(["then", "toJSON", "toString", "valueOf", "constructor", "inspect", "length",
+    "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString", "asymmetricMatch", "nodeType"]);
+
+function unknownResult(known) {
+    return new Proxy(known, {
+        get(target, key, receiver) {
+            if (typeof key !== "string" || key in target || NOT_FIELDS.has(key) || !/^[a-z][A-Za-z0-9]*$/.test(key)) {
+                return Reflect.get(target, key, receiver);
+            }
+            return UNKNOWN;
+        },
+    });
+}
+
+function patchInvokes(sdk) {
+    const rpc = require(path.join(sdk, "runtime", "rpc"));
+    const original = rpc.deserializeProperties;
+    rpc.deserializeProperties = function (struct, keepUnknowns) {
+        const result = original.apply(this, arguments);
+        if (result && typeof result === "object" && result[UNKNOWN_RESULT] === true) {
+            delete result[UNKNOWN_RESULT];
+            return unknownResult(result);
+        }
+        return result;
+    };
+}
+
+class Activity {
+    constructor() {
+        this.last = Date.now();
+        this.started = new Map();
+        this.finished = new Map();
+        this.count = 0;
+    }
+    touch() {
+        this.last = Date.now();
+    }
+}
+
+function countConstructions(sdk, activity, maxResources) {
+    const resource = require(path.join(sdk, "runtime", "resource"));
+    const errors = require(path.join(sdk, "errors"));
+    for (const name of ["registerResource", "readResource"]) {
+        const original = resource[name];
+        resource[name] = function (res, parent, t, label) {
+            const key = `${t} '${label}'`;
+            activity.started.set(key, (activity.started.get(key) || 0) + 1);
+            activity.count += 1;
+            activity.touch();
+            if (activity.count > maxResources) {
+                throw new errors.RunError(`the program registered more than ${maxResources.toLocaleString("en-US")} ` +
+                    "resources (--max-resources raises the limit)");
+            }
+            return original.apply(this, arguments);
+        };
+    }
+    const settings = require(path.join(sdk, "runtime", "settings"));
+    const getMonitor = settings.getMonitor;
+    const wrapped = new WeakSet();
+    settings.getMonitor = function () {
+        const monitor = getMonitor.apply(this, arguments);
+        if (monitor && !wrapped.has(monitor)) {
+            wrapped.add(monitor);
+            for (const method of ["registerResource", "readResource", "invoke", "registerResourceOutputs"]) {
+                const call = monitor[method];
+                if (typeof call !== "function") {
+                    continue;
+                }
+                monitor[method] = function (request, ...rest) {
+                    const last = rest.length - 1;
+                    if (typeof rest[last] === "function") {
+                        const callback = rest[last];
+                        rest[last] = function () {
+                            activity.touch();
+                            if ((method === "registerResource" || method === "readResource") && request.getType) {
+                                const key = `${request.getType()} '${request.getName()}'`;
+                                activity.finished.set(key, (activity.finished.get(key) || 0) + 1);
+                            }
+                            return callback.apply(this, arguments);
+                        };
+                    }
+                    return call.call(monitor, request, ...rest);
+                };
+            }
+        }
+        return monitor;
+    };
+}
+
+function watch(activity, idleTimeoutS, onStuck) {
+    const timer = setInterval(() => {
+        if (Date.now() - activity.last <= idleTimeoutS * 1000) {
+            return;
+        }
+        clearInterval(timer);
+        const pending = [...activity.started].filter(([key, count]) => count > (activity.finished.get(key) || 0))
+            .map(([key]) => key).sort();
+        const what = pending.length
+            ? `waiting for ${pending[0]}${pending.length > 1 ? ` (and ${pending.length - 1} more)` : ""}, whose inputs never resolved`
+            : "waiting on something that never completes";
+        onStuck(`the program made no progress for ${idleTimeoutS} s, ${what}`);
+    }, 100);
+    timer.unref(); // never what keeps the program alive
+}
+
+// `the program failed: FILE:LINE: Type: message` from the SDK's report of an unhandled exception.
+function programError(message, err, root) {
+    if (typeof message !== "string" || !message.startsWith("Running program '")) {
+        return message;
+    }
+    let place = "";
+    const stack = (err && err.stack) || message;
+    for (const line of String(stack).split("\n")) {
+        const found = /\(?((?:file:\/\/)?\/[^():]+):(\d+):\d+\)?\s*$/.exec(line.trim());
+        if (!found) {
+            continue;
+        }
+        const file = found[1].replace(/^file:\/\//, "");
+        if (root && file.startsWith(root) && !file.includes("/node_modules/")) {
+            place = `${file.slice(root.length)}:${found[2]}: `;
+            break;
+        }
+    }
+    if (err && err.name === "TSError" && typeof err.diagnosticText === "string") {
+        return `the program failed: ${err.diagnosticText.trim().split("\n")[0]}`;  // file(line,col): error TS...
+    }
+    const what = err && err.name && err.message !== undefined ? `${err.name}: ${err.message}` :
+        message.split("\n").slice(1).find((line) => line.trim()) || message;
+    return `the program failed: ${place}${what}`.split("\n")[0];
+}
+
+function main() {
+    const { own, runPath, rest } = options(process.argv.slice(2));
+    if (own["--config-file"]) {
+        Object.assign(process.env, JSON.parse(fs.readFileSync(own["--config-file"], "utf8")));
+    }
+    const sdk = path.resolve(runPath, "..", "..");
+    const root = own["--root-directory"] ? fs.realpathSync(own["--root-directory"]) + path.sep : "";
+    const activity = new Activity();
+    for (const patch of [() => patchInvokes(sdk),
+        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10))]) {
+        try {
+            patch();
+        } catch (err) {
+            // an SDK without that part runs as it is
+        }
+    }
+    const log = require(path.join(sdk, "log"));
+    const logError = log.error;
+    let lastError;
+    const remember = (err) => { lastError = err; };
+    process.prependListener("uncaughtException", remember);
+    process.prependListener("unhandledRejection", remember);
+    log.error = function (message, ...more) {
+        return logError.call(this, programError(message, lastError, root), ...more);
+    };
+    watch(activity, parseFloat(own["--idle-timeout"]), (message) => {
+        Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
+        setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
+    });
+    process.argv = [process.argv[0], runPath, ...rest];
+    require(runPath);
+}
+
+main();
