@@ -55,6 +55,14 @@ def pubsubguard(root: Path, *args: str, timeout: float = 180) -> subprocess.Comp
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def one_line_error(root: Path) -> str:
+    """The check's one line on stderr, for a project it cannot run (exit 2)."""
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    return line
+
+
 def line_of(root: Path, needle: str) -> int:
     return next(n for n, text in enumerate((root / "index.ts").read_text().splitlines(), 1) if needle in text)
 
@@ -167,11 +175,9 @@ def test_a_suppression_comment_is_honoured_and_stays_visible(tmp_path):
 
 def test_missing_node_modules_is_one_line_naming_npm_ci(tmp_path):
     root = node_project(tmp_path, 'new gcp.pubsub.Topic("orders", { name: "orders" });\n', modules=False)
-    done = pubsubguard(root, "check", "-s", "dev")
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert one_line_error(root) == (
         f"pubsubguard check: {root / 'Pulumi.yaml'}: the program's Node.js modules are not installed "
-        f"({root / 'node_modules'} is missing): run `npm ci` in {root}"]
+        f"({root / 'node_modules'} is missing): run `npm ci` in {root}")
 
 
 def test_an_sdk_that_needs_a_newer_node_is_one_line_naming_both_versions(tmp_path):
@@ -191,11 +197,9 @@ def test_an_sdk_that_needs_a_newer_node_is_one_line_naming_both_versions(tmp_pat
     (sdk / "package.json").write_text(json.dumps({**manifest, "engines": {"node": ">=99"}}))
     root = node_project(tmp_path, 'new gcp.pubsub.Topic("orders", { name: "orders" });\n', modules=modules)
     node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    done = pubsubguard(root, "check", "-s", "dev")
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert one_line_error(root) == (
         f"pubsubguard check: {root / 'Pulumi.yaml'}: @pulumi/pulumi {manifest['version']} in {root / 'node_modules'} needs "
-        f"Node.js >=99 (its package.json engines.node), but `node --version` is {node}: install a newer Node.js"]
+        f"Node.js >=99 (its package.json engines.node), but `node --version` is {node}: install a newer Node.js")
 
 
 def test_a_program_that_throws_is_reported_at_its_typescript_line(tmp_path):

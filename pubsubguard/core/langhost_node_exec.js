@@ -81,20 +81,30 @@ class Activity {
     }
 }
 
-function countConstructions(sdk, activity, maxResources) {
+// Constructions are counted, and the program stopped once it constructed more than `maxResources`: the
+// construction over the limit and every later one are not registered (throwing from inside the SDK's
+// constructor sends the SDK's own error reporting into a loop), the limit is logged as the program's
+// error and the program exits. A loop that goes on constructing synchronously is stopped where it is.
+function countConstructions(sdk, activity, maxResources, stop) {
     const resource = require(path.join(sdk, "runtime", "resource"));
-    const errors = require(path.join(sdk, "errors"));
     for (const name of ["registerResource", "readResource"]) {
         const original = resource[name];
         resource[name] = function (res, parent, t, label) {
             const key = `${t} '${label}'`;
-            activity.started.set(key, (activity.started.get(key) || 0) + 1);
             activity.count += 1;
             activity.touch();
             if (activity.count > maxResources) {
-                throw new errors.RunError(`the program registered more than ${maxResources.toLocaleString("en-US")} ` +
-                    "resources (--max-resources raises the limit)");
+                const message = `the program registered more than ${maxResources.toLocaleString("en-US")} ` +
+                    "resources (--max-resources raises the limit)";
+                if (activity.count === maxResources + 1) {
+                    stop(message);
+                } else if (activity.count > 2 * maxResources + 10000) {
+                    process.stderr.write(`${message}\n`);
+                    process.exit(ERROR_SHOWN);
+                }
+                return undefined;
             }
+            activity.started.set(key, (activity.started.get(key) || 0) + 1);
             return original.apply(this, arguments);
         };
     }
@@ -149,7 +159,9 @@ function watch(activity, idleTimeoutS, onStuck) {
 
 // `the program failed: FILE:LINE: Type: message` from the SDK's report of an unhandled exception.
 function programError(message, err, root) {
-    if (typeof message !== "string" || !message.startsWith("Running program '")) {
+    const uncaught = typeof message === "string" && (message.startsWith("Running program '") ||
+        (err && (message === err.stack || message === err.message)));
+    if (!uncaught) {
         return message;
     }
     let place = "";
@@ -181,8 +193,13 @@ function main() {
     const sdk = path.resolve(runPath, "..", "..");
     const root = own["--root-directory"] ? fs.realpathSync(own["--root-directory"]) + path.sep : "";
     const activity = new Activity();
+    let logError = (message) => { process.stderr.write(`${message}\n`); };
+    const stop = (message) => {  // the program's error, as the SDK logs one; then exit
+        setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
+        Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
+    };
     for (const patch of [() => patchInvokes(sdk),
-        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10))]) {
+        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
         try {
             patch();
         } catch (err) {
@@ -190,7 +207,7 @@ function main() {
         }
     }
     const log = require(path.join(sdk, "log"));
-    const logError = log.error;
+    logError = log.error;
     let lastError;
     const remember = (err) => { lastError = err; };
     process.prependListener("uncaughtException", remember);
@@ -198,10 +215,7 @@ function main() {
     log.error = function (message, ...more) {
         return logError.call(this, programError(message, lastError, root), ...more);
     };
-    watch(activity, parseFloat(own["--idle-timeout"]), (message) => {
-        Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
-        setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
-    });
+    watch(activity, parseFloat(own["--idle-timeout"]), stop);
     process.argv = [process.argv[0], runPath, ...rest];
     require(runPath);
 }
