@@ -238,10 +238,18 @@ gcp.pubsub.Topic("env", name="env-" + ("leaked" if leaked else "clean") + ("-hom
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("tool", ["checkout", "wheel"])
 def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tool, tmp_path, listener):
-    source, args, code, stderr_has, seen = CASES[name]
-    root = project(tmp_path, source, listener)
+    root = project(tmp_path, CASES[name][0], listener)
     if tool == "wheel":
         as_installed(root)
+    judged_as_expected(root, name, CASES[name], tool, tmp_path, listener)
+
+
+def judged_as_expected(root: Path, name: str, case: tuple, tool: str, tmp_path: Path, listener: Listener) -> None:
+    """The exact exit code, the JSON parses, the mandatory violations seen, one line on stderr for exit 2,
+    nothing leaked, the pack untouched, within a minute; a program that reads its environment saw none
+    of the check's."""
+    source, args, code, stderr_has, seen = case
+    if tool == "wheel":
         _, bin_dir = installed_tool()  # built, and the pack's virtualenv made, before the clock starts
         subprocess.run([str(bin_dir / "pubsubguard"), "pack", "path"], env=user_env(USER_CACHE[0]), check=True,
                        capture_output=True, timeout=600)
@@ -263,7 +271,6 @@ def test_a_hostile_program_cannot_change_the_verdict_or_reach_out(name, tool, tm
         assert "changed by a program" not in (pack / "PulumiPolicy.yaml").read_text()
     assert took < 60, f"the check took {took:.0f} s"
     if name == "reads-its-environment":
-        assert [r["resource_name"] for r in document["violations"]] == [] or True
         plan = subprocess.run([sys.executable, "-m", "pubsubguard", "plan"], cwd=root, capture_output=True, text=True,
                               env={**os.environ, "CANARY_TOKEN": CANARY}, check=True).stdout
         names = [r["inputs"].get("name") for r in json.loads(plan)["resources"] if r["type"] == "gcp:pubsub/topic:Topic"]
@@ -460,30 +467,5 @@ new gcp.pubsub.Topic("env", { name: "env-" + (leaked.length ? "leaked" : "clean"
 @pytest.mark.parametrize("name", sorted(TS_CASES))
 @pytest.mark.parametrize("tool", ["checkout", "wheel"])
 def test_a_hostile_typescript_program_cannot_change_the_verdict_or_reach_out(name, tool, tmp_path, listener):
-    source, args, code, stderr_has, seen = TS_CASES[name]
-    root = ts_project(tmp_path, source, listener)
-    if tool == "wheel":
-        _, bin_dir = installed_tool()  # built, and the pack's virtualenv made, before the clock starts
-        subprocess.run([str(bin_dir / "pubsubguard"), "pack", "path"], env=user_env(USER_CACHE[0]), check=True,
-                       capture_output=True, timeout=600)
-    started = time.monotonic()
-    done = check(root, *args, tool=tool)
-    took = time.monotonic() - started
-    document = verdict(done)
-    assert done.returncode == code, (done.returncode, done.stderr[-2000:])
-    assert "Traceback" not in done.stderr
-    if stderr_has:
-        assert stderr_has in done.stderr, done.stderr
-    assert mandatory(document) == seen
-    assert (document["error"] is not None) == (code == 2)
-    if code == 2:
-        assert document["passed"] is None and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    nothing_leaked(tmp_path, listener)
-    for pack in packs():
-        assert "changed by a program" not in (pack / "PulumiPolicy.yaml").read_text()
-    assert took < 60, f"the check took {took:.0f} s"
-    if name == "reads-its-environment":
-        plan = subprocess.run([sys.executable, "-m", "pubsubguard", "plan"], cwd=root, capture_output=True, text=True,
-                              env={**os.environ, "CANARY_TOKEN": CANARY}, check=True).stdout
-        names = [r["inputs"].get("name") for r in json.loads(plan)["resources"] if r["type"] == "gcp:pubsub/topic:Topic"]
-        assert names == ["env-clean-home"]
+    judged_as_expected(ts_project(tmp_path, TS_CASES[name][0], listener), name, TS_CASES[name], tool, tmp_path,
+                       listener)
