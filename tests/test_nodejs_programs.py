@@ -275,3 +275,28 @@ def test_the_program_runs_confined(tmp_path):
     [topic] = [r for r in json.loads(done.stdout)["resources"] if r["type"] == "gcp:pubsub/topic:Topic"]
     assert topic["inputs"]["name"] == "probe-no" and topic["inputs"]["labels"] == {"home": "true"}
     assert not (tmp_path / "outside").exists()
+
+
+def test_an_interpolated_endpoint_keeps_its_known_parts(tmp_path):
+    """`pulumi.interpolate` of "http://" and a value unknown at preview: the scheme is known, so
+    push-endpoint-https rejects it (as Python's Output.concat and f-strings), never "not judged"."""
+    root = node_project(tmp_path, """
+        const t = new gcp.pubsub.Topic("orders", {});
+        new gcp.pubsub.Subscription("push", {
+            name: "push-sub", topic: t.name, expirationPolicy: { ttl: "" },
+            pushConfig: { pushEndpoint: pulumi.interpolate`http://${t.name}.example.com/push` },
+        });
+        new gcp.pubsub.Subscription("push-https", {
+            name: "push-https", topic: t.name, expirationPolicy: { ttl: "" },
+            pushConfig: { pushEndpoint: pulumi.concat("https://", t.name, ".example.com/push") },
+        });
+        """)
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert [(v["policy"], v["resource_name"]) for v in document["violations"] if v["level"] == "mandatory"] == [
+        ("push-endpoint-https", "push")]
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    push = next(r for r in plan["resources"] if r["name"] == "push")
+    assert push["inputs"]["pushConfig"]["pushEndpoint"] == UNKNOWN
+    assert push["unknowns"]["pushConfig.pushEndpoint"][0]["name"] == "orders"

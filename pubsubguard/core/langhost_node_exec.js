@@ -15,6 +15,10 @@
 // - an invoke the engine cannot answer offline (`pubsubguard:unknown-result`) is an object whose echoed
 //   arguments are known and whose every other field reads as the engine's unknown sentinel, so a
 //   value built from it is unknown (`service-${project.number}@...` is never `service-undefined@...`);
+// - a string the program interpolates (`pulumi.interpolate`, `pulumi.concat`) from known parts and
+//   unknown ones keeps its known parts, the sentinel standing for the unknown ones ("http://" + an
+//   unknown name): the engine records it unknown and lets a rule judge by its known parts (a push
+//   endpoint's scheme), as for Python's `Output.concat` and f-strings;
 // - a program that makes no progress (nothing constructed, no engine call answered) for
 //   `--idle-timeout` seconds is stopped with an error naming the resource it waits for;
 // - constructions are counted, and the program stopped at `--max-resources`;
@@ -67,6 +71,44 @@ function patchInvokes(sdk) {
         }
         return result;
     };
+}
+
+function patchConcatenation(sdk) {
+    const outputs = require(path.join(sdk, "output"));
+    const concat = outputs.concat;
+    const joinKeepingKnownParts = (parts) => {
+        const items = parts.map((part) => outputs.output(part));
+        const joined = concat(...parts);
+        const kept = (async () => {
+            if (await joined.isKnown) {
+                return undefined;
+            }
+            const texts = [];
+            for (const item of items) {
+                const value = (await item.isKnown) ? await item.promise() : undefined;
+                if (value !== undefined && value !== null && typeof value === "object") {
+                    return undefined; // not a string's part: unknown, as before
+                }
+                texts.push(value === undefined ? UNKNOWN : String(value));
+            }
+            const text = texts.join("");
+            return text.split(UNKNOWN).join("") ? text : undefined; // nothing known: unknown, as before
+        })();
+        const value = kept.then((text) => (text !== undefined ? text : joined.promise(true)));
+        const isKnown = kept.then(async (text) => text !== undefined || (await joined.isKnown));
+        return new outputs.Output(joined.resources(), value, isKnown, joined.isSecret, joined.allResources());
+    };
+    const patched = {
+        concat: (...params) => joinKeepingKnownParts(params),
+        interpolate: (literals, ...placeholders) => {
+            const parts = [];
+            placeholders.forEach((placeholder, index) => parts.push(literals[index], placeholder));
+            parts.push(literals[literals.length - 1]);
+            return joinKeepingKnownParts(parts);
+        },
+    };
+    Object.assign(outputs, patched);
+    Object.assign(require(sdk), patched); // the package's index copied them when it loaded
 }
 
 class Activity {
@@ -198,7 +240,7 @@ function main() {
         setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
         Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
     };
-    for (const patch of [() => patchInvokes(sdk),
+    for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk),
         () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
         try {
             patch();
