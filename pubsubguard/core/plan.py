@@ -173,7 +173,7 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
     if code is None:
         return f"the program did not finish within {limits.timeout_s:g} s (--timeout SECONDS raises the limit)"
     if recorder.errors:
-        message = (recorder.errors[0] or "the program failed: an error with no message").splitlines()[0]
+        message = recorder.errors[0] or "the program failed: an error with no message"
         if message.startswith("the program made no progress"):
             return f"{source}: {message}"
         if message.startswith("the program failed:") and any(sign in message for sign in MEMORY_SIGNS):
