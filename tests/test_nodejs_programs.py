@@ -300,3 +300,45 @@ def test_an_interpolated_endpoint_keeps_its_known_parts(tmp_path):
     push = next(r for r in plan["resources"] if r["name"] == "push")
     assert push["inputs"]["pushConfig"]["pushEndpoint"] == UNKNOWN
     assert push["unknowns"]["pushConfig.pushEndpoint"][0]["name"] == "orders"
+
+
+def test_unknowns_from_a_stack_reference_are_not_judged_exactly_as_for_the_python_twin(tmp_path):
+    """The same program in Python and TypeScript: a dead-letter topic and a grant from a StackReference.
+    The "Not judged" list (rule, resource, the blocking properties and where they come from) and the
+    verdict are the same; without the grant, both are rejected."""
+    typescript = node_project(tmp_path, """
+        const shared = new pulumi.StackReference("acme/shared/prod");
+        const topic = new gcp.pubsub.Topic("orders", { name: "orders" });
+        const sub = new gcp.pubsub.Subscription("orders-sub", { name: "orders-sub", topic: topic.id, expirationPolicy: { ttl: "" },
+            deadLetterPolicy: { deadLetterTopic: shared.getOutput("dlq"), maxDeliveryAttempts: 10 } });
+        new gcp.pubsub.SubscriptionIAMMember("grant", { subscription: sub.name, role: "roles/pubsub.subscriber",
+                                                       member: shared.getOutput("agent") });
+        """, name="team")
+    python = tmp_path / "python"
+    python.mkdir()
+    (python / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (python / "Pulumi.dev.yaml").write_text((typescript / "Pulumi.dev.yaml").read_text())
+    (python / "__main__.py").write_text(textwrap.dedent("""
+        import pulumi
+        import pulumi_gcp as gcp
+
+        shared = pulumi.StackReference("acme/shared/prod")
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        sub = gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=topic.id, expiration_policy={"ttl": ""},
+            dead_letter_policy={"dead_letter_topic": shared.get_output("dlq"), "max_delivery_attempts": 10})
+        gcp.pubsub.SubscriptionIAMMember("grant", subscription=sub.name, role="roles/pubsub.subscriber",
+                                         member=shared.get_output("agent"))
+    """))
+
+    def judged(root: Path) -> tuple:
+        done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+        document = json.loads(done.stdout)
+        unjudged = sorted((e["policy"], e["resource_name"], tuple(e["properties"]),
+                           tuple(sorted({s["type"] for sources in e["unknown_inputs"].values() for s in sources})))
+                          for e in document["unjudged"])
+        return done.returncode, mandatory(document), unjudged
+
+    node_verdict = judged(typescript)
+    assert node_verdict == judged(python)
+    assert ("dead-letter-service-agent-iam", "orders-sub", ("deadLetterPolicy.deadLetterTopic", "member of grant"),
+            ("pulumi:pulumi:StackReference",)) in node_verdict[2]
