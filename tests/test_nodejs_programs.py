@@ -299,7 +299,9 @@ def test_an_interpolated_endpoint_keeps_its_known_parts(tmp_path):
     plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
     push = next(r for r in plan["resources"] if r["name"] == "push")
     assert push["inputs"]["pushConfig"]["pushEndpoint"] == UNKNOWN
-    assert push["unknowns"]["pushConfig.pushEndpoint"][0]["name"] == "orders"
+    [source] = push["unknowns"]["pushConfig.pushEndpoint"]  # where the unknown comes from, through what
+    assert (source["type"], source["name"], source["output"]) == ("gcp:pubsub/topic:Topic", "orders", "name")
+    assert source["via"] == ["interpolate"]
 
 
 def test_unknowns_from_a_stack_reference_are_not_judged_exactly_as_for_the_python_twin(tmp_path):

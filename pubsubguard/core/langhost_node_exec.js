@@ -19,11 +19,16 @@
 //   unknown ones keeps its known parts, the sentinel standing for the unknown ones ("http://" + an
 //   unknown name): the engine records it unknown and lets a rule judge by its known parts (a push
 //   endpoint's scheme), as for Python's `Output.concat` and f-strings;
+// - where each Output input comes from (a resource's output property, the `apply` / `all` /
+//   `interpolate` it went through) is reported to the engine in debug lines (`pubsubguard:provenance `),
+//   which it attaches to the inputs unknown at preview: a report, never a judgement;
 // - a program that makes no progress (nothing constructed, no engine call answered) for
 //   `--idle-timeout` seconds is stopped with an error naming the resource it waits for;
 // - constructions are counted, and the program stopped at `--max-resources`;
 // - a failure is reported as `the program failed: FILE:LINE: Type: message`, the line in the
 //   program's own files (the SDK's source maps give TypeScript lines).
+// A speed-up that changes nothing a program or the engine can see: the SDK's debug lines are not sent
+// (this engine drops them; the SDK sends about fifteen asynchronous `Log` calls per resource).
 // Nothing here is trusted by the engine: the verdict is computed from the registrations it received.
 "use strict";
 
@@ -109,6 +114,116 @@ function patchConcatenation(sdk) {
     };
     Object.assign(outputs, patched);
     Object.assign(require(sdk), patched); // the package's index copied them when it loaded
+}
+
+const PROVENANCE = "pubsubguard:provenance "; // engine.PROVENANCE
+const BATCH = 500; // resources per line
+
+function traceOutputs(sdk, send) {
+    const outputs = require(path.join(sdk, "output"));
+    const resource = require(path.join(sdk, "runtime", "resource"));
+    const origins = new WeakMap(); // Output -> { from: [[type, name, property]], via: [...] }
+    const isOutput = (value) => value !== null && typeof value === "object" && value.__pulumiOutput === true;
+    const tag = (result, sources, via) => {
+        if (isOutput(result) && sources.length) {
+            origins.set(result, { from: sources, via });
+        }
+        return result;
+    };
+    const gathered = (values, step) => {
+        const sources = [];
+        const via = [];
+        for (const value of values) {
+            const found = isOutput(value) ? origins.get(value) : undefined;
+            for (const source of (found ? found.from : [])) {
+                if (!sources.some((s) => s.join("\0") === source.join("\0"))) {
+                    sources.push(source);
+                }
+            }
+            for (const stepped of (found ? found.via : [])) {
+                if (!via.includes(stepped)) {
+                    via.push(stepped);
+                }
+            }
+        }
+        return [sources, [...via, step]];
+    };
+    const apply = outputs.Output.prototype.apply;
+    outputs.Output.prototype.apply = function (func, runWithUnknowns) {
+        const result = apply.call(this, func, runWithUnknowns);
+        const found = origins.get(this);
+        return found ? tag(result, found.from, [...found.via, "apply"]) : result;
+    };
+    const wrap = (name) => {
+        const original = outputs[name];
+        const traced = function (...args) {
+            const result = original.apply(this, args);
+            const values = name === "all" ? (Array.isArray(args[0]) ? args[0] : Object.values(args[0] || {})) :
+                name === "interpolate" ? args.slice(1) : args;
+            const [sources, via] = gathered(values, name);
+            return tag(result, sources, via);
+        };
+        outputs[name] = traced;
+        require(sdk)[name] = traced; // the package's index copied it when it loaded
+    };
+    ["all", "concat", "interpolate"].forEach(wrap);
+    const walk = (value, where, found, depth) => {
+        if (value === null || typeof value !== "object" || depth > 8) {
+            return;
+        }
+        const origin = isOutput(value) ? origins.get(value) : undefined;
+        if (origin) {
+            found[where] = { from: origin.from.map(([type, name, output]) => ({ type, name, output })),
+                             via: origin.via };
+        } else if (Array.isArray(value)) {
+            value.forEach((item, index) => walk(item, `${where}[${index}]`, found, depth + 1));
+        } else if (!isOutput(value) && Object.getPrototypeOf(value) === Object.prototype) {
+            for (const [key, item] of Object.entries(value)) {
+                walk(item, `${where}.${key}`, found, depth + 1);
+            }
+        }
+    };
+    let pending = [];
+    let scheduled = false;
+    const flush = () => {
+        scheduled = false;
+        const batch = pending;
+        pending = [];
+        if (batch.length) {
+            send(PROVENANCE + JSON.stringify(batch));
+        }
+    };
+    const register = resource.registerResource;
+    resource.registerResource = function (res, parent, t, name, custom, remote, newDependency, props) {
+        try { // a report only: whatever happens here, the registration goes on untouched
+            const found = {};
+            for (const [key, value] of Object.entries(props || {})) {
+                walk(value, key, found, 0);
+            }
+            if (Object.keys(found).length) {
+                pending.push({ type: t, name, inputs: found });
+                if (pending.length >= BATCH) {
+                    flush();
+                } else if (!scheduled) {
+                    scheduled = true;
+                    setTimeout(flush, 0);
+                }
+            }
+        } catch (err) {
+            // a report only
+        }
+        const result = register.apply(this, arguments);
+        try {
+            for (const [key, value] of Object.entries(res)) {
+                if (isOutput(value) && !key.startsWith("__")) {
+                    origins.set(value, { from: [[t, name, key]], via: [] });
+                }
+            }
+        } catch (err) {
+            // a report only
+        }
+        return result;
+    };
 }
 
 class Activity {
@@ -250,6 +365,13 @@ function main() {
     }
     const log = require(path.join(sdk, "log"));
     logError = log.error;
+    const sendDebug = log.debug;
+    try {
+        traceOutputs(sdk, (line) => sendDebug(line));
+    } catch (err) {
+        // an SDK without that part runs as it is
+    }
+    log.debug = () => Promise.resolve();
     let lastError;
     const remember = (err) => { lastError = err; };
     process.prependListener("uncaughtException", remember);
