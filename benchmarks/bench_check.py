@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_check.py                 # 100, 1000 and 3000 topics
     .venv/bin/python benchmarks/bench_check.py --topics 1000   # one size
+    .venv/bin/python benchmarks/bench_check.py --language nodejs --topics 1000   # the TypeScript program
 
 Each topic has 3 subscriptions (pull; exactly-once pinned to a region; ordered), and every tenth
 topic's pull subscription dead-letters into an auto-created topic with its drain and service-agent
@@ -17,6 +18,9 @@ runs the same three); and the ratio of the total to the goal.
 Goals (issue 17): plan + check of 1,000 topics <= 10 s; of 10,000 topics <= 60 s and <= 1 GiB.
 Goal (issue 23): plan + check within 1.25x the pulumi SDK's own unit-test mocks running the same program
 (`pulumi.runtime.set_mocks`, preview, in one process: the `mocks s` column, measured in the same run).
+
+Goal (issue 39): the same for TypeScript (`--language nodejs`, benchmarks/bench_nodejs.py): plan + check within
+1.25x the Node SDK's mocks (`pulumi.runtime.setMocks`) running the same program, both with ts-node.
 
 Run each size in its own process (`--topics N` once per run) for a clean peak-memory figure.
 """
@@ -72,10 +76,15 @@ GOALS_S = {1000: 10.0, 10000: 60.0}
 GOAL_MEMORY_MIB = 1024
 
 
-def measure(topics: int) -> dict:
+def measure(topics: int, language: str = "python") -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         root = Path(tmp)
-        project(root, topics)
+        if language == "nodejs":
+            import bench_nodejs
+
+            bench_nodejs.project(root, estate(topics))
+        else:
+            project(root, topics)
         cpu_start = _cpu()
         timings: dict = {}
         judged = checking.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
@@ -86,7 +95,7 @@ def measure(topics: int) -> dict:
         alone_start = time.perf_counter()
         checking.judge_plan(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
-        mocks_s = mocks_seconds(root)
+        mocks_s = mocks_seconds(root) if language == "python" else bench_nodejs.mocks_seconds(root)
     return {
         "mocks_s": mocks_s,
         "topics": topics, "resources": len(plan["resources"]), "plan_s": timings["plan_s"], "check_s": timings["check_s"],
@@ -172,6 +181,9 @@ def _cpu() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, action="append", help="estate size in topics (repeatable; default 100, 1000, 3000)")
+    parser.add_argument("--language", choices=("python", "nodejs"), default="python",
+                        help="the program: this repository's infra/ (Python), or the same estate in TypeScript "
+                             "(benchmarks/bench_nodejs.py; its mocks are the Node SDK's setMocks)")
     parser.add_argument("--plan-only", action="store_true",
                         help="only run the program (`pubsubguard plan`): its wall and CPU seconds and peak memory")
     args = parser.parse_args(argv)
@@ -184,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'check s':>7} {'total s':>7} {'cpu s':>7} "
           f"{'ms/res':>6} {'mocks s':>7} {'/mocks':>6} {'--plan s':>8} {'self MiB':>8} {'judge MiB':>9} {'pack MiB':>8} {'sum MiB':>7} {'goal':>6} {'ratio':>5} {'mand.':>5} {'adv.':>6}")
     for topics in sizes:
-        m = measure(topics)
-        goal = GOALS_S.get(topics)
+        m = measure(topics, args.language)
+        goal = GOALS_S.get(topics) if args.language == "python" else None  # issue 17: the Python program
         print(f"{m['topics']:>7} {m['resources']:>9} {m['plan_s']:>7.2f} {m['check_s']:>7.2f} {m['total_s']:>7.2f} "
               f"{m['cpu_s']:>7.2f} {1000 * m['total_s'] / m['resources']:>6.2f} {m['mocks_s']:>7.2f} "
               f"{m['total_s'] / m['mocks_s']:>5.2f}x {m['check_alone_s']:>8.2f} "

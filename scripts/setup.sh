@@ -71,6 +71,10 @@ ready() {
 }
 if $venvs_only; then ready; exit 0; fi
 
+# The Node.js packages the tests give TypeScript programs (tests/nodejs: @pulumi/pulumi, @pulumi/gcp,
+# typescript, ts-node), installed once from the lockfile into the user's cache (npm ci --ignore-scripts).
+"$py" tests/nodejs_projects.py || exit 2
+
 if ! command -v java >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing Java 17 (Debian openjdk-17-jre-headless)" >&2

@@ -14,11 +14,22 @@ import pytest
 import yaml
 
 from installed import CHECKOUT_PINS, as_team_project, environment, installed_tool, user_env
+from nodejs_projects import as_node_project
 from pubsubguard import cli
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 PROGRAMS = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.yaml").exists())
 EXIT = {"passed": 0, "rejected": 1, "error": 2}
+
+
+def is_nodejs(name: str) -> bool:
+    """A TypeScript/JavaScript program (`runtime: nodejs`): it gets the packages of tests/nodejs as its
+    node_modules, installed by scripts/setup.sh, in a copy (the corpus folder stays as committed)."""
+    try:
+        runtime = (yaml.safe_load((CORPUS / name / "Pulumi.yaml").read_text()) or {}).get("runtime")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    return (runtime.get("name") if isinstance(runtime, dict) else runtime) == "nodejs"
 
 
 def expected_of(name: str) -> dict:
@@ -50,7 +61,8 @@ def test_the_corpus_is_large_enough():
 def test_corpus_program(name, tmp_path, capsys):
     expected = expected_of(name)
     report = tmp_path / "report.json"
-    code = cli.main(["check", "--root", str(CORPUS / name), "--stack", expected["stack"], "--format", "json",
+    root = as_node_project(CORPUS / name, tmp_path / name) if is_nodejs(name) else CORPUS / name
+    code = cli.main(["check", "--root", str(root), "--stack", expected["stack"], "--format", "json",
                      "--out", str(report)])
     captured = capsys.readouterr()
     assert_as_expected(expected, code, json.loads(report.read_text()), captured.err, captured.out)
@@ -65,7 +77,8 @@ def user_cache(tmp_path_factory) -> Path:
 def test_corpus_program_with_the_wheel_installed_alone(name, tmp_path, user_cache):
     expected = expected_of(name)
     _, bin_dir = installed_tool()
-    root = as_team_project(CORPUS / name, tmp_path / name, environment(CHECKOUT_PINS))
+    root = as_node_project(CORPUS / name, tmp_path / name) if is_nodejs(name) else \
+        as_team_project(CORPUS / name, tmp_path / name, environment(CHECKOUT_PINS))
     report = tmp_path / "report.json"
     done = subprocess.run([str(bin_dir / "pubsubguard"), "check", "--stack", expected["stack"], "--format", "json",
                            "--out", str(report)], cwd=root, capture_output=True, text=True, timeout=300,
@@ -74,5 +87,7 @@ def test_corpus_program_with_the_wheel_installed_alone(name, tmp_path, user_cach
                     if not line.startswith("pubsubguard: making the policy pack's virtualenv"))
     document = json.loads(report.read_text())
     assert_as_expected(expected, done.returncode, document, err, done.stdout)
-    if document.get("program"):  # the program ran: with its own virtualenv
+    if document.get("program") and is_nodejs(name):  # the program ran: with its own node_modules' SDK
+        assert "@pulumi/pulumi" in document["program"]["interpreter"]
+    elif document.get("program"):  # the program ran: with its own virtualenv
         assert document["program"]["interpreter"].startswith(str(root / "venv"))

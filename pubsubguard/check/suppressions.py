@@ -7,7 +7,8 @@ why a violation it keeps is acceptable.
   `suppressions` on the result, kind `inSource` or `external`, with the reason as `justification`).
   - In the program's source, on the line that creates the resource (the position the SDK records with
     its registration) or on a comment line just above it:
-    `# pubsubguard: ignore[rule-name] the reason` (several rules: `ignore[rule-a, rule-b]`).
+    `# pubsubguard: ignore[rule-name] the reason` (several rules: `ignore[rule-a, rule-b]`); in TypeScript
+    and JavaScript `// pubsubguard: ignore[rule-name] the reason`.
   - In a file (`check --suppressions FILE`, YAML or JSON):
     `suppressions: [{rule: rule-name, resource: name-or-URN, reason: "..."}]`.
   A suppression without a reason, of a rule the pack does not have, or of a resource the program does not
@@ -33,7 +34,8 @@ from pubsubguard.core.errors import UserError, read_mapping
 from pubsubguard.core.project import source_lines
 
 BASELINE_FORMAT = "pubsubguard-baseline/1"
-COMMENT = re.compile(r"#\s*pubsubguard:\s*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$")
+COMMENT = re.compile(r"(?:#|//)\s*pubsubguard:\s*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$")  # Python, TS/JS
+COMMENT_LINE = ("#", "//")
 
 
 class SuppressionError(UserError):
@@ -95,7 +97,7 @@ def comments(plan: dict, root: Path) -> list[tuple[Suppression, set[str]]]:
                 raise SuppressionError(f"{at}: `pubsubguard: ignore[{', '.join(rules)}]` needs a reason after the "
                                        "bracket (why this violation is acceptable)")
             urns = set(by_line.get((relative, number), set()))
-            if text.lstrip().startswith("#"):  # a comment line: it applies to the line below
+            if text.lstrip().startswith(COMMENT_LINE):  # a comment line: it applies to the line below
                 urns |= by_line.get((relative, number + 1), set())
             if not urns:
                 raise SuppressionError(f"{at}: `pubsubguard: ignore[{', '.join(rules)}]` is not on (or just above) "

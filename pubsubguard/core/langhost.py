@@ -285,12 +285,19 @@ def scratch_directory() -> Path:
     return folder
 
 
-def environment(config_env: dict[str, str], scratch: Path, interpreter: Interpreter, pass_env: tuple[str, ...]) -> dict:
+def base_environment(config_env: dict[str, str], scratch: Path, pass_env: tuple[str, ...]) -> dict:
+    """The child's environment, whatever its language: the allowlist, `--pass-env` names, the engine's
+    variables, HOME and TMPDIR in the scratch directory, and a preview's `PULUMI_DRY_RUN`."""
     env = {key: os.environ[key] for key in ENV_ALLOWLIST if key in os.environ}
     env.update({key: os.environ[key] for key in pass_env if key in os.environ})
     env.update(config_env)
-    env.update({"HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"), "PYTHONUNBUFFERED": "1",
-                "PYTHONDONTWRITEBYTECODE": "1", "PULUMI_DRY_RUN": "true"})
+    env.update({"HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"), "PULUMI_DRY_RUN": "true"})
+    return env
+
+
+def environment(config_env: dict[str, str], scratch: Path, interpreter: Interpreter, pass_env: tuple[str, ...]) -> dict:
+    env = base_environment(config_env, scratch, pass_env)
+    env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     python = Path(interpreter.python)
     if (python.parent.parent / "pyvenv.cfg").exists():
         env["VIRTUAL_ENV"] = str(python.parent.parent)
@@ -298,12 +305,66 @@ def environment(config_env: dict[str, str], scratch: Path, interpreter: Interpre
     return env
 
 
-def start(interpreter: Interpreter, project: Project, scratch: Path, args: list[str], env: dict, *,
-          memory_mib: int, require_isolation: bool, notes: list[str]) -> Child:
-    """Start the exec script in the child (see module doc); `notes` gets one line per missing confinement."""
-    script = scratch / "exec" / "pulumi-language-python-exec.py"
-    shutil.copyfile(EXEC_SCRIPT, script)
-    command = [interpreter.python, "-u", str(script), *args]
+@dataclass(frozen=True)
+class Launch:
+    """What the engine hands any language's program: its addresses, the project, the stack, the limits
+    the program side applies itself, the config file (PULUMI_CONFIG and its secret keys as JSON)."""
+    monitor: str
+    engine: str
+    project: Project
+    stack: str
+    parallel: int
+    idle_timeout_s: float
+    max_resources: int
+    config_file: Path
+
+
+@dataclass(frozen=True)
+class PythonRunner:
+    """A Python program (`runtime: python`): `langhost_exec.py` run by the project's interpreter."""
+    interpreter: Interpreter
+
+    @classmethod
+    def find(cls, project: Project, python: str | None = None) -> "PythonRunner":
+        return cls(find_interpreter(project, python))
+
+    @property
+    def program(self) -> str:  # what runs the program, for messages and the run's record
+        return self.interpreter.python
+
+    @property
+    def notes(self) -> list[str]:
+        return [self.interpreter.fallback_note] if self.interpreter.fallback_note else []
+
+    def environment(self, config_env: dict[str, str], scratch: Path, pass_env: tuple[str, ...]) -> dict:
+        return environment(config_env, scratch, self.interpreter, pass_env)
+
+    def command(self, scratch: Path, launch: Launch) -> list[str]:
+        script = scratch / "exec" / "pulumi-language-python-exec.py"
+        shutil.copyfile(EXEC_SCRIPT, script)
+        project = launch.project
+        return [self.interpreter.python, "-u", str(script),
+                "--monitor", launch.monitor, "--engine", launch.engine, "--project", project.name,
+                "--stack", launch.stack, "--pwd", str(project.program_dir), "--root_directory", str(project.root),
+                "--organization", "organization", "--dry_run", "true", "--parallel", str(launch.parallel),
+                "--idle-timeout", f"{launch.idle_timeout_s:g}", "--max-resources", str(launch.max_resources),
+                "--config-file", str(launch.config_file), str(project.main)]
+
+    def failure(self, code: int) -> str | None:
+        """The runner's own reading of an exit code, or None."""
+        if code == NO_SDK:
+            return f"{self.interpreter.python} ({self.interpreter.source}) cannot import the pulumi SDK (pip install pulumi)"
+        return None
+
+
+NO_SDK = 3  # langhost_exec.NO_SDK (that file is run by the program's Python, never imported here)
+
+
+def start(command: list[str], project: Project, scratch: Path, env: dict, *, memory_mib: int,
+          require_isolation: bool, notes: list[str], program: str = "") -> Child:
+    """Start `command` (a program's runner; `program` names what runs it, for messages) in the child (see
+    module doc); `notes` gets one line per missing confinement."""
+    program = program or command[0]
     bwrap, why = bubblewrap()
     if bwrap is not None:
         layer, no_layer = writable_copy(project.root.resolve(), scratch)
@@ -337,7 +398,7 @@ def start(interpreter: Interpreter, project: Project, scratch: Path, args: list[
     except OSError as err:
         for fd in (out_r, out_w, err_r, err_w):
             os.close(fd)
-        raise PlanError(f"{interpreter.python}: cannot start the program's Python ({err.strerror})") from None
+        raise PlanError(f"{program}: cannot start the program ({err.strerror})") from None
     os.close(out_w)
     os.close(err_w)
     stdout, stderr = Stream(), Stream()

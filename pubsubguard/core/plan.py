@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core import langhost, storage
+from pubsubguard.core import langhost, langhost_node, storage
 from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
 from pubsubguard.core.langhost import Stream
@@ -55,6 +55,8 @@ from pubsubguard.core.project import (  # noqa: F401
 
 PLAN_FORMAT = "pubsubguard-plan/1"
 IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered or invoked, the thread waiting or blocked in one place this long: stuck
+MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "Array buffer allocation failed",
+                "Fatal process out of memory")  # Python's and Node.js's words for an allocation refused
 PARALLEL = 16  # the language host's --parallel: the SDK sends up to 4x this many RPCs at once
 
 
@@ -132,8 +134,8 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     (default: stderr). Raises `ProgramFailed` (with the run so far) when the program does not complete."""
     inputs = inputs or read_inputs(root, stack)
     project, stack, config = inputs.project, inputs.stack, inputs.config
-    interpreter = langhost.find_interpreter(project, python)
-    notes: list[str] = [interpreter.fallback_note] if interpreter.fallback_note else []
+    runner = runner_for(project, python)
+    notes: list[str] = list(runner.notes)
     stop = threading.Event()
     recorder = Recorder(project=project.name, stack=stack, invoke_results=invoke_results or InvokeResults(),
                         root=project.root, limits=limits, on_resource=on_resource, on_breach=stop.set)
@@ -142,19 +144,14 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     code = None
     try:
         server = serve(recorder, scratch)
-        monitor_address, engine_address = server.monitor_address, server.engine_address
         config_file = scratch / "exec" / "config.json"  # PULUMI_CONFIG may exceed one variable's 128 KiB
         config_file.write_text(json.dumps(config.env()))
-        env = langhost.environment({"PULUMI_PROJECT": project.name, "PULUMI_STACK": stack}, scratch, interpreter,
-                                   tuple(pass_env))
-        args = ["--monitor", monitor_address, "--engine", engine_address, "--project", project.name,
-                "--stack", stack, "--pwd", str(project.program_dir), "--root_directory", str(project.root),
-                "--organization", "organization", "--dry_run", "true", "--parallel", str(PARALLEL),
-                "--idle-timeout", f"{limits.idle_timeout_s:g}", "--max-resources", str(limits.max_resources),
-                "--config-file", str(config_file),
-                str(project.main)]
-        child = langhost.start(interpreter, project, scratch, args, env, memory_mib=limits.memory_mib,
-                               require_isolation=require_isolation, notes=notes)
+        env = runner.environment({"PULUMI_PROJECT": project.name, "PULUMI_STACK": stack}, scratch, tuple(pass_env))
+        launch = langhost.Launch(monitor=server.monitor_address, engine=server.engine_address, project=project,
+                                 stack=stack, parallel=PARALLEL, idle_timeout_s=limits.idle_timeout_s,
+                                 max_resources=limits.max_resources, config_file=config_file)
+        child = langhost.start(runner.command(scratch, launch), project, scratch, env, memory_mib=limits.memory_mib,
+                               require_isolation=require_isolation, notes=notes, program=runner.program)
         for line in notes:
             (note or _note)(line)
         code = langhost.wait(child, time.monotonic() + limits.timeout_s, stop.is_set)
@@ -170,9 +167,9 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         plan={**inputs.header, "resources": [records[urn] for urn in sorted(records)],
               "outputs": recorder.outputs, "unknown_invokes": _unique(recorder.unknown_invokes)},
         stdout=child.stdout, stderr=child.stderr, messages=list(recorder.messages), notes=notes,
-        interpreter=interpreter.python, confined=child.confined, exit_code=code,
+        interpreter=runner.program, confined=child.confined, exit_code=code,
     )
-    failure = _failure(run, recorder, code, limits, config.source, interpreter)
+    failure = _failure(run, recorder, code, limits, config.source, runner)
     if failure:
         raise ProgramFailed(failure, run, stopped=bool(recorder.breach) or code is None)
     return run
@@ -182,8 +179,17 @@ def _note(line: str) -> None:
     print(f"pubsubguard: {line}", file=sys.stderr)
 
 
+RUNNERS = {"python": langhost.PythonRunner, "nodejs": langhost_node.NodeRunner}  # Pulumi.yaml's runtime ->
+# what runs its program (`find` looks for the program's Python, or Node.js and its SDK, as the language host)
+
+
+def runner_for(project: Project, python: str | None = None):
+    """The runner of the project's program; PlanError in one line when it cannot run here."""
+    return RUNNERS[project.runtime].find(project, python)
+
+
 def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limits, source: str,
-             interpreter: langhost.Interpreter) -> str | None:
+             runner) -> str | None:
     """Why the run does not count as a completed program, in one line; None when it does."""
     if recorder.breach:
         return recorder.breach
@@ -193,7 +199,7 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
         message = recorder.errors[0] or "the program failed: an error with no message"
         if message.startswith("the program made no progress"):
             return f"{source}: {message}"
-        if message.startswith("the program failed:") and "MemoryError" in message:
+        if message.startswith("the program failed:") and any(sign in message for sign in MEMORY_SIGNS):
             message += f" (the program's memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
         elif message.startswith("the program failed:") and recorder.unknown_invokes and \
                 any(sign in message for sign in (UNKNOWN, "NoneType", "Unknown")):
@@ -201,11 +207,12 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
             tokens = ", ".join(sorted({i["token"] for i in recorder.unknown_invokes}))
             message += f" (offline, the results of {tokens} are unknown; give them with --invoke-results FILE)"
         return message
-    if code == langhost_exec_no_sdk():
-        return f"{interpreter.python} ({interpreter.source}) cannot import the pulumi SDK (pip install pulumi)"
+    own = runner.failure(code)
+    if own:
+        return own
     last = (run.stderr.text().strip().splitlines() or [""])[-1][:300]
     memory = (f" (its memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
-              if "MemoryError" in last or "std::bad_alloc" in last else "")
+              if any(sign in run.stderr.text()[-4000:] for sign in MEMORY_SIGNS) else "")
     signum = -code if code < 0 else code - 128 if run.confined and code > 128 else None  # bwrap: 128 + signal
     if signum is not None:
         name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
@@ -215,10 +222,6 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
     if not recorder.completed:
         return "the program exited (code 0) before it completed: it never registered its stack's outputs"
     return None
-
-
-def langhost_exec_no_sdk() -> int:
-    return 3  # langhost_exec.NO_SDK (that file is run by the program's Python, never imported here)
 
 
 def plan_header(project: Project, stack: str, config) -> dict:

@@ -24,6 +24,7 @@ from typing import Any
 from pubsubguard.core.errors import UserError, read_mapping
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
+RUNTIMES = ("python", "nodejs")  # the languages whose programs run offline (core.plan.RUNNERS)
 _TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
 
 
@@ -46,7 +47,12 @@ class Project:
 
     @property
     def program_files(self) -> list[Path]:
-        return [self.main / "__main__.py"] if self.main.is_dir() else [self.main]
+        if not self.main.is_dir():
+            return [self.main]
+        if self.runtime == "nodejs":
+            return [path for path in (self.main / name for name in ("index.ts", "index.js", "index.mts", "index.mjs"))
+                    if path.exists()][:1] or [self.main / "index.ts"]
+        return [self.main / "__main__.py"]
 
 
 @dataclass(frozen=True)
@@ -84,12 +90,27 @@ def read_project(root: Path) -> Project:
     if not isinstance(runtime_name, str):
         raise PlanError(f"{path}: runtime: expected a runtime name (`runtime: python`) or a mapping with one "
                         f"(`runtime: {{name: python, options: {{...}}}}`), got {runtime!r}")
-    if runtime_name != "python":
+    if runtime_name not in RUNTIMES:
         raise PlanError(
-            f"{path}: runtime: only Python programs can be planned offline, got {runtime_name!r} "
+            f"{path}: runtime: only Python and Node.js programs can be planned offline, got {runtime_name!r} "
             "(judge other programs with `pulumi preview --policy-pack policies`)"
         )
     main = Path(root) / str(data.get("main") or ".")
+    if runtime_name == "python":
+        _python_main(path, root, data, main)
+    elif not main.exists():  # a folder: package.json's `main` or index.js, as the SDK's cmd/run finds it
+        raise PlanError(f"{path}: main: {data.get('main')!r} does not exist in {root}")
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise PlanError(f"{path}: config: expected a mapping of key to a value or {{type, default}}")
+    options = runtime.get("options") if isinstance(runtime, dict) else None
+    if options is not None and not isinstance(options, dict):
+        raise PlanError(f"{path}: runtime.options: expected a mapping (virtualenv, toolchain), got {options!r}")
+    return Project(root=Path(root), name=name, runtime=runtime_name, main=main, config=config,
+                   runtime_options=options or {})
+
+
+def _python_main(path: Path, root: Path, data: dict, main: Path) -> None:
     try:
         main_file = main / "__main__.py" if main.is_dir() else main
         main_file.stat()  # follows symlinks: a dangling or looping one fails here
@@ -101,14 +122,6 @@ def read_project(root: Path) -> Project:
             raise PlanError(f"{path}: main: {main_file} {what} (the Python language host runs {main_file.name} "
                             "of the program's folder)") from None
         raise PlanError(f"{path}: main: {data.get('main')!r} {what} in {root}") from None
-    config = data.get("config") or {}
-    if not isinstance(config, dict):
-        raise PlanError(f"{path}: config: expected a mapping of key to a value or {{type, default}}")
-    options = runtime.get("options") if isinstance(runtime, dict) else None
-    if options is not None and not isinstance(options, dict):
-        raise PlanError(f"{path}: runtime.options: expected a mapping (virtualenv, toolchain), got {options!r}")
-    return Project(root=Path(root), name=name, runtime="python", main=main, config=config,
-                   runtime_options=options or {})
 
 
 def stack_names(root: Path) -> list[str]:

@@ -1,0 +1,387 @@
+// The program's side of `pubsubguard plan` and `check` for Node.js (`runtime: nodejs`): what
+// pulumi-language-nodejs does before it hands the program to the SDK's own entry point
+// (`@pulumi/pulumi/cmd/run`), run by the project's own `node` in the confined child.
+//
+// NOT loaded by pubsubguard: `pubsubguard.core.langhost_node` copies this file into the run's scratch
+// directory and starts it as
+//     node pubsubguard-language-nodejs-exec.js --config-file F --idle-timeout S --max-resources N \
+//          --root-directory DIR RUN_PATH --monitor ADDR --engine ADDR --project P --stack S --dry-run ...
+// where RUN_PATH is the project's own `node_modules/@pulumi/pulumi/cmd/run`. It reads the config the
+// language host would put in PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS (from a file: a large stack's
+// config does not fit in one environment variable), applies the preview semantics below to the
+// project's own SDK, then runs `cmd/run` with the arguments the language host passes.
+//
+// Preview semantics the engine alone cannot give (as langhost_exec.py does for Python):
+// - an invoke the engine cannot answer offline (`pubsubguard:unknown-result`) is an object whose echoed
+//   arguments are known and whose every other field reads as the engine's unknown sentinel, so a
+//   value built from it is unknown (`service-${project.number}@...` is never `service-undefined@...`);
+// - a string the program interpolates (`pulumi.interpolate`, `pulumi.concat`) from known parts and
+//   unknown ones keeps its known parts, the sentinel standing for the unknown ones ("http://" + an
+//   unknown name): the engine records it unknown and lets a rule judge by its known parts (a push
+//   endpoint's scheme), as for Python's `Output.concat` and f-strings;
+// - where each Output input comes from (a resource's output property, the `apply` / `all` /
+//   `interpolate` it went through) is reported to the engine in debug lines (`pubsubguard:provenance `),
+//   which it attaches to the inputs unknown at preview: a report, never a judgement;
+// - a program that makes no progress (nothing constructed, no engine call answered) for
+//   `--idle-timeout` seconds is stopped with an error naming the resource it waits for;
+// - constructions are counted, and the program stopped at `--max-resources`;
+// - a failure is reported as `the program failed: FILE:LINE: Type: message`, the line in the
+//   program's own files (the SDK's source maps give TypeScript lines).
+// A speed-up that changes nothing a program or the engine can see: the SDK's debug lines are not sent
+// (this engine drops them; the SDK sends about fifteen asynchronous `Log` calls per resource).
+// Nothing here is trusted by the engine: the verdict is computed from the registrations it received.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+const UNKNOWN_RESULT = "pubsubguard:unknown-result"; // engine.UNKNOWN_RESULT
+const ERROR_SHOWN = 32; // as the SDK: an error message was shown to the user
+
+function options(argv) {
+    const own = { "--config-file": "", "--idle-timeout": "60", "--max-resources": "50000", "--root-directory": "" };
+    let index = 0;
+    while (index < argv.length && Object.prototype.hasOwnProperty.call(own, argv[index])) {
+        own[argv[index]] = argv[index + 1];
+        index += 2;
+    }
+    return { own, runPath: argv[index], rest: argv.slice(index + 1) };
+}
+
+// Fields a program may read from an invoke's result; names no data source has are left alone (the SDK
+// and libraries probe objects for `then`, `__pulumiOutput`, `toJSON`, ...).
+const NOT_FIELDS = new Set(["then", "toJSON", "toString", "valueOf", "constructor", "inspect", "length",
+    "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString", "asymmetricMatch", "nodeType"]);
+
+function unknownResult(known) {
+    return new Proxy(known, {
+        get(target, key, receiver) {
+            if (typeof key !== "string" || key in target || NOT_FIELDS.has(key) || !/^[a-z][A-Za-z0-9]*$/.test(key)) {
+                return Reflect.get(target, key, receiver);
+            }
+            return UNKNOWN;
+        },
+    });
+}
+
+function patchInvokes(sdk) {
+    const rpc = require(path.join(sdk, "runtime", "rpc"));
+    const original = rpc.deserializeProperties;
+    rpc.deserializeProperties = function (struct, keepUnknowns) {
+        const result = original.apply(this, arguments);
+        if (result && typeof result === "object" && result[UNKNOWN_RESULT] === true) {
+            delete result[UNKNOWN_RESULT];
+            return unknownResult(result);
+        }
+        return result;
+    };
+}
+
+function patchConcatenation(sdk) {
+    const outputs = require(path.join(sdk, "output"));
+    const concat = outputs.concat;
+    const joinKeepingKnownParts = (parts) => {
+        const items = parts.map((part) => outputs.output(part));
+        const joined = concat(...parts);
+        const kept = (async () => {
+            if (await joined.isKnown) {
+                return undefined;
+            }
+            const texts = [];
+            for (const item of items) {
+                const value = (await item.isKnown) ? await item.promise() : undefined;
+                if (value !== undefined && value !== null && typeof value === "object") {
+                    return undefined; // not a string's part: unknown, as before
+                }
+                texts.push(value === undefined ? UNKNOWN : String(value));
+            }
+            const text = texts.join("");
+            return text.split(UNKNOWN).join("") ? text : undefined; // nothing known: unknown, as before
+        })();
+        const value = kept.then((text) => (text !== undefined ? text : joined.promise(true)));
+        const isKnown = kept.then(async (text) => text !== undefined || (await joined.isKnown));
+        return new outputs.Output(joined.resources(), value, isKnown, joined.isSecret, joined.allResources());
+    };
+    const patched = {
+        concat: (...params) => joinKeepingKnownParts(params),
+        interpolate: (literals, ...placeholders) => {
+            const parts = [];
+            placeholders.forEach((placeholder, index) => parts.push(literals[index], placeholder));
+            parts.push(literals[literals.length - 1]);
+            return joinKeepingKnownParts(parts);
+        },
+    };
+    Object.assign(outputs, patched);
+    Object.assign(require(sdk), patched); // the package's index copied them when it loaded
+}
+
+const PROVENANCE = "pubsubguard:provenance "; // engine.PROVENANCE
+const BATCH = 500; // resources per line
+
+function traceOutputs(sdk, send) {
+    const outputs = require(path.join(sdk, "output"));
+    const resource = require(path.join(sdk, "runtime", "resource"));
+    const origins = new WeakMap(); // Output -> { from: [[type, name, property]], via: [...] }
+    const isOutput = (value) => value !== null && typeof value === "object" && value.__pulumiOutput === true;
+    const tag = (result, sources, via) => {
+        if (isOutput(result) && sources.length) {
+            origins.set(result, { from: sources, via });
+        }
+        return result;
+    };
+    const gathered = (values, step) => {
+        const sources = [];
+        const via = [];
+        for (const value of values) {
+            const found = isOutput(value) ? origins.get(value) : undefined;
+            for (const source of (found ? found.from : [])) {
+                if (!sources.some((s) => s.join("\0") === source.join("\0"))) {
+                    sources.push(source);
+                }
+            }
+            for (const stepped of (found ? found.via : [])) {
+                if (!via.includes(stepped)) {
+                    via.push(stepped);
+                }
+            }
+        }
+        return [sources, [...via, step]];
+    };
+    const apply = outputs.Output.prototype.apply;
+    outputs.Output.prototype.apply = function (func, runWithUnknowns) {
+        const result = apply.call(this, func, runWithUnknowns);
+        const found = origins.get(this);
+        return found ? tag(result, found.from, [...found.via, "apply"]) : result;
+    };
+    const wrap = (name) => {
+        const original = outputs[name];
+        const traced = function (...args) {
+            const result = original.apply(this, args);
+            const values = name === "all" ? (Array.isArray(args[0]) ? args[0] : Object.values(args[0] || {})) :
+                name === "interpolate" ? args.slice(1) : args;
+            const [sources, via] = gathered(values, name);
+            return tag(result, sources, via);
+        };
+        outputs[name] = traced;
+        require(sdk)[name] = traced; // the package's index copied it when it loaded
+    };
+    ["all", "concat", "interpolate"].forEach(wrap);
+    const walk = (value, where, found, depth) => {
+        if (value === null || typeof value !== "object" || depth > 8) {
+            return;
+        }
+        const origin = isOutput(value) ? origins.get(value) : undefined;
+        if (origin) {
+            found[where] = { from: origin.from.map(([type, name, output]) => ({ type, name, output })),
+                             via: origin.via };
+        } else if (Array.isArray(value)) {
+            value.forEach((item, index) => walk(item, `${where}[${index}]`, found, depth + 1));
+        } else if (!isOutput(value) && Object.getPrototypeOf(value) === Object.prototype) {
+            for (const [key, item] of Object.entries(value)) {
+                walk(item, `${where}.${key}`, found, depth + 1);
+            }
+        }
+    };
+    let pending = [];
+    let scheduled = false;
+    const flush = () => {
+        scheduled = false;
+        const batch = pending;
+        pending = [];
+        if (batch.length) {
+            send(PROVENANCE + JSON.stringify(batch));
+        }
+    };
+    const register = resource.registerResource;
+    resource.registerResource = function (res, parent, t, name, custom, remote, newDependency, props) {
+        try { // a report only: whatever happens here, the registration goes on untouched
+            const found = {};
+            for (const [key, value] of Object.entries(props || {})) {
+                walk(value, key, found, 0);
+            }
+            if (Object.keys(found).length) {
+                pending.push({ type: t, name, inputs: found });
+                if (pending.length >= BATCH) {
+                    flush();
+                } else if (!scheduled) {
+                    scheduled = true;
+                    setTimeout(flush, 0);
+                }
+            }
+        } catch (err) {
+            // a report only
+        }
+        const result = register.apply(this, arguments);
+        try {
+            for (const [key, value] of Object.entries(res)) {
+                if (isOutput(value) && !key.startsWith("__")) {
+                    origins.set(value, { from: [[t, name, key]], via: [] });
+                }
+            }
+        } catch (err) {
+            // a report only
+        }
+        return result;
+    };
+}
+
+class Activity {
+    constructor() {
+        this.last = Date.now();
+        this.started = new Map();
+        this.finished = new Map();
+        this.count = 0;
+    }
+    touch() {
+        this.last = Date.now();
+    }
+}
+
+// Constructions are counted, and the program stopped once it constructed more than `maxResources`: the
+// construction over the limit and every later one are not registered (throwing from inside the SDK's
+// constructor sends the SDK's own error reporting into a loop), the limit is logged as the program's
+// error and the program exits. A loop that goes on constructing synchronously is stopped where it is.
+function countConstructions(sdk, activity, maxResources, stop) {
+    const resource = require(path.join(sdk, "runtime", "resource"));
+    for (const name of ["registerResource", "readResource"]) {
+        const original = resource[name];
+        resource[name] = function (res, parent, t, label) {
+            const key = `${t} '${label}'`;
+            activity.count += 1;
+            activity.touch();
+            if (activity.count > maxResources) {
+                const message = `the program registered more than ${maxResources.toLocaleString("en-US")} ` +
+                    "resources (--max-resources raises the limit)";
+                if (activity.count === maxResources + 1) {
+                    stop(message);
+                } else if (activity.count > 2 * maxResources + 10000) {
+                    process.stderr.write(`${message}\n`);
+                    process.exit(ERROR_SHOWN);
+                }
+                return undefined;
+            }
+            activity.started.set(key, (activity.started.get(key) || 0) + 1);
+            return original.apply(this, arguments);
+        };
+    }
+    const settings = require(path.join(sdk, "runtime", "settings"));
+    const getMonitor = settings.getMonitor;
+    const wrapped = new WeakSet();
+    settings.getMonitor = function () {
+        const monitor = getMonitor.apply(this, arguments);
+        if (monitor && !wrapped.has(monitor)) {
+            wrapped.add(monitor);
+            for (const method of ["registerResource", "readResource", "invoke", "registerResourceOutputs"]) {
+                const call = monitor[method];
+                if (typeof call !== "function") {
+                    continue;
+                }
+                monitor[method] = function (request, ...rest) {
+                    const last = rest.length - 1;
+                    if (typeof rest[last] === "function") {
+                        const callback = rest[last];
+                        rest[last] = function () {
+                            activity.touch();
+                            if ((method === "registerResource" || method === "readResource") && request.getType) {
+                                const key = `${request.getType()} '${request.getName()}'`;
+                                activity.finished.set(key, (activity.finished.get(key) || 0) + 1);
+                            }
+                            return callback.apply(this, arguments);
+                        };
+                    }
+                    return call.call(monitor, request, ...rest);
+                };
+            }
+        }
+        return monitor;
+    };
+}
+
+function watch(activity, idleTimeoutS, onStuck) {
+    const timer = setInterval(() => {
+        if (Date.now() - activity.last <= idleTimeoutS * 1000) {
+            return;
+        }
+        clearInterval(timer);
+        const pending = [...activity.started].filter(([key, count]) => count > (activity.finished.get(key) || 0))
+            .map(([key]) => key).sort();
+        const what = pending.length
+            ? `waiting for ${pending[0]}${pending.length > 1 ? ` (and ${pending.length - 1} more)` : ""}, whose inputs never resolved`
+            : "waiting on something that never completes";
+        onStuck(`the program made no progress for ${idleTimeoutS} s, ${what}`);
+    }, 100);
+    timer.unref(); // never what keeps the program alive
+}
+
+// `the program failed: FILE:LINE: Type: message` from the SDK's report of an unhandled exception.
+function programError(message, err, root) {
+    const uncaught = typeof message === "string" && (message.startsWith("Running program '") ||
+        (err && (message === err.stack || message === err.message)));
+    if (!uncaught) {
+        return message;
+    }
+    let place = "";
+    const stack = (err && err.stack) || message;
+    for (const line of String(stack).split("\n")) {
+        const found = /\(?((?:file:\/\/)?\/[^():]+):(\d+):\d+\)?\s*$/.exec(line.trim());
+        if (!found) {
+            continue;
+        }
+        const file = found[1].replace(/^file:\/\//, "");
+        if (root && file.startsWith(root) && !file.includes("/node_modules/")) {
+            place = `${file.slice(root.length)}:${found[2]}: `;
+            break;
+        }
+    }
+    if (err && err.name === "TSError" && typeof err.diagnosticText === "string") {
+        return `the program failed: ${err.diagnosticText.trim().split("\n")[0]}`;  // file(line,col): error TS...
+    }
+    const what = err && err.name && err.message !== undefined ? `${err.name}: ${err.message}` :
+        message.split("\n").slice(1).find((line) => line.trim()) || message;
+    return `the program failed: ${place}${what}`.split("\n")[0];
+}
+
+function main() {
+    const { own, runPath, rest } = options(process.argv.slice(2));
+    if (own["--config-file"]) {
+        Object.assign(process.env, JSON.parse(fs.readFileSync(own["--config-file"], "utf8")));
+    }
+    const sdk = path.resolve(runPath, "..", "..");
+    const root = own["--root-directory"] ? fs.realpathSync(own["--root-directory"]) + path.sep : "";
+    const activity = new Activity();
+    let logError = (message) => { process.stderr.write(`${message}\n`); };
+    const stop = (message) => {  // the program's error, as the SDK logs one; then exit
+        setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
+        Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
+    };
+    for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk),
+        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
+        try {
+            patch();
+        } catch (err) {
+            // an SDK without that part runs as it is
+        }
+    }
+    const log = require(path.join(sdk, "log"));
+    logError = log.error;
+    const sendDebug = log.debug;
+    try {
+        traceOutputs(sdk, (line) => sendDebug(line));
+    } catch (err) {
+        // an SDK without that part runs as it is
+    }
+    log.debug = () => Promise.resolve();
+    let lastError;
+    const remember = (err) => { lastError = err; };
+    process.prependListener("uncaughtException", remember);
+    process.prependListener("unhandledRejection", remember);
+    log.error = function (message, ...more) {
+        return logError.call(this, programError(message, lastError, root), ...more);
+    };
+    watch(activity, parseFloat(own["--idle-timeout"]), stop);
+    process.argv = [process.argv[0], runPath, ...rest];
+    require(runPath);
+}
+
+main();

@@ -1,0 +1,346 @@
+"""`pubsubguard check` and `plan` on TypeScript programs (`runtime: nodejs`, issue 39): run by the project's
+own @pulumi/pulumi (its `cmd/run`, ts-node, tsconfig.json) in the confined child, judged as Python
+programs are. Each program gets `node_modules` linked to the packages `scripts/setup.sh` installed from
+tests/nodejs's lockfile, as a team's `npm ci` leaves them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nodejs_projects import node_modules
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+HEADER = 'import * as pulumi from "@pulumi/pulumi";\nimport * as gcp from "@pulumi/gcp";\n'
+TSCONFIG = {"compilerOptions": {"strict": True, "target": "ES2020", "module": "commonjs",
+                                "moduleResolution": "node", "esModuleInterop": True}, "files": ["index.ts"]}
+AGENT = "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+DEAD_LETTER = """\
+const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+const deadLetter = new gcp.pubsub.Topic("orders-dlq", { name: "orders-dlq" });
+new gcp.pubsub.Subscription("orders-dlq-drain", { name: "orders-dlq-drain", topic: deadLetter.name, expirationPolicy: { ttl: "" } });
+const worker = new gcp.pubsub.Subscription("orders-worker", {
+    name: "orders-worker",
+    topic: orders.id,
+    expirationPolicy: { ttl: "" },
+    deadLetterPolicy: { deadLetterTopic: deadLetter.id, maxDeliveryAttempts: 5 },
+});
+"""
+
+
+def node_project(tmp_path: Path, source: str, *, modules: Path | None = None, name: str = "team-ts") -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": name, "runtime": "nodejs"}))
+    (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "proj-a"}}))
+    (root / "package.json").write_text(json.dumps({"name": name, "main": "index.ts", "dependencies": {
+        "@pulumi/pulumi": "3.248.0", "@pulumi/gcp": "9.37.0"}}))
+    (root / "tsconfig.json").write_text(json.dumps(TSCONFIG))
+    (root / "index.ts").write_text(HEADER + textwrap.dedent(source))
+    if modules is not False:
+        (root / "node_modules").symlink_to(modules or node_modules(), target_is_directory=True)
+    return root
+
+
+def pubsubguard(root: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pubsubguard", *args], cwd=root, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def one_line_error(root: Path) -> str:
+    """The check's one line on stderr, for a project it cannot run (exit 2)."""
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    return line
+
+
+def line_of(root: Path, needle: str) -> int:
+    return next(n for n, text in enumerate((root / "index.ts").read_text().splitlines(), 1) if needle in text)
+
+
+def mandatory(document: dict) -> list[str]:
+    return sorted(v["policy"] for v in document["violations"] if v["level"] == "mandatory" and not v["suppressed"])
+
+
+def test_a_topic_and_an_ordered_subscription_pass(tmp_path):
+    root = node_project(tmp_path, """
+        const orders = new gcp.pubsub.Topic("orders", {
+            name: "orders",
+            labels: { "pubsubguard-publisher-region": "europe-west1" },
+        });
+        export const subscription = new gcp.pubsub.Subscription("orders-ordered", {
+            name: "orders-ordered",
+            topic: orders.name,
+            enableMessageOrdering: true,
+            expirationPolicy: { ttl: "" },
+        }).name;
+        """)
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["passed"] is True and mandatory(document) == []
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    [subscription] = [r for r in plan["resources"] if r["type"] == "gcp:pubsub/subscription:Subscription"]
+    assert subscription["inputs"]["enableMessageOrdering"] is True
+    assert subscription["inputs"]["topic"] == "orders"
+    assert subscription["source"] == {"path": "index.ts", "line": line_of(root, "new gcp.pubsub.Subscription")}
+    assert plan["outputs"] == {"subscription": "orders-ordered"}
+
+
+def test_a_dead_letter_policy_without_the_grant_is_rejected_at_the_typescript_line(tmp_path):
+    root = node_project(tmp_path, DEAD_LETTER)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 1, done.stderr
+    line = line_of(root, '"orders-worker", {')
+    assert f"index.ts:{line}: mandatory dead-letter-service-agent-iam: Subscription orders-worker" in done.stdout
+    sarif = json.loads(pubsubguard(root, "check", "-s", "dev", "--format", "sarif").stdout)
+    [result] = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "dead-letter-service-agent-iam"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "index.ts" and location["region"]["startLine"] == line
+
+
+def test_the_grant_from_an_invoke_offline_is_unknown_never_undefined(tmp_path):
+    """getProject's number is unknown offline: the member built from it is the service agent's form with
+    an unknown number (judged by its known parts), never `service-undefined@...`."""
+    root = node_project(tmp_path, DEAD_LETTER + """
+        const project = gcp.organizations.getProjectOutput({});
+        const agent = pulumi.interpolate`serviceAccount:service-${project.number}@gcp-sa-pubsub.iam.gserviceaccount.com`;
+        new gcp.pubsub.TopicIAMMember("dlq-publisher", { topic: deadLetter.name, role: "roles/pubsub.publisher", member: agent });
+        new gcp.pubsub.SubscriptionIAMMember("dlq-subscriber", { subscription: worker.name, role: "roles/pubsub.subscriber", member: agent });
+        const plain = gcp.organizations.getProject({}).then((p) => `service-${p.number}`);
+        new gcp.pubsub.Topic("named-from-a-promise", { name: "t-x", labels: { owner: plain } });
+        """)
+    plan = pubsubguard(root, "plan", "-s", "dev")
+    assert plan.returncode == 0, plan.stderr
+    assert "undefined" not in plan.stdout
+    resources = {r["name"]: r for r in json.loads(plan.stdout)["resources"]}
+    assert resources["dlq-publisher"]["inputs"]["member"] == UNKNOWN
+    assert resources["named-from-a-promise"]["inputs"]["labels"]["owner"] == UNKNOWN
+    assert {i["token"] for i in json.loads(plan.stdout)["unknown_invokes"]} == {
+        "gcp:organizations/getProject:getProject"}
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert "dead-letter-service-agent-iam" not in mandatory(json.loads(done.stdout)), done.stdout
+
+
+def test_secrets_are_masked_and_still_judged(tmp_path):
+    secret_host = "hunter2-" + uuid.uuid4().hex[:8]
+    root = node_project(tmp_path, f"""
+        const t = new gcp.pubsub.Topic("orders", {{ name: "orders" }});
+        new gcp.pubsub.Subscription("push", {{
+            name: "push-sub", topic: t.name, expirationPolicy: {{ ttl: "" }},
+            pushConfig: {{ pushEndpoint: pulumi.secret("http://{secret_host}.example.com/push") }},
+        }});
+        console.log("endpoint is http://{secret_host}.example.com/push");
+        """)
+    outputs = []
+    for fmt in ("text", "json", "sarif"):
+        done = pubsubguard(root, "check", "-s", "dev", "--format", fmt)
+        assert done.returncode == 1, done.stderr  # push-endpoint-https judged the secret value
+        outputs.append(done.stdout + done.stderr)
+    assert "push-endpoint-https" in outputs[1]
+    assert all(secret_host not in text for text in outputs)
+    assert "[secret]" in outputs[0]
+    plan = pubsubguard(root, "plan", "-s", "dev").stdout
+    assert secret_host not in plan and '"secrets": "redacted"' in plan
+
+
+def test_a_suppression_comment_is_honoured_and_stays_visible(tmp_path):
+    root = node_project(tmp_path, """
+        const t = new gcp.pubsub.Topic("orders", { name: "orders" });
+        // pubsubguard: ignore[ack-deadline-in-range] consumers ack in 2 s (OPS-12)
+        new gcp.pubsub.Subscription("fast", { name: "fast", topic: t.name, ackDeadlineSeconds: 5, expirationPolicy: { ttl: "" } });
+        """)
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    [suppressed] = [v for v in document["violations"] if v["suppressed"]]
+    assert suppressed["policy"] == "ack-deadline-in-range"
+    assert suppressed["suppressed"] == {"kind": "inSource", "reason": "consumers ack in 2 s (OPS-12)",
+                                        "where": f"index.ts:{line_of(root, 'pubsubguard: ignore')}"}
+    baseline = tmp_path / "baseline.json"
+    (root / "index.ts").write_text((root / "index.ts").read_text().replace("// pubsubguard: ignore", "// was: ignore"))
+    assert pubsubguard(root, "check", "-s", "dev").returncode == 1
+    assert pubsubguard(root, "check", "-s", "dev", "--create-baseline", str(baseline)).returncode == 1
+    assert pubsubguard(root, "check", "-s", "dev", "--baseline", str(baseline)).returncode == 0
+
+
+def test_missing_node_modules_is_one_line_naming_npm_ci(tmp_path):
+    root = node_project(tmp_path, 'new gcp.pubsub.Topic("orders", { name: "orders" });\n', modules=False)
+    assert one_line_error(root) == (
+        f"pubsubguard check: {root / 'Pulumi.yaml'}: the program's Node.js modules are not installed "
+        f"({root / 'node_modules'} is missing): run `npm ci` in {root}")
+
+
+def test_an_sdk_that_needs_a_newer_node_is_one_line_naming_both_versions(tmp_path):
+    modules = tmp_path / "node_modules"  # the installed modules, but an SDK whose package.json wants Node 99
+    modules.mkdir()
+    for entry in node_modules().iterdir():
+        if entry.name != "@pulumi":
+            (modules / entry.name).symlink_to(entry)
+    (modules / "@pulumi").mkdir()
+    (modules / "@pulumi" / "gcp").symlink_to(node_modules() / "@pulumi" / "gcp")
+    sdk = modules / "@pulumi" / "pulumi"
+    sdk.mkdir()
+    for entry in (node_modules() / "@pulumi" / "pulumi").iterdir():
+        if entry.name != "package.json":
+            (sdk / entry.name).symlink_to(entry)
+    manifest = json.loads((node_modules() / "@pulumi" / "pulumi" / "package.json").read_text())
+    (sdk / "package.json").write_text(json.dumps({**manifest, "engines": {"node": ">=99"}}))
+    root = node_project(tmp_path, 'new gcp.pubsub.Topic("orders", { name: "orders" });\n', modules=modules)
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    assert one_line_error(root) == (
+        f"pubsubguard check: {root / 'Pulumi.yaml'}: @pulumi/pulumi {manifest['version']} in {root / 'node_modules'} needs "
+        f"Node.js >=99 (its package.json engines.node), but `node --version` is {node}: install a newer Node.js")
+
+
+def test_a_program_that_throws_is_reported_at_its_typescript_line(tmp_path):
+    root = node_project(tmp_path, """
+        new gcp.pubsub.Topic("orders", { name: "orders" });
+        const settings: { retries?: number } = JSON.parse("{}");
+        if (settings.retries === undefined) {
+            throw new Error("retries is not set");
+        }
+        """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    line = line_of(root, "throw new Error")
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"pubsubguard check: the program failed: index.ts:{line}: Error: retries is not set")
+
+
+def test_a_type_error_is_reported_as_typescript_reports_it(tmp_path):
+    root = node_project(tmp_path, 'const n: number = "x";\nnew gcp.pubsub.Topic("orders", { name: "orders" });\n')
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    assert "the program failed: index.ts(3,7): error TS2322" in done.stderr.strip().splitlines()[-1]
+
+
+def test_config_and_a_component_as_a_team_writes_them(tmp_path):
+    root = node_project(tmp_path, """
+        class Channel extends pulumi.ComponentResource {
+            public readonly topic: gcp.pubsub.Topic;
+            constructor(name: string, args: { ordered: boolean }, opts?: pulumi.ComponentResourceOptions) {
+                super("team:index:Channel", name, {}, opts);
+                this.topic = new gcp.pubsub.Topic(`${name}-topic`, { name }, { parent: this });
+                new gcp.pubsub.Subscription(`${name}-sub`, {
+                    name: `${name}-sub`, topic: this.topic.name, enableMessageOrdering: args.ordered,
+                    ackDeadlineSeconds: 5, expirationPolicy: { ttl: "" },
+                }, { parent: this });
+                this.registerOutputs({});
+            }
+        }
+        const config = new pulumi.Config();
+        for (const name of config.requireObject<string[]>("channels")) {
+            new Channel(name, { ordered: config.getBoolean("ordered") ?? false });
+        }
+        """)
+    (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {
+        "gcp:project": "proj-a", "team-ts:channels": ["billing", "audit"], "team-ts:ordered": True}}))
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    found = sorted((v["resource_name"], v["file"], v["line"]) for v in document["violations"]
+                   if v["policy"] == "ack-deadline-in-range")
+    line = line_of(root, "new gcp.pubsub.Subscription")
+    assert found == [("audit-sub", "index.ts", line), ("billing-sub", "index.ts", line)]
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    subscriptions = [r for r in plan["resources"] if r["type"] == "gcp:pubsub/subscription:Subscription"]
+    assert [r["inputs"]["enableMessageOrdering"] for r in subscriptions] == [True, True]
+    assert {r["parent"].rsplit("::", 1)[1] for r in subscriptions} == {"billing", "audit"}
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap") and not any(
+    os.path.exists(os.path.join(p, "bwrap")) for p in os.environ.get("PATH", "").split(os.pathsep)),
+    reason="needs bubblewrap (scripts/setup.sh installs it)")
+def test_the_program_runs_confined(tmp_path):
+    root = node_project(tmp_path, """
+        import * as fs from "fs";
+        import * as net from "net";
+        const outside = "%s";
+        let wrote = "no";
+        try { fs.writeFileSync(outside, "x"); wrote = "yes"; } catch (e) { wrote = "no"; }
+        new gcp.pubsub.Topic("probe", { name: "probe-" + wrote, labels: { home: String(process.env.HOME?.startsWith("/tmp/pubsubguard-")) } });
+        """ % (tmp_path / "outside"))
+    done = pubsubguard(root, "plan", "-s", "dev")
+    assert done.returncode == 0, done.stderr
+    [topic] = [r for r in json.loads(done.stdout)["resources"] if r["type"] == "gcp:pubsub/topic:Topic"]
+    assert topic["inputs"]["name"] == "probe-no" and topic["inputs"]["labels"] == {"home": "true"}
+    assert not (tmp_path / "outside").exists()
+
+
+def test_an_interpolated_endpoint_keeps_its_known_parts(tmp_path):
+    """`pulumi.interpolate` of "http://" and a value unknown at preview: the scheme is known, so
+    push-endpoint-https rejects it (as Python's Output.concat and f-strings), never "not judged"."""
+    root = node_project(tmp_path, """
+        const t = new gcp.pubsub.Topic("orders", {});
+        new gcp.pubsub.Subscription("push", {
+            name: "push-sub", topic: t.name, expirationPolicy: { ttl: "" },
+            pushConfig: { pushEndpoint: pulumi.interpolate`http://${t.name}.example.com/push` },
+        });
+        new gcp.pubsub.Subscription("push-https", {
+            name: "push-https", topic: t.name, expirationPolicy: { ttl: "" },
+            pushConfig: { pushEndpoint: pulumi.concat("https://", t.name, ".example.com/push") },
+        });
+        """)
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert [(v["policy"], v["resource_name"]) for v in document["violations"] if v["level"] == "mandatory"] == [
+        ("push-endpoint-https", "push")]
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    push = next(r for r in plan["resources"] if r["name"] == "push")
+    assert push["inputs"]["pushConfig"]["pushEndpoint"] == UNKNOWN
+    [source] = push["unknowns"]["pushConfig.pushEndpoint"]  # where the unknown comes from, through what
+    assert (source["type"], source["name"], source["output"]) == ("gcp:pubsub/topic:Topic", "orders", "name")
+    assert source["via"] == ["interpolate"]
+
+
+def test_unknowns_from_a_stack_reference_are_not_judged_exactly_as_for_the_python_twin(tmp_path):
+    """The same program in Python and TypeScript: a dead-letter topic and a grant from a StackReference.
+    The "Not judged" list (rule, resource, the blocking properties and where they come from) and the
+    verdict are the same; without the grant, both are rejected."""
+    typescript = node_project(tmp_path, """
+        const shared = new pulumi.StackReference("acme/shared/prod");
+        const topic = new gcp.pubsub.Topic("orders", { name: "orders" });
+        const sub = new gcp.pubsub.Subscription("orders-sub", { name: "orders-sub", topic: topic.id, expirationPolicy: { ttl: "" },
+            deadLetterPolicy: { deadLetterTopic: shared.getOutput("dlq"), maxDeliveryAttempts: 10 } });
+        new gcp.pubsub.SubscriptionIAMMember("grant", { subscription: sub.name, role: "roles/pubsub.subscriber",
+                                                       member: shared.getOutput("agent") });
+        """, name="team")
+    python = tmp_path / "python"
+    python.mkdir()
+    (python / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "team", "runtime": "python"}))
+    (python / "Pulumi.dev.yaml").write_text((typescript / "Pulumi.dev.yaml").read_text())
+    (python / "__main__.py").write_text(textwrap.dedent("""
+        import pulumi
+        import pulumi_gcp as gcp
+
+        shared = pulumi.StackReference("acme/shared/prod")
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        sub = gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=topic.id, expiration_policy={"ttl": ""},
+            dead_letter_policy={"dead_letter_topic": shared.get_output("dlq"), "max_delivery_attempts": 10})
+        gcp.pubsub.SubscriptionIAMMember("grant", subscription=sub.name, role="roles/pubsub.subscriber",
+                                         member=shared.get_output("agent"))
+    """))
+
+    def judged(root: Path) -> tuple:
+        done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+        document = json.loads(done.stdout)
+        unjudged = sorted((e["policy"], e["resource_name"], tuple(e["properties"]),
+                           tuple(sorted({s["type"] for sources in e["unknown_inputs"].values() for s in sources})))
+                          for e in document["unjudged"])
+        return done.returncode, mandatory(document), unjudged
+
+    node_verdict = judged(typescript)
+    assert node_verdict == judged(python)
+    assert ("dead-letter-service-agent-iam", "orders-sub", ("deadLetterPolicy.deadLetterTopic", "member of grant"),
+            ("pulumi:pulumi:StackReference",)) in node_verdict[2]
