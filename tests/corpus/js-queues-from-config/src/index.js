@@ -1,0 +1,11 @@
+"use strict";
+const pulumi = require("@pulumi/pulumi");
+const { queue } = require("./queues");
+
+const config = new pulumi.Config();
+const queues = config.requireObject("queues");
+
+const declared = Object.entries(queues).map(([name, settings]) => queue(name, settings));
+
+exports.topics = declared.map((q) => q.topic.name);
+exports.subscriptions = declared.map((q) => q.subscription.name);
