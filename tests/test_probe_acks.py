@@ -52,7 +52,7 @@ def _pull(subscriber, subscription) -> dict[str, str]:
 def test_an_ack_failed_only_by_its_batch_mate_is_recorded_success_and_was_applied(eod):
     from google.api_core import exceptions
 
-    from pubsubguard.validation.probe import _ack_result, failed_batch_mates
+    from pubsubguard.validation.probe import future_ack_result, failed_batch_mates
 
     publisher, subscriber, topic, subscription = eod
     for data in (b"stale", b"valid"):
@@ -71,9 +71,9 @@ def test_an_ack_failed_only_by_its_batch_mate_is_recorded_success_and_was_applie
     # the library says OTHER for the valid one; the target's ErrorInfo names only the stale one
     assert "OTHER" in str(result[first["valid"]].exception())
     assert failed_batch_mates(result[first["valid"]].exception(), first["valid"]) == [stale]
-    assert _ack_result(result[first["valid"]], first["valid"]) == "success"
-    assert _ack_result(result[first["valid"]]) == "other"  # without its ack id: not decidable
-    assert _ack_result(result[stale], stale) == "invalid_ack_id"
+    assert future_ack_result(result[first["valid"]], first["valid"]) == "success"
+    assert future_ack_result(result[first["valid"]]) == "other"  # without its ack id: not decidable
+    assert future_ack_result(result[stale], stale) == "invalid_ack_id"
 
     subscriber.acknowledge(subscription=subscription, ack_ids=[again["stale"]])
     time.sleep(DEADLINE_S + 2)
@@ -86,7 +86,7 @@ def test_an_ack_the_error_names_stays_failed(eod):
     one stale ack id is refused for it, and a message whose ack was never applied comes back."""
     from google.api_core import exceptions
 
-    from pubsubguard.validation.probe import _ack_result, failed_batch_mates
+    from pubsubguard.validation.probe import future_ack_result, failed_batch_mates
 
     publisher, subscriber, topic, subscription = eod
     for data in (b"stale", b"kept"):
@@ -105,7 +105,7 @@ def test_an_ack_the_error_names_stays_failed(eod):
 
     naming = AcknowledgeError(AcknowledgeStatus.OTHER, str(manager._get_status(raised.value)))
     assert failed_batch_mates(naming, stale) == [] and failed_batch_mates(naming, "another") == [stale]
-    assert _ack_result(result[stale], stale) == "invalid_ack_id"
+    assert future_ack_result(result[stale], stale) == "invalid_ack_id"
     subscriber.acknowledge(subscription=subscription, ack_ids=[again["stale"]])
     time.sleep(DEADLINE_S + 2)
     response = subscriber.pull(subscription=subscription, max_messages=10, timeout=10, return_immediately=True)

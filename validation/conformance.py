@@ -41,7 +41,7 @@ import pubsubguard.validation.conformance_scenarios  # noqa: F401  (importing it
 from pubsubguard.validation.conformance_docs import update_doc
 from pubsubguard.validation.conformance_harness import (
     INCONCLUSIVE, PULL_TIMEOUT_S, RESULTS, SCENARIOS, UNSUPPORTED, VIOLATED, Interrupted, Outcome, Probe, Scenario,
-    ScenarioRun, _one_line, new_run_id,
+    ScenarioRun, one_line, new_run_id,
 )
 from pubsubguard.core.errors import UserError
 from pubsubguard.validation.evidence import read_record, severity_of_result
@@ -109,7 +109,7 @@ def run_one(session: ScenarioRun, spec: Scenario) -> dict:
     except Interrupted:
         result, detail = INCONCLUSIVE, "interrupted before it ended"
     except Exception as err:  # noqa: BLE001 - an unexpected answer is reported, not hidden
-        result, detail = INCONCLUSIVE, f"the scenario could not finish: {_one_line(err)}"
+        result, detail = INCONCLUSIVE, f"the scenario could not finish: {one_line(err)}"
     return {"id": spec.id, "behaviour": spec.behaviour, "source": spec.source, "result": result,
             "severity": severity_of_result(result), "detail": detail, "duration_s": probe.now(), "evidence": probe.evidence}
 

@@ -189,7 +189,7 @@ class ScenarioRun:
 
 
 # ------------------------------------------------------------------------------------------- probe
-def _error(err: Exception) -> dict:
+def error_record(err: Exception) -> dict:
     """An API error as evidence: code, message and the structured ErrorInfo (exactly-once ack reasons)."""
     code = getattr(err, "grpc_status_code", None)
     out = {"type": type(err).__name__, "code": code.name if code is not None else None,
@@ -202,7 +202,7 @@ def _error(err: Exception) -> dict:
     return out
 
 
-def _duration_s(value) -> float | None:
+def as_duration_s(value) -> float | None:
     if value is None:
         return None
     if hasattr(value, "total_seconds"):
@@ -259,7 +259,7 @@ class Probe:
             response = function()
         except Exception as err:
             entry["took_ms"] = round((time.monotonic() - began) * 1000, 1)
-            entry["error"] = _error(err)
+            entry["error"] = error_record(err)
             raise
         entry["took_ms"] = round((time.monotonic() - began) * 1000, 1)
         entry["response"] = summary(response)
@@ -272,12 +272,12 @@ class Probe:
         path = self.topic_path(part)
         request = types.Topic(name=path, **fields)
         try:
-            self.call("CreateTopic", _request_fields(request),
+            self.call("CreateTopic", request_fields(request),
                       lambda: self.publisher.create_topic(request=request, timeout=30))
         except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - a refused setup is this scenario's result
-            raise Outcome(UNSUPPORTED, f"the target refused to create topic {self.name(part)}: {_one_line(err)}") from None
+            raise Outcome(UNSUPPORTED, f"the target refused to create topic {self.name(part)}: {one_line(err)}") from None
         self.session.track("topic", path)
         return path
 
@@ -288,9 +288,9 @@ class Probe:
         path = self.subscription_path(part)
         request = types.Subscription(name=path, topic=topic, **fields)
         try:
-            created = self.call("CreateSubscription", _request_fields(request),
+            created = self.call("CreateSubscription", request_fields(request),
                                 lambda: self.subscriber.create_subscription(request=request, timeout=30),
-                                _request_fields)
+                                request_fields)
         except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the caller judges the refusal
@@ -302,12 +302,12 @@ class Probe:
         created, err = self.try_create_subscription(part, topic, **fields)
         if err is not None:
             raise Outcome(UNSUPPORTED, f"the target refused to create subscription {self.name(part)} "
-                                       f"({_describe_fields(fields)}): {_one_line(err)}")
+                                       f"({_describe_fields(fields)}): {one_line(err)}")
         return created.name
 
     def get_subscription(self, path: str):
         return self.call("GetSubscription", {"subscription": path},
-                         lambda: self.subscriber.get_subscription(subscription=path, timeout=30), _request_fields)
+                         lambda: self.subscriber.get_subscription(subscription=path, timeout=30), request_fields)
 
     # -- messages
     def publish(self, topic: str, data: bytes, ordering_key: str = "", publisher=None, **attributes) -> str:
@@ -383,7 +383,7 @@ class Probe:
         return None
 
 
-def _request_fields(message) -> dict:
+def request_fields(message) -> dict:
     """A proto-plus message as a dict of its set fields (durations in seconds)."""
     from google.protobuf.json_format import MessageToDict
 
@@ -394,15 +394,15 @@ def _describe_fields(fields: dict) -> str:
     return ", ".join(f"{key}={value!r}" if not hasattr(value, "_pb") else key for key, value in fields.items()) or "defaults"
 
 
-def _one_line(err: Exception) -> str:
+def one_line(err: Exception) -> str:
     return " ".join(f"{type(err).__name__}: {getattr(err, 'message', None) or err}".split())[:300]
 
 
-def _ack_status(err: Exception | None) -> str:
-    from pubsubguard.validation.probe import _unary_ack_result
+def ack_status(err: Exception | None) -> str:
+    from pubsubguard.validation.probe import unary_ack_result
 
-    return _unary_ack_result(err)
+    return unary_ack_result(err)
 
 
-def _seq(received) -> str:
+def seq_of(received) -> str:
     return received.message.data.decode(errors="replace")

@@ -7,7 +7,7 @@ import time
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, _ack_status, _duration_s, _error, _one_line, _request_fields, _seq, scenario
+from pubsubguard.validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, ack_status, as_duration_s, error_record, one_line, request_fields, seq_of, scenario
 
 
 # ------------------------------------------------------------------------------------ exactly-once
@@ -29,14 +29,14 @@ def _first_delivery(probe: Probe, subscription: str, what: str):
 
 
 def _ack_verdict(err: Exception | None, situation: str) -> tuple[str, str]:
-    status = _ack_status(err)
+    status = ack_status(err)
     if status == "invalid_ack_id":
-        info = _error(err)
+        info = error_record(err)
         why = ", ".join([info.get("reason", "")] + sorted(set(info.get("metadata", {}).values()))).strip(", ")
         return HOLDS, f"{situation}: the target answered {info['code']}" + (f" ({why})" if why else "")
     if status == "success":
         return VIOLATED, f"{situation}: the target answered OK (accepted an ack id that is no longer valid)"
-    return INCONCLUSIVE, f"{situation}: the target answered neither OK nor an invalid-ack-id error: {_one_line(err)}"
+    return INCONCLUSIVE, f"{situation}: the target answered neither OK nor an invalid-ack-id error: {one_line(err)}"
 
 
 @scenario("eod-stale-ack-rejected",
@@ -63,7 +63,7 @@ def eod_superseded_ack_rejected(probe: Probe) -> tuple[str, str]:
     first = _first_delivery(probe, subscription, "the message")
     err = probe.nack(subscription, [first.ack_id])
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the nack that should cause a redelivery failed: {_one_line(err)}")
+        raise Outcome(INCONCLUSIVE, f"the nack that should cause a redelivery failed: {one_line(err)}")
     second = _first_delivery(probe, subscription, "the redelivery after a nack")
     if second.message.message_id != first.message.message_id:
         raise Outcome(INCONCLUSIVE, f"expected a redelivery of {first.message.message_id}, "
@@ -73,7 +73,7 @@ def eod_superseded_ack_rejected(probe: Probe) -> tuple[str, str]:
     err = probe.acknowledge(subscription, [first.ack_id])
     verdict = _ack_verdict(err, "ack with the first delivery's ack id after the redelivery")
     current = probe.acknowledge(subscription, [second.ack_id])
-    return verdict[0], verdict[1] + f"; the current ack id: {_ack_status(current)}"
+    return verdict[0], verdict[1] + f"; the current ack id: {ack_status(current)}"
 
 
 @scenario("eod-no-redelivery-after-ack",
@@ -84,7 +84,7 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
 
     from google.cloud import pubsub_v1
 
-    from pubsubguard.validation.probe import _ack_result
+    from pubsubguard.validation.probe import future_ack_result
 
     topic, subscription = _eod_subscription(probe)
     deliveries: queue.Queue = queue.Queue()
@@ -103,7 +103,7 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
             message = deliveries.get(timeout=DELIVERY_WINDOW_S)
         except queue.Empty:
             raise Outcome(INCONCLUSIVE, f"the message was not delivered within {DELIVERY_WINDOW_S:g} s") from None
-        result = _ack_result(message.ack_with_response())
+        result = future_ack_result(message.ack_with_response())
         probe.note(f"ack_with_response() of message {message.message_id}: {result}")
         if result != "success":
             raise Outcome(INCONCLUSIVE, f"the ack within the deadline did not succeed ({result}), so the guarantee "
@@ -143,20 +143,20 @@ def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
                                              ack_deadline_seconds=ACK_DEADLINE_S)
     for seq in range(4):
         probe.publish(topic, str(seq).encode(), ordering_key="A")
-    first = probe.pull_until(subscription, lambda got: {_seq(m) for m in got} >= {"0", "1", "2", "3"},
+    first = probe.pull_until(subscription, lambda got: {seq_of(m) for m in got} >= {"0", "1", "2", "3"},
                              DELIVERY_WINDOW_S)
-    order = [_seq(m) for m in first]
+    order = [seq_of(m) for m in first]
     if set(order) < {"0", "1", "2", "3"}:
         raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: {order}")
     if order[:4] != ["0", "1", "2", "3"]:
         return VIOLATED, f"the first delivery of key A was not in publish order: {order}"
-    by_seq = {_seq(m): m for m in first}
+    by_seq = {seq_of(m): m for m in first}
     for seq in ("0", "2", "3"):
         probe.acknowledge(subscription, [by_seq[seq].ack_id])
     if nack:
         err = probe.nack(subscription, [by_seq["1"].ack_id])
         if err is not None:
-            raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {_one_line(err)}")
+            raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
         window = DELIVERY_WINDOW_S
         how = "nacked"
     else:
@@ -170,9 +170,9 @@ def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
         arrivals.append(time.monotonic() - settled)
         probe.acknowledge(subscription, [message.ack_id])  # at once: Pub/Sub keeps one batch per key outstanding
 
-    redelivered = probe.pull_until(subscription, lambda got: "3" in [_seq(m) for m in got], window,
+    redelivered = probe.pull_until(subscription, lambda got: "3" in [seq_of(m) for m in got], window,
                                    on_message=on_redelivery)
-    again = [_seq(m) for m in redelivered]
+    again = [seq_of(m) for m in redelivered]
     if not again:
         return INCONCLUSIVE, f"1 was {how}, and nothing was redelivered within {window:g} s"
     how += f" (first redelivery {arrivals[0]:.1f} s later)"
@@ -215,31 +215,31 @@ def ordered_eod_no_redelivery_while_outstanding(probe: Probe) -> tuple[str, str]
                                              enable_exactly_once_delivery=True, ack_deadline_seconds=ACK_DEADLINE_S)
     for seq in range(4):
         probe.publish(topic, str(seq).encode(), ordering_key="A")
-    first = probe.pull_until(subscription, lambda got: {_seq(m) for m in got} >= {"0", "1", "2", "3"},
+    first = probe.pull_until(subscription, lambda got: {seq_of(m) for m in got} >= {"0", "1", "2", "3"},
                              DELIVERY_WINDOW_S)
-    by_seq = {_seq(m): m for m in first}
+    by_seq = {seq_of(m): m for m in first}
     if set(by_seq) < {"0", "1", "2", "3"}:
         raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: "
-                                    f"{[_seq(m) for m in first]}")
+                                    f"{[seq_of(m) for m in first]}")
     probe.acknowledge(subscription, [by_seq["0"].ack_id])
     err = probe.nack(subscription, [by_seq["1"].ack_id])
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {_one_line(err)}")
+        raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
     window = ACK_DEADLINE_S + DELIVERY_WINDOW_S
-    redelivered = probe.pull_until(subscription, lambda got: "1" in [_seq(m) for m in got], window)
-    if "1" not in [_seq(m) for m in redelivered]:
+    redelivered = probe.pull_until(subscription, lambda got: "1" in [seq_of(m) for m in got], window)
+    if "1" not in [seq_of(m) for m in redelivered]:
         raise Outcome(INCONCLUSIVE, f"1 was nacked and not redelivered within {window:g} s")
-    held = [m for m in redelivered if _seq(m) == "1"][-1]
+    held = [m for m in redelivered if seq_of(m) == "1"][-1]
     err = probe.modify_ack_deadline(subscription, [held.ack_id], OUTSTANDING_S)
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the ModifyAckDeadline({OUTSTANDING_S} s) of 1's redelivery failed: {_one_line(err)}")
+        raise Outcome(INCONCLUSIVE, f"the ModifyAckDeadline({OUTSTANDING_S} s) of 1's redelivery failed: {one_line(err)}")
     held_at = time.monotonic()
-    probe.note(f"1 redelivered with {[_seq(m) for m in redelivered]}; its delivery is held ({OUTSTANDING_S} s "
+    probe.note(f"1 redelivered with {[seq_of(m) for m in redelivered]}; its delivery is held ({OUTSTANDING_S} s "
                f"deadline, accepted), the others are left to expire ({ACK_DEADLINE_S} s)")
-    later = probe.pull_until(subscription, lambda got: "1" in [_seq(m) for m in got], window)
-    seen = [_seq(m) for m in later]
+    later = probe.pull_until(subscription, lambda got: "1" in [seq_of(m) for m in got], window)
+    seen = [seq_of(m) for m in later]
     if "1" in seen:
-        return VIOLATED, (f"1 was nacked and redelivered ({[_seq(m) for m in redelivered]}); that delivery was held "
+        return VIOLATED, (f"1 was nacked and redelivered ({[seq_of(m) for m in redelivered]}); that delivery was held "
                           f"with a {OUTSTANDING_S} s deadline the target accepted, yet 1 was delivered again "
                           f"{time.monotonic() - held_at:.1f} s later, with {seen}: a redelivery while outstanding "
                           "(the nacked message was treated as later than 2, 3 and rewound with them)")
@@ -265,7 +265,7 @@ def ordering_immutable(probe: Probe) -> tuple[str, str]:
         probe.call("UpdateSubscription", {"subscription": {"name": subscription, "enable_message_ordering": False},
                                           "update_mask": ["enable_message_ordering"]},
                    lambda: probe.subscriber.update_subscription(request=request, timeout=30, retry=None),
-                   _request_fields)
+                   request_fields)
         refused = None
     except Interrupted:
         raise
@@ -275,8 +275,8 @@ def ordering_immutable(probe: Probe) -> tuple[str, str]:
     if refused is None:
         return VIOLATED, f"the update to enable_message_ordering=false was accepted; the target now holds {stored}"
     if not stored:
-        return VIOLATED, f"the update was refused ({_one_line(refused)}) but the target holds ordering off"
-    return HOLDS, f"the update was refused ({_one_line(refused)}); ordering still on"
+        return VIOLATED, f"the update was refused ({one_line(refused)}) but the target holds ordering off"
+    return HOLDS, f"the update was refused ({one_line(refused)}); ordering still on"
 
 
 # ------------------------------------------------------------------------------------- dead letter
@@ -388,7 +388,7 @@ def _create_rejects(probe: Probe, control: dict, invalid: dict[str, dict], topic
         if err is None:
             accepted.append(part)
         else:
-            refused.append(f"{part}: {_one_line(err)}")
+            refused.append(f"{part}: {one_line(err)}")
     if accepted:
         return VIOLATED, f"accepted {', '.join(accepted)} (must be refused)" + (
             f"; refused {'; '.join(refused)}" if refused else "")
@@ -465,7 +465,7 @@ def filter_enforced(probe: Probe) -> tuple[str, str]:
     probe.publish(topic, b"none")
     got = probe.pull_until(subscription, lambda ms: len(ms) >= 3, DELIVERY_WINDOW_S,
                            on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
-    delivered = sorted(_seq(m) for m in got)
+    delivered = sorted(seq_of(m) for m in got)
     if [d for d in delivered if d != "a"]:
         return VIOLATED, f"delivered {delivered}; only 'a' matches the filter"
     if "a" not in delivered:
@@ -484,17 +484,17 @@ RETENTIONS_S = (facts.RETENTION_MIN_S, 7 * 24 * 3600, facts.RETENTION_MAX_S)
 def retention_as_declared(probe: Probe) -> tuple[str, str]:
     topic = probe.create_topic("topic", message_retention_duration={"seconds": facts.TOPIC_RETENTION_MAX_S})
     stored_topic = probe.call("GetTopic", {"topic": topic}, lambda: probe.publisher.get_topic(topic=topic, timeout=30),
-                              _request_fields)
+                              request_fields)
     differs, refused, kept = [], [], []
-    topic_seconds = _duration_s(stored_topic.message_retention_duration)
+    topic_seconds = as_duration_s(stored_topic.message_retention_duration)
     (kept if topic_seconds == facts.TOPIC_RETENTION_MAX_S else differs).append(
         f"topic {facts.TOPIC_RETENTION_MAX_S} s -> {topic_seconds:.0f} s" if topic_seconds is not None else "topic: none")
     for seconds in RETENTIONS_S:
         created, err = probe.try_create_subscription(f"ret-{seconds}", topic, message_retention_duration={"seconds": seconds})
         if err is not None:
-            refused.append(f"{seconds} s: {_one_line(err)}")
+            refused.append(f"{seconds} s: {one_line(err)}")
             continue
-        actual = _duration_s(probe.get_subscription(created.name).message_retention_duration)
+        actual = as_duration_s(probe.get_subscription(created.name).message_retention_duration)
         (kept if actual == seconds else differs).append(f"subscription {seconds} s -> {actual:.0f} s")
     parts = [f"read back as declared: {', '.join(kept)}"] if kept else []
     if differs:
@@ -526,7 +526,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the failure we wanted
-            injected = _one_line(err)
+            injected = one_line(err)
         try:
             probe.publish(topic, b"1", ordering_key="A", publisher=publisher)
             problems.append("the publish after the failure on key A succeeded without resume_publish")
@@ -540,7 +540,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - recorded
-            problems.append(f"key B failed too while A was paused: {_one_line(err)}")
+            problems.append(f"key B failed too while A was paused: {one_line(err)}")
         probe.note("resume_publish(topic, 'A')")
         publisher.resume_publish(topic, "A")
         for seq in ("2", "3", "4"):
@@ -549,12 +549,12 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
             except Interrupted:
                 raise
             except Exception as err:  # noqa: BLE001 - recorded
-                problems.append(f"publish {seq} on A after resume_publish failed: {_one_line(err)}")
+                problems.append(f"publish {seq} on A after resume_publish failed: {one_line(err)}")
     finally:
         publisher.stop()
-    got = probe.pull_until(subscription, lambda ms: {"2", "3", "4", "b"} <= {_seq(m) for m in ms}, DELIVERY_WINDOW_S,
+    got = probe.pull_until(subscription, lambda ms: {"2", "3", "4", "b"} <= {seq_of(m) for m in ms}, DELIVERY_WINDOW_S,
                            on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
-    key_a = [_seq(m) for m in got if m.message.ordering_key == "A"]
+    key_a = [seq_of(m) for m in got if m.message.ordering_key == "A"]
     if [s for s in key_a if s not in ("2", "3", "4")]:
         problems.append(f"key A delivered messages that were not published successfully: {key_a}")
     elif list(dict.fromkeys(key_a)) != sorted(set(key_a)):  # first arrivals; a redelivery may repeat some

@@ -246,7 +246,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------- subscribe
-def _ack_result(future, ack_id: str | None = None) -> str:
+def future_ack_result(future, ack_id: str | None = None) -> str:
     """The outcome of an ack, nack or modack future of the streaming client (or of `_PulledMessage`).
 
     With `ack_id` given, an `AcknowledgeStatus.OTHER` that only says *another* ack id of the same request
@@ -265,7 +265,7 @@ def _ack_result(future, ack_id: str | None = None) -> str:
             AcknowledgeStatus.PERMISSION_DENIED: "permission_denied",
         }.get(err.error_code, "other")
     except Exception as err:  # noqa: BLE001 - a unary call's error (`_PulledMessage`)
-        return _unary_ack_result(err)
+        return unary_ack_result(err)
 
 
 def failed_batch_mates(err, ack_id: str) -> list[str]:
@@ -306,8 +306,8 @@ def _error_reason(err) -> str:
     return ", ".join(reasons) if reasons else " ".join(text.split())[:200]
 
 
-def _unary_ack_result(err: Exception | None) -> str:
-    """The outcome of a unary Acknowledge, in the streaming client's vocabulary (`_ack_result`)."""
+def unary_ack_result(err: Exception | None) -> str:
+    """The outcome of a unary Acknowledge, in the streaming client's vocabulary (`future_ack_result`)."""
     from google.api_core import exceptions
 
     if err is None:
@@ -433,7 +433,7 @@ class _Subscriber:
         future = message.nack_with_response() if action == "nack" else message.ack_with_response()
 
         def record(fut):
-            row["ack_result"] = _ack_result(fut, message.ack_id)
+            row["ack_result"] = future_ack_result(fut, message.ack_id)
             if row["ack_result"] == "success" and fut.exception() is not None:
                 self.note(f"{action} on {twin_name} reported failed by the client library (AcknowledgeStatus.OTHER) "
                           "only because other ack ids of the same request failed: the target's ErrorInfo does not "
@@ -459,7 +459,7 @@ class _Subscriber:
                                                                  timeout=30, retry=None)
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             error = err
-        row["ack_result"] = _unary_ack_result(error)
+        row["ack_result"] = unary_ack_result(error)
         self.writer.add(row)
 
     def callback(self, twin: dict, message) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from pubsubguard.core import plan as planning
 from pubsubguard.core.engine import InvokeResults
 from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
-from pubsubguard.check.pack import PackProcess, _peak_mib, default_pack_dir, read_manifest, reconcile_config
+from pubsubguard.check.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (
     _configure_stack, _level_name, _level_value, _pb, analyze_request, analyze_stack_request, cannot_judge_entries,
     judged_resources, plan_context, policy_infos,
@@ -184,7 +184,7 @@ def judge_main(receive_fd: int, send_fd: int) -> None:
                         err = CheckError(f"the policy check failed: {type(err).__name__}: {err}")
                     reply = ("error", err)
                 break
-        peaks["judge_mib"] = _peak_mib(os.getpid()) or 0.0
+        peaks["judge_mib"] = peak_mib(os.getpid()) or 0.0
         try:
             sending.send((*reply, peaks))
         except OSError:  # the command stopped waiting (Ctrl-C during the stack rules): nothing to tell

@@ -118,7 +118,7 @@ class PackProcess:
 
     def close(self) -> None:
         if self.process is not None and self.on_close is not None:
-            self.on_close(_peak_mib(self.process.pid) or 0.0)
+            self.on_close(peak_mib(self.process.pid) or 0.0)
         if self.channel is not None:
             self.channel.close()
             self.channel = None
@@ -234,7 +234,7 @@ def _level(value: Any, where: str) -> str:
     return value
 
 
-def _peak_mib(pid: int) -> float | None:
+def peak_mib(pid: int) -> float | None:
     """A running process's peak resident memory (Linux's VmHWM), in MiB; None where unknown."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()

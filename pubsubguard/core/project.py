@@ -71,13 +71,13 @@ class StackConfig:
         }
 
 
-def _load_yaml(path: Path, what: str) -> Any:
+def load_project_yaml(path: Path, what: str) -> Any:
     return read_mapping(path, PlanError, where=path.name, missing=f"{path}: not found ({what})")
 
 
 def read_project(root: Path) -> Project:
     path = Path(root) / "Pulumi.yaml"
-    data = _load_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd")
+    data = load_project_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd")
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a mapping with 'name' and 'runtime' (and optionally 'main'), "
                         f"got {type(data).__name__}")
@@ -165,7 +165,7 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
     if not path.exists():
         known = stack_names(project.root)
         raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
-    data = _load_yaml(path, "the stack's settings") or {}
+    data = load_project_yaml(path, "the stack's settings") or {}
     if not isinstance(data, dict):
         raise PlanError(f"{path.name}: expected a mapping with 'config' (as `pulumi config set` writes it), "
                         f"got a {type(data).__name__}")

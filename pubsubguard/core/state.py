@@ -62,10 +62,10 @@ def backend_url(root: Path) -> str | None:
     """The self-managed backend of a project: PULUMI_BACKEND_URL, else `backend.url` in Pulumi.yaml."""
     if os.environ.get("PULUMI_BACKEND_URL"):
         return os.environ["PULUMI_BACKEND_URL"]
-    from pubsubguard.core.project import _load_yaml
+    from pubsubguard.core.project import load_project_yaml
 
     path = Path(root) / "Pulumi.yaml"
-    data = _load_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd") if path.exists() else {}
+    data = load_project_yaml(path, "a Pulumi project has a Pulumi.yaml; run in the project folder or pass --cwd") if path.exists() else {}
     backend = data.get("backend") if isinstance(data, dict) else None
     url = backend.get("url") if isinstance(backend, dict) else None
     return url if isinstance(url, str) and url else None
