@@ -14,7 +14,7 @@ from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard import check as checking
 from pubsubguard.check.judge import judge_main
 from pubsubguard.check.pack import reconcile_config
-from pubsubguard.check.wire import _level_value, _struct, cannot_judge_entries, plan_context, policy_infos
+from pubsubguard.check.wire import level_value, _struct, cannot_judge_entries, plan_context, policy_infos
 from pubsubguard import cli
 from pubsubguard.core import plan as planning
 
@@ -45,7 +45,7 @@ def configure(pack, overrides: dict | None = None) -> dict:
     effective = reconcile_config(policy_infos(info), {}, overrides or {})
     request = pb.ConfigureAnalyzerRequest()
     for name, (level, props) in effective.items():
-        request.policyConfig[name].enforcementLevel = _level_value(level)
+        request.policyConfig[name].enforcementLevel = level_value(level)
         request.policyConfig[name].properties.update(props)
     pack.stub.Configure(request)
     return effective

@@ -133,7 +133,7 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
             return future
 
     notes: list[str] = []
-    subscriber = object.__new__(probe._Subscriber)
+    subscriber = object.__new__(probe.ProbeSubscriber)
     subscriber.spec = {"fault_deadline_s": 10}
     subscriber.note = notes.append
     row = {"ack_deadline_s": 60}

@@ -368,7 +368,7 @@ class _PulledMessage:
         pass  # no client-side lease to release
 
 
-class _Subscriber:
+class ProbeSubscriber:
     def __init__(self, spec: dict):
         self.spec = spec
         self.run_id = spec["run_id"]
@@ -706,4 +706,4 @@ class _ClientLog:
 
 
 def subscribe_partition(spec: dict, _items) -> list[dict]:
-    return _Subscriber(spec).run()
+    return ProbeSubscriber(spec).run()

@@ -18,7 +18,7 @@ from pubsubguard.core.engine import InvokeResults
 from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
 from pubsubguard.check.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (
-    _configure_stack, _level_name, _level_value, _pb, analyze_request, analyze_stack_request, cannot_judge_entries,
+    configure_stack, level_name, level_value, protobufs, analyze_request, analyze_stack_request, cannot_judge_entries,
     judged_resources, plan_context, policy_infos,
 )
 
@@ -256,7 +256,7 @@ class Judge:
             if self.errors:
                 return
             pack.stub.Configure(self._configure_request)
-            _configure_stack(pack.stub, self.context)
+            configure_stack(pack.stub, self.context)
             in_flight: collections.deque = collections.deque()
 
             def collect() -> None:
@@ -282,13 +282,13 @@ class Judge:
     def _configure_all(self) -> None:
         from google.protobuf import empty_pb2, json_format
 
-        pb = _pb()
+        pb = protobufs()
         try:
             self.info = self.packs[0].stub.GetAnalyzerInfo(empty_pb2.Empty())
             self.policies = policy_infos(self.info)
             initial = {
                 name: {
-                    "level": _level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
+                    "level": level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
                     "properties": json_format.MessageToDict(cfg.properties),
                 }
                 for name, cfg in self.info.initialConfig.items()
@@ -298,7 +298,7 @@ class Judge:
                                               gcp_project=self.context.get("gcp_project"))
             configure = pb.ConfigureAnalyzerRequest()
             for name, (level, props) in self.effective.items():
-                configure.policyConfig[name].enforcementLevel = _level_value(level)
+                configure.policyConfig[name].enforcementLevel = level_value(level)
                 configure.policyConfig[name].properties.update(props)
             self._configure_request = configure
         finally:
@@ -341,7 +341,7 @@ class Judge:
                 message = message[len(d.description) + 1 :]
             violations.append(
                 Violation(
-                    policy=d.policyName, level=_level_name(d.enforcementLevel), message=message, urn=urn,
+                    policy=d.policyName, level=level_name(d.enforcementLevel), message=message, urn=urn,
                     resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
                 )
             )

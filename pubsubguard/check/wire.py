@@ -12,19 +12,19 @@ from pubsubguard.core.engine import with_partial_strings
 from pubsubguard.check.result import PolicyInfo
 
 
-def _pb():
+def protobufs():
     from pulumi.runtime.proto import analyzer_pb2
 
     return analyzer_pb2
 
 
-def _level_name(value: int) -> str:
-    pb = _pb()
+def level_name(value: int) -> str:
+    pb = protobufs()
     return {pb.ADVISORY: "advisory", pb.MANDATORY: "mandatory", pb.REMEDIATE: "remediate", pb.DISABLED: "disabled"}[value]
 
 
-def _level_value(name: str) -> int:
-    pb = _pb()
+def level_value(name: str) -> int:
+    pb = protobufs()
     return {"advisory": pb.ADVISORY, "mandatory": pb.MANDATORY, "remediate": pb.REMEDIATE, "disabled": pb.DISABLED}[name]
 
 
@@ -56,13 +56,13 @@ def _provider(resource: dict, plan: dict, by_urn: dict):
         return None
     explicit = by_urn.get(resource.get("provider") or "")
     if explicit is not None:
-        return _pb().AnalyzerProviderResource(
+        return protobufs().AnalyzerProviderResource(
             type=explicit["type"], name=explicit["name"], urn=explicit["urn"],
             properties=_struct(explicit.get("inputs") or {}),
         )
     package = resource["type"].split(":", 1)[0]
     config = plan.get("provider_config") or ({"project": plan["gcp_project"]} if plan.get("gcp_project") else {})
-    return _pb().AnalyzerProviderResource(
+    return protobufs().AnalyzerProviderResource(
         type=f"pulumi:providers:{package}",
         name="default",
         urn=f"urn:pulumi:{plan.get('stack')}::{plan.get('project')}::pulumi:providers:{package}::default",
@@ -83,7 +83,7 @@ def judged_resources(plan: dict) -> list[dict]:
 
 def analyze_request(resource: dict, context: dict, by_urn: dict):
     """The `Analyze` request the CLI sends for one resource."""
-    pb = _pb()
+    pb = protobufs()
     request = pb.AnalyzeRequest(
         type=resource["type"], name=resource["name"], urn=resource["urn"],
         properties=_properties(resource),
@@ -96,7 +96,7 @@ def analyze_request(resource: dict, context: dict, by_urn: dict):
 
 
 def analyze_stack_request(plan: dict):
-    pb = _pb()
+    pb = protobufs()
     request = pb.AnalyzeStackRequest()
     by_urn = {r["urn"]: r for r in plan["resources"]}
     for resource in judged_resources(plan):
@@ -118,13 +118,13 @@ def analyze_stack_request(plan: dict):
 def policy_infos(info) -> list[PolicyInfo]:
     from google.protobuf import json_format
 
-    pb = _pb()
+    pb = protobufs()
     result = []
     for p in info.policies:
         schema = json_format.MessageToDict(p.configSchema) if p.HasField("configSchema") else {}
         result.append(
             PolicyInfo(
-                name=p.name, description=p.description, level=_level_name(p.enforcementLevel),
+                name=p.name, description=p.description, level=level_name(p.enforcementLevel),
                 kind="stack" if p.policy_type == pb.POLICY_TYPE_STACK else "resource", config_schema=schema,
             )
         )
@@ -171,10 +171,10 @@ def _sources_of(record: dict, path: str) -> list[dict]:
     return next((sources for key, sources in unknowns.items() if key.split(".")[0] == top), [])
 
 
-def _configure_stack(stub, context: dict) -> None:
+def configure_stack(stub, context: dict) -> None:
     import grpc
 
-    pb = _pb()
+    pb = protobufs()
     try:
         stub.ConfigureStack(
             pb.AnalyzerStackConfigureRequest(
