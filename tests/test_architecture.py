@@ -143,3 +143,21 @@ def test_analysis_never_imports_rendering():
         module = f"pubsubguard.validation.{name}"
         assert "pubsubguard.validation.report" not in edges[module], module
     assert not edges["pubsubguard.validation.report"] & {f"pubsubguard.validation.{n}" for n in ("checks", "verdict", "evidence_store")}
+
+
+def private_imports(path: Path) -> list[str]:
+    """`from <project module> import _name` in the file (line: module._name): a private name crossing a
+    module's border."""
+    return [f"{node.lineno}: {node.module}.{a.name}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.split(".")[0] in {"pubsubguard", *PACK_NAMES}
+            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+def test_only_public_names_cross_modules(tmp_path):
+    """A module uses another's public names only (issue 38): what a module shares, it names without `_`."""
+    crossing = {name: found for name, path in modules().items() if (found := private_imports(path))}
+    assert crossing == {}
+    planted = tmp_path / "planted.py"  # the finder finds one
+    planted.write_text("import os\nfrom pubsubguard.validation.probe import ProbeSubscriber, _hidden\n")
+    assert private_imports(planted) == ["2: pubsubguard.validation.probe._hidden"]
