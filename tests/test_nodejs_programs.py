@@ -475,3 +475,18 @@ def test_an_unknown_invoke_result_reads_strings_as_unknown_and_no_number_or_flag
     done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
     unjudged = {(e["policy"], e["resource_name"]) for e in json.loads(done.stdout)["unjudged"]}
     assert ("ack-deadline-in-range", "copied") in unjudged
+    python = python_twin(tmp_path, """
+        import pulumi_gcp as gcp
+
+        topic = gcp.pubsub.Topic("orders", name="orders")
+        existing = gcp.pubsub.get_subscription_output(name="legacy")
+        gcp.pubsub.Subscription("copied", name="copied", topic=topic.id, expiration_policy={"ttl": ""},
+                                ack_deadline_seconds=existing.ack_deadline_seconds,
+                                retain_acked_messages=existing.retain_acked_messages,
+                                labels={"topic-tail": existing.topic.apply(lambda t: t.split("/")[-1].lower())})
+    """)
+    twin = pubsubguard(python, "plan", "-s", "dev")
+    assert twin.returncode == 0, twin.stderr
+    [copied] = [r["inputs"] for r in json.loads(twin.stdout)["resources"] if r["name"] == "copied"]
+    assert copied.get("ackDeadlineSeconds", UNKNOWN) == UNKNOWN and copied.get("retainAckedMessages", UNKNOWN) == UNKNOWN
+    assert copied["labels"]["topic-tail"] == UNKNOWN  # the same unknown string as for TypeScript
