@@ -3,7 +3,8 @@ records every registration and answers the program the way `pulumi preview` does
 
 - A new custom resource's id is unknown; its outputs are its inputs (known where the inputs are),
   every other output is unknown (an autonamed `name`, `id`, computed URLs), nested ones too (the
-  program side reads a nested field the inputs did not set as unknown: `langhost_exec`); an output
+  program side reads a nested field the inputs did not set as unknown: `langhost_exec`,
+  `langhost_node_exec.js`; the engine has no provider schema to name those fields); an output
   whose form is documented (a Cloud Run URL: `facts.documented_forms`) has that form, the sentinel
   where its value is not known yet.
 - Inputs are recorded as the engine sends them to analyzers: unknowns as the unknown sentinel

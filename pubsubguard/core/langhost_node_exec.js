@@ -13,8 +13,13 @@
 //
 // Preview semantics the engine alone cannot give (as langhost_exec.py does for Python):
 // - an invoke the engine cannot answer offline (`pubsubguard:unknown-result`) is an object whose echoed
-//   arguments are known and whose every other field reads as the engine's unknown sentinel, so a
-//   value built from it is unknown (`service-${project.number}@...` is never `service-undefined@...`);
+//   arguments are known, whose string fields (by the result type the provider package declares) read as
+//   the engine's unknown sentinel, so a string built from one is unknown (`service-${project.number}@...`
+//   is never `service-undefined@...`), and whose other fields read as an unknown of any type (never a
+//   false 0, false or []), as Python fills the result type's string fields and leaves the others empty;
+// - a nested field a new resource's inputs did not set reads as that unknown of any type
+//   (`fn.serviceConfig.apply(c => c.uri)` is never `undefined`), the fields they set staying known,
+//   as Python's `pulumi.get` patch reads it;
 // - a string the program interpolates (`pulumi.interpolate`, `pulumi.concat`) from known parts and
 //   unknown ones keeps its known parts, the sentinel standing for the unknown ones ("http://" + an
 //   unknown name): the engine records it unknown and lets a rule judge by its known parts (a push
@@ -49,32 +54,169 @@ function options(argv) {
     return { own, runPath: argv[index], rest: argv.slice(index + 1) };
 }
 
-// Fields a program may read from an invoke's result; names no data source has are left alone (the SDK
-// and libraries probe objects for `then`, `__pulumiOutput`, `toJSON`, ...).
+// Fields a program may read from an object; names no data source or output type has are left alone
+// (the SDK and libraries probe objects for `then`, `__pulumiOutput`, `toJSON`, ...).
 const NOT_FIELDS = new Set(["then", "toJSON", "toString", "valueOf", "constructor", "inspect", "length",
     "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString", "asymmetricMatch", "nodeType"]);
+const isField = (target, key) => typeof key === "string" && !(key in target) && !NOT_FIELDS.has(key) &&
+    /^[a-z][A-Za-z0-9]*$/.test(key);
 
-function unknownResult(known) {
+// A value unknown at preview whose type nobody here knows (Python's `Unknown()`): the SDK's own unknown
+// (an input or an `apply` result holding it is unknown), formatted into a string as the engine's
+// sentinel (the string is unknown, its known parts kept), a number only as NaN (never a false 0), and
+// its own fields unknown too (`fn.serviceConfig.apply(c => c.scaling.max)`).
+function unknownOfAnyType(sdk) {
+    const outputs = require(path.join(sdk, "output"));
+    const base = Object.create(Object.getPrototypeOf(outputs.unknown));
+    const hidden = (value) => ({ value, enumerable: false });
+    Object.defineProperties(base, {
+        __pulumiUnknown: hidden(true),
+        [Symbol.toPrimitive]: hidden((hint) => (hint === "number" ? NaN : UNKNOWN)),
+        toString: hidden(() => UNKNOWN),
+        toJSON: hidden(() => UNKNOWN),
+    });
+    const unknown = new Proxy(base, {
+        get: (target, key, receiver) => (isField(target, key) ? unknown : Reflect.get(target, key, receiver)),
+    });
+    return unknown;
+}
+
+// The string fields of a data source's result type, from the provider package's own declarations
+// (`@pulumi/gcp/organizations/getProject.d.ts`: `interface GetProjectResult { readonly number: string; }`),
+// as Python reads them from the result type: null where they cannot be found.
+function resultStringFields(token, root) {
+    const found = /^([a-z0-9-]+):([A-Za-z0-9_/]+):([A-Za-z0-9_]+)$/.exec(token || "");
+    if (!found) {
+        return null;
+    }
+    const [, pkg, module, fn] = found;
+    try {
+        const manifest = require.resolve(`@pulumi/${pkg}/package.json`, { paths: [root || process.cwd()] });
+        const text = fs.readFileSync(path.join(path.dirname(manifest), `${module}.d.ts`), "utf8");
+        const name = `${fn[0].toUpperCase()}${fn.slice(1)}Result`;
+        const start = text.indexOf(`export interface ${name} {`);
+        if (start < 0) {
+            return null;
+        }
+        const end = text.indexOf("\n}", start);
+        const body = text.slice(start, end < 0 ? undefined : end);
+        const fields = new Set();
+        for (const [, field] of body.matchAll(/^\s*readonly\s+([A-Za-z_$][\w$]*)\??\s*:\s*string\s*;\s*$/gm)) {
+            fields.add(field);
+        }
+        return fields;
+    } catch (err) {
+        return null;
+    }
+}
+
+// An invoke the engine cannot answer offline (`pubsubguard:unknown-result`): the arguments it echoes
+// are known; a string field of the result type reads as the sentinel (a string built from it is
+// unknown, and string methods work on it), any other field as the unknown of any type (never a false
+// 0, [] or false); where the result type cannot be read, every field is the unknown of any type.
+function unknownResult(known, stringFields, unknown) {
     return new Proxy(known, {
         get(target, key, receiver) {
-            if (typeof key !== "string" || key in target || NOT_FIELDS.has(key) || !/^[a-z][A-Za-z0-9]*$/.test(key)) {
+            if (!isField(target, key)) {
                 return Reflect.get(target, key, receiver);
             }
-            return UNKNOWN;
+            return stringFields && stringFields.has(key) ? UNKNOWN : unknown;
         },
     });
 }
 
-function patchInvokes(sdk) {
+function patchInvokes(sdk, root) {
     const rpc = require(path.join(sdk, "runtime", "rpc"));
+    const settings = require(path.join(sdk, "runtime", "settings"));
+    const unknown = unknownOfAnyType(sdk);
+    const tokens = new WeakMap(); // the response's `return` struct -> the invoke's token
+    const fields = new Map(); // token -> string fields of its result type (or null)
+    const getMonitor = settings.getMonitor;
+    const wrapped = new WeakSet();
+    settings.getMonitor = function () {
+        const monitor = getMonitor.apply(this, arguments);
+        if (monitor && !wrapped.has(monitor) && typeof monitor.invoke === "function") {
+            wrapped.add(monitor);
+            const invoke = monitor.invoke;
+            monitor.invoke = function (request, ...rest) {
+                const last = rest.length - 1;
+                if (typeof rest[last] === "function" && request && request.getTok) {
+                    const callback = rest[last];
+                    rest[last] = function (err, response) {
+                        try {
+                            const struct = response && response.getReturn && response.getReturn();
+                            if (struct && typeof struct === "object") {
+                                tokens.set(struct, request.getTok());
+                            }
+                        } catch (error) {
+                            // the result is then read without its type
+                        }
+                        return callback.apply(this, arguments);
+                    };
+                }
+                return invoke.call(this, request, ...rest);
+            };
+        }
+        return monitor;
+    };
     const original = rpc.deserializeProperties;
     rpc.deserializeProperties = function (struct, keepUnknowns) {
         const result = original.apply(this, arguments);
         if (result && typeof result === "object" && result[UNKNOWN_RESULT] === true) {
             delete result[UNKNOWN_RESULT];
-            return unknownResult(result);
+            const token = struct && typeof struct === "object" ? tokens.get(struct) : undefined;
+            if (token !== undefined && !fields.has(token)) {
+                fields.set(token, resultStringFields(token, root));
+            }
+            return unknownResult(result, token !== undefined ? fields.get(token) : null, unknown);
         }
         return result;
+    };
+}
+
+// A nested field a new resource's inputs did not set is computed by the provider: unknown at preview,
+// never absent (`fn.serviceConfig.apply(c => c.uri)`, `fn.serviceConfig.uri`), as Python's `pulumi.get`
+// patch reads it. The objects among a new custom resource's outputs read an unset field as the unknown
+// of any type; the fields that are set stay as they are, so an output whose fields are all known stays
+// known (a URL's documented form, `facts.documented_forms`, is one of them). The engine cannot do this
+// in its answer: it has no provider schema to name the unset fields, and an unknown field in the
+// answer would make the whole object unknown to the SDK, hiding the known fields.
+function patchNestedOutputs(sdk) {
+    const rpc = require(path.join(sdk, "runtime", "rpc"));
+    const settings = require(path.join(sdk, "runtime", "settings"));
+    const unknown = unknownOfAnyType(sdk);
+    const absentIsUnknown = (value, depth) => {
+        if (value === null || typeof value !== "object" || depth > 32) {
+            return value;
+        }
+        if (Array.isArray(value)) {
+            value.forEach((item, index) => { value[index] = absentIsUnknown(item, depth + 1); });
+            return value;
+        }
+        if (Object.getPrototypeOf(value) !== Object.prototype) {
+            return value; // an asset, a resource, an unknown: as they are
+        }
+        for (const key of Object.keys(value)) {
+            value[key] = absentIsUnknown(value[key], depth + 1);
+        }
+        return new Proxy(value, {
+            get: (target, key, receiver) => (isField(target, key) ? unknown : Reflect.get(target, key, receiver)),
+        });
+    };
+    const original = rpc.resolveProperties;
+    rpc.resolveProperties = function (res, resolvers, t, name, allProps, deps, err) {
+        try {
+            if (!err && allProps && settings.isDryRun() && res && res.__pulumiCustomResource === true) {
+                for (const key of Object.keys(allProps)) {
+                    if (key !== "id" && key !== "urn") {
+                        allProps[key] = absentIsUnknown(allProps[key], 0);
+                    }
+                }
+            }
+        } catch (error) {
+            // the outputs are resolved as they are
+        }
+        return original.apply(this, arguments);
     };
 }
 
@@ -355,7 +497,7 @@ function main() {
         setTimeout(() => process.exit(ERROR_SHOWN), 2000).unref();
         Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
     };
-    for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk),
+    for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk, root), () => patchNestedOutputs(sdk),
         () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
         try {
             patch();
