@@ -1,7 +1,8 @@
 """The Node.js packages the tests give TypeScript/JavaScript programs, as a team's `npm ci` leaves them.
 
 `tests/nodejs/package.json` and its `package-lock.json` pin @pulumi/pulumi, @pulumi/gcp, typescript and
-ts-node. They are installed once per machine (`npm ci --ignore-scripts`) into the user's cache, keyed by
+@types/node, as Pulumi's TypeScript template declares them (no ts-node: the SDK's own runs TypeScript, as
+for a team on the template). They are installed once per machine (`npm ci --ignore-scripts`) into the user's cache, keyed by
 the lockfile's digest: `~/.cache/pubsubguard-tests/node/<digest>/node_modules`. `scripts/setup.sh` runs
 this module to install them (`python tests/nodejs_projects.py`); a test gives a program a copy of its
 folder with `node_modules` a symbolic link to that install (`as_node_project`), as a team's installed
