@@ -113,7 +113,7 @@ class Nemesis:
         self.swaps: dict = {}  # (twin, key, seq) -> (entry, held ReceivedMessage, time held)
         self.planted_ids: dict[str, _Seen] = {}
         self.counter = 0
-        self.calls = 0
+        self.calls: dict[int, int] = {}  # per entry: the calls it was drawn for (its draws are its own sequence)
         self.quiet_after = 0.0  # monotonic time before which a planted effect may still come (the drain waits)
         self.stop_event = threading.Event()
         self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
@@ -227,8 +227,7 @@ class Nemesis:
         if e.rate is None:
             return True
         with self.lock:
-            self.calls += 1
-            n = self.calls
+            n = self.calls[e.index] = self.calls.get(e.index, 0) + 1
         return unit(self.seed, e.index, e.kind, "call", n) < e.rate
 
     # -- unary calls ---------------------------------------------------------------------
