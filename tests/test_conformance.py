@@ -29,7 +29,7 @@ ALL_IDS = [
     "create-rejects-push-with-exactly-once", "create-rejects-ack-deadline-out-of-range",
     "create-rejects-self-dead-letter", "create-rejects-attempts-out-of-range", "filter-enforced",
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
-    "ordered-eod-no-redelivery-while-outstanding",
+    "ordered-eod-no-redelivery-while-outstanding", "ordered-dead-letter-keeps-delivering",
 ]
 # What the emulator (cloud-pubsub-emulator 0.8.20) did in every run we made; docs/emulator.md explains each.
 # The timing-dependent scenarios are asserted too: on the emulator their outcome did not vary.
@@ -50,6 +50,7 @@ EMULATOR_OUTCOMES = {
     "retention-as-declared": "unsupported",
     "ordered-publish-failure-pauses-key": "holds",
     "ordered-eod-no-redelivery-while-outstanding": "violated",
+    "ordered-dead-letter-keeps-delivering": "violated",
 }
 
 pytestmark = pytest.mark.emulator
@@ -124,6 +125,12 @@ def test_the_evidence_shows_what_the_target_answered(run):
     # the publisher: the empty message refused, the next publish on A paused, then 2, 3, 4 in order
     paused = by_id["ordered-publish-failure-pauses-key"]["detail"]
     assert "PublishToPausedOrderingKeyException" in paused and "['2', '3', '4']" in paused
+    # ordered + dead-letter: key B delivered before A's 5th nack (the control), nothing delivered after it
+    stalled = by_id["ordered-dead-letter-keeps-delivering"]
+    delivered = [m["data"] for e in stalled["evidence"] if e.get("call") == "Pull" and "response" in e
+                 for m in e["response"]["received_messages"]]
+    assert "B0" in str(delivered) and "B1" not in str(delivered), delivered
+    assert "5th nack" in stalled["detail"] and "stopped delivering" in stalled["detail"]
 
 
 def test_exit_code_follows_the_rule(run):

@@ -113,3 +113,68 @@ def test_unsettled_poison_is_a_cause_of_its_own_explained_like_dead_letter_missi
         (4, {"poison": 4}, ["dead-letter-ordered-after-max-attempts"]), (1, {}, [])]
     causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
     assert [(c["count"], c["explained_by"]) for c in causes] == [(4, []), (1, [])]
+
+
+def _stall_evidence(directory, later_delivery_at: int | None, attempts: int = 5) -> EvidenceTally:
+    """seq 0 acked; seq 1 poison, nacked on attempts 1..`attempts` (the last at +2 s); seq 2 nacked once at
+    +1.5 s and never redelivered; seq 3 never delivered; optionally a delivery of seq 3 at `later_delivery_at`."""
+    (directory / "publishes").mkdir()
+    (directory / "deliveries").mkdir()
+    rows = [{**publish(s), "poison": s == 1} for s in range(4)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA), directory / "publishes" / "part-0.parquet")
+    deliveries = [delivery(0, T + S // 2, "ack"), delivery(2, T + 3 * S // 2, "nack")]
+    for attempt in range(1, attempts + 1):
+        at = T + 2 * S - (attempts - attempt) * S // 10
+        deliveries.append({**delivery(1, at - 1000, "nack"), "delivery_attempt": attempt})
+    if later_delivery_at is not None:
+        deliveries.append(delivery(3, later_delivery_at, "expire", "none"))
+    pq.write_table(pa.Table.from_pylist(deliveries, schema=DELIVERY_SCHEMA), directory / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(directory, {"s": "t"}, RUN)
+    tally.refresh()
+    return tally
+
+
+def test_a_subscription_silent_after_a_poison_messages_last_attempt_is_stalled(tmp_path):
+    """Issue 35: the emulator's ordered dead-lettering subscription delivers nothing more once a message reached
+    max_delivery_attempts; the drain tells that apart (the nack, the last delivery, the other unsettled ones)."""
+    tally = _stall_evidence(tmp_path, None)
+    assert tally.unsettled() == {"s": 3} and tally.unsettled_poison({"s"}) == {"s": 1}
+    stalled = tally.stalls({"s": 5}, S)
+    assert stalled == {"s": {"since_us": T + 2 * S, "key": "k", "seq": 1, "attempt": 5, "max_delivery_attempts": 5,
+                             "last_delivery_us": T + 2 * S - 1000, "unsettled": 2}}
+    assert tally.stalls({}, S) == {}  # not dead-lettering: no poison message's last attempt to stop at
+
+
+def test_no_stall_when_the_subscription_delivered_afterwards_or_the_poison_had_attempts_left(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    assert _stall_evidence(tmp_path / "a", T + 4 * S).stalls({"s": 5}, S) == {}  # a delivery 2 s after the nack
+    assert _stall_evidence(tmp_path / "b", T + 2 * S + S // 2).stalls({"s": 5}, S) != {}  # within the slack
+    assert _stall_evidence(tmp_path / "c", None, attempts=4).stalls({"s": 5}, S) == {}  # 4 of 5 attempts
+
+
+def test_stalled_messages_are_a_cause_of_their_own_explained_only_by_the_violated_scenario():
+    from pubsubguard.validation.document import explanations
+
+    def result(scenario_result: str, stalled: dict) -> dict:
+        return {"target": "emulator",
+                "parameters": {"drain": {"ended": "stuck", "unsettled": {"o": 7}, "unsettled_poison": {"o": 4},
+                                         "stalled": stalled}},
+                "conformance": {"scenarios": [{"id": "dead-letter-ordered-after-max-attempts", "result": "violated"},
+                                              {"id": "ordered-dead-letter-keeps-delivering", "result": scenario_result}]},
+                "subscriptions": {"o": {"declared": {"ordering": True}, "figures": {},
+                                        "guarantees": {"completeness": "inconclusive"}}}}
+
+    stall = {"o": {"since_us": T, "key": "k", "seq": 1, "attempt": 5, "max_delivery_attempts": 5,
+                   "last_delivery_us": T, "unsettled": 2}}
+    causes = explanations(result("violated", stall), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (4, {"poison": 4}, ["dead-letter-ordered-after-max-attempts"]),
+        (2, {"stalled": 2}, ["ordered-dead-letter-keeps-delivering"]), (1, {}, [])]
+    causes = explanations(result("holds", stall), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (4, {"poison": 4}, ["dead-letter-ordered-after-max-attempts"]), (2, {"stalled": 2}, []), (1, {}, [])]
+    causes = explanations(result("violated", {}), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["explained_by"]) for c in causes] == [(4, ["dead-letter-ordered-after-max-attempts"]),
+                                                                 (3, [])]

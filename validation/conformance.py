@@ -69,13 +69,17 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "dead-letter-ordered-after-max-attempts": (("dead_letter_missing", None), ("dead_letter_early", None),
                                                ("dead_letter_after_ack", None), ("delivery_attempts_exceeded", None),
                                                ("unsettled", "poison")),
+    # ("unsettled", "stalled"): messages of an ordered dead-lettering subscription not settled because it
+    # delivered nothing after a poison message's max-th nack (`progress.EvidenceTally.stalls`)
+    "ordered-dead-letter-keeps-delivering": (("unsettled", "stalled"),),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }
 
 
 # Scenarios that measure a behaviour of ordered subscriptions only: they explain findings on those alone.
-ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts", "ordered-eod-no-redelivery-while-outstanding"})
+ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts", "ordered-eod-no-redelivery-while-outstanding",
+                          "ordered-dead-letter-keeps-delivering"})
 
 
 # Scenarios whose `unsupported` (the target refused the setting as declared) explains a config_drift of

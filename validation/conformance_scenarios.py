@@ -1,9 +1,10 @@
-"""The sixteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
+"""The seventeen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
 `pubsubguard.validation.conformance_harness.scenario`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from pubsubguard.policies import pubsub_facts as facts
 
@@ -297,6 +298,68 @@ def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
           f"dead-lettered messages (best effort); § Dead-letter topics. {DOC_DEAD_LETTER}")
 def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
     return _dead_letter_after_max_attempts(probe, ordered=True)
+
+
+STALL_WINDOW_S = ACK_DEADLINE_S + DELIVERY_WINDOW_S  # beyond a redelivery of anything held, then a pull window
+
+
+@scenario("ordered-dead-letter-keeps-delivering",
+          "ordering + dead-letter: after a message of key A reaches max_delivery_attempts, a message of key B "
+          "published afterwards is still delivered (key B was delivered before, as the control)",
+          f"{FACTS_DOC} § Ordering: order is per ordering key, at-least-once still applies, and with a dead-letter "
+          f"topic only the order of dead-lettered messages is best effort; § Dead-letter topics. {DOC_ORDERING} "
+          f"{DOC_DEAD_LETTER}")
+def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
+    topic = probe.create_topic("topic")
+    dead_letter = probe.create_topic("dead")
+    subscription = probe.create_subscription(
+        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=True,
+        dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
+    _grant_service_agent(probe, dead_letter, subscription)
+    poison = probe.publish(topic, b"poison", ordering_key="A")
+    probe.publish(topic, b"B0", ordering_key="B")
+    attempts: list[int] = []
+    control = False
+    deadline = time.monotonic() + DELIVERY_WINDOW_S * 2
+    while len(attempts) < attempts_max and time.monotonic() < deadline:
+        for message in probe.pull(subscription):
+            if message.message.message_id == poison:
+                attempts.append(message.delivery_attempt)
+                probe.nack(subscription, [message.ack_id])
+            else:
+                control = control or message.message.data == b"B0"
+                probe.acknowledge(subscription, [message.ack_id])
+    if not control:
+        raise Outcome(INCONCLUSIVE, f"the control message B0 was not delivered ({len(attempts)} deliveries of A seen)")
+    if len(attempts) < attempts_max:
+        raise Outcome(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
+                                    f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
+    probe.note(f"A nacked {len(attempts)} times (max_delivery_attempts {attempts_max}); now B1 on key B")
+    probe.publish(topic, b"B1", ordering_key="B")
+    after = time.monotonic()
+
+    def settle(message) -> None:
+        if message.message.message_id == poison:
+            probe.nack(subscription, [message.ack_id])  # still not forwarded: nacked like before
+        else:
+            probe.acknowledge(subscription, [message.ack_id])
+
+    got = probe.pull_until(subscription, lambda got: any(m.message.data == b"B1" for m in got), STALL_WINDOW_S,
+                           on_message=settle)
+    took = time.monotonic() - after
+    seen = [m.message.data.decode() for m in got]
+    codes = Counter(entry["error"]["code"] for entry in probe.evidence if entry.get("call") == "Pull"
+                    and "error" in entry and entry["at_s"] >= after - probe.started)
+    if "B1" in seen:
+        return HOLDS, (f"after A's {len(attempts)}th nack (max_delivery_attempts {attempts_max}), B1 on key B was "
+                       f"delivered within {took:.1f} s of its publish")
+    why = f"; Pulls meanwhile answered {', '.join(f'{code} x{n}' for code, n in codes.most_common())}" if codes else ""
+    return VIOLATED, (f"B0 (key B) was delivered before; after A's {len(attempts)}th nack (max_delivery_attempts "
+                      f"{attempts_max}) B1 on key B was not delivered within {STALL_WINDOW_S:g} s "
+                      f"(delivered meanwhile: {seen or 'nothing'}){why}: the subscription stopped delivering")
 
 
 def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, str]:

@@ -234,18 +234,26 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                "run wrote them and re-check, or re-run")})
             if status == "inconclusive" and unsettled:
                 poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
-                if poison:
-                    explained = explained_by({"kind": "unsettled", "form": "poison"}, results,
+                stall = (drain.get("stalled") or {}).get(name)
+                stalled = min(unsettled - poison, stall["unsettled"]) if stall else 0
+                for form, count, otherwise in (
+                        ("poison", poison, "unsettled poison messages: the target neither forwarded them to the "
+                                           "dead-letter topic nor stopped redelivering them; see 'What the target did'"),
+                        ("stalled", stalled, "the subscription delivered nothing after a poison message's last delivery "
+                                             "attempt (see the observation): the target stopped delivering it; see "
+                                             "'What the target did'")):
+                    if not count:
+                        continue
+                    explained = explained_by({"kind": "unsettled", "form": form}, results,
                                              bool(sub["declared"].get("ordering")))
                     item["causes"].append({
-                        "kind": "unsettled", "count": poison, "forms": {"poison": poison}, "groups": [],
+                        "kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
                         "explained_by": explained, "subscriptions": [name],
-                        "action": _action(target, "unsettled", explained, ran) if explained else (
-                            "unsettled poison messages: the target neither forwarded them to the dead-letter topic "
-                            "nor stopped redelivering them; see 'What the target did'")})
-                if unsettled > poison:
+                        "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
+                if unsettled > poison + stalled:
                     item["causes"].append({
-                        "kind": "unsettled", "count": unsettled - poison, "forms": {}, "groups": [], "explained_by": [],
+                        "kind": "unsettled", "count": unsettled - poison - stalled, "forms": {}, "groups": [],
+                        "explained_by": [],
                         "subscriptions": [name],
                         "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "
                                    "re-run with a longer --drain-timeout; if they stay unsettled, the target keeps them")})

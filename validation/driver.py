@@ -45,6 +45,9 @@ from pubsubguard.validation.warmup import WarmUp
 # The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
 STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
+# A delivery received this long after the nack that gave a poison message its last attempt was already on
+# its way: a subscription whose latest delivery came no later has stopped delivering (`EvidenceTally.stalls`).
+STALL_SLACK_S = 1.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
@@ -422,6 +425,24 @@ class ProbeDriver:
         """The probed subscriptions with a dead-letter policy (their poison messages are nacked on every delivery)."""
         return {t["declared_name"] for t in self.twins + self.push_twins if t.get("dead_lettering")}
 
+    def _unsettled_drain(self, tally: EvidenceTally, ended: str, unsettled: dict[str, int]) -> dict:
+        """How the drain ended, with its unsettled messages told apart: the poison ones of a dead-lettering
+        subscription (only forwarding settles them) and the subscriptions that delivered nothing after a poison
+        message's last attempt (`stalled`; `_stall_text` says each)."""
+        dead_lettering = self._dead_lettering()
+        limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
+        return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
+                "stalled": tally.stalls(limits, int(STALL_SLACK_S * 1e6))}
+
+    @staticmethod
+    def _stall_text(tally: EvidenceTally, stalled: dict[str, dict]) -> list[str]:
+        start_us = min(tally.published_us.values(), default=0)
+        return [f"{name} delivered nothing after +{(stall['since_us'] - start_us) / 1e6:.1f}s (its latest delivery: "
+                f"+{(stall['last_delivery_us'] - start_us) / 1e6:.1f}s), when {stall['key']} seq {stall['seq']} (poison) "
+                f"was nacked on delivery attempt {stall['attempt']} (max_delivery_attempts "
+                f"{stall['max_delivery_attempts']}): of its unsettled messages, {stall['unsettled']} are not poison"
+                for name, stall in sorted(stalled.items())]
+
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
         """`orders-ordered 4 (ack: invalid_ack_id 3, expire: none 1), ...`"""
@@ -514,22 +535,22 @@ class ProbeDriver:
                     stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
                     if stuck == unsettled and time.monotonic() >= self._planted_due():
                         per_sub = self._unsettled_text(tally, stuck)
-                        self.drain = {"ended": "stuck", "unsettled": stuck,
-                                      "unsettled_poison": tally.unsettled_poison(self._dead_lettering())}
+                        self.drain = self._unsettled_drain(tally, "stuck", stuck)
                         self.observations.append(
                             f"drain ended: {expected - tally.done()} of {expected} published messages not settled "
                             f"(acked with success or dead-lettered) and provably stuck -- no delivery, ack or "
                             f"dead-letter for one ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s "
                             f"since their last recorded event -- per subscription (and how their latest delivery "
                             f"ended): {per_sub}")
+                        self.observations.extend(self._stall_text(tally, self.drain["stalled"]))
                         break
                     if time.monotonic() > drain_deadline:
-                        self.drain = {"ended": "timeout", "unsettled": unsettled,
-                                      "unsettled_poison": tally.unsettled_poison(self._dead_lettering())}
+                        self.drain = self._unsettled_drain(tally, "timeout", unsettled)
                         per_sub = self._unsettled_text(tally, unsettled)
                         self.observations.append(
                             f"drain timeout ({self.config.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
                             f"{expected} published messages not settled (acked with success or dead-lettered) per "
                             f"subscription (and how their latest delivery ended): {per_sub}")
+                        self.observations.extend(self._stall_text(tally, self.drain["stalled"]))
                         break
 

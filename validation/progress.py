@@ -29,6 +29,9 @@ class EvidenceTally:
         # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack
         self.due_us: dict[tuple, int] = {}
         self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
+        self.last_delivery_us: dict[str, int] = {}  # subscription -> when its latest delivery was received
+        # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
+        self.nacks: dict[str, list[tuple]] = {}
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -65,6 +68,12 @@ class EvidenceTally:
                         self.due_us[message] = max(self.due_us.get(message, 0), due)
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
                         self.last[message] = max(self.last.get(message, event), event)
+                        self.last_delivery_us[row["subscription"]] = max(
+                            self.last_delivery_us.get(row["subscription"], 0), row["receive_time_us"])
+                        if row["action"] == "nack" and row["delivery_attempt"]:
+                            self.nacks.setdefault(row["subscription"], []).append(
+                                (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
+                                 row["delivery_attempt"]))
 
     def expected(self) -> int:
         return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
@@ -89,6 +98,31 @@ class EvidenceTally:
                         if (topic, key, seq) in self.poison)
             if count:
                 out[name] = count
+        return out
+
+    def stalls(self, max_attempts: dict[str, int], slack_us: int) -> dict[str, dict]:
+        """Dead-lettering subscriptions (`max_attempts`: subscription -> max_delivery_attempts) that delivered
+        nothing after a poison message's delivery number max_delivery_attempts was nacked (more than `slack_us`
+        after it: deliveries already on their way), and have unsettled messages: the subscription stopped
+        delivering there (the emulator's ordered dead-lettering subscriptions do: conformance scenario
+        `ordered-dead-letter-keeps-delivering`). Per subscription: the nack (`since_us`, `key`, `seq`,
+        `attempt`), `last_delivery_us`, and `unsettled`: its unsettled messages other than poison ones
+        (those are `unsettled_poison`'s)."""
+        out = {}
+        for name, limit in sorted(max_attempts.items()):
+            if name not in self.topic_of:
+                continue
+            topic = self.topic_of[name]
+            last = self.last_delivery_us.get(name, 0)
+            at_max = sorted(nack for nack in self.nacks.get(name, ())
+                            if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
+            since = next((nack for nack in at_max if last <= nack[0] + slack_us), None)
+            unsettled = self.published.get(topic, set()) - self.settled[name]
+            if since is None or not unsettled:
+                continue
+            out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
+                         "max_delivery_attempts": limit, "last_delivery_us": last,
+                         "unsettled": sum(1 for key, seq in unsettled if (topic, key, seq) not in self.poison)}
         return out
 
     def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:

@@ -365,4 +365,12 @@ def explanation_lines(result: dict) -> list[str]:
         what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
         lines.append(f"  {what}: explained by {', '.join(explained)}" if explained
                      else f"  {what}: no scenario explains it")
+    for item in (result.get("explanations") or {}).get("guarantees", ()):
+        for cause in item["causes"]:
+            if cause["kind"] != "unsettled":
+                continue
+            forms = ", ".join(cause["forms"])
+            what = f"{item['subscription']}: {cause['count']} never settled{f' ({forms})' if forms else ''}"
+            lines.append(f"  {what}: explained by {', '.join(cause['explained_by'])}" if cause["explained_by"]
+                         else f"  {what}: no scenario explains it")
     return lines
