@@ -30,6 +30,7 @@ ALL_IDS = [
     "create-rejects-self-dead-letter", "create-rejects-attempts-out-of-range", "filter-enforced",
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
     "ordered-eod-no-redelivery-while-outstanding", "ordered-dead-letter-keeps-delivering",
+    "ordered-dead-letter-spares-other-subscriptions",
 ]
 # What the emulator (cloud-pubsub-emulator 0.8.20) did in every run we made; docs/emulator.md explains each.
 # The timing-dependent scenarios are asserted too: on the emulator their outcome did not vary.
@@ -51,6 +52,7 @@ EMULATOR_OUTCOMES = {
     "ordered-publish-failure-pauses-key": "holds",
     "ordered-eod-no-redelivery-while-outstanding": "violated",
     "ordered-dead-letter-keeps-delivering": "violated",
+    "ordered-dead-letter-spares-other-subscriptions": "violated",
 }
 
 pytestmark = pytest.mark.emulator
@@ -144,7 +146,8 @@ def test_exit_code_follows_the_rule(run):
 
 def test_the_whole_command_stays_short(run):
     _, doc, elapsed = run
-    assert elapsed < 60 and doc["duration_s"] < 45, (elapsed, doc["duration_s"])
+    # the disturbing scenario runs after the others (~11 s more)
+    assert elapsed < 75 and doc["duration_s"] < 60, (elapsed, doc["duration_s"])
 
 
 def test_throwaway_resources_are_gone(run):

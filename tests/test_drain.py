@@ -178,3 +178,42 @@ def test_stalled_messages_are_a_cause_of_their_own_explained_only_by_the_violate
     causes = explanations(result("violated", {}), [])["guarantees"][0]["causes"]
     assert [(c["count"], c["explained_by"]) for c in causes] == [(4, ["dead-letter-ordered-after-max-attempts"]),
                                                                  (3, [])]
+
+
+def test_after_a_stall_other_subscriptions_unsettled_messages_with_later_events_are_told_apart(tmp_path):
+    """Issue 35: once one subscription stalled, the emulator serves the others only every 10 s; their unsettled
+    messages whose latest event came after the stall are counted apart (poison ones among them)."""
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    rows = [{**publish(s), "poison": s == 1} for s in range(5)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA), tmp_path / "publishes" / "part-0.parquet")
+    other = [{**delivery(s, at, action), "subscription": "e"} for s, at, action in (
+        (0, T + S, "ack"), (1, T + 12 * S, "nack"), (2, T + 12 * S, "nack"), (3, T + S, "nack"), (4, T + 22 * S, "ack"))]
+    pq.write_table(pa.Table.from_pylist(other, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"e": "t", "s": "t"}, RUN)
+    tally.refresh()
+    assert tally.unsettled()["e"] == 3  # seqs 1, 2 (latest at +12 s) and 3 (latest at +1 s)
+    assert tally.after_stall(T + 2 * S, {"s"}) == {"e": {"since_us": T + 2 * S, "messages": 2, "poison": 1,
+                                                         "deliveries": 3, "last_delivery_us": T + 22 * S}}
+    assert tally.after_stall(T + 30 * S, {"s"}) == {}  # nothing of theirs came after
+
+
+def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
+    from pubsubguard.validation.document import explanations
+
+    def result(scenario_result: str) -> dict:
+        return {"target": "emulator",
+                "parameters": {"drain": {"ended": "timeout", "unsettled": {"e": 7}, "unsettled_poison": {"e": 5},
+                                         "stalled": {}, "after_stall": {"e": {"since_us": T, "messages": 6, "poison": 4,
+                                                                              "deliveries": 2, "last_delivery_us": T}}}},
+                "conformance": {"scenarios": [{"id": "ordered-dead-letter-spares-other-subscriptions",
+                                               "result": scenario_result},
+                                              {"id": "dead-letter-after-max-attempts", "result": "holds"}]},
+                "subscriptions": {"e": {"declared": {"ordering": False}, "figures": {},
+                                        "guarantees": {"completeness": "inconclusive"}}}}
+
+    causes = explanations(result("violated"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (6, {"after_stall": 6}, ["ordered-dead-letter-spares-other-subscriptions"]), (1, {"poison": 1}, [])]
+    causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["explained_by"]) for c in causes] == [(6, []), (1, [])]

@@ -25,16 +25,25 @@ class ConformanceBeside:
         self.error: BaseException | None = None
         self.halt = threading.Event()
         endpoint = emulator_host if target == "emulator" else None
+        # Those that disturb the target for other subscriptions (`Scenario.disturbs`) wait for the probe's drain.
+        beside = [s for s in conformance.SCENARIOS if not s.disturbs]
+        self.after = [s for s in conformance.SCENARIOS if s.disturbs]
         print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
-              "before the probe and run beside it on their own throwaway resources", flush=True)
+              "before the probe and run beside it on their own throwaway resources"
+              + (f" ({', '.join(s.id for s in self.after)} after the probe's drain: it disturbs the target's other "
+                 "subscriptions)" if self.after else ""), flush=True)
+
+        def conform(scenarios, run_id=None) -> dict:
+            return conformance.conform(target, estate.project, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
+                                       project_number=getattr(estate, "project_number", None), stop=self.halt)
 
         def run() -> None:
             try:
-                self.doc = conformance.conform(target, estate.project, endpoint=endpoint,
-                                               project_number=getattr(estate, "project_number", None), stop=self.halt)
+                self.doc = conform(beside)
             except BaseException as err:  # noqa: BLE001 - raised in result()
                 self.error = err
 
+        self.conform = conform
         self.thread = threading.Thread(target=run, name="conformance", daemon=True)
         self.thread.start()
 
@@ -43,7 +52,23 @@ class ConformanceBeside:
         self.thread.join(timeout=60)
 
     def result(self) -> dict:
+        """Called once the probe's drain has ended: waits for the scenarios beside it, then runs those that
+        disturb the target, and writes conformance.json with all of them (one run id)."""
+        from pubsubguard.validation import conformance
+
         self.thread.join()
+        if self.error is None and self.after:
+            try:
+                later = self.conform(self.after, self.doc["run_id"])
+            except BaseException as err:  # noqa: BLE001 - said below
+                self.error = err
+            else:
+                order = [s.id for s in conformance.SCENARIOS]
+                self.doc = conformance.document(
+                    {k: self.doc[k] for k in ("target", "endpoint", "project", "run_id", "started")},
+                    sorted(self.doc["scenarios"] + later["scenarios"], key=lambda item: order.index(item["id"])),
+                    {k: self.doc["cleanup"][k] + later["cleanup"][k] for k in self.doc["cleanup"]},
+                    self.doc["duration_s"] + later["duration_s"])
         if self.error is not None:
             raise VerifyError(f"conformance scenarios failed: {type(self.error).__name__}: {self.error}")
         doc = self.doc

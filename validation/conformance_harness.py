@@ -4,6 +4,7 @@ timed), and the outcome vocabulary (`RESULTS`). See `pubsubguard.validation.conf
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -80,14 +81,18 @@ class Scenario:
     behaviour: str
     source: str
     run: Callable[["Probe"], tuple[str, str]]
+    # It changes how the target serves *other* subscriptions while it runs (measured: the emulator slows every
+    # subscription once one ordered dead-lettering subscription stalls): run after the others, and beside a
+    # probe only once the probe's drain has ended.
+    disturbs: bool = False
 
 
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(scenario_id: str, behaviour: str, source: str):
+def scenario(scenario_id: str, behaviour: str, source: str, disturbs: bool = False):
     def register(function):
-        SCENARIOS.append(Scenario(scenario_id, behaviour, source, function))
+        SCENARIOS.append(Scenario(scenario_id, behaviour, source, function, disturbs))
         return function
 
     return register
@@ -353,6 +358,22 @@ class Probe:
             if not got:
                 self.sleep(0.1)  # a target may answer an empty Pull at once
         return received
+
+    @contextlib.contextmanager
+    def streaming(self, subscription: str, callback: Callable, **options):
+        """A StreamingPull on `subscription` (the client library's `subscribe`) for the `with` block; closed
+        at its end (its cancellation is not an error). Both are notes in the evidence."""
+        self.note(f"StreamingPull opened on {subscription}")
+        stream = self.subscriber.subscribe(subscription, callback, **options)
+        try:
+            yield stream
+        finally:
+            stream.cancel()
+            try:
+                stream.result(timeout=10)
+            except Exception:  # noqa: BLE001 - a cancelled stream ends with its cancellation
+                pass
+            self.note("StreamingPull closed")
 
     def acknowledge(self, subscription: str, ack_ids: list[str]) -> Exception | None:
         """Unary Acknowledge without retry: the target's first answer is the evidence. Returns its error."""

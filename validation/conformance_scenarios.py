@@ -1,8 +1,9 @@
-"""The seventeen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
+"""The eighteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
 `pubsubguard.validation.conformance_harness.scenario`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -95,10 +96,7 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
                    f"{message.delivery_attempt}, data {message.data.decode(errors='replace')!r})")
         deliveries.put(message)
 
-    probe.note(f"StreamingPull opened on {subscription}")
-    stream = probe.subscriber.subscribe(subscription, callback,
-                                        flow_control=pubsub_v1.types.FlowControl(max_messages=10))
-    try:
+    with probe.streaming(subscription, callback, flow_control=pubsub_v1.types.FlowControl(max_messages=10)):
         message_id = probe.publish(topic, b"acked-once")
         try:
             message = deliveries.get(timeout=DELIVERY_WINDOW_S)
@@ -111,13 +109,6 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
                                         "for successful acks was not exercised")
         watch = ACK_DEADLINE_S + EXPIRY_MARGIN_S + 2
         probe.sleep(watch)
-    finally:
-        stream.cancel()
-        try:
-            stream.result(timeout=10)
-        except Exception:  # noqa: BLE001 - a cancelled stream ends with its cancellation
-            pass
-        probe.note("StreamingPull closed")
     again = [m for m in _drain_queue(deliveries) if m.message_id == message_id]
     if again:
         return VIOLATED, (f"acked successfully, then redelivered {len(again)} time(s) within {watch:g} s "
@@ -300,6 +291,19 @@ def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
     return _dead_letter_after_max_attempts(probe, ordered=True)
 
 
+def _ordered_dead_lettering(probe: Probe, attempts_max: int) -> tuple[str, str]:
+    """A topic and its ordered subscription with a dead-letter policy (the service agent granted on Google Cloud)."""
+    from google.pubsub_v1 import types
+
+    topic = probe.create_topic("topic")
+    dead_letter = probe.create_topic("dead")
+    subscription = probe.create_subscription(
+        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=True,
+        dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
+    _grant_service_agent(probe, dead_letter, subscription)
+    return topic, subscription
+
+
 STALL_WINDOW_S = ACK_DEADLINE_S + DELIVERY_WINDOW_S  # beyond a redelivery of anything held, then a pull window
 
 
@@ -310,15 +314,8 @@ STALL_WINDOW_S = ACK_DEADLINE_S + DELIVERY_WINDOW_S  # beyond a redelivery of an
           f"topic only the order of dead-lettered messages is best effort; § Dead-letter topics. {DOC_ORDERING} "
           f"{DOC_DEAD_LETTER}")
 def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
-    from google.pubsub_v1 import types
-
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
-    topic = probe.create_topic("topic")
-    dead_letter = probe.create_topic("dead")
-    subscription = probe.create_subscription(
-        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=True,
-        dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
-    _grant_service_agent(probe, dead_letter, subscription)
+    topic, subscription = _ordered_dead_lettering(probe, attempts_max)
     poison = probe.publish(topic, b"poison", ordering_key="A")
     probe.publish(topic, b"B0", ordering_key="B")
     attempts: list[int] = []
@@ -360,6 +357,102 @@ def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
     return VIOLATED, (f"B0 (key B) was delivered before; after A's {len(attempts)}th nack (max_delivery_attempts "
                       f"{attempts_max}) B1 on key B was not delivered within {STALL_WINDOW_S:g} s "
                       f"(delivered meanwhile: {seen or 'nothing'}){why}: the subscription stopped delivering")
+
+
+STALL_SETTLE_S = 2.0  # waited after the last nack before measuring the other subscription again
+SPARED_BACKOFF_S = 2  # the other subscription's retry policy: 1..2 s between a nack and the redelivery
+
+
+@scenario("ordered-dead-letter-spares-other-subscriptions",
+          "ordering + dead-letter: after a message of an ordered dead-lettering subscription reaches "
+          "max_delivery_attempts, another subscription (its own topic, retry policy 1..2 s) still delivers a new "
+          "message and redelivers it after a nack within the backoff, as it did before (the control)",
+          f"{FACTS_DOC} § Dead-letter topics (retry policy: redelivery after a nack waits the backoff); § Ordering: "
+          f"order and its dead-letter caveat are per subscription. {DOC_DEAD_LETTER} {DOC_ORDERING}",
+          disturbs=True)
+def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
+    other_topic = probe.create_topic("other")
+    other = probe.create_subscription("other-sub", other_topic, ack_deadline_seconds=ACK_DEADLINE_S,
+                                      retry_policy=types.RetryPolicy(minimum_backoff={"seconds": 1},
+                                                                     maximum_backoff={"seconds": SPARED_BACKOFF_S}))
+
+    import queue
+
+    arrivals: queue.Queue = queue.Queue()
+
+    def callback(message) -> None:
+        probe.note(f"streaming pull delivered {message.data.decode(errors='replace')!r} (delivery_attempt "
+                   f"{message.delivery_attempt})")
+        arrivals.put((time.monotonic(), message))
+
+    def next_of(data: bytes):
+        deadline = time.monotonic() + DELIVERY_WINDOW_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                at, message = arrivals.get(timeout=left)
+            except queue.Empty:
+                break
+            if message.data == data:
+                return at, message
+            message.ack()
+        return None, None
+
+    def timings(data: bytes) -> tuple[float | None, float | None]:
+        """Seconds from the publish of `data` on the other subscription to its delivery, and from its nack to
+        its redelivery (None: not within DELIVERY_WINDOW_S)."""
+        published = time.monotonic()
+        probe.publish(other_topic, data)
+        at, message = next_of(data)
+        if message is None:
+            return None, None
+        nacked = time.monotonic()
+        message.nack()
+        again, message = next_of(data)
+        if message is None:
+            return at - published, None
+        message.ack()
+        return at - published, again - nacked
+
+    with probe.streaming(other, callback):
+        return _spared(probe, timings, attempts_max)
+
+
+def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
+    before = timings(b"before")
+    if None in before:
+        raise Outcome(INCONCLUSIVE, f"the control on the other subscription was not delivered and redelivered within "
+                                    f"{DELIVERY_WINDOW_S:g} s each: {before}")
+    topic, subscription = _ordered_dead_lettering(probe, attempts_max)
+    attempts: list[int] = []
+    reached = threading.Event()
+
+    def nack_every_time(message) -> None:  # as a consumer of the ordered subscription does with a poison message
+        attempts.append(message.delivery_attempt)
+        message.nack()
+        if len(attempts) >= attempts_max:
+            reached.set()
+
+    # A streaming pull, as the probe's subscribers: with unary Pulls alone the other subscription was not slowed.
+    with probe.streaming(subscription, nack_every_time):
+        probe.publish(topic, b"poison", ordering_key="A")
+        if not reached.wait(DELIVERY_WINDOW_S * 2):
+            raise Outcome(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
+                                        f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
+        probe.sleep(STALL_SETTLE_S)
+        after = timings(b"after")
+
+    def said(pair) -> str:
+        return ", ".join(f"{what} {'not within %g s' % DELIVERY_WINDOW_S if t is None else f'{t:.1f} s'}"
+                         for what, t in zip(("delivered", "redelivered after the nack"), pair))
+
+    limit = SPARED_BACKOFF_S + EXPIRY_MARGIN_S  # the backoff, and the margin a Pull round trip may take
+    slow = [t is None or (t > limit and t > 2 * b) for t, b in zip(after, before)]
+    detail = (f"other subscription before A's {len(attempts)}th nack on the ordered one (max_delivery_attempts "
+              f"{attempts_max}): {said(before)}; after it: {said(after)}")
+    return (VIOLATED, detail + ": slowed") if any(slow) else (HOLDS, detail)
 
 
 def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, str]:

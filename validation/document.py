@@ -233,10 +233,18 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                "parts of the evidence were not read (see the observation): restore them from where the "
                                "run wrote them and re-check, or re-run")})
             if status == "inconclusive" and unsettled:
-                poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
+                # told apart in this order: those whose latest event came after another subscription stalled
+                # (poison ones included), the remaining poison ones, those of a stalled subscription, the rest
+                late = (drain.get("after_stall") or {}).get(name) or {"messages": 0, "poison": 0}
+                after_stall = min(unsettled, late["messages"])
+                poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0)) - min(
+                    late["poison"], after_stall)
+                poison = max(0, min(poison, unsettled - after_stall))
                 stall = (drain.get("stalled") or {}).get(name)
-                stalled = min(unsettled - poison, stall["unsettled"]) if stall else 0
+                stalled = min(unsettled - after_stall - poison, stall["unsettled"]) if stall else 0
                 for form, count, otherwise in (
+                        ("after_stall", after_stall, "their latest event came after another subscription stopped "
+                                                     "delivering (see the observation); see 'What the target did'"),
                         ("poison", poison, "unsettled poison messages: the target neither forwarded them to the "
                                            "dead-letter topic nor stopped redelivering them; see 'What the target did'"),
                         ("stalled", stalled, "the subscription delivered nothing after a poison message's last delivery "
@@ -250,9 +258,9 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                         "kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
                         "explained_by": explained, "subscriptions": [name],
                         "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
-                if unsettled > poison + stalled:
+                if unsettled > after_stall + poison + stalled:
                     item["causes"].append({
-                        "kind": "unsettled", "count": unsettled - poison - stalled, "forms": {}, "groups": [],
+                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled, "forms": {}, "groups": [],
                         "explained_by": [],
                         "subscriptions": [name],
                         "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "

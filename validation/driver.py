@@ -431,17 +431,30 @@ class ProbeDriver:
         message's last attempt (`stalled`; `_stall_text` says each)."""
         dead_lettering = self._dead_lettering()
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
+        stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6))
+        since = min((stall["since_us"] for stall in stalled.values()), default=None)
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
-                "stalled": tally.stalls(limits, int(STALL_SLACK_S * 1e6))}
+                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {}}
 
     @staticmethod
-    def _stall_text(tally: EvidenceTally, stalled: dict[str, dict]) -> list[str]:
+    def _stall_text(tally: EvidenceTally, drain: dict) -> list[str]:
+        """One observation per stalled subscription, and one per other subscription with unsettled messages
+        whose latest event came after the first stall."""
         start_us = min(tally.published_us.values(), default=0)
-        return [f"{name} delivered nothing after +{(stall['since_us'] - start_us) / 1e6:.1f}s (its latest delivery: "
-                f"+{(stall['last_delivery_us'] - start_us) / 1e6:.1f}s), when {stall['key']} seq {stall['seq']} (poison) "
-                f"was nacked on delivery attempt {stall['attempt']} (max_delivery_attempts "
-                f"{stall['max_delivery_attempts']}): of its unsettled messages, {stall['unsettled']} are not poison"
-                for name, stall in sorted(stalled.items())]
+
+        def at(us: int) -> str:
+            return f"+{(us - start_us) / 1e6:.1f}s"
+
+        lines = [f"{name} delivered nothing after {at(stall['since_us'])} (its latest delivery: "
+                 f"{at(stall['last_delivery_us'])}), when {stall['key']} seq {stall['seq']} (poison) was nacked on "
+                 f"delivery attempt {stall['attempt']} (max_delivery_attempts {stall['max_delivery_attempts']}): of its "
+                 f"unsettled messages, {stall['unsettled']} are not poison"
+                 for name, stall in sorted(drain["stalled"].items())]
+        lines += [f"{name}: {late['messages']} unsettled messages ({late['poison']} poison) had their latest event after "
+                  f"{at(late['since_us'])}, when a subscription stopped delivering; {name} had {late['deliveries']} "
+                  f"deliveries from then on" + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
+                  for name, late in sorted(drain["after_stall"].items())]
+        return lines
 
     @staticmethod
     def _unsettled_text(tally: EvidenceTally, counts: dict[str, int]) -> str:
@@ -542,7 +555,7 @@ class ProbeDriver:
                             f"dead-letter for one ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s "
                             f"since their last recorded event -- per subscription (and how their latest delivery "
                             f"ended): {per_sub}")
-                        self.observations.extend(self._stall_text(tally, self.drain["stalled"]))
+                        self.observations.extend(self._stall_text(tally, self.drain))
                         break
                     if time.monotonic() > drain_deadline:
                         self.drain = self._unsettled_drain(tally, "timeout", unsettled)
@@ -551,6 +564,6 @@ class ProbeDriver:
                             f"drain timeout ({self.config.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
                             f"{expected} published messages not settled (acked with success or dead-lettered) per "
                             f"subscription (and how their latest delivery ended): {per_sub}")
-                        self.observations.extend(self._stall_text(tally, self.drain["stalled"]))
+                        self.observations.extend(self._stall_text(tally, self.drain))
                         break
 

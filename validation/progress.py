@@ -29,7 +29,7 @@ class EvidenceTally:
         # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack
         self.due_us: dict[tuple, int] = {}
         self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
-        self.last_delivery_us: dict[str, int] = {}  # subscription -> when its latest delivery was received
+        self.receive_us: dict[str, list[int]] = {}  # subscription -> when each of its deliveries was received
         # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
         self.nacks: dict[str, list[tuple]] = {}
 
@@ -68,8 +68,7 @@ class EvidenceTally:
                         self.due_us[message] = max(self.due_us.get(message, 0), due)
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
                         self.last[message] = max(self.last.get(message, event), event)
-                        self.last_delivery_us[row["subscription"]] = max(
-                            self.last_delivery_us.get(row["subscription"], 0), row["receive_time_us"])
+                        self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
                         if row["action"] == "nack" and row["delivery_attempt"]:
                             self.nacks.setdefault(row["subscription"], []).append(
                                 (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
@@ -113,7 +112,7 @@ class EvidenceTally:
             if name not in self.topic_of:
                 continue
             topic = self.topic_of[name]
-            last = self.last_delivery_us.get(name, 0)
+            last = max(self.receive_us.get(name, ()), default=0)
             at_max = sorted(nack for nack in self.nacks.get(name, ())
                             if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
             since = next((nack for nack in at_max if last <= nack[0] + slack_us), None)
@@ -123,6 +122,25 @@ class EvidenceTally:
             out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
                          "max_delivery_attempts": limit, "last_delivery_us": last,
                          "unsettled": sum(1 for key, seq in unsettled if (topic, key, seq) not in self.poison)}
+        return out
+
+    def after_stall(self, since_us: int, stalled: set[str]) -> dict[str, dict]:
+        """Per probed subscription other than the `stalled` ones (only those with any): its unsettled messages
+        whose latest recorded event (delivery, or publish when never delivered) came at or after `since_us`,
+        when a subscription stalled (`stalls`) -- counted (`messages`), the poison ones among them (`poison`),
+        its deliveries from then on (`deliveries`) and the latest of them (`last_delivery_us`, None without)."""
+        out = {}
+        for name, topic in self.topic_of.items():
+            if name in stalled:
+                continue
+            late = [(key, seq) for key, seq in self.published.get(topic, set()) - self.settled[name]
+                    if (self.last[(name, key, seq)][0] if (name, key, seq) in self.last
+                        else self.published_us[(topic, key, seq)]) >= since_us]
+            if late:
+                times = [t for t in self.receive_us.get(name, ()) if t >= since_us]
+                out[name] = {"since_us": since_us, "messages": len(late),
+                             "poison": sum(1 for key, seq in late if (topic, key, seq) in self.poison),
+                             "deliveries": len(times), "last_delivery_us": max(times, default=None)}
         return out
 
     def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:
