@@ -217,3 +217,21 @@ def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
         (6, {"after_stall": 6}, ["ordered-dead-letter-spares-other-subscriptions"]), (1, {"poison": 1}, [])]
     causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
     assert [(c["count"], c["explained_by"]) for c in causes] == [(6, []), (1, [])]
+
+
+def test_the_terminal_says_each_unsettled_cause_once_with_what_explains_it():
+    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report import explanation_lines
+
+    result = {"target": "emulator",
+              "parameters": {"drain": {"ended": "timeout", "unsettled": {"e": 3}, "unsettled_poison": {},
+                                       "stalled": {}, "after_stall": {"e": {"since_us": T, "messages": 2, "poison": 0,
+                                                                            "deliveries": 0, "last_delivery_us": None}}}},
+              "conformance": {"run_id": "r", "summary": {"violated": 1},
+                              "scenarios": [{"id": "ordered-dead-letter-spares-other-subscriptions", "result": "violated"}]},
+              "subscriptions": {"e": {"declared": {"ordering": False}, "figures": {}, "findings": {},
+                                      "guarantees": {"completeness": "inconclusive", "exactly_once": "inconclusive"}}}}
+    result["explanations"] = explanations(result, [])
+    lines = explanation_lines(result)
+    assert lines[1:] == ["  e: 2 never settled (after_stall): explained by ordered-dead-letter-spares-other-subscriptions",
+                         "  e: 1 never settled: no scenario explains it"]

@@ -359,8 +359,9 @@ def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
                       f"(delivered meanwhile: {seen or 'nothing'}){why}: the subscription stopped delivering")
 
 
-STALL_SETTLE_S = 2.0  # waited after the last nack before measuring the other subscription again
+STALL_SETTLE_S = 1.0  # waited after the last nack before measuring the other subscription again
 SPARED_BACKOFF_S = 2  # the other subscription's retry policy: 1..2 s between a nack and the redelivery
+SPARED_LIMIT_S = SPARED_BACKOFF_S + EXPIRY_MARGIN_S  # the backoff, and the margin a round trip may take
 
 
 @scenario("ordered-dead-letter-spares-other-subscriptions",
@@ -388,8 +389,8 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
                    f"{message.delivery_attempt})")
         arrivals.put((time.monotonic(), message))
 
-    def next_of(data: bytes):
-        deadline = time.monotonic() + DELIVERY_WINDOW_S
+    def next_of(data: bytes, window_s: float):
+        deadline = time.monotonic() + window_s
         while (left := deadline - time.monotonic()) > 0:
             try:
                 at, message = arrivals.get(timeout=left)
@@ -400,17 +401,17 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
             message.ack()
         return None, None
 
-    def timings(data: bytes) -> tuple[float | None, float | None]:
+    def timings(data: bytes, window_s: float) -> tuple[float | None, float | None]:
         """Seconds from the publish of `data` on the other subscription to its delivery, and from its nack to
-        its redelivery (None: not within DELIVERY_WINDOW_S)."""
+        its redelivery (None: not within `window_s`)."""
         published = time.monotonic()
         probe.publish(other_topic, data)
-        at, message = next_of(data)
+        at, message = next_of(data, window_s)
         if message is None:
             return None, None
         nacked = time.monotonic()
         message.nack()
-        again, message = next_of(data)
+        again, message = next_of(data, window_s)
         if message is None:
             return at - published, None
         message.ack()
@@ -421,7 +422,7 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
 
 
 def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
-    before = timings(b"before")
+    before = timings(b"before", DELIVERY_WINDOW_S)
     if None in before:
         raise Outcome(INCONCLUSIVE, f"the control on the other subscription was not delivered and redelivered within "
                                     f"{DELIVERY_WINDOW_S:g} s each: {before}")
@@ -442,16 +443,16 @@ def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
             raise Outcome(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
                                         f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
         probe.sleep(STALL_SETTLE_S)
-        after = timings(b"after")
+        # waited no longer than the slowest it may be (on the emulator the answer would come ~8 s later)
+        after = timings(b"after", SPARED_LIMIT_S)
 
-    def said(pair) -> str:
-        return ", ".join(f"{what} {'not within %g s' % DELIVERY_WINDOW_S if t is None else f'{t:.1f} s'}"
-                         for what, t in zip(("delivered", "redelivered after the nack"), pair))
+    def said(pair, window_s: float) -> str:
+        return ", ".join(f"{what} {f'not within {window_s:g} s' if t is None else f'{t:.1f} s'}"
+                         for what, t in zip(("delivered", "redelivered after the nack"), pair[:1 if pair[0] is None else 2]))
 
-    limit = SPARED_BACKOFF_S + EXPIRY_MARGIN_S  # the backoff, and the margin a Pull round trip may take
-    slow = [t is None or (t > limit and t > 2 * b) for t, b in zip(after, before)]
+    slow = [t is None for t in after]  # not within the limit
     detail = (f"other subscription before A's {len(attempts)}th nack on the ordered one (max_delivery_attempts "
-              f"{attempts_max}): {said(before)}; after it: {said(after)}")
+              f"{attempts_max}): {said(before, DELIVERY_WINDOW_S)}; after it: {said(after, SPARED_LIMIT_S)}")
     return (VIOLATED, detail + ": slowed") if any(slow) else (HOLDS, detail)
 
 

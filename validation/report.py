@@ -371,6 +371,8 @@ def explanation_lines(result: dict) -> list[str]:
                 continue
             forms = ", ".join(cause["forms"])
             what = f"{item['subscription']}: {cause['count']} never settled{f' ({forms})' if forms else ''}"
-            lines.append(f"  {what}: explained by {', '.join(cause['explained_by'])}" if cause["explained_by"]
-                         else f"  {what}: no scenario explains it")
+            line = (f"  {what}: explained by {', '.join(cause['explained_by'])}" if cause["explained_by"]
+                    else f"  {what}: no scenario explains it")
+            if line not in lines:  # one cause of several guarantees (completeness, exactly_once, ...) said once
+                lines.append(line)
     return lines
