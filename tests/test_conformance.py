@@ -140,6 +140,12 @@ def test_exit_code_follows_the_rule(run):
     assert done.returncode == (1 if doc["summary"]["violated"] else 0)
     assert done.returncode == 1  # the emulator violates several documented behaviours
     assert "Traceback" not in done.stderr
+    # the client library's own warnings (a stalled subscription's stream thread ending when its channel closes)
+    # go to a file and are counted, never to the terminal
+    assert "Exception in" not in done.stderr and "Background thread" not in done.stderr, done.stderr
+    log = doc["client_log"]
+    assert log["records"] == 0 or (log["file"] and Path(log["file"]).is_file()
+                                   and f"logged {log['records']} warnings/errors" in done.stdout)
     for scenario_id in ALL_IDS:
         assert scenario_id in done.stdout  # the table
 

@@ -29,6 +29,7 @@ and callers import each name from the part that defines it.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import time
@@ -155,29 +156,74 @@ def _run_phase(session: ScenarioRun, scenarios: list[Scenario], results: dict[st
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+class LibraryLog(logging.Handler):
+    """The Pub/Sub client library's warnings and errors while scenarios run (e.g. a stream's background thread
+    ending when a scenario's channel closes under it) go to `path` and are counted, never to the terminal."""
+
+    LOGGERS = ("google.api_core", "google.cloud.pubsub_v1", "grpc")
+    _STREAM_THREAD = "Thread-ConsumeBidirectionalStream"
+
+    def __init__(self, path: Path | None):
+        super().__init__(logging.WARNING)
+        self.path = path
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    def __enter__(self) -> "LibraryLog":
+        self.saved = [(logging.getLogger(name), logging.getLogger(name).propagate) for name in self.LOGGERS]
+        for logger, _ in self.saved:
+            logger.addHandler(self)
+            logger.propagate = False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # a stream's thread logs its end once its channel is closed: wait (briefly) for those threads first
+        for thread in [t for t in threading.enumerate() if t.name.startswith(self._STREAM_THREAD)]:
+            thread.join(timeout=2.0)
+        for logger, propagate in self.saved:
+            logger.removeHandler(self)
+            logger.propagate = propagate
+        if self.path is not None and self.lines:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("".join(f"{line}\n" for line in self.lines))
+
+    def summary(self) -> dict:
+        """conformance.json's `client_log`: how many records, the commonest first lines, and the file."""
+        from collections import Counter
+
+        firsts = Counter(line.splitlines()[0][:200] for line in self.lines)
+        return {"records": len(self.lines), "commonest": [[line, n] for line, n in firsts.most_common(3)],
+                "file": str(self.path) if self.path is not None and self.lines else None}
+
+
 def conform(target: str, project: str, *, project_number: str | None = None, endpoint: str | None = None,
             scenarios: list[Scenario] | None = None, on_done: Callable[[dict], None] | None = None,
             log: Callable[[str], None] = print, run_id: str | None = None,
-            stop: threading.Event | None = None) -> dict:
+            stop: threading.Event | None = None, client_log: Path | None = None) -> dict:
     """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
-    interrupted, or when `stop` is set from another thread) and return the results document (conformance.json)."""
+    interrupted, or when `stop` is set from another thread) and return the results document (conformance.json).
+    The client library's warnings go to `client_log` (a file; counted in the document), not the terminal."""
     from pubsubguard.validation.probe import log_abandoned_ack_retries
 
     log_abandoned_ack_retries()
     run_id = run_id or new_run_id()
     started, began = utc_now(), time.monotonic()
-    session = ScenarioRun(target, project, run_id, project_number, api_endpoint=endpoint if target == "gcp" else None,
-                      stop=stop)
-    try:
-        results = run_scenarios(session, scenarios, on_done=on_done)
-    finally:
-        cleanup = session.cleanup()
-        session.close()
-        if cleanup["failed"]:
-            log(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}")
+    with LibraryLog(client_log) as library:
+        session = ScenarioRun(target, project, run_id, project_number,
+                              api_endpoint=endpoint if target == "gcp" else None, stop=stop)
+        try:
+            results = run_scenarios(session, scenarios, on_done=on_done)
+        finally:
+            cleanup = session.cleanup()
+            session.close()
+            if cleanup["failed"]:
+                log(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}")
     run = {"target": target, "endpoint": endpoint, "project": project, "run_id": run_id,
            "started": started.isoformat(timespec="seconds")}
-    return document(run, results, cleanup, time.monotonic() - began)
+    return {**document(run, results, cleanup, time.monotonic() - began), "client_log": library.summary()}
 
 
 def document(run: dict, scenarios: list[dict], cleanup: dict, duration_s: float) -> dict:

@@ -33,9 +33,10 @@ class ConformanceBeside:
               + (f" ({', '.join(s.id for s in self.after)} after the probe's drain: it disturbs the target's other "
                  "subscriptions)" if self.after else ""), flush=True)
 
-        def conform(scenarios, run_id=None) -> dict:
+        def conform(scenarios, run_id=None, part="") -> dict:
             return conformance.conform(target, estate.project, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
-                                       project_number=getattr(estate, "project_number", None), stop=self.halt)
+                                       project_number=getattr(estate, "project_number", None), stop=self.halt,
+                                       client_log=report / f"client-log-conformance{part}.txt")
 
         def run() -> None:
             try:
@@ -46,6 +47,10 @@ class ConformanceBeside:
         self.conform = conform
         self.thread = threading.Thread(target=run, name="conformance", daemon=True)
         self.thread.start()
+
+    def library_note(self) -> str | None:
+        """An observation when the client library logged warnings while the scenarios ran (after `result`)."""
+        return library_note("conformance scenarios", (self.doc or {}).get("client_log"))
 
     def stop(self) -> None:
         self.halt.set()
@@ -59,16 +64,22 @@ class ConformanceBeside:
         self.thread.join()
         if self.error is None and self.after:
             try:
-                later = self.conform(self.after, self.doc["run_id"])
-            except BaseException as err:  # noqa: BLE001 - said below
+                later = self.conform(self.after, self.doc["run_id"], "-after-drain")
+            except Exception as err:  # noqa: BLE001 - said below (an interruption goes on up)
                 self.error = err
             else:
                 order = [s.id for s in conformance.SCENARIOS]
+                logs = [d["client_log"] for d in (self.doc, later)]
+                merged_log = {"records": sum(log["records"] for log in logs),
+                              "commonest": [c for log in logs for c in log["commonest"]][:3],
+                              "file": ", ".join(log["file"] for log in logs if log["file"]) or None}
                 self.doc = conformance.document(
                     {k: self.doc[k] for k in ("target", "endpoint", "project", "run_id", "started")},
                     sorted(self.doc["scenarios"] + later["scenarios"], key=lambda item: order.index(item["id"])),
                     {k: self.doc["cleanup"][k] + later["cleanup"][k] for k in self.doc["cleanup"]},
                     self.doc["duration_s"] + later["duration_s"])
+                self.doc["client_log"] = merged_log
+
         if self.error is not None:
             raise VerifyError(f"conformance scenarios failed: {type(self.error).__name__}: {self.error}")
         doc = self.doc
@@ -78,3 +89,13 @@ class ConformanceBeside:
                 "summary": doc["summary"], "file": "conformance.json",
                 "scenarios": [{k: item[k] for k in ("id", "behaviour", "source", "result", "detail")}
                               for item in doc["scenarios"]]}
+
+
+def library_note(what: str, log: dict | None) -> str | None:
+    """`the Pub/Sub client library logged N warnings/errors during WHAT (commonest: ...); full text: FILE`."""
+    if not log or not log["records"]:
+        return None
+    commonest = "; ".join(f"{line!r} x{n}" for line, n in log["commonest"])
+    return (f"the Pub/Sub client library logged {log['records']} warnings/errors during the {what} (commonest: "
+            f"{commonest}); full text: {log['file']}")
+

@@ -166,6 +166,9 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 parameters["drain"] = driver.drain
             if scenarios is not None:
                 parameters["conformance"] = scenarios.result()
+                note = scenarios.library_note()
+                if note:
+                    observations.append(note)
                 scenarios = None
             ended = True
         finally:

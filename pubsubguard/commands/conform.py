@@ -158,8 +158,13 @@ def _run(args, conformance, scenarios, project: str, endpoint: str | None, repor
     doc = conformance.conform(
         args.target, project, project_number=args.project_number, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
         on_done=lambda r: print(f"  {r['id']}: {r['result']} ({r['duration_s']:.0f} s)", flush=True),
-        log=lambda line: print(line, flush=True))
+        log=lambda line: print(line, flush=True), client_log=report / "client-log-conformance.txt")
     path = report / "conformance.json"
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     print_table(doc, report)
+    from pubsubguard.validation.conformance_beside import library_note
+
+    note = library_note("scenarios", doc["client_log"])
+    if note:
+        print(f"conform: {note}", flush=True)
     return conformance.exit_code(doc)
