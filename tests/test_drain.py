@@ -235,3 +235,40 @@ def test_the_terminal_says_each_unsettled_cause_once_with_what_explains_it():
     lines = explanation_lines(result)
     assert lines[1:] == ["  e: 2 never settled (after_stall): explained by ordered-dead-letter-spares-other-subscriptions",
                          "  e: 1 never settled: no scenario explains it"]
+
+
+def test_keys_silent_since_the_last_stream_reset_are_told_apart(tmp_path):
+    """A stream the fault layer reset (kill_stream): the emulator keeps the reset stream as a member and never
+    again delivers the keys it hashes there. Only unsettled messages (not poison) of keys with no delivery
+    after the last reset count; a key delivered after it does not."""
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    rows = [{**publish(s), "key": key, "poison": s == 3} for s, key in ((0, "a"), (1, "a"), (2, "b"), (3, "a"), (4, "b"))]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA), tmp_path / "publishes" / "part-0.parquet")
+    deliveries = [{**delivery(0, T + S, "ack"), "key": "a"}, {**delivery(2, T + 9 * S, "nack"), "key": "b"}]
+    pq.write_table(pa.Table.from_pylist(deliveries, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
+    tally.refresh()
+    # unsettled: a/1, a/3 (poison), b/2, b/4; key a silent after the reset at +5 s, key b delivered at +9 s
+    assert tally.silent_keys({"s": T + 5 * S}) == {"s": {"reset_us": T + 5 * S, "keys": ["a"], "messages": 1}}
+    assert tally.silent_keys({"s": T + 10 * S})["s"]["keys"] == ["a", "b"]
+    assert tally.silent_keys({}) == {} and tally.silent_keys({"other": T}) == {}
+
+
+def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenario():
+    from pubsubguard.validation.document import explanations
+
+    def result(scenario_result: str) -> dict:
+        return {"target": "emulator",
+                "parameters": {"drain": {"ended": "timeout", "unsettled": {"o": 90}, "unsettled_poison": {},
+                                         "stalled": {}, "after_stall": {},
+                                         "after_stream_reset": {"o": {"reset_us": T, "keys": ["a"], "messages": 88}}}},
+                "conformance": {"scenarios": [{"id": "ordered-stream-reset-keeps-delivering", "result": scenario_result}]},
+                "subscriptions": {"o": {"declared": {"ordering": True}, "figures": {},
+                                        "guarantees": {"completeness": "inconclusive"}}}}
+
+    causes = explanations(result("violated"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (88, {"after_stream_reset": 88}, ["ordered-stream-reset-keeps-delivering"]), (2, {}, [])]
+    causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["explained_by"]) for c in causes] == [(88, []), (2, [])]

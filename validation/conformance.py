@@ -77,6 +77,10 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # subscription stalled (`progress.EvidenceTally.after_stall`): the emulator then serves every subscription
     # only every 10 s
     "ordered-dead-letter-spares-other-subscriptions": (("unsettled", "after_stall"),),
+    # ("unsettled", "after_stream_reset"): unsettled messages (not poison) of an ordered subscription whose
+    # stream the fault layer reset, on keys it delivered nothing of after the last reset
+    # (`progress.EvidenceTally.silent_keys`)
+    "ordered-stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"),),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }
@@ -84,7 +88,7 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
 
 # Scenarios that measure a behaviour of ordered subscriptions only: they explain findings on those alone.
 ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts", "ordered-eod-no-redelivery-while-outstanding",
-                          "ordered-dead-letter-keeps-delivering"})
+                          "ordered-dead-letter-keeps-delivering", "ordered-stream-reset-keeps-delivering"})
 
 
 # Scenarios whose `unsupported` (the target refused the setting as declared) explains a config_drift of

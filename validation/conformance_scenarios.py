@@ -291,6 +291,48 @@ def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
     return _dead_letter_after_max_attempts(probe, ordered=True)
 
 
+RESET_KEYS = 8  # keys published after the reset: each must be delivered on the stream that replaced it
+
+
+@scenario("ordered-stream-reset-keeps-delivering",
+          f"ordering: a subscriber's StreamingPull reset by the client (cancelled) and opened again still receives "
+          f"every key: one message on each of {RESET_KEYS} keys published after the reset is delivered",
+          f"{FACTS_DOC} § Ordering (order per key, at-least-once still applies); § What the network does: stream "
+          f"errors are retried by the client, which opens a new stream. {DOC_ORDERING}")
+def ordered_stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
+    import queue
+
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True,
+                                             ack_deadline_seconds=ACK_DEADLINE_S)
+    got: queue.Queue = queue.Queue()
+
+    def callback(message) -> None:
+        got.put(message.ordering_key)
+        message.ack()
+
+    with probe.streaming(subscription, callback):
+        probe.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
+    keys = [f"K{i}" for i in range(RESET_KEYS)]
+    with probe.streaming(subscription, callback):
+        probe.sleep(1.0)
+        for key in keys:
+            probe.publish(topic, key.encode(), ordering_key=key)
+        deadline = time.monotonic() + DELIVERY_WINDOW_S
+        seen: set[str] = set()
+        while seen < set(keys) and (left := deadline - time.monotonic()) > 0:
+            try:
+                seen.add(got.get(timeout=left))
+            except queue.Empty:
+                break
+    missing = sorted(set(keys) - seen)
+    if missing:
+        return VIOLATED, (f"after the first StreamingPull was reset and a second opened, {len(seen)} of {len(keys)} "
+                          f"keys were delivered within {DELIVERY_WINDOW_S:g} s; never: {missing} (as if the reset "
+                          "stream still held them)")
+    return HOLDS, f"after the reset, every one of the {len(keys)} keys was delivered on the new stream"
+
+
 def _ordered_dead_lettering(probe: Probe, attempts_max: int) -> tuple[str, str]:
     """A topic and its ordered subscription with a dead-letter policy (the service agent granted on Google Cloud)."""
     from google.pubsub_v1 import types

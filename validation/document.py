@@ -234,7 +234,8 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                "run wrote them and re-check, or re-run")})
             if status == "inconclusive" and unsettled:
                 # told apart in this order: those whose latest event came after another subscription stalled
-                # (poison ones included), the remaining poison ones, those of a stalled subscription, the rest
+                # (poison ones included), the remaining poison ones, those of a stalled subscription, those on
+                # keys silent since the fault layer last reset the subscription's streams, the rest
                 late = (drain.get("after_stall") or {}).get(name) or {"messages": 0, "poison": 0}
                 after_stall = min(unsettled, late["messages"])
                 poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0)) - min(
@@ -242,6 +243,8 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                 poison = max(0, min(poison, unsettled - after_stall))
                 stall = (drain.get("stalled") or {}).get(name)
                 stalled = min(unsettled - after_stall - poison, stall["unsettled"]) if stall else 0
+                silent = (drain.get("after_stream_reset") or {}).get(name)
+                after_reset = min(unsettled - after_stall - poison - stalled, silent["messages"]) if silent else 0
                 for form, count, otherwise in (
                         ("after_stall", after_stall, "their latest event came after another subscription stopped "
                                                      "delivering (see the observation); see 'What the target did'"),
@@ -249,7 +252,9 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                            "dead-letter topic nor stopped redelivering them; see 'What the target did'"),
                         ("stalled", stalled, "the subscription delivered nothing after a poison message's last delivery "
                                              "attempt (see the observation): the target stopped delivering it; see "
-                                             "'What the target did'")):
+                                             "'What the target did'"),
+                        ("after_stream_reset", after_reset, "keys the subscription delivered nothing of after the fault "
+                                                            "layer last reset its streams (see the observation)")):
                     if not count:
                         continue
                     explained = explained_by({"kind": "unsettled", "form": form}, results,
@@ -258,9 +263,10 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                         "kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
                         "explained_by": explained, "subscriptions": [name],
                         "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
-                if unsettled > after_stall + poison + stalled:
+                if unsettled > after_stall + poison + stalled + after_reset:
                     item["causes"].append({
-                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled, "forms": {}, "groups": [],
+                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled - after_reset,
+                        "forms": {}, "groups": [],
                         "explained_by": [],
                         "subscriptions": [name],
                         "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "

@@ -436,8 +436,14 @@ class ProbeDriver:
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
         stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6))
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
+        # streams the fault layer reset (kill_stream, partition): the last reset per subscription
+        resets: dict[str, int] = {}
+        for row in (self.nemesis.as_dict()["applied"] if self.nemesis is not None else ()):
+            if row["kind"] in ("kill_stream", "partition") and row["rpc"] == "StreamingPull" and row["subscription"]:
+                resets[row["subscription"]] = max(resets.get(row["subscription"], 0), row["time_us"])
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
-                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {}}
+                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {},
+                "after_stream_reset": tally.silent_keys(resets)}
 
     @staticmethod
     def _stall_text(tally: EvidenceTally, drain: dict) -> list[str]:
@@ -457,6 +463,10 @@ class ProbeDriver:
                   f"{at(late['since_us'])}, when a subscription stopped delivering; {name} had {late['deliveries']} "
                   f"deliveries from then on" + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
                   for name, late in sorted(drain["after_stall"].items())]
+        lines += [f"{name}: nothing of {len(silent['keys'])} keys with unsettled messages ({', '.join(silent['keys'][:8])}"
+                  f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset by "
+                  f"the fault layer ({at(silent['reset_us'])}): {silent['messages']} messages (not poison)"
+                  for name, silent in sorted(drain["after_stream_reset"].items())]
         return lines
 
     @staticmethod

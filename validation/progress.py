@@ -30,6 +30,7 @@ class EvidenceTally:
         self.due_us: dict[tuple, int] = {}
         self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
         self.receive_us: dict[str, list[int]] = {}  # subscription -> when each of its deliveries was received
+        self.key_last_us: dict[tuple, int] = {}  # (subscription, key) -> its latest delivery there
         # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
         self.nacks: dict[str, list[tuple]] = {}
 
@@ -69,6 +70,8 @@ class EvidenceTally:
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
                         self.last[message] = max(self.last.get(message, event), event)
                         self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
+                        by_key = (row["subscription"], row["key"])
+                        self.key_last_us[by_key] = max(self.key_last_us.get(by_key, 0), row["receive_time_us"])
                         if row["action"] == "nack" and row["delivery_attempt"]:
                             self.nacks.setdefault(row["subscription"], []).append(
                                 (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
@@ -141,6 +144,23 @@ class EvidenceTally:
                 out[name] = {"since_us": since_us, "messages": len(late),
                              "poison": sum(1 for key, seq in late if (topic, key, seq) in self.poison),
                              "deliveries": len(times), "last_delivery_us": max(times, default=None)}
+        return out
+
+    def silent_keys(self, last_reset_us: dict[str, int]) -> dict[str, dict]:
+        """Per subscription whose StreamingPull streams were reset (`last_reset_us`: subscription -> the last
+        reset), only those with any: its keys with unsettled messages that it delivered nothing of after that
+        reset (`keys`), and those messages other than poison ones (`messages`)."""
+        out = {}
+        for name, reset_us in sorted(last_reset_us.items()):
+            topic = self.topic_of.get(name)
+            if topic is None:
+                continue
+            unsettled = [(key, seq) for key, seq in self.published.get(topic, set()) - self.settled[name]
+                         if (topic, key, seq) not in self.poison]
+            keys = sorted({key for key, _ in unsettled if self.key_last_us.get((name, key), 0) < reset_us})
+            if keys:
+                out[name] = {"reset_us": reset_us, "keys": keys,
+                             "messages": sum(1 for key, _ in unsettled if key in keys)}
         return out
 
     def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:
