@@ -77,6 +77,10 @@ class EvidenceTally:
                                 (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
                                  row["delivery_attempt"]))
 
+    def unsettled_of(self, name: str) -> set[tuple]:
+        """The (key, seq) of a probed subscription's published messages not settled yet."""
+        return self.published.get(self.topic_of[name], set()) - self.settled[name]
+
     def expected(self) -> int:
         return sum(len(self.published.get(topic, ())) for topic in self.topic_of.values())
 
@@ -96,7 +100,7 @@ class EvidenceTally:
         out = {}
         for name in sorted(dead_lettering & set(self.topic_of)):
             topic = self.topic_of[name]
-            count = sum(1 for key, seq in self.published.get(topic, set()) - self.settled[name]
+            count = sum(1 for key, seq in self.unsettled_of(name)
                         if (topic, key, seq) in self.poison)
             if count:
                 out[name] = count
@@ -119,7 +123,7 @@ class EvidenceTally:
             at_max = sorted(nack for nack in self.nacks.get(name, ())
                             if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
             since = next((nack for nack in at_max if last <= nack[0] + slack_us), None)
-            unsettled = self.published.get(topic, set()) - self.settled[name]
+            unsettled = self.unsettled_of(name)
             if since is None or not unsettled:
                 continue
             out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
@@ -136,7 +140,7 @@ class EvidenceTally:
         for name, topic in self.topic_of.items():
             if name in stalled:
                 continue
-            late = [(key, seq) for key, seq in self.published.get(topic, set()) - self.settled[name]
+            late = [(key, seq) for key, seq in self.unsettled_of(name)
                     if (self.last[(name, key, seq)][0] if (name, key, seq) in self.last
                         else self.published_us[(topic, key, seq)]) >= since_us]
             if late:
@@ -155,7 +159,7 @@ class EvidenceTally:
             topic = self.topic_of.get(name)
             if topic is None:
                 continue
-            unsettled = [(key, seq) for key, seq in self.published.get(topic, set()) - self.settled[name]
+            unsettled = [(key, seq) for key, seq in self.unsettled_of(name)
                          if (topic, key, seq) not in self.poison]
             keys = sorted({key for key, _ in unsettled if self.key_last_us.get((name, key), 0) < reset_us})
             if keys:
@@ -171,7 +175,7 @@ class EvidenceTally:
         out = {}
         for name, topic in self.topic_of.items():
             count = 0
-            for key, seq in self.published.get(topic, set()) - self.settled[name]:
+            for key, seq in self.unsettled_of(name):
                 due = self.due_us.get((name, key, seq))
                 if due is None:
                     due = self.published_us[(topic, key, seq)] + deadline_us[name]
@@ -190,7 +194,7 @@ class EvidenceTally:
 
         topic = self.topic_of[name]
         outcomes = Counter()
-        for key, seq in self.published.get(topic, set()) - self.settled[name]:
+        for key, seq in self.unsettled_of(name):
             last = self.last.get((name, key, seq))
             outcomes["no row yet" if last is None else f"{last[1]}: {last[2]}"] += 1
         return dict(outcomes.most_common())
