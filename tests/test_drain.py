@@ -272,3 +272,79 @@ def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenar
         (88, {"after_stream_reset": 88}, ["ordered-stream-reset-keeps-delivering"]), (2, {}, [])]
     causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
     assert [(c["count"], c["explained_by"]) for c in causes] == [(88, []), (2, [])]
+
+
+# -- the drain clock (validation/drain.py): progress, not a clock alone ---------------------------------------
+class _Tally:
+    """What the clock reads of an EvidenceTally: per-subscription progress, settled and expected counts."""
+
+    def __init__(self, published: int, settled: int, progress: dict[str, int]):
+        self.published = {"t": set(range(published))}
+        self._settled, self._expected, self.progress = settled, published, dict(progress)
+
+    def done(self) -> int:
+        return self._settled
+
+    def expected(self) -> int:
+        return self._expected
+
+    def progress_of(self, name: str) -> int:
+        return self.progress[name]
+
+
+def test_the_ceiling_grows_with_what_is_left_and_shrinks_with_the_measured_rate():
+    from pubsubguard.validation.drain import CEILING_FACTOR, CEILING_MAX_S, ceiling_s
+
+    assert ceiling_s(52, 0, 500) == 52  # everything settled while publishing: the faults' timing alone
+    assert ceiling_s(52, 24_438, 200) == round(52 + CEILING_FACTOR * 24_438 / 200, 1)
+    assert ceiling_s(52, 24_438, 400) < ceiling_s(52, 24_438, 200)
+    assert ceiling_s(52, 10_000, 0) == CEILING_MAX_S  # nothing settled yet: the bound, not an endless wait
+
+
+def test_a_subscription_still_progressing_is_never_stopped_however_late_its_messages():
+    from pubsubguard.validation.drain import DrainClock
+
+    clock = DrainClock({"s": 20.0, "u": 20.0}, base_s=52)
+    tally = _Tally(1000, 100, {"s": 10, "u": 10})
+    clock.begin(tally, now=0.0, first_publish_us=T, now_us=T + 10 * S)
+    assert clock.rates["settled_per_s"] == 10.0 and clock.ceiling == round(52 + 3 * 900 / 10, 1)
+    for second in range(1, 60):  # `s` delivers something new every second, `u` nothing after the start
+        tally.progress["s"] += 1
+        clock.observe(tally, float(second))
+    assert not clock.stopped("s", 59.5)
+    assert clock.stopped("u", 59.5) and not clock.stopped("u", 19.0)
+    assert not clock.past_ceiling(100.0) and clock.past_ceiling(clock.ceiling + 1)
+
+
+def test_drain_timeout_replaces_the_derived_ceiling():
+    from pubsubguard.validation.drain import DrainClock
+
+    clock = DrainClock({"s": 20.0}, base_s=52, override_s=42.0)
+    clock.begin(_Tally(1000, 0, {"s": 0}), now=5.0, first_publish_us=T, now_us=T + S)
+    assert clock.ceiling == 42.0 and clock.past_ceiling(47.5) and not clock.past_ceiling(46.0)
+    assert clock.record(50.0, "ceiling", _Tally(1000, 0, {"s": 0}))["ceiling_from"] == "--drain-timeout"
+
+
+def test_progress_counts_first_deliveries_and_settlements_never_redeliveries(tmp_path):
+    evidence(tmp_path, 3, [delivery(0, T + 1 * S, "nack"), delivery(0, T + 2 * S, "nack"),
+                           delivery(0, T + 3 * S, "nack"), delivery(1, T + 1 * S, "ack")])
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
+    tally.refresh()
+    # seq 0 delivered (three times: one first delivery), seq 1 delivered and settled, seq 2 never delivered
+    assert tally.progress_of("s") == 2 + 1
+    assert tally.never_delivered("s") == 1 and tally.deliveries["s"] == 4
+
+
+def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lost():
+    from pubsubguard.validation.document import explanations
+
+    result = {"target": "emulator", "conformance": None,
+              "parameters": {"drain": {"ended": "ceiling", "unsettled": {"s": 120}, "unsettled_poison": {},
+                                       "stalled": {}, "after_stall": {}, "after_stream_reset": {},
+                                       "unproven": ["s"], "cut": {"s": 100}}},
+              "subscriptions": {"s": {"declared": {"ordering": False}, "guarantees": {"completeness": "inconclusive"},
+                                      "figures": {"published": 1000, "settled": 880}}}}
+    causes = explanations(result, [])["guarantees"][0]["causes"]
+    assert [(c["kind"], c["forms"], c["count"]) for c in causes] == [("unsettled", {"cut": 100}, 100),
+                                                                      ("unsettled", {}, 20)]
+    assert "--drain-timeout" in causes[0]["action"] and "lost" in causes[0]["action"]

@@ -174,3 +174,21 @@ def test_completeness_is_per_message_id(spark):
         mine = [(f["kind"], f["severity"], f["key"], f["seq"], f["message_id"]) for f in findings if f["subscription"] == name]
         expected = ("publish_duplicate", "advisory") if delivered else ("lost", "error")
         assert mine == [(*expected, k, q, layer_id)], (name, mine)
+
+
+def test_lost_only_where_a_final_read_proved_it(spark):
+    """A message the target accepted and never delivered is `lost` on a subscription whose drain ended with a final
+    read; on one whose drain was cut at its ceiling (`unproven`) it is no finding at all, only unsettled (the
+    guarantee is then inconclusive). Every other finding is the same either way."""
+    legal = H.generate(SUBSCRIPTIONS, H.Workload(keys=3, messages_per_key=6, fault_rate=0.3), 23, run_id="run-proof")
+    mutated, injection = H.mutate_lost(legal, random.Random(5))
+    proven, unproven = H.renamed(mutated, "~proven"), H.renamed(mutated, "~cut")
+    publishes, deliveries, merged = _tables(spark, [proven, unproven])
+    cut = injection.subscription + "~cut"
+    checked = run_checks(publishes, deliveries, merged.subscriptions, unproven=frozenset({cut}))
+    findings = [r.asDict(recursive=True) for r in checked.findings.collect()]
+    lost = [(f["subscription"], f["key"], f["seq"]) for f in findings if f["kind"] == "lost"]
+    assert lost == [(injection.subscription + "~proven", injection.key, injection.seq)]
+    assert [f for f in findings if f["subscription"] == cut] == []
+    stats = {r["subscription"]: r.asDict() for r in checked.stats.collect()}
+    assert stats[cut]["published"] - stats[cut]["settled"] >= 1

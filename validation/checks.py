@@ -264,7 +264,7 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
 _ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {kernel.FOREIGN}", "t", "meta & 3")
 
 
-def _config(subscriptions: list[DeclaredSubscription]) -> kernel.SubscriptionConfig:
+def _config(subscriptions: list[DeclaredSubscription], unproven: frozenset = frozenset()) -> kernel.SubscriptionConfig:
     if len(subscriptions) > kernel.MAX_SUBSCRIPTIONS:
         raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {kernel.MAX_SUBSCRIPTIONS} per run")
     return kernel.SubscriptionConfig(
@@ -272,16 +272,17 @@ def _config(subscriptions: list[DeclaredSubscription]) -> kernel.SubscriptionCon
         ordered=tuple(bool(s.ordering) for s in subscriptions),
         exactly_once=tuple(bool(s.exactly_once) for s in subscriptions),
         max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
+        lost_proven=tuple(s.name not in unproven for s in subscriptions),
     )
 
 
 def _one_pass(
     u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = kernel.CHUNK_ROWS,
-    writing: sorted_input.Writing | None = None,
+    writing: sorted_input.Writing | None = None, unproven: frozenset = frozenset(),
 ) -> DataFrame:
     """Findings (one group each, by row id) and one statistics group per subscription. With `writing`,
     each task also keeps its sorted partition there (`sorted_input.tee`)."""
-    config = _config(subscriptions)
+    config = _config(subscriptions, unproven)
     # what the tasks need of `writing` (not the manifest's sources, which can list thousands of files)
     directory, seen, written = (writing.path, writing.seen, writing.written) if writing is not None else (None,) * 3
 
@@ -302,11 +303,11 @@ def _one_pass(
 
 def _kept_pass(
     spark, parts: list[tuple[int, str]], subscriptions: list[DeclaredSubscription], skew_us: int,
-    chunk_rows: int = kernel.CHUNK_ROWS,
+    chunk_rows: int = kernel.CHUNK_ROWS, unproven: frozenset = frozenset(),
 ) -> DataFrame:
     """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): one task per
     partition, the same rows in the same order for the same kernel."""
-    config = _config(subscriptions)
+    config = _config(subscriptions, unproven)
     count = max(1, len(parts))
 
     def check_each(batches):
@@ -324,7 +325,7 @@ def _kept_pass(
 
 def _judged(
     publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int,
-    chunk_rows: int, evidence_dir,
+    chunk_rows: int, evidence_dir, unproven: frozenset = frozenset(),
 ) -> tuple[pa.Table, str | None]:
     """The pass's output as Arrow, and what became of the sorted input (a sentence, or None when
     there is no local evidence directory to keep it in)."""
@@ -339,14 +340,14 @@ def _judged(
     unreadable = ""
     if parts is not None:
         try:
-            passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows).toArrow()
+            passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
             return passed, f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
             unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
     try:
         passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
-                           writing).toArrow()
+                           writing, unproven).toArrow()
     except BaseException:
         if writing is not None:
             writing.discard()
@@ -467,6 +468,7 @@ def run_checks(
     skew_us: int = DEFAULT_SKEW_US,
     chunk_rows: int = kernel.CHUNK_ROWS,
     evidence_dir=None,
+    unproven: frozenset = frozenset(),
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.
 
@@ -480,11 +482,14 @@ def run_checks(
     `evidence_dir`: the local directory `publishes` and `deliveries` are read from, unfiltered. The
     pass then keeps its sorted input there, or reads what an earlier check of the same files,
     subscriptions and code kept (`sorted_input`).
+
+    `unproven`: subscriptions whose never-delivered messages no final read of the drain proved lost
+    (`validation/drain.py`): no `lost` there; they stay unsettled.
     """
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
-    passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir)
+    passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven))
     is_finding = pc.is_valid(passed["kind"])
     is_plot = pc.is_valid(passed["series"])
     stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)

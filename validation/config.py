@@ -47,6 +47,17 @@ _MASTER = re.compile(
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
 
 
+def publish_rate(text: str) -> float:
+    """--rate: messages per second, a number greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected messages per second (a number greater than 0), got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected messages per second (a number greater than 0), got {text}")
+    return value
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What a verification run was asked to do (the options' values, by their names)."""
@@ -69,7 +80,8 @@ class RunConfig:
     messages_per_key: int = 25
     subscribers: int = 2
     fault_deadline: float | None = DEFAULT_FAULT_DEADLINE_S  # None: each subscription's own
-    drain_timeout: float | None = None  # None: driver.default_drain_timeout
+    drain_timeout: float | None = None  # None: the drain's ceiling is derived from the run (validation/drain.py)
+    rate: float | None = None  # messages published per second, over all publisher tasks (None: in-flight bound only)
     conform: bool = False
     skew_us: int = DEFAULT_SKEW_US
     # output
@@ -206,9 +218,14 @@ def add_arguments(parser: argparse.ArgumentParser,
                            "hold, so they come back after it; `declared` keeps each subscription's own "
                            f"(default {DEFAULT_FAULT_DEADLINE_S:.0f}, Pub/Sub's smallest)")
     work.add_argument("--drain-timeout", type=positive_seconds, default=None,
-                      help="seconds to wait after publishing for every message to be settled (default: the "
-                           f"fault deadline (push: the ack deadline) + {EXPIRE_MARGIN_S:.0f} s expire margin + the "
-                           f"longest retry backoff + {DRAIN_SLACK_S:.0f} s)")
+                      help="the drain's ceiling: seconds after the last publish to wait at most while the target "
+                           "still delivers (default: derived from the run: the fault deadline (push: the ack "
+                           f"deadline) + {EXPIRE_MARGIN_S:.0f} s expire margin + the longest retry backoff + "
+                           f"{DRAIN_SLACK_S:.0f} s, + 3x the time the measured settle rate needs for what is not "
+                           "settled when publishing ends); a target that stops delivering ends the drain sooner")
+    work.add_argument("--rate", type=publish_rate, default=None, metavar="MSG/S",
+                      help="publish at this many messages per second over all publisher tasks (default: as fast as "
+                           "the target answers, at most 1000 publishes unanswered per task)")
     work.add_argument("--conform", action="store_true",
                       help="run the conformance scenarios (pubsubguard.validation.conformance) on the same target, "
                            "beside the probe; the report names, per finding, the violated scenarios that explain it")

@@ -245,6 +245,7 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                 stalled = min(unsettled - after_stall - poison, stall["unsettled"]) if stall else 0
                 silent = (drain.get("after_stream_reset") or {}).get(name)
                 after_reset = min(unsettled - after_stall - poison - stalled, silent["messages"]) if silent else 0
+                cut = min(unsettled - after_stall - poison - stalled - after_reset, (drain.get("cut") or {}).get(name, 0))
                 for form, count, otherwise in (
                         ("after_stall", after_stall, "their latest event came after another subscription stopped "
                                                      "delivering (see the observation); see 'What the target did'"),
@@ -254,7 +255,10 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                              "attempt (see the observation): the target stopped delivering it; see "
                                              "'What the target did'"),
                         ("after_stream_reset", after_reset, "keys the subscription delivered nothing of after the fault "
-                                                            "layer last reset its streams (see the observation)")):
+                                                            "layer last reset its streams (see the observation)"),
+                        ("cut", cut, "never delivered when the drain reached its ceiling while the target still made "
+                                     "progress, so no final read proved them lost: re-run with a longer --drain-timeout "
+                                     "or a lower --rate (the observation gives the rates)")):
                     if not count:
                         continue
                     explained = explained_by({"kind": "unsettled", "form": form}, results,
@@ -263,9 +267,9 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                         "kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
                         "explained_by": explained, "subscriptions": [name],
                         "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
-                if unsettled > after_stall + poison + stalled + after_reset:
+                if unsettled > after_stall + poison + stalled + after_reset + cut:
                     item["causes"].append({
-                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled - after_reset,
+                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled - after_reset - cut,
                         "forms": {}, "groups": [],
                         "explained_by": [],
                         "subscriptions": [name],

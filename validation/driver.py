@@ -30,6 +30,7 @@ from pubsubguard.validation import access, endpoints, evidence, netem, probe_set
 from pubsubguard.validation.canary import filter_canary
 from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.conformance_beside import ConformanceBeside
+from pubsubguard.validation.drain import FINAL_READ_QUIET_S, DrainClock, clock_sentence, final_read_bound_s
 from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from pubsubguard.validation.faults import poison_set
@@ -52,6 +53,9 @@ CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
 WARM_UP_AFTER_S = 3.0  # the checks are warmed up this long after publishing ended (first deliveries done)
+# A subscriber task ends by itself this long after it started at the latest (the stop flag ends it first):
+# the drain's ceiling (drain.CEILING_MAX_S), its final read and the publishing before it fit well inside.
+SUBSCRIBER_MAX_S = 3 * 3600.0
 PUBLISH_JOB_GROUP = "pubsubguard-publish"  # + the run id: the Spark job group of its publisher job
 
 
@@ -132,7 +136,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
     parameters = {
         "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
         "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
-        "drain_timeout_s": config.drain_timeout, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
+        "drain_timeout_s": config.drain_timeout, "rate": config.rate, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
         "identity": run_identity, "endpoints": probe_setup.endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
@@ -203,6 +207,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                 print(f"verify: the evidence could not be sealed ({type(err).__name__}: {err}); it is judged as "
                       "unsealed", file=sys.stderr)
             stop_file.clear()
+            storage.delete(storage.join(evidence_dir, "_heal"))
     return session, evidence_dir, setup.report
 
 
@@ -253,6 +258,8 @@ class ProbeDriver:
         self.run_id = run_id
         self.evidence_dir = evidence_dir
         self.stop_file = stop_file
+        self.heal_file = storage.Marker(storage.join(evidence_dir, "_heal"))  # the drain's final read began
+        self.drain_base_s = setup.drain_base_s
         self.observations = observations
         self.probed = probed
         self.twin_specs = twin_specs
@@ -312,7 +319,8 @@ class ProbeDriver:
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.config.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
-                "ready_timeout_s": READY_TIMEOUT_S, "ready_subscribers": self.ready_subscribers}
+                "ready_timeout_s": READY_TIMEOUT_S, "ready_subscribers": self.ready_subscribers,
+                "rate": self.config.rate / self.publish_partitions if self.config.rate else None}
         try:
             self.sc.setJobGroup(self.publish_group, "pubsubguard probe: publish")
             self.sc.parallelize(self.keys, self.publish_partitions).mapPartitions(
@@ -330,7 +338,7 @@ class ProbeDriver:
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
-                "end_time": time.time() + 600 + self.config.drain_timeout, "crash_hold": 3,
+                "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
 
     def _subscriber_job(self, spec: dict) -> None:
@@ -532,10 +540,12 @@ class ProbeDriver:
             thread.join(timeout=30)
 
     def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, warm_up: WarmUp) -> None:
+        """Drain until settled, provably stuck on every unsettled subscription, or the ceiling
+        (`validation/drain.py`); then, unless settled, the healed final read."""
+        clock = DrainClock(self._windows_s(), self.drain_base_s, self.config.drain_timeout)
         with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
-            drain_deadline = None
             while True:
                 time.sleep(0.5)
                 tally.refresh()
@@ -544,39 +554,98 @@ class ProbeDriver:
                 progress.update(drain_bar, completed=tally.done(), total=expected or None)
                 if self.errors:
                     raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
-                if self.publish_done.is_set():
-                    if drain_deadline is None:
-                        drain_deadline = time.monotonic() + self.config.drain_timeout
-                        late_acks_done = time.monotonic() + self._late_acks_within_s()
-                        warm_up_at = time.monotonic() + WARM_UP_AFTER_S
-                    if warm_up.thread is None and time.monotonic() >= warm_up_at and warm_up.possible() and self._free_slot():
-                        warm_up.start()
-                    if tally.done() >= expected:
-                        # every message settled; deliveries the expire fault holds may still await their late ack
-                        if time.monotonic() >= min(max(late_acks_done, self._planted_due()), drain_deadline):
-                            self.drain = {"ended": "settled", "unsettled": {}}
-                            break
-                        continue
-                    unsettled = tally.unsettled()
-                    stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
-                    if stuck == unsettled and time.monotonic() >= self._planted_due():
-                        per_sub = self._unsettled_text(tally, stuck)
-                        self.drain = self._unsettled_drain(tally, "stuck", stuck)
-                        self.observations.append(
-                            f"drain ended: {expected - tally.done()} of {expected} published messages not settled "
-                            f"(acked with success or dead-lettered) and provably stuck -- no delivery, ack or "
-                            f"dead-letter for one ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s "
-                            f"since their last recorded event -- per subscription (and how their latest delivery "
-                            f"ended): {per_sub}")
-                        self.observations.extend(self._stall_text(tally, self.drain))
-                        break
-                    if time.monotonic() > drain_deadline:
-                        self.drain = self._unsettled_drain(tally, "timeout", unsettled)
-                        per_sub = self._unsettled_text(tally, unsettled)
-                        self.observations.append(
-                            f"drain timeout ({self.config.drain_timeout:.0f}s) passed with {expected - tally.done()} of "
-                            f"{expected} published messages not settled (acked with success or dead-lettered) per "
-                            f"subscription (and how their latest delivery ended): {per_sub}")
-                        self.observations.extend(self._stall_text(tally, self.drain))
-                        break
+                if not self.publish_done.is_set():
+                    continue
+                now = time.monotonic()
+                if clock.started is None:
+                    clock.begin(tally, now, min(tally.published_us.values(), default=None), time.time_ns() // 1000)
+                    late_acks_done = now + self._late_acks_within_s()
+                    warm_up_at = now + WARM_UP_AFTER_S
+                clock.observe(tally, now)
+                if warm_up.thread is None and now >= warm_up_at and warm_up.possible() and self._free_slot():
+                    warm_up.start()
+                planted_due = now >= self._planted_due()  # a planted effect is always waited for
+                if tally.done() >= expected:
+                    # every message settled; deliveries the expire fault holds may still await their late ack
+                    if now >= late_acks_done and planted_due:
+                        self.drain = {"ended": "settled", "unsettled": {}, "clock": clock.record(now, "settled", tally)}
+                        self.observations.append(clock_sentence(self.drain))
+                        return
+                    continue
+                unsettled = tally.unsettled()
+                stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+                stopped = all(clock.stopped(name, now) for name in unsettled)
+                if stuck == unsettled and stopped and planted_due:
+                    ended = "stuck"
+                    self.observations.append(
+                        f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
+                        f"with success or dead-lettered) and provably stuck -- no delivery, ack or dead-letter for one "
+                        f"ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded "
+                        f"event, and no progress on their subscription for its window -- per subscription (and how "
+                        f"their latest delivery ended): {self._unsettled_text(tally, unsettled)}")
+                    break
+                if clock.past_ceiling(now) and planted_due:
+                    ended = "ceiling"
+                    self.observations.append(
+                        f"drain ceiling ({clock.ceiling:.0f}s) passed while the target still made progress, with "
+                        f"{expected - tally.done()} of {expected} published messages not settled (acked with success or "
+                        f"dead-lettered) per subscription (and how their latest delivery ended): "
+                        f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
+                        "lost (no final read proved them lost)")
+                    break
+            self.drain = {"clock": clock.record(time.monotonic(), ended, tally)}
+            if ended == "stuck":
+                final = self._final_read(tally, progress, drain_bar)
+                proven = final["ended"] in ("quiet", "settled")
+            else:
+                final, proven = None, False
+            unsettled = tally.unsettled()
+            self.drain.update(self._unsettled_drain(tally, ended, unsettled))
+            self.drain["final_read"] = final
+            # subscriptions whose never-delivered messages no final read proved lost: unsettled, never `lost`
+            self.drain["unproven"] = [] if proven else sorted(unsettled)
+            self.drain["cut"] = {} if proven else {
+                name: tally.never_delivered(name) for name in sorted(unsettled) if tally.never_delivered(name)}
+            self.observations.append(clock_sentence(self.drain))
+            self.observations.extend(self._stall_text(tally, self.drain))
 
+    def _windows_s(self) -> dict[str, float]:
+        """Per probed subscription: how long it may make no progress before it counts as stopped (its longest
+        hold + the retry backoff after a nack + STUCK_GRACE_S)."""
+        out = {}
+        for spec in self.twin_specs:
+            if spec.drain:
+                continue
+            hold = probe_setup.held_deadline_s(spec, self.config.fault_deadline) + EXPIRE_MARGIN_S
+            window = hold + (spec.retry_max_backoff_s or 0.0) + STUCK_GRACE_S
+            out[spec.declared_name] = max(out.get(spec.declared_name, 0.0), window)
+        return out
+
+    def _final_read(self, tally: EvidenceTally, progress, drain_bar) -> dict:
+        """The healed final read: no fault from here on (the fault layer heals, the subscriber tasks and the push
+        receiver settle every delivery); read until the target delivers nothing for FINAL_READ_QUIET_S (at most
+        `final_read_bound_s`), or everything settled."""
+        if self.nemesis is not None:
+            self.nemesis.heal()
+        self.heal_file.set()
+        if self.push is not None:
+            self.push.healed = True
+        started, started_us = time.monotonic(), time.time_ns() // 1000
+        rows_before, settled_before = tally.delivery_rows, tally.done()
+        bound = final_read_bound_s(self._windows_s())
+        last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
+        while time.monotonic() - started < bound:
+            time.sleep(0.5)
+            tally.refresh()
+            progress.update(drain_bar, completed=tally.done())
+            if tally.done() >= tally.expected():
+                ended = "settled"
+                break
+            if tally.delivery_rows != last_rows:
+                last_rows, quiet_since = tally.delivery_rows, time.monotonic()
+            elif time.monotonic() - quiet_since >= FINAL_READ_QUIET_S:
+                ended = "quiet"
+                break
+        return {"started_us": started_us, "ended_us": time.time_ns() // 1000, "ended": ended,
+                "seconds": round(time.monotonic() - started, 1), "bound_s": bound, "quiet_s": FINAL_READ_QUIET_S,
+                "deliveries": tally.delivery_rows - rows_before, "settled": tally.done() - settled_before}

@@ -153,6 +153,9 @@ class SubscriptionConfig:
     ordered: tuple[bool, ...]
     exactly_once: tuple[bool, ...]
     max_attempts: tuple[int | None, ...]
+    # False where no final read proved what was never delivered lost (the drain was cut: `validation/drain.py`);
+    # empty: every subscription's
+    lost_proven: tuple[bool, ...] = ()
 
 
 # -- the pass ---------------------------------------------------------------------------------------
@@ -243,6 +246,7 @@ class Chunk:
         # the declaration of each row's subscription
         self.ordered = np.array(config.ordered, bool)[self.sub]
         self.exactly_once = np.array(config.exactly_once, bool)[self.sub]
+        self.lost_proven = np.array(config.lost_proven or (True,) * len(config.names), bool)[self.sub]
         max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_attempts])
         self.max_attempts = max_attempts_of[self.sub]
 
@@ -366,7 +370,8 @@ class Found:
 
 
 def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
-    """lost and unexpected (every subscription). Lost is judged per message id: every id the target accepted
+    """lost and unexpected (every subscription). Lost only where the drain's final read proved it
+    (`SubscriptionConfig.lost_proven`), judged per message id: every id the target accepted
     (a successful publish row with its id: the probe's, or one only the fault layer saw, the id of a Publish
     whose reply it dropped) is delivered on the subscription (or its message dead-lettered: the dead-letter
     topic's copy has an id of its own), else `lost` on the row of that id; a message whose publish rows carry
@@ -378,10 +383,11 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     delivered = np.unique((message[chunk.is_delivery] << (ID_BITS + 1)) | chunk.id_hash[chunk.is_delivery])
     undelivered_id = ided & not_dead_lettered & ~np.isin((message << (ID_BITS + 1)) | chunk.publish_id_hash, delivered)
     without_ids = flagged_count(ided, message, len(chunk.message_start)) == 0
-    lost = np.flatnonzero(undelivered_id | (
+    # only where a final read proved it (else: unsettled, which leaves completeness inconclusive)
+    lost = np.flatnonzero(chunk.lost_proven & (undelivered_id | (
         chunk.first_of_message & without_ids[message] & chunk.message_published_ok[message]
         & (chunk.message_deliveries[message] == 0) & not_dead_lettered
-    ))
+    )))
     received = chunk.is_delivery | chunk.is_dead_letter
     unexpected = np.flatnonzero((chunk.row_kind == FOREIGN) | (received & ~chunk.known))
     # a (key, seq) this run published, delivered under a second message id: a retried publish (advisory)

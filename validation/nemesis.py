@@ -116,6 +116,7 @@ class Nemesis:
         self.calls: dict[int, int] = {}  # per entry: the calls it was drawn for (its draws are its own sequence)
         self.quiet_after = 0.0  # monotonic time before which a planted effect may still come (the drain waits)
         self.stop_event = threading.Event()
+        self.healed = threading.Event()  # the final read: no entry applies from then on (`heal`)
         self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
         # a dead-letter strip touches the drain's twin; a topic's publish faults its topic
         self.timer: threading.Thread | None = None
@@ -131,6 +132,13 @@ class Nemesis:
     def stop(self) -> None:
         self.stop_event.set()
 
+    def heal(self) -> None:
+        """The drain's final read (Jepsen's healed final read): from now on no entry applies, no stream is
+        killed or cut off and the packet link is clear; what was applied before stays recorded."""
+        self.healed.set()
+        if self.packets is not None:
+            self.packets.clear()
+
     def elapsed(self) -> float | None:
         return None if self.started is None else time.monotonic() - self.started
 
@@ -138,6 +146,8 @@ class Nemesis:
         """Stream kills at their instants; partitions end the streams they cut off when they begin."""
         fired: set = set()
         while not self.stop_event.wait(0.05):
+            if self.healed.is_set():
+                continue
             t = self.elapsed()
             if self.packets is not None:
                 self.packets.tick(self, t)
@@ -210,6 +220,8 @@ class Nemesis:
             "Publish", "StreamingPull", "Pull", "Acknowledge", "ModifyAckDeadline")
 
     def _entries(self, *kinds: str, subscription: str | None = None, topic: str | None = None, rpc: str | None = None):
+        if self.healed.is_set():
+            return []
         t = self.elapsed()
         return [e for e in self.schedule.entries if e.kind in kinds
                 and (subscription is None or e.subscription == subscription)

@@ -303,6 +303,13 @@ class PacketLink:
             detail = f"NOT applied: {' '.join(err.cmd[4:])} failed ({' '.join((err.stderr or '').split())[:160]})"
         nemesis.record(entry, "TCP", detail=detail)
 
+    def clear(self) -> None:
+        """No window shapes the link any more (the drain's healed final read)."""
+        with self.lock:
+            shaping, self.shaping = self.shaping, ("healed",)
+        if shaping is not None:
+            self._clear()
+
     def close(self) -> None:
         """Remove everything the link made: the relays, the namespace (netem with it), the socket directory."""
         self.stop_event.set()

@@ -166,9 +166,34 @@ def wait_for_subscribers(evidence_dir: Path | str, timeout_s: float, count: int 
 
 
 # ----------------------------------------------------------------------------------------- publish
+IN_FLIGHT = 1000  # publishes a task leaves unanswered at most (the client's publish flow control blocks)
+
+
+class Pace:
+    """`--rate`: one publish every 1/rate seconds of this task (its share of the run's rate), kept on a
+    schedule from the first one, so a slow call is made up for and the achieved rate is the asked one
+    unless the target (or the in-flight bound) is slower. None: as fast as the in-flight bound allows."""
+
+    def __init__(self, rate: float | None):
+        self.interval = 1.0 / rate if rate else 0.0
+        self.start: float | None = None
+        self.sent = 0
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        if self.start is None:
+            self.start = now
+        due = self.start + self.sent * self.interval
+        if due > now:
+            time.sleep(due - now)
+        self.sent += 1
+
+
 def publish_partition(spec: dict, keys) -> list[dict]:
     """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
-    from google.cloud.pubsub_v1.types import PublisherOptions
+    from google.cloud.pubsub_v1.types import LimitExceededBehavior, PublisherOptions, PublishFlowControl
 
     _use_target(spec)
     keys = list(keys)
@@ -202,6 +227,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
 
     recorder = threading.Thread(target=record, daemon=True)
     recorder.start()
+    pace = Pace(spec.get("rate"))
     try:
         for topic in spec["topics"]:
             # The misroute fault: a publisher misconfigured onto the global endpoint (endpoint_pinning).
@@ -209,12 +235,18 @@ def publish_partition(spec: dict, keys) -> list[dict]:
             if endpoint not in clients:
                 clients[endpoint] = endpoints.publisher_client(
                     endpoint, spec.get("endpoints", {}), f"{task}:publisher",
-                    publisher_options=PublisherOptions(enable_message_ordering=True),
+                    publisher_options=PublisherOptions(
+                        enable_message_ordering=True,
+                        # at most this many publishes unanswered: the task waits (BLOCK) rather than queue the
+                        # whole workload in the client
+                        flow_control=PublishFlowControl(message_limit=spec.get("in_flight", IN_FLIGHT),
+                                                        limit_exceeded_behavior=LimitExceededBehavior.BLOCK)),
                 )
             client = clients[endpoint]
             poison = {tuple(p) for p in spec["poison"].get(topic["name"], [])}
             for key in keys:
                 for seq in range(spec["messages_per_key"]):
+                    pace.wait()
                     is_poison = (key, seq) in poison
                     sent_us = now_us()  # before the call: the server may deliver before its ack comes back
                     future = client.publish(
@@ -388,6 +420,9 @@ class ProbeSubscriber:
         self.clients: dict[str, object] = {}  # consumer endpoint -> SubscriberClient
         self.noted: list[str] = []
         self.client_log: _ClientLog | None = None
+        # the drain's final read (`<evidence>/_heal`, set by the driver): no fault is injected from then on,
+        # every delivery is settled as the workload says (acked; a poison one nacked where it dead-letters)
+        self.healed = False
 
     def row(self, twin: dict, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
@@ -476,6 +511,7 @@ class ProbeSubscriber:
             self.seen[token] = self.seen.get(token, 0) + 1
             local_count = self.seen[token]
             crashing = self.crash_after is not None and self.received > self.crash_after
+            crashing = crashing and not self.healed
             if crashing and self.crash_started is None:
                 self.crash_started = time.monotonic()
         if row["kind"] == "dead_letter":
@@ -493,6 +529,9 @@ class ProbeSubscriber:
             return
         if attributes.get("poison") == "1" and twin["dead_lettering"]:
             self.settle(message, row, "nack")
+            return
+        if self.healed:
+            self.settle(message, row, "ack")
             return
         # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
         window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
@@ -643,9 +682,14 @@ class ProbeSubscriber:
                 futures.append(clients[endpoint].subscribe(
                     twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
             self.ready()
+            heal_file = storage.Marker(self.spec["heal_file"]) if self.spec.get("heal_file") else None
+            polls = 0
             while time.time() < end and not stop_file.is_set():
                 if self.should_crash():
                     self.crash()
+                polls += 1
+                if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
+                    self.healed = True
                 time.sleep(0.1)
         finally:
             for future in futures:

@@ -40,7 +40,8 @@ def held_deadline_s(twin, fault_deadline_s: float | None) -> float:
 
 def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_FAULT_DEADLINE_S) -> float:
     """What a target keeping the documented semantics needs to settle every message under the faults, plus
-    slack: the longest time a held delivery stays out (`held_deadline_s`) + the expire margin + the longest
+    slack (the base of the drain's ceiling, `validation/drain.py`, to which the time the measured rate needs
+    for the backlog is added): the longest time a held delivery stays out (`held_deadline_s`) + the expire margin + the longest
     retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
     A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
     ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
@@ -93,6 +94,7 @@ class ProbeSetup:
     mapping: dict
     run_identity: str
     push_url: str | None
+    drain_base_s: float = 0.0  # the faults' own timing (`default_drain_timeout`): the drain ceiling's base
     nemesis: object = None  # pubsubguard.validation.nemesis.Nemesis: the fault layer's schedule (None: none)
     upstreams: dict = field(default_factory=dict)  # observable endpoint -> the host its listener forwards to
 
@@ -116,8 +118,6 @@ def resolve(config: RunConfig, plan: dict | None = None) -> tuple[ProbeSetup, ob
     if not probed:
         raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
     twin_specs = tuple(plan_twins(estate, run_id, push_url))
-    if config.drain_timeout is None:
-        config = config.but(drain_timeout=default_drain_timeout(twin_specs, config.fault_deadline))
     mapping = endpoints.parse_endpoint_map(config.endpoint)
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
@@ -128,6 +128,7 @@ def resolve(config: RunConfig, plan: dict | None = None) -> tuple[ProbeSetup, ob
         access.check_credentials()
     nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used)
     setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
+                       drain_base_s=default_drain_timeout(twin_specs, config.fault_deadline),
                        run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
                        mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url,
                        nemesis=nemesis, upstreams=upstreams)

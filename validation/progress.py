@@ -33,6 +33,8 @@ class EvidenceTally:
         self.key_last_us: dict[tuple, int] = {}  # (subscription, key) -> its latest delivery there
         # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
         self.nacks: dict[str, list[tuple]] = {}
+        self.first_deliveries: dict[str, int] = {name: 0 for name in topic_of}  # messages delivered at least once
+        self.deliveries: dict[str, int] = {name: 0 for name in topic_of}  # delivery rows
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -68,6 +70,9 @@ class EvidenceTally:
                             due += self.backoff_us[row["subscription"]]
                         self.due_us[message] = max(self.due_us.get(message, 0), due)
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
+                        self.deliveries[row["subscription"]] += 1
+                        if message not in self.last:
+                            self.first_deliveries[row["subscription"]] += 1
                         self.last[message] = max(self.last.get(message, event), event)
                         self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
                         by_key = (row["subscription"], row["key"])
@@ -76,6 +81,15 @@ class EvidenceTally:
                             self.nacks.setdefault(row["subscription"], []).append(
                                 (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
                                  row["delivery_attempt"]))
+
+    def progress_of(self, name: str) -> int:
+        """What a subscription has done so far that only a working target does: messages delivered for the
+        first time + messages settled (redeliveries of the same messages are no progress)."""
+        return self.first_deliveries[name] + len(self.settled[name])
+
+    def never_delivered(self, name: str) -> int:
+        """Unsettled messages of a subscription with no delivery recorded at all."""
+        return sum(1 for key, seq in self.unsettled_of(name) if (name, key, seq) not in self.last)
 
     def unsettled_of(self, name: str) -> set[tuple]:
         """The (key, seq) of a probed subscription's published messages not settled yet."""

@@ -207,6 +207,8 @@ def _drain_text(parameters: dict) -> str:
     unsettled = ", ".join(f"{n} {c}" for n, c in sorted((drain.get("unsettled") or {}).items()))
     return {"settled": "every published message settled",
             "stuck": f"ended with messages provably stuck ({unsettled})",
+            "ceiling": f"reached its ceiling after {(drain.get('clock') or {}).get('drained_s')} s while the target "
+                       f"still made progress ({unsettled})",
             "timeout": f"timed out after {parameters.get('drain_timeout_s')} s with messages outstanding ({unsettled})",
             }.get(drain.get("ended"), "not recorded")
 

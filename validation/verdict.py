@@ -55,8 +55,9 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
     from pubsubguard.validation.config import DEFAULT_SKEW_US
 
     probed = [s for s in info.subscriptions if s.name not in info.tested]
+    drain = info.parameters.get("drain") or {}
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)),
-                         evidence_dir=evidence_dir)
+                         evidence_dir=evidence_dir, unproven=frozenset(drain.get("unproven") or ()))
     if results.sorted_input:
         print(results.sorted_input, file=sys.stderr)
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
@@ -148,7 +149,8 @@ def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int],
         return "inconclusive", (f"inconclusive: {', '.join(which('inconclusive'))}: the evidence is {what}, so "
                                 f"rows of {', '.join(integrity.affected)} may be missing")
     if which("inconclusive"):
-        ended = {"stuck": "stuck (nothing recorded for an ack deadline and more)",
+        ended = {"stuck": "stuck (nothing recorded for an ack deadline and more, nor after a final read)",
+                 "ceiling": "still outstanding when the drain reached its ceiling while the target made progress",
                  "timeout": "still outstanding at the drain timeout"}.get(drain.get("ended"), "not settled")
         counts = ", ".join(f"{name} {n}" for name, n in sorted(unsettled.items()) if n)
         return "inconclusive", (f"inconclusive: {', '.join(which('inconclusive'))}: no error finding, but published "

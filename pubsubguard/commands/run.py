@@ -14,7 +14,7 @@ import time
 
 from pubsubguard.commands import options, run_command
 from pubsubguard.commands.plan import add_stack_arguments
-from pubsubguard.validation.config import endpoint_mapping, faults, nemesis_schedule
+from pubsubguard.validation.config import endpoint_mapping, faults, nemesis_schedule, publish_rate
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
 INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
@@ -46,6 +46,12 @@ def register(subparsers) -> None:
     parser.add_argument("--nemesis", type=nemesis_schedule, default=None, metavar="FILE",
                         help="a fault schedule the verify step's fault layer applies on the wire (YAML or JSON, "
                              "docs/schemas/nemesis.schema.json)")
+    parser.add_argument("--rate", type=publish_rate, default=None, metavar="MSG/S",
+                        help="the verify step publishes at this many messages per second (default: as fast as the "
+                             "emulator answers, at most 1000 publishes unanswered per publisher task)")
+    parser.add_argument("--drain-timeout", type=options.positive_seconds, default=None, metavar="SECONDS",
+                        help="the verify step's drain ceiling (default: derived from the faults' timing and the "
+                             "settle rate the run measures; a target that stops delivering ends it sooner)")
     parser.set_defaults(run=run)
 
 
@@ -76,6 +82,8 @@ def run(args) -> int:
         "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
         "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
         *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
+        *(["--rate", repr(args.rate)] if args.rate else []),
+        *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(RunConfig(target="emulator", report=report))

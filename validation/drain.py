@@ -1,0 +1,127 @@
+"""When the probe stops waiting: decided from what the target does, never from a clock alone.
+
+After the last publish the driver drains: it reads the flushed evidence (`progress.EvidenceTally`) every
+half second and asks a `DrainClock` whether to go on. The drain ends
+
+- `settled`: every published message is acked with success or dead-lettered on every probed subscription
+  (and the late acks of held deliveries, and any planted effect the fault layer still owes, came due);
+- `stuck`: every unsettled message is provably stuck -- nothing recorded of it for one ack deadline (+ retry
+  backoff after a nack) + grace (`EvidenceTally.stuck`) -- *and* its subscription made no progress (no
+  message delivered for the first time, none settled) for its window: its longest hold + retry backoff +
+  grace. A subscription still working through a backlog is never called stuck, however late its messages;
+- `ceiling`: the target is still making progress when the ceiling passes. The ceiling is derived from the
+  run: the faults' own timing (`probe_setup.default_drain_timeout`) + `CEILING_FACTOR` x the messages not
+  settled when publishing ended / the settle rate measured until then; `--drain-timeout` replaces it.
+
+A planted effect (the redelivery after an `ack_lie`, one ack deadline of its subscription later) is always
+waited for: no end comes before the fault layer's `quiet_after`.
+
+Then, unless everything settled, the final read (Jepsen's healed final read): the fault layer applies
+nothing more, the subscriber tasks inject no fault and settle every delivery, and the drain goes on until
+the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
+accepted and never delivered after that is proven `lost`; a subscription whose final read was cut (the
+ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as
+unsettled (completeness `inconclusive`), never `lost` (`kernel.completeness`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CEILING_FACTOR = 3.0  # the ceiling allows this many times the time the measured rate needs for the rest
+CEILING_MAX_S = 3600.0  # and never more than this (a target that settles nothing still ends as `stuck`)
+MIN_RATE = 1.0  # messages settled per second assumed at least, when the run measured fewer
+FINAL_READ_QUIET_S = 5.0  # the final read ends once the target delivered nothing for this long (healed)
+
+
+def ceiling_s(base_s: float, remaining: int, settled_per_s: float) -> float:
+    """The drain's ceiling after the last publish: the faults' own timing (`base_s`) + CEILING_FACTOR x the
+    time the measured settle rate needs for the `remaining` messages, at most CEILING_MAX_S."""
+    need = remaining / max(settled_per_s, MIN_RATE)
+    return round(min(CEILING_MAX_S, base_s + CEILING_FACTOR * need), 1)
+
+
+def final_read_bound_s(windows_s: dict[str, float]) -> float:
+    """How long the final read may take at most: the longest subscription window (its longest hold + backoff
+    + grace: one redelivery of whatever the target still holds) + the quiet time."""
+    return max(windows_s.values(), default=0.0) + FINAL_READ_QUIET_S
+
+
+@dataclass
+class DrainClock:
+    """Per-subscription progress during the drain and the ceiling. `windows_s`: subscription -> how long it
+    may make no progress before it counts as stopped; `base_s`: the faults' own timing; `override_s`:
+    `--drain-timeout` (None: the ceiling is derived)."""
+
+    windows_s: dict[str, float]
+    base_s: float
+    override_s: float | None = None
+    started: float | None = None  # monotonic, when publishing ended
+    ceiling: float | None = None  # seconds after `started`
+    rates: dict = field(default_factory=dict)
+    progress: dict[str, int] = field(default_factory=dict)
+    progressed_at: dict[str, float] = field(default_factory=dict)  # monotonic, its last progress
+
+    def begin(self, tally, now: float, first_publish_us: int | None, now_us: int) -> None:
+        """Publishing ended: measure the rates so far and fix the ceiling."""
+        self.started = now
+        elapsed_s = max((now_us - first_publish_us) / 1e6, 1e-3) if first_publish_us else None
+        settled = tally.done()
+        remaining = tally.expected() - settled
+        messages = sum(len(v) for v in tally.published.values())
+        self.rates = {
+            "messages": messages, "published": tally.expected(), "settled_at_publish_end": settled, "unsettled_at_publish_end": remaining,
+            "publish_s": round(elapsed_s, 2) if elapsed_s else None,
+            "publish_per_s": round(messages / elapsed_s, 1) if elapsed_s else None,
+            "settled_per_s": round(settled / elapsed_s, 1) if elapsed_s else None,
+        }
+        if self.override_s is not None:
+            self.ceiling = self.override_s
+        else:
+            self.ceiling = ceiling_s(self.base_s, remaining, self.rates["settled_per_s"] or 0.0)
+        self.observe(tally, now)
+
+    def observe(self, tally, now: float) -> None:
+        for name in self.windows_s:
+            count = tally.progress_of(name)
+            if count != self.progress.get(name):
+                self.progress[name] = count
+                self.progressed_at[name] = now
+
+    def stopped(self, name: str, now: float) -> bool:
+        """No message delivered for the first time and none settled on `name` for its window."""
+        return now - self.progressed_at.get(name, self.started or now) > self.windows_s[name]
+
+    def past_ceiling(self, now: float) -> bool:
+        return self.started is not None and now - self.started > self.ceiling
+
+    def record(self, now: float, ended: str, tally) -> dict:
+        """What run.json says of the clock: the ceiling and how it was made, the rates, the windows."""
+        drained_s = round(now - self.started, 1) if self.started is not None else None
+        settled_after = tally.done() - self.rates.get("settled_at_publish_end", 0)
+        return {
+            "ceiling_s": self.ceiling, "ceiling_from": "--drain-timeout" if self.override_s is not None else "rates",
+            "base_s": self.base_s, "drained_s": drained_s, "windows_s": dict(self.windows_s),
+            "rates": {**self.rates, "drain_settled_per_s": round(settled_after / drained_s, 1) if drained_s else None},
+            "ended_by": ended,
+        }
+
+
+def clock_sentence(drain: dict) -> str:
+    """One line: how the drain ended and with which rates (the run's observations)."""
+    clock = drain.get("clock") or {}
+    rates = clock.get("rates") or {}
+    ceiling = clock.get("ceiling_s")
+    how = ("the --drain-timeout" if clock.get("ceiling_from") == "--drain-timeout" else
+           f"{clock.get('base_s', 0):.0f}s for the faults + {CEILING_FACTOR:g} x {rates.get('unsettled_at_publish_end', 0):,} "
+           f"unsettled at the last publish / {rates.get('settled_per_s') or 0:,.1f} settled per second")
+    final = drain.get("final_read")
+    tail = ""
+    if final:
+        tail = (f"; final read (faults off) {final['ended']} after {final['seconds']:.0f}s: "
+                f"{final['deliveries']:,} deliveries, {final['settled']:,} messages settled")
+    return (f"drain {drain['ended']} after {clock.get('drained_s') or 0:.0f}s (ceiling {ceiling or 0:.0f}s = {how}); "
+            f"published {rates.get('messages', 0):,} messages ({rates.get('published', 0):,} message-subscription pairs) at "
+            f"{rates.get('publish_per_s') or 0:,.0f}/s over {rates.get('publish_s') or 0:.0f}s, settled {rates.get('settled_per_s') or 0:,.0f}/s until then and "
+            f"{rates.get('drain_settled_per_s') or 0:,.0f}/s during the drain{tail}")
+
