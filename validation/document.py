@@ -21,7 +21,7 @@ checks folded into a verdict (`verdict.run_verdict`), the document built (`build
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
      "explanations": {"guarantees": [{subscription, guarantee, status, causes: [cause, ...]}, ...],
                       "advisories": [cause, ...]}}
-     # cause: {kind, count, forms, groups, explained_by, subscriptions, action}; kind `unsettled` for
+     # cause: {kind, count, forms, groups, explained_by, caused_by, subscriptions, action}; kind `unsettled` for
      # messages neither acked nor dead-lettered when the drain ended (form `poison`: poison messages of a
      # dead-lettering subscription, which only forwarding settles; explained like dead_letter_missing)
 
@@ -78,17 +78,22 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
     verdict's findings with their sentences and ids, per subscription; each finding that a
     conformance scenario violated on the same target explains names it (`explained_by`)."""
     from pubsubguard.validation.conformance import explained_by
+    from pubsubguard.validation.nemesis import covers
 
     conformance = info.parameters.get("conformance")
     results = {s["id"]: s["result"] for s in conformance["scenarios"]} if conformance else {}
     ordered = {sub.name for sub in info.subscriptions if sub.ordering}
     start_us = run_start_us(info, verdict.plot)
     findings = []
+    planted = _planted(info)
     for number, f in enumerate(verdict.findings, 1):
         finding = {**f, "id": f"finding-{number}", "detail": describe(f, start_us)}
         explained = explained_by(f, results, f["subscription"] in ordered)
         if explained:
             finding["explained_by"] = explained
+        by = sorted({f"schedule entry {p['entry']} ({p['planted']})" for p in planted if covers(p, f)})
+        if by:  # a planted anomaly (--nemesis): the known truth the run was meant to find
+            finding["planted_by"] = by
         findings.append(finding)
     subscriptions = {}
     for sub in info.subscriptions:
@@ -187,6 +192,14 @@ def _action(target: str, kind: str, explained: list[str], conformance_ran: bool 
             "rows) and the check in docs/checks.md, and re-run to see whether it repeats")
 
 
+def _planted(info: evidence.RunInfo) -> list[dict]:
+    """The findings the schedule's applied planted rows must produce (`nemesis.expected_findings`)."""
+    from pubsubguard.validation.nemesis import expected_findings
+
+    applied = (info.parameters.get("nemesis") or {}).get("applied") or []
+    return expected_findings(applied, {sub.name: sub for sub in info.subscriptions}) if applied else []
+
+
 def explanations(result: dict, groups: list[dict]) -> dict:
     """Why the verdict is what it is, as data: one item per violated or inconclusive guarantee (each with
     the error findings behind it, per kind and explanation, and what to do), then the advisory findings
@@ -203,6 +216,7 @@ def explanations(result: dict, groups: list[dict]) -> dict:
         for group in selected:
             cause = merged.setdefault((group["kind"], tuple(group["explained_by"])), {
                 "kind": group["kind"], "count": 0, "forms": {}, "groups": [], "explained_by": group["explained_by"],
+                "caused_by": [],
                 "subscriptions": [], "action": _action(target, group["kind"], group["explained_by"], ran)})
             cause["count"] += len(group["findings"])
             if group["form"]:
@@ -233,51 +247,74 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                                "parts of the evidence were not read (see the observation): restore them from where the "
                                "run wrote them and re-check, or re-run")})
             if status == "inconclusive" and unsettled:
-                # told apart in this order: those whose latest event came after another subscription stalled
-                # (poison ones included), the remaining poison ones, those of a stalled subscription, those on
-                # keys silent since the fault layer last reset the subscription's streams, the rest
-                late = (drain.get("after_stall") or {}).get(name) or {"messages": 0, "poison": 0}
-                after_stall = min(unsettled, late["messages"])
-                poison = min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0)) - min(
-                    late["poison"], after_stall)
-                poison = max(0, min(poison, unsettled - after_stall))
-                stall = (drain.get("stalled") or {}).get(name)
-                stalled = min(unsettled - after_stall - poison, stall["unsettled"]) if stall else 0
-                silent = (drain.get("after_stream_reset") or {}).get(name)
-                after_reset = min(unsettled - after_stall - poison - stalled, silent["messages"]) if silent else 0
-                cut = min(unsettled - after_stall - poison - stalled - after_reset, (drain.get("cut") or {}).get(name, 0))
-                for form, count, otherwise in (
-                        ("after_stall", after_stall, "their latest event came after another subscription stopped "
-                                                     "delivering (see the observation); see 'What the target did'"),
-                        ("poison", poison, "unsettled poison messages: the target neither forwarded them to the "
-                                           "dead-letter topic nor stopped redelivering them; see 'What the target did'"),
-                        ("stalled", stalled, "the subscription delivered nothing after a poison message's last delivery "
-                                             "attempt (see the observation): the target stopped delivering it; see "
-                                             "'What the target did'"),
-                        ("after_stream_reset", after_reset, "keys the subscription delivered nothing of after the fault "
-                                                            "layer last reset its streams (see the observation)"),
-                        ("cut", cut, "never delivered when the drain reached its ceiling while the target still made "
-                                     "progress, so no final read proved them lost: re-run with a longer --drain-timeout "
-                                     "or a lower --rate (the observation gives the rates)")):
-                    if not count:
-                        continue
-                    explained = explained_by({"kind": "unsettled", "form": form}, results,
-                                             bool(sub["declared"].get("ordering")))
-                    item["causes"].append({
-                        "kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
-                        "explained_by": explained, "subscriptions": [name],
-                        "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
-                if unsettled > after_stall + poison + stalled + after_reset + cut:
-                    item["causes"].append({
-                        "kind": "unsettled", "count": unsettled - after_stall - poison - stalled - after_reset - cut,
-                        "forms": {}, "groups": [],
-                        "explained_by": [],
-                        "subscriptions": [name],
-                        "action": ("unsettled messages: see how their last delivery ended under 'What the target did', "
-                                   "re-run with a longer --drain-timeout; if they stay unsettled, the target keeps them")})
+                item["causes"].extend(_unsettled_causes(name, unsettled, drain, sub, results, target, ran))
             items.append(item)
     advisories = causes([g for g in groups if g["severity"] == "advisory"])
     return {"guarantees": items, "advisories": advisories}
+
+
+# Unsettled messages told apart, in this order (each takes what the earlier left): those whose ack reply the
+# fault layer dropped (the run's own fault), those whose latest event came after another subscription stalled
+# (poison ones included), the remaining poison ones, those of a stalled subscription, those on keys silent since
+# the fault layer last reset the subscription's streams, those never delivered when the drain was cut at its
+# ceiling, the rest. Form -> what to do when no conformance scenario explains it.
+UNSETTLED_FORMS = {
+    "after_lost_reply": "the fault layer dropped the target's reply to their ack (the schedule entries named): the target "
+                        "may have applied it, the client never learned so and recorded no success; a consequence of "
+                        "the run's own fault, not of the target",
+    "after_stall": "their latest event came after another subscription stopped delivering (see the observation); see "
+                   "'What the target did'",
+    "poison": "unsettled poison messages: the target neither forwarded them to the dead-letter topic nor stopped "
+              "redelivering them; see 'What the target did'",
+    "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "
+               "observation): the target stopped delivering it; see 'What the target did'",
+    "after_stream_reset": "keys the subscription delivered nothing of after the fault layer last reset its streams "
+                          "(see the observation)",
+    "cut": "never delivered when the drain reached its ceiling while the target still made progress, so no final "
+           "read proved them lost: re-run with a longer --drain-timeout or a lower --rate (the observation gives the "
+           "rates)",
+}
+
+
+def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results: dict, target: str,
+                      ran: bool) -> list[dict]:
+    """The `unsettled` causes of one subscription's inconclusive guarantee (UNSETTLED_FORMS' order)."""
+    from pubsubguard.validation.conformance import explained_by
+
+    def of(key: str) -> dict:
+        return (drain.get(key) or {}).get(name) or {}
+
+    late, stall, silent, replies = of("after_stall"), of("stalled"), of("after_stream_reset"), of("after_lost_reply")
+    after_stall = min(unsettled, late.get("messages", 0))
+    wanted = {
+        "after_lost_reply": replies.get("messages", 0),
+        "after_stall": late.get("messages", 0),
+        "poison": max(0, min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
+                      - min(late.get("poison", 0), after_stall)),
+        "stalled": stall.get("unsettled", 0),
+        "after_stream_reset": silent.get("messages", 0),
+        "cut": (drain.get("cut") or {}).get(name, 0),
+    }
+    causes, left = [], unsettled
+    for form, otherwise in UNSETTLED_FORMS.items():
+        count = min(left, wanted[form])
+        if not count:
+            continue
+        left -= count
+        caused = [f"schedule entry {e} (lose_response on acknowledge)" for e in replies.get("entries", ())] \
+            if form == "after_lost_reply" else []
+        explained = [] if caused else explained_by({"kind": "unsettled", "form": form}, results,
+                                                   bool(sub["declared"].get("ordering")))
+        causes.append({"kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],
+                       "explained_by": explained, "caused_by": caused, "subscriptions": [name],
+                       "action": _action(target, "unsettled", explained, ran) if explained else otherwise})
+    if left:
+        causes.append({"kind": "unsettled", "count": left, "forms": {}, "groups": [], "explained_by": [],
+                       "caused_by": [], "subscriptions": [name],
+                       "action": ("unsettled messages: see how their last delivery ended under 'What the target did'; "
+                                  "if a re-run with a longer --drain-timeout leaves them unsettled, the target keeps "
+                                  "them")})
+    return causes
 
 
 def network_faults(info: evidence.RunInfo, sub) -> dict | None:

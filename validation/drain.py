@@ -3,6 +3,10 @@
 After the last publish the driver drains: it reads the flushed evidence (`progress.EvidenceTally`) every
 half second and asks a `DrainClock` whether to go on. The drain ends
 
+While publishing, the publisher tasks are held to `IN_FLIGHT_PAIRS` message-subscription pairs published and
+not settled (`allowed_per_task`, written to `<evidence>/_flow` every half second): the target is probed at the
+rate it settles, not flooded with a backlog its subscribers' leases cannot cover (`--rate` paces on top).
+
 - `settled`: every published message is acked with success or dead-lettered on every probed subscription
   (and the late acks of held deliveries, and any planted effect the fault layer still owes, came due);
 - `stuck`: every unsettled message is provably stuck -- nothing recorded of it for one ack deadline (+ retry
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 CEILING_FACTOR = 3.0  # the ceiling allows this many times the time the measured rate needs for the rest
 CEILING_MAX_S = 3600.0  # and never more than this (a target that settles nothing still ends as `stuck`)
 MIN_RATE = 1.0  # messages settled per second assumed at least, when the run measured fewer
+IN_FLIGHT_PAIRS = 2000  # message-subscription pairs published and not settled, at most, while publishing
 FINAL_READ_QUIET_S = 5.0  # the final read ends once the target delivered nothing for this long (healed)
 
 
@@ -41,10 +46,21 @@ def ceiling_s(base_s: float, remaining: int, settled_per_s: float) -> float:
     return round(min(CEILING_MAX_S, base_s + CEILING_FACTOR * need), 1)
 
 
-def final_read_bound_s(windows_s: dict[str, float]) -> float:
-    """How long the final read may take at most: the longest subscription window (its longest hold + backoff
-    + grace: one redelivery of whatever the target still holds) + the quiet time."""
-    return max(windows_s.values(), default=0.0) + FINAL_READ_QUIET_S
+def final_read_bound_s(windows_s: dict[str, float], lease_s: float) -> float:
+    """How long the final read may take at most: its shortest length (`lease_s`) + the longest subscription
+    window (its longest hold + backoff + grace: one redelivery of whatever the target still holds) + the quiet
+    time."""
+    return lease_s + max(windows_s.values(), default=0.0) + FINAL_READ_QUIET_S
+
+
+def allowed_per_task(tally, clock: "DrainClock", now: float, pairs_per_message: float, tasks: int,
+                     bound: int = IN_FLIGHT_PAIRS) -> int:
+    """The adaptive publisher's allowance: how many messages each publisher task may have published, so that
+    the pairs published and not settled on the subscriptions still making progress stay within `bound` (a
+    subscription that stopped -- no progress for its window -- holds nobody back: its unsettled messages are
+    the drain's business, not a backlog to wait for)."""
+    in_flight = sum(len(tally.unsettled_of(name)) for name in clock.windows_s if not clock.stopped(name, now))
+    return int((tally.expected() - in_flight + bound) / pairs_per_message / max(tasks, 1))
 
 
 @dataclass

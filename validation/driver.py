@@ -30,7 +30,9 @@ from pubsubguard.validation import access, endpoints, evidence, netem, probe_set
 from pubsubguard.validation.canary import filter_canary
 from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.conformance_beside import ConformanceBeside
-from pubsubguard.validation.drain import FINAL_READ_QUIET_S, DrainClock, clock_sentence, final_read_bound_s
+from pubsubguard.validation.drain import (
+    FINAL_READ_QUIET_S, IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s,
+)
 from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from pubsubguard.validation.faults import poison_set
@@ -208,6 +210,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
                       "unsealed", file=sys.stderr)
             stop_file.clear()
             storage.delete(storage.join(evidence_dir, "_heal"))
+            storage.delete(storage.join(evidence_dir, "_flow"))
     return session, evidence_dir, setup.report
 
 
@@ -259,6 +262,7 @@ class ProbeDriver:
         self.evidence_dir = evidence_dir
         self.stop_file = stop_file
         self.heal_file = storage.Marker(storage.join(evidence_dir, "_heal"))  # the drain's final read began
+        self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
         self.drain_base_s = setup.drain_base_s
         self.observations = observations
         self.probed = probed
@@ -295,6 +299,7 @@ class ProbeDriver:
         self.errors: list[BaseException] = []
         self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
         self.publish_done = threading.Event()
+        self.publish_summary: list[dict] = []  # one row per publisher task (probe.publish_partition)
         self.crashes = 0
         self.task_counter = 0
         self.lock = threading.Lock()
@@ -304,6 +309,9 @@ class ProbeDriver:
         # subscriber task that has a slot beside them is reading, so no message waits for a reader to start.
         slots = self.sc.defaultParallelism
         self.publish_partitions = max(1, min(len(self.keys), slots - config.subscribers))
+        # message-subscription pairs per published message (the probed subscriptions of its topic), on average
+        topic_subs = [estate.subscriptions[name].topic for name in probed]
+        self.pairs_per_message = len(topic_subs) / max(1, len(set(topic_subs)))
         self.ready_subscribers = max(1, min(config.subscribers, slots - self.publish_partitions))
         if self.ready_subscribers < config.subscribers:
             observations.append(
@@ -320,10 +328,12 @@ class ProbeDriver:
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.config.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
                 "ready_timeout_s": READY_TIMEOUT_S, "ready_subscribers": self.ready_subscribers,
-                "rate": self.config.rate / self.publish_partitions if self.config.rate else None}
+                "rate": self.config.rate / self.publish_partitions if self.config.rate else None,
+                "flow_file": self.flow_file,
+                "flow_initial": int(IN_FLIGHT_PAIRS / self.pairs_per_message / self.publish_partitions)}
         try:
             self.sc.setJobGroup(self.publish_group, "pubsubguard probe: publish")
-            self.sc.parallelize(self.keys, self.publish_partitions).mapPartitions(
+            self.publish_summary = self.sc.parallelize(self.keys, self.publish_partitions).mapPartitions(
                 partial(publish_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
             if not self.stop_file.is_set():
@@ -446,12 +456,17 @@ class ProbeDriver:
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
         # streams the fault layer reset (kill_stream, partition): the last reset per subscription
         resets: dict[str, int] = {}
+        lost_replies: dict[str, dict[str, list[int]]] = {}  # Acknowledge replies the layer dropped, by message id
         for row in (self.nemesis.as_dict()["applied"] if self.nemesis is not None else ()):
-            if row["kind"] in ("kill_stream", "partition") and row["rpc"] == "StreamingPull" and row["subscription"]:
+            if row["kind"] in ("kill_stream", "partition") and row["rpc"] == "StreamingPull" and row["subscription"] \
+                    and not row["detail"].startswith("NOT applied"):
                 resets[row["subscription"]] = max(resets.get(row["subscription"], 0), row["time_us"])
+            if row["kind"] == "lose_response" and row["rpc"] == "Acknowledge" and row["subscription"]:
+                for message_id in row["message_ids"]:
+                    lost_replies.setdefault(row["subscription"], {}).setdefault(message_id, []).append(row["entry"])
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
                 "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {},
-                "after_stream_reset": tally.silent_keys(resets)}
+                "after_stream_reset": tally.silent_keys(resets), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
     @staticmethod
     def _stall_text(tally: EvidenceTally, drain: dict) -> list[str]:
@@ -554,9 +569,11 @@ class ProbeDriver:
                 progress.update(drain_bar, completed=tally.done(), total=expected or None)
                 if self.errors:
                     raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
-                if not self.publish_done.is_set():
-                    continue
                 now = time.monotonic()
+                if not self.publish_done.is_set():
+                    clock.observe(tally, now)
+                    self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions))
+                    continue
                 if clock.started is None:
                     clock.begin(tally, now, min(tally.published_us.values(), default=None), time.time_ns() // 1000)
                     late_acks_done = now + self._late_acks_within_s()
@@ -568,9 +585,8 @@ class ProbeDriver:
                 if tally.done() >= expected:
                     # every message settled; deliveries the expire fault holds may still await their late ack
                     if now >= late_acks_done and planted_due:
-                        self.drain = {"ended": "settled", "unsettled": {}, "clock": clock.record(now, "settled", tally)}
-                        self.observations.append(clock_sentence(self.drain))
-                        return
+                        ended = "settled"
+                        break
                     continue
                 unsettled = tally.unsettled()
                 stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
@@ -595,12 +611,17 @@ class ProbeDriver:
                     break
             self.drain = {"clock": clock.record(time.monotonic(), ended, tally)}
             if ended == "stuck":
-                final = self._final_read(tally, progress, drain_bar)
+                final = self._final_read(tally, progress, drain_bar, deadline_us)
                 proven = final["ended"] in ("quiet", "settled")
             else:
                 final, proven = None, False
             unsettled = tally.unsettled()
-            self.drain.update(self._unsettled_drain(tally, ended, unsettled))
+            self.drain.update(self._unsettled_drain(tally, ended, unsettled) if unsettled else
+                              {"ended": ended, "unsettled": {}})
+            self.drain["clock"]["publish_flow"] = {
+                "in_flight_pairs": IN_FLIGHT_PAIRS, "rate": self.config.rate,
+                "waited_s": round(sum(r.get("flow_waited_s", 0.0) for r in self.publish_summary), 1),
+                "let_go": sum(1 for r in self.publish_summary if r.get("flow_let_go"))}
             self.drain["final_read"] = final
             # subscriptions whose never-delivered messages no final read proved lost: unsettled, never `lost`
             self.drain["unproven"] = [] if proven else sorted(unsettled)
@@ -621,9 +642,19 @@ class ProbeDriver:
             out[spec.declared_name] = max(out.get(spec.declared_name, 0.0), window)
         return out
 
-    def _final_read(self, tally: EvidenceTally, progress, drain_bar) -> dict:
+    def _flow(self, allowed: int) -> None:
+        """The publisher tasks' allowance (`drain.allowed_per_task`), for them to read (`probe.Flow`)."""
+        try:
+            storage.write_text(self.flow_file, f"{allowed}\n")
+        except OSError as err:  # the publishers keep the last allowance they read; said once
+            if f"flow: {err}" not in self.observations:
+                self.observations.append(f"flow: could not write {self.flow_file}: {err}")
+
+    def _final_read(self, tally: EvidenceTally, progress, drain_bar, deadline_us: dict) -> dict:
         """The healed final read: no fault from here on (the fault layer heals, the subscriber tasks and the push
-        receiver settle every delivery); read until the target delivers nothing for FINAL_READ_QUIET_S (at most
+        receiver settle every delivery); read for at least one ack deadline (+ margin and grace) of every
+        subscription with never-delivered messages -- any lease the target still holds on them runs out and they
+        must come back -- and until the target delivers nothing for FINAL_READ_QUIET_S (at most
         `final_read_bound_s`), or everything settled."""
         if self.nemesis is not None:
             self.nemesis.heal()
@@ -632,7 +663,9 @@ class ProbeDriver:
             self.push.healed = True
         started, started_us = time.monotonic(), time.time_ns() // 1000
         rows_before, settled_before = tally.delivery_rows, tally.done()
-        bound = final_read_bound_s(self._windows_s())
+        lease_s = max((deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S
+                       for name in tally.unsettled() if tally.never_delivered(name)), default=0.0)
+        bound = final_read_bound_s(self._windows_s(), lease_s)
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
         while time.monotonic() - started < bound:
             time.sleep(0.5)
@@ -643,9 +676,10 @@ class ProbeDriver:
                 break
             if tally.delivery_rows != last_rows:
                 last_rows, quiet_since = tally.delivery_rows, time.monotonic()
-            elif time.monotonic() - quiet_since >= FINAL_READ_QUIET_S:
+            elif time.monotonic() - quiet_since >= FINAL_READ_QUIET_S and time.monotonic() - started >= lease_s:
                 ended = "quiet"
                 break
         return {"started_us": started_us, "ended_us": time.time_ns() // 1000, "ended": ended,
-                "seconds": round(time.monotonic() - started, 1), "bound_s": bound, "quiet_s": FINAL_READ_QUIET_S,
-                "deliveries": tally.delivery_rows - rows_before, "settled": tally.done() - settled_before}
+                "seconds": round(time.monotonic() - started, 1), "lease_s": lease_s, "bound_s": bound,
+                "quiet_s": FINAL_READ_QUIET_S, "deliveries": tally.delivery_rows - rows_before,
+                "settled": tally.done() - settled_before}

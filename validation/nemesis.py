@@ -57,7 +57,7 @@ NOUNS = {
     "kill_stream": "stream kills", "partition": "partitions", "netem": "packet-fault windows (netem)", "lose_response:publish": "lost publish responses",
     "lose_response:acknowledge": "lost ack responses", "lose_response:modify_ack_deadline": "lost modack responses",
     "delay:publish": "delayed publishes", "delay:acknowledge": "delayed acks",
-    "delay:modify_ack_deadline": "delayed modacks",
+    "delay:modify_ack_deadline": "delayed modacks", "delay:streaming_pull": "delayed deliveries",
 }
 
 
@@ -168,6 +168,11 @@ class Nemesis:
         with self.lock:
             streams = [s for s in self.streams if self.twins.get(s.subscription) == e.subscription
                        and (e.task is None or s.client.startswith(e.task + ":"))]
+        if not streams and record_kind:  # nothing to act on: said, with why (a fault is never silently not applied)
+            self.record(e, "StreamingPull", detail=f"NOT applied: no open stream of {e.subscription}"
+                        + (f" from task {e.task}" if e.task else "") + f" at +{self.elapsed() or 0:.1f}s "
+                        "(its streams had ended, e.g. the target ended them, and were not reopened yet)")
+            return
         for s in streams:
             s.kill(e.kind)
             if record_kind:
@@ -431,6 +436,10 @@ class Nemesis:
         from google.pubsub_v1 import types
 
         declared = self.twins.get(stream.subscription)
+        for e in self._entries("delay", subscription=declared, rpc="streaming_pull"):
+            if self._draw_call(e):  # a slow target: the stream's next response is held
+                time.sleep(e.ms / 1000)
+                self.record(e, "StreamingPull", client=stream.client, detail=f"{e.ms:g} ms before passing a response on")
         response = types.StreamingPullResponse.deserialize(raw)
         out, changed, later = [], False, []
         for received in response.received_messages:
@@ -570,7 +579,8 @@ def expected_findings(applied: list[dict], subscriptions: dict) -> list[dict]:
             for (s, k, key, seq), row in sorted(expected.items(), key=lambda i: tuple(map(str, i[0])))]
 
 
-def _covers(expected: dict, finding: dict) -> bool:
+def covers(expected: dict, finding: dict) -> bool:
+    """Does `finding` stand for the `expected` one of a planted row (`expected_findings`)?"""
     if expected["subscription"] != finding["subscription"] or expected["kind"] != finding["kind"]:
         return False
     if expected["key"] != finding.get("key"):
@@ -588,13 +598,13 @@ def judge_planted(applied: list[dict], findings: list[dict], subscriptions: dict
     expected = expected_findings(applied, subscriptions)
     found, missed = [], []
     for item in expected:
-        hits = [f for f in findings if _covers(item, f)]
+        hits = [f for f in findings if covers(item, f)]
         (found if hits else missed).append({**item, "findings": len(hits)})
     extra, deviations = [], []
     for f in findings:
         if f.get("kind") in ("config_drift",) or f.get("severity") != "error":
             continue
-        if any(_covers(item, f) for item in expected):
+        if any(covers(item, f) for item in expected):
             continue
         (deviations if explained(f) else extra).append(f)
     return {"expected": expected, "found": found, "missed": missed, "unplanted": extra, "explained": deviations}

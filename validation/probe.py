@@ -169,6 +169,43 @@ def wait_for_subscribers(evidence_dir: Path | str, timeout_s: float, count: int 
 IN_FLIGHT = 1000  # publishes a task leaves unanswered at most (the client's publish flow control blocks)
 
 
+class Flow:
+    """The adaptive bound (validation/drain.py `allowed_per_task`): the driver writes, every half second, how many
+    messages each publisher task may have published (`<evidence>/_flow`); a task at its allowance waits for the
+    target to settle what is in flight. Read at most every `poll_s` (a remote store: each read is a request);
+    an allowance that does not move for `stuck_s` while the task waits is let go (the driver is gone or
+    stalled), said in the task's notes."""
+
+    def __init__(self, location: str | None, initial: int, poll_s: float = 0.2, stuck_s: float = 300.0):
+        self.location, self.allowance, self.poll_s, self.stuck_s = location, max(1, initial), poll_s, stuck_s
+        self.read_at = float("-inf")
+        self.waited_s = 0.0
+        self.let_go = False
+
+    def _read(self) -> None:
+        now = time.monotonic()
+        if now - self.read_at < self.poll_s:
+            return
+        self.read_at = now
+        try:
+            self.allowance = int(storage.read_text(self.location).strip())
+        except (OSError, ValueError):  # not written yet, or being replaced: the last one read holds
+            pass
+
+    def wait(self, sent: int) -> None:
+        if self.location is None or self.let_go:
+            return
+        self._read()
+        started = time.monotonic()
+        while sent >= self.allowance:
+            time.sleep(self.poll_s)
+            self._read()
+            if time.monotonic() - started > self.stuck_s:
+                self.let_go = True
+                break
+        self.waited_s += time.monotonic() - started
+
+
 class Pace:
     """`--rate`: one publish every 1/rate seconds of this task (its share of the run's rate), kept on a
     schedule from the first one, so a slow call is made up for and the achieved rate is the asked one
@@ -228,6 +265,8 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     recorder = threading.Thread(target=record, daemon=True)
     recorder.start()
     pace = Pace(spec.get("rate"))
+    flow = Flow(spec.get("flow_file"), spec.get("flow_initial", IN_FLIGHT))
+    sent = 0
     try:
         for topic in spec["topics"]:
             # The misroute fault: a publisher misconfigured onto the global endpoint (endpoint_pinning).
@@ -246,7 +285,9 @@ def publish_partition(spec: dict, keys) -> list[dict]:
             poison = {tuple(p) for p in spec["poison"].get(topic["name"], [])}
             for key in keys:
                 for seq in range(spec["messages_per_key"]):
+                    flow.wait(sent)
                     pace.wait()
+                    sent += 1
                     is_poison = (key, seq) in poison
                     sent_us = now_us()  # before the call: the server may deliver before its ack comes back
                     future = client.publish(
@@ -274,7 +315,8 @@ def publish_partition(spec: dict, keys) -> list[dict]:
         publishing.clear()
         recorder.join(timeout=60)
         writer.close()
-    return [{"task": task, "keys": len(keys), **counts}]
+    return [{"task": task, "keys": len(keys), **counts, "flow_waited_s": round(flow.waited_s, 1),
+             "flow_let_go": flow.let_go}]
 
 
 # --------------------------------------------------------------------------------------- subscribe

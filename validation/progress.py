@@ -35,6 +35,7 @@ class EvidenceTally:
         self.nacks: dict[str, list[tuple]] = {}
         self.first_deliveries: dict[str, int] = {name: 0 for name in topic_of}  # messages delivered at least once
         self.deliveries: dict[str, int] = {name: 0 for name in topic_of}  # delivery rows
+        self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -71,6 +72,7 @@ class EvidenceTally:
                         self.due_us[message] = max(self.due_us.get(message, 0), due)
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
                         self.deliveries[row["subscription"]] += 1
+                        self.ids.setdefault(message, set()).add(row["message_id"])
                         if message not in self.last:
                             self.first_deliveries[row["subscription"]] += 1
                         self.last[message] = max(self.last.get(message, event), event)
@@ -179,6 +181,21 @@ class EvidenceTally:
             if keys:
                 out[name] = {"reset_us": reset_us, "keys": keys,
                              "messages": sum(1 for key, _ in unsettled if key in keys)}
+        return out
+
+    def after_lost_replies(self, lost: dict[str, dict[str, list[int]]]) -> dict[str, dict]:
+        """Per subscription (only those with any): its unsettled messages delivered under a message id whose
+        Acknowledge reply the fault layer dropped (`lost`: subscription -> message id -> the schedule entries
+        that dropped it) -- the target applied that ack or not, the client never learned which, so the probe
+        recorded no success: a consequence of the run's own fault (`messages`, and the `entries`)."""
+        out = {}
+        for name, by_id in sorted(lost.items()):
+            if name not in self.topic_of:
+                continue
+            hit = [(key, seq) for key, seq in self.unsettled_of(name) if self.ids.get((name, key, seq), set()) & set(by_id)]
+            if hit:
+                entries = sorted({e for key, seq in hit for i in self.ids[(name, key, seq)] for e in by_id.get(i, ())})
+                out[name] = {"messages": len(hit), "entries": entries}
         return out
 
     def stuck(self, now_us: int, grace_us: int, deadline_us: dict[str, int]) -> dict[str, int]:

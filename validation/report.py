@@ -270,8 +270,12 @@ def access_line(result: dict) -> str:
         from pubsubguard.core.state import describe
 
         declared = f" · judged against {describe(parameters['declared_source'])}"
+    schedule = parameters.get("nemesis")
+    faults = ",".join(f"{k}={v}" for k, v in (parameters.get("faults") or {}).items() if v) or "none"
+    under = f" · faults {faults}" + (f" · fault schedule {schedule.get('source')} ({len(schedule.get('faults') or ())} "
+                                     f"entries, seed {schedule.get('seed')})" if schedule else "")
     return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
-            f"endpoints {through}{declared}")
+            f"endpoints {through}{declared}{under}")
 
 
 SUMMARY_MIN_WIDTH = 200  # when stdout is not a terminal (a log, CI): wide enough for the whole table
@@ -361,11 +365,12 @@ def explanation_lines(result: dict) -> list[str]:
         for kind, items in sub["findings"].items():
             for f in items:
                 group = (name, kind, f.get("form") if kind != "config_drift" else f["drift"]["setting"],
-                         f["severity"], tuple(f.get("explained_by", ())))
+                         f["severity"], tuple(f.get("explained_by", ())), tuple(f.get("planted_by", ())))
                 groups.setdefault(group, []).append(1)
-    for (name, kind, form, severity, explained), items in sorted(groups.items()):
+    for (name, kind, form, severity, explained, planted), items in sorted(groups.items()):
         what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
-        lines.append(f"  {what}: explained by {', '.join(explained)}" if explained
+        lines.append(f"  {what}: planted by {', '.join(planted)}, as the schedule meant" if planted
+                     else f"  {what}: explained by {', '.join(explained)}" if explained
                      else f"  {what}: no scenario explains it")
     for item in (result.get("explanations") or {}).get("guarantees", ()):
         for cause in item["causes"]:
@@ -374,7 +379,8 @@ def explanation_lines(result: dict) -> list[str]:
             forms = ", ".join(cause["forms"])
             what = f"{item['subscription']}: {cause['count']} never settled{f' ({forms})' if forms else ''}"
             line = (f"  {what}: explained by {', '.join(cause['explained_by'])}" if cause["explained_by"]
-                    else f"  {what}: no scenario explains it")
+                    else f"  {what}: caused by the run's own fault: {', '.join(cause['caused_by'])}"
+                    if cause.get("caused_by") else f"  {what}: no scenario explains it")
             if line not in lines:  # one cause of several guarantees (completeness, exactly_once, ...) said once
                 lines.append(line)
     return lines

@@ -9,6 +9,7 @@ validated (docs/schemas/nemesis.schema.json); a bad one is one line naming the e
       - {kind: lose_response, rpc: acknowledge, subscription: orders-eod, rate: 0.2}
       - {kind: lose_response, rpc: publish, topic: orders, rate: 0.1}    # publish-side duplicates
       - {kind: delay, rpc: modify_ack_deadline, subscription: orders-eod, ms: 300, after_s: 2, for_s: 5}
+      - {kind: delay, rpc: streaming_pull, subscription: orders-plain, ms: 200, rate: 1}  # a slow target
       - {kind: partition, subscription: orders-eod, task: sub-1, after_s: 4, for_s: 15}
       - {kind: netem, delay_ms: 80, loss: 0.05, after_s: 3, for_s: 10}   # packets (root only: validation/netem.py)
 
@@ -28,7 +29,8 @@ from pubsubguard.validation.faults import unit
 PLANTED = ("drop_delivery", "duplicate_after_ack", "ack_lie", "swap", "strip_dead_letter_attributes")
 NETWORK = ("kill_stream", "lose_response", "delay", "partition", "netem")
 KINDS = PLANTED + NETWORK
-RPCS = {"publish": "Publish", "acknowledge": "Acknowledge", "modify_ack_deadline": "ModifyAckDeadline"}
+RPCS = {"publish": "Publish", "acknowledge": "Acknowledge", "modify_ack_deadline": "ModifyAckDeadline",
+        "streaming_pull": "StreamingPull"}  # streaming_pull: delay only (each response of the stream: a slow target)
 
 
 class ScheduleError(UserError):
@@ -206,6 +208,8 @@ def _entry(i: int, item, bad) -> Entry:
                 raise bad(f"{where}.subscription", "a publish fault names the topic, not a subscription")
         elif entry.subscription is None:
             raise bad(f"{where}.subscription", f"a {entry.rpc} fault names the subscription")
+        if entry.rpc == "streaming_pull" and kind != "delay":
+            raise bad(f"{where}.rpc", "streaming_pull: only delay takes it (a stream has no one reply to lose)")
         if kind == "delay" and entry.ms is None:
             raise bad(f"{where}.ms", "a delay needs ms (milliseconds)")
         if not selectors:

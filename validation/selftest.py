@@ -114,14 +114,15 @@ def summary(verdict: dict) -> tuple[int, list[str]]:
     return (0 if found == planted and not extra and planted else 1), lines
 
 
-def estate_plan(directory: Path, topic: str, stack: str = "selftest") -> tuple[dict, Path]:
-    """The built-in estate (`STACK`) on `topic`, planned: (the plan, `<directory>/plan.json`)."""
+def estate_plan(directory: Path, topic: str, stack: str = "selftest", estate: str = STACK) -> tuple[dict, Path]:
+    """The built-in estate (`STACK`, or `estate`: a stack file with `{t}` for the topic) on `topic`, planned:
+    (the plan, `<directory>/plan.json`)."""
     from pubsubguard.core.plan import make_plan, project_root
 
     root = directory / "project"
     root.mkdir(parents=True, exist_ok=True)
     (root / "Pulumi.yaml").write_text(f"name: pubsubguard\nruntime: python\nmain: {project_root() / 'infra'}\n")
-    (root / f"Pulumi.{stack}.yaml").write_text(STACK.format(t=topic))
+    (root / f"Pulumi.{stack}.yaml").write_text(estate.format(t=topic))
     plan = make_plan(stack, root)
     plan_file = directory / "plan.json"
     plan_file.write_text(json.dumps(plan))

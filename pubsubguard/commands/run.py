@@ -55,6 +55,16 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+def _schedule_names(schedule, plan: dict) -> None:
+    """A `--nemesis` schedule names only subscriptions and topics the stack declares: refused (one line, exit 2)
+    before the emulator starts, not after apply (the verify step checks it again against what it probes)."""
+    from pubsubguard.core.declared import estate
+    from pubsubguard.validation.nemesis import load_schedule
+
+    declared = estate(plan)
+    load_schedule(schedule).check_names(set(declared.subscriptions), set(declared.topics))
+
+
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
@@ -71,6 +81,8 @@ def run(args) -> int:
 
         deployed = state.load(args.state or None, args.stack if args.state == "" else None, args.root)
         args.stack = deployed["stack"]
+        if args.nemesis:
+            _schedule_names(args.nemesis, deployed)
     out = (args.out or args.root / "out" / args.stack).absolute()
     options.require_writable(out, "--out", directory=True)
     plan_file = out / "plan.json"
@@ -108,6 +120,8 @@ def run(args) -> int:
         planned = run_command("plan", [*project, "--out", str(plan_file)])
         if planned != 0:
             return planned
+        if args.nemesis:
+            _schedule_names(args.nemesis, load_plan(plan_file))
 
         _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
         checked = run_command("check", ["--plan", str(plan_file), "--format", "text"])

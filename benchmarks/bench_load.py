@@ -1,0 +1,182 @@
+"""The verification job under load: the README's main job at scale points, beside a bare client loop.
+
+    .venv/bin/python benchmarks/bench_load.py                      # the default, 10x and 50x
+    .venv/bin/python benchmarks/bench_load.py --points 100x        # 120,000 message-subscription pairs
+    .venv/bin/python benchmarks/bench_load.py --points 10x --master spark://HOST:7077
+
+Each point runs `pubsubguard run -s dev --keys K --messages-per-key M` (the main job: emulator, plan, check,
+apply, verify with the default faults and the conformance scenarios) in a process of its own, samples the
+resident memory of its process tree every half second (the driver: the command's Python and Spark's JVM;
+the executors: Spark's Python workers), and reads its report.json. Beside it, a bare client loop
+(`bench_probe.bare_loop`: ordering-key publishes and one streaming pull, nothing recorded) moves the same
+number of messages on a throwaway emulator topic. Printed per point: wall time, the drain's end (settled,
+stuck, ceiling) with its rates, publish and settle rates against the bare loop's, lost, unexplained findings
+and causes, unsettled causes, the client library's warnings, and the peak memory of driver and executors.
+
+Measure on an idle machine, one benchmark at a time: the load average is printed before each point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+POINTS = {"1x": (8, 25), "10x": (16, 125), "50x": (40, 250), "100x": (80, 250)}
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, ()))
+    return out
+
+
+def _rss_mib(pid: int) -> tuple[float, str]:
+    """(resident MiB, command line) of one process; (0, "") once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            rss = next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        return rss / 1024, command
+    except OSError:
+        return 0.0, ""
+
+
+class MemorySampler:
+    """Peak resident memory of a process tree, split into the driver (everything but Spark's Python workers)
+    and the executors (`pyspark.daemon` / `pyspark.worker`), sampled every `interval_s`."""
+
+    def __init__(self, pid: int, interval_s: float = 0.5):
+        self.pid, self.interval_s = pid, interval_s
+        self.peak = {"driver": 0.0, "executors": 0.0}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.wait(self.interval_s):
+            now = {"driver": 0.0, "executors": 0.0}
+            for p in _tree(self.pid):
+                rss, command = _rss_mib(p)
+                now["executors" if "pyspark.daemon" in command or "pyspark.worker" in command else "driver"] += rss
+            for part, value in now.items():
+                self.peak[part] = max(self.peak[part], value)
+
+
+def unexplained(result: dict) -> dict[str, int]:
+    """From report.json: error findings neither explained by a violated conformance scenario nor planted, and
+    causes of an inconclusive or violated guarantee that nothing explains or causes (the run's own faults)."""
+    findings = [f for sub in result["subscriptions"].values() for items in (sub["findings"] or {}).values()
+                for f in items if f["severity"] == "error"]
+    causes = [c for item in (result.get("explanations") or {}).get("guarantees", []) for c in item["causes"]]
+    return {
+        "findings": sum(1 for f in findings if not f.get("explained_by") and not f.get("planted_by")),
+        "causes": sum(c["count"] for c in causes if not c["explained_by"] and not c.get("caused_by")),
+        "unsettled_causes": sum(c["count"] for c in causes if c["kind"] == "unsettled"),
+        "lost": sum(1 for f in findings if f["kind"] == "lost"),
+    }
+
+
+def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}  # the job starts its own
+    log = out / f"{name}.log"
+    started = time.monotonic()
+    with log.open("w") as sink:
+        process = subprocess.Popen([str(ROOT / ".venv/bin/pubsubguard"), "run", "-s", "dev", "--keys", str(keys),
+                                    "--messages-per-key", str(per_key), "--out", str(out / name), *extra],
+                                   cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        sampler = MemorySampler(process.pid)
+        sampler.thread.start()
+        code = process.wait()
+        sampler.done.set()
+    wall = time.monotonic() - started
+    report = out / name / "report" / "report.json"
+    if not report.exists():
+        return {"point": name, "exit": code, "wall_s": round(wall, 1), "error": f"no report: see {log}"}
+    result = json.loads(report.read_text())
+    drain = result["parameters"]["drain"]
+    clock = drain.get("clock") or {}
+    client_log = sum(1 for f in (out / name / "report" / "evidence").glob("client-log-*.txt")
+                     for _ in f.open(errors="replace"))
+    return {"point": name, "exit": code, "wall_s": round(wall, 1), "pairs": keys * per_key * len(result["subscriptions"]),
+            "drain": drain["ended"], "drained_s": clock.get("drained_s"), "ceiling_s": clock.get("ceiling_s"),
+            "final_read": (drain.get("final_read") or {}).get("ended"), "rates": clock.get("rates") or {},
+            "client_log_lines": client_log, "peak_mib": {k: round(v) for k, v in sampler.peak.items()},
+            **unexplained(result)}
+
+
+def bare(messages: int) -> tuple[float, float]:
+    """(publish rate, end-to-end rate) of the bare client loop for `messages` on a throwaway emulator."""
+    from bench_probe import bare_loop
+
+    from pubsubguard.core.emulator import Emulator
+
+    emulator = Emulator.start(project="bench-load", state_dir=Path(tempfile.mkdtemp(prefix="bench-load-")))
+    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+    try:
+        keys = 40
+        publish_rate, e2e_rate, _ = bare_loop("bench-load", keys, max(1, messages // keys))
+        return publish_rate, e2e_rate
+    finally:
+        emulator.stop()
+        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", nargs="+", choices=sorted(POINTS), default=["1x", "10x", "50x"])
+    parser.add_argument("--out", type=Path, default=None, help="where the runs write (default: a temporary directory)")
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare client loop")
+    args, extra = parser.parse_known_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"bench_load: runs in {out}")
+    for name in args.points:
+        keys, per_key = POINTS[name]
+        print(f"\n== {name}: --keys {keys} --messages-per-key {per_key} · load average {os.getloadavg()[0]:.2f} "
+              f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}", flush=True)
+        row = run_point(name, keys, per_key, out, extra)
+        if "error" in row:
+            print(f"{name}: exit {row['exit']} after {row['wall_s']} s, {row['error']}")
+            continue
+        rates = row["rates"]
+        print(f"wall {row['wall_s']} s · exit {row['exit']} · {row['pairs']:,} message-subscription pairs · drain "
+              f"{row['drain']} after {row['drained_s']} s (ceiling {row['ceiling_s']} s; final read {row['final_read']})")
+        print(f"publish {rates.get('publish_per_s')} msg/s over {rates.get('publish_s')} s · settled "
+              f"{rates.get('settled_per_s')} pairs/s while publishing, {rates.get('drain_settled_per_s')} during the drain")
+        print(f"lost {row['lost']} · unexplained findings {row['findings']} · unexplained causes {row['causes']} · "
+              f"unsettled (all causes) {row['unsettled_causes']} · client library log lines {row['client_log_lines']}")
+        print(f"peak resident memory: driver {row['peak_mib']['driver']} MiB, executors {row['peak_mib']['executors']} MiB")
+        if not args.no_bare:
+            messages = rates.get("messages") or 0
+            publish, e2e = bare(messages)
+            print(f"bare client loop, {messages:,} messages: publish {publish:.0f} msg/s, end to end {e2e:.0f} msg/s · "
+                  f"probe/bare publish {(rates.get('publish_per_s') or 0) / publish:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The drain on the real emulator, with real Spark and the client library (validation/drain.py): it waits while
+the target delivers, it proves `lost` with a healed final read, it never calls lost what a cut drain did not see
+delivered, and it waits for a planted effect however long the subscription's ack deadline."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from pubsubguard.core.apply import apply_plan
+from pubsubguard.validation import job, selftest
+
+pytestmark = pytest.mark.emulator
+
+# plain and exactly-once subscriptions; the exactly-once one keeps Pub/Sub's default 60 s ack deadline
+ESTATE = """config:
+  gcp:project: pubsubguard-selftest
+  pubsubguard:projectNumber: "100000000001"
+  pubsubguard:estate:
+    probe_isolation: true
+    topics:
+      - name: {t}
+        subscriptions:
+          - name: {t}-plain
+            ack_deadline_seconds: 10
+          - name: {t}-eod
+            exactly_once: true
+            ack_deadline_seconds: 60
+"""
+
+
+def _verify(spark, tmp_path, schedule: dict, *options: str) -> tuple[str, int, dict]:
+    """The estate on a fresh topic, applied on the emulator and verified under `schedule` (`{t}`: the topic):
+    (topic, exit code, report.json)."""
+    topic = f"dr-{uuid.uuid4().hex[:8]}"
+    plan, plan_file = selftest.estate_plan(tmp_path, topic, "test", ESTATE)
+    apply_plan(plan)
+    schedule_file = tmp_path / "schedule.json"
+    schedule_file.write_text(json.dumps(schedule).replace("{t}", topic))
+    report = tmp_path / "report"
+    code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "3", "--messages-per-key", "8",
+                     "--report", str(report), "--no-progress", "--nemesis", str(schedule_file), *options], spark=spark)
+    return topic, code, json.loads((report / "report.json").read_text())
+
+
+def _findings(result: dict, name: str, kind: str) -> list[dict]:
+    return (result["subscriptions"][name]["findings"] or {}).get(kind, [])
+
+
+SLOW_AND_DROPPED = {"seed": "0", "faults": [
+    {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-plain", "ms": 400, "rate": 1},
+    {"kind": "drop_delivery", "subscription": "{t}-eod", "key": "key-001", "seq": 2},
+]}
+
+
+def test_a_slow_target_is_waited_for_and_a_dropped_delivery_is_lost_after_the_final_read(spark, emulator, tmp_path):
+    topic, code, result = _verify(spark, tmp_path, SLOW_AND_DROPPED)
+    drain = result["parameters"]["drain"]
+    applied = result["parameters"]["nemesis"]["applied"]
+    assert any(r["kind"] == "delay" and r["rpc"] == "StreamingPull" for r in applied)
+    # the slow subscription settled everything: nothing lost, nothing unsettled there
+    assert _findings(result, f"{topic}-plain", "lost") == []
+    assert f"{topic}-plain" not in drain["unsettled"]
+    assert result["subscriptions"][f"{topic}-plain"]["guarantees"]["completeness"] == "holds"
+    # the dropped delivery: the drain ended stuck, the healed final read saw nothing more, so it is lost
+    assert drain["ended"] == "stuck" and drain["final_read"]["ended"] == "quiet" and drain["unproven"] == []
+    lost = _findings(result, f"{topic}-eod", "lost")
+    assert [(f["key"], f["seq"]) for f in lost] == [("key-001", 2)]
+    assert lost[0]["planted_by"] and lost[0]["evidence"]
+    assert code == 1
+
+
+def test_a_drain_cut_at_its_ceiling_never_reports_lost(spark, emulator, tmp_path):
+    slow = {"seed": "0", "faults": [
+        {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-plain", "ms": 1500, "rate": 1}]}
+    topic, code, result = _verify(spark, tmp_path, slow, "--drain-timeout", "1")
+    drain = result["parameters"]["drain"]
+    plain = f"{topic}-plain"
+    assert drain["ended"] == "ceiling" and drain["final_read"] is None
+    assert plain in drain["unproven"] and drain["cut"].get(plain, 0) > 0
+    every = [f for sub in result["subscriptions"].values() for f in (sub["findings"] or {}).get("lost", [])]
+    assert every == []  # never delivered when the drain was cut: unsettled, not lost
+    assert result["subscriptions"][plain]["guarantees"]["completeness"] == "inconclusive"
+    causes = [c for item in result["explanations"]["guarantees"] if item["subscription"] == plain
+              for c in item["causes"]]
+    assert any(c["forms"].get("cut") for c in causes)
+    assert code == 1  # inconclusive, not holds
+
+
+def test_an_ack_lie_is_found_whatever_the_ack_deadline(spark, emulator, tmp_path):
+    """The lied ack's message comes back one ack deadline (60 s) after its delivery: the drain waits for it, so
+    the planted duplicate_after_ack is found with its rows (a 52 s clock ended before it)."""
+    lie = {"seed": "0", "faults": [{"kind": "ack_lie", "subscription": "{t}-eod", "key": "key-000", "seq": 4}]}
+    topic, code, result = _verify(spark, tmp_path, lie)
+    assert any(r["kind"] == "ack_lie" and not r["detail"].startswith("NOT") for r in result["parameters"]["nemesis"]["applied"])
+    found = _findings(result, f"{topic}-eod", "duplicate_after_ack")
+    assert [(f["key"], f["seq"]) for f in found] == [("key-000", 4)]
+    assert found[0]["planted_by"] and len(found[0]["evidence"]) >= 2
+    assert result["parameters"]["drain"]["clock"]["drained_s"] >= 55
