@@ -72,6 +72,7 @@ class DrainClock:
     windows_s: dict[str, float]
     base_s: float
     override_s: float | None = None
+    floor_s: float = 0.0  # a derived ceiling is never shorter: what the stuck rule needs to decide
     started: float | None = None  # monotonic, when publishing ended
     ceiling: float | None = None  # seconds after `started`
     rates: dict = field(default_factory=dict)
@@ -94,7 +95,7 @@ class DrainClock:
         if self.override_s is not None:
             self.ceiling = self.override_s
         else:
-            self.ceiling = ceiling_s(self.base_s, remaining, self.rates["settled_per_s"] or 0.0)
+            self.ceiling = max(self.floor_s, ceiling_s(self.base_s, remaining, self.rates["settled_per_s"] or 0.0))
         self.observe(tally, now)
 
     def observe(self, tally, now: float) -> None:
@@ -117,7 +118,7 @@ class DrainClock:
         settled_after = tally.done() - self.rates.get("settled_at_publish_end", 0)
         return {
             "ceiling_s": self.ceiling, "ceiling_from": "--drain-timeout" if self.override_s is not None else "rates",
-            "base_s": self.base_s, "drained_s": drained_s, "windows_s": dict(self.windows_s),
+            "base_s": self.base_s, "floor_s": self.floor_s, "drained_s": drained_s, "windows_s": dict(self.windows_s),
             "rates": {**self.rates, "drain_settled_per_s": round(settled_after / drained_s, 1) if drained_s else None},
             "ended_by": ended,
         }
@@ -130,7 +131,8 @@ def clock_sentence(drain: dict) -> str:
     ceiling = clock.get("ceiling_s")
     how = ("the --drain-timeout" if clock.get("ceiling_from") == "--drain-timeout" else
            f"{clock.get('base_s', 0):.0f}s for the faults + {CEILING_FACTOR:g} x {rates.get('unsettled_at_publish_end', 0):,} "
-           f"unsettled at the last publish / {rates.get('settled_per_s') or 0:,.1f} settled per second")
+           f"unsettled at the last publish / {rates.get('settled_per_s') or 0:,.1f} settled per second, at least "
+           f"{clock.get('floor_s', 0):.0f}s: the longest ack deadline + backoff + grace")
     final = drain.get("final_read")
     tail = ""
     if final:

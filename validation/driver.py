@@ -557,7 +557,12 @@ class ProbeDriver:
     def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, warm_up: WarmUp) -> None:
         """Drain until settled, provably stuck on every unsettled subscription, or the ceiling
         (`validation/drain.py`); then, unless settled, the healed final read."""
-        clock = DrainClock(self._windows_s(), self.drain_base_s, self.config.drain_timeout)
+        # a derived ceiling leaves the stuck rule time to decide: a never-delivered message is stuck one declared
+        # ack deadline (+ backoff + grace) after its publish, and its subscription one window after its progress
+        backoff = {t["declared_name"]: t["retry_max_backoff_s"] or 0.0 for t in self.twins + self.push_twins}
+        floor = max((deadline_us[name] / 1e6 + backoff.get(name, 0.0) + 2 * STUCK_GRACE_S for name in self.probed),
+                    default=0.0)
+        clock = DrainClock(self._windows_s(), self.drain_base_s, self.config.drain_timeout, floor_s=round(floor, 1))
         with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
@@ -602,10 +607,11 @@ class ProbeDriver:
                     break
                 if clock.past_ceiling(now) and planted_due:
                     ended = "ceiling"
+                    moving = sorted(name for name in unsettled if not clock.stopped(name, now))
                     self.observations.append(
-                        f"drain ceiling ({clock.ceiling:.0f}s) passed while the target still made progress, with "
-                        f"{expected - tally.done()} of {expected} published messages not settled (acked with success or "
-                        f"dead-lettered) per subscription (and how their latest delivery ended): "
+                        f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
+                        f"published messages not settled (acked with success or dead-lettered); still making progress: "
+                        f"{', '.join(moving) or 'none'}; per subscription (and how their latest delivery ended): "
                         f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
                         "lost (no final read proved them lost)")
                     break

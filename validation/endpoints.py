@@ -33,6 +33,15 @@ from pubsubguard.core.errors import UserError
 from pubsubguard.validation import upstream as upstream_channel
 from pubsubguard.validation.upstream import is_loopback  # noqa: F401 - where the run's callers look for it
 
+# The probe's channels, the listeners' servers and their upstream channels: no message size limit, and room for
+# large trailers: with exactly-once, an Acknowledge/ModifyAckDeadline of many expired ack ids is answered with an
+# ErrorInfo naming every one of them (status details in the trailer); over gRPC's default 8 KiB of metadata the
+# call failed RESOURCE_EXHAUSTED, which the client library's lease maintainer did not survive (measured at 50x the
+# main job's traffic: the thread died with "Code in Status proto (INVALID_ARGUMENT) doesn't match status code
+# (RESOURCE_EXHAUSTED)" and its messages' leases lapsed).
+CHANNEL_LIMITS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1),
+                  ("grpc.max_metadata_size", 16 * 1024 * 1024)]
+
 GLOBAL = "global"
 USER_AGENT_PREFIX = "pubsubguard-client/"
 PUBLISH = "/google.pubsub.v1.Publisher/Publish"
@@ -76,8 +85,7 @@ def client_kwargs(endpoint: str, mapping: dict[str, str], client: str) -> dict:
     if is_loopback(address):
         import grpc
 
-        options = [("grpc.primary_user_agent", agent), ("grpc.use_local_subchannel_pool", 1),
-                   ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+        options = [("grpc.primary_user_agent", agent), ("grpc.use_local_subchannel_pool", 1), *CHANNEL_LIMITS]
         return {"channel": grpc.insecure_channel(address, options=options)}
     return {"client_options": {"api_endpoint": upstream_channel.host_port(address)}, "client_info": _client_info(agent)}
 
@@ -156,11 +164,9 @@ class Listener:
                      "peers": set(), "status": defaultdict(int)})
         # plaintext to loopback, TLS + the run's credentials to Google (`tls:`): validation/upstream.py;
         # `dial`: the packet-fault link in front of it (validation/netem.py)
-        self.channel = upstream_channel.open_channel(upstream, dial, options=[("grpc.max_receive_message_length", -1),
-                                                                              ("grpc.max_send_message_length", -1)])
+        self.channel = upstream_channel.open_channel(upstream, dial, options=CHANNEL_LIMITS)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="listener"),
-                                  handlers=[_Forward(self)],
-                                  options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+                                  handlers=[_Forward(self)], options=CHANNEL_LIMITS)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
 
