@@ -11,6 +11,7 @@ from pipeline import (HOME, Release, account, as_member, only_invoker, project_r
 cfg = pulumi.Config()
 rel = Release(env="prod", live="a", version=cfg.require("app_version"), sha=cfg.require("app_version_sha"))
 APP_ID = "51614"
+# the alert channels are looked up (invokes) though no resource of this slice uses them yet
 alerts = {level: gcp.monitoring.get_notification_channel(project=HOME.project_id, display_name=f"{level} DA Alert")
           for level in ("Minor", "Critical")}
 

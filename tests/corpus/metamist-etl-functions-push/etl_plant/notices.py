@@ -4,7 +4,6 @@ optionally, log-based alerts of the watched functions go to a Slack channel."""
 import enum
 from functools import cached_property
 
-import pulumi
 import pulumi_gcp as gcp
 
 from etl_plant.common import HERE, gen2_function, only_role, pubsub_agent, sa_member
