@@ -1,125 +1,98 @@
-"""bigsandia/gcp-data-platform, infra/terraform/module/*.tf (the module's resources), in Python.
-Variables are stack config with the module's defaults; each block names the .tf file it comes from."""
+# Written here after the shape of bigsandia/gcp-data-platform infra/terraform/module/ (pubsub.tf, iam.tf, notification.tf, run.tf)
+"""Objects landing in raw buckets notify a topic; a push subscription hands each notice to a Cloud Run
+loader and sends failures to a dead-letter topic."""
 import pulumi
 import pulumi_gcp as gcp
 
-config = pulumi.Config()
-project_id = config.require("project_id")
-cloud_run_region = config.require("cloud_run_region")
-data_loader_image_version = config.get("data_loader_image_version") or "latest"
-raw_data_buckets = config.require_object("raw_data_buckets")
-location = config.get("location") or "US"
+cfg = pulumi.Config()
+project = cfg.require("project_id")
+run_region = cfg.require("cloud_run_region")
+image_tag = cfg.get("data_loader_image_version") or "latest"
+data_location = cfg.get("location") or "US"
+watched_buckets: list = cfg.require_object("raw_data_buckets")
 
-# project.tf
-current_project = gcp.organizations.get_project(project_id=project_id)
+number = gcp.organizations.get_project(project_id=project).number
 
-# services.tf
-pubsub_service = gcp.projects.Service("pubsub", project=project_id, service="pubsub.googleapis.com")
-bigquery_service = gcp.projects.Service("bigquery", project=project_id, service="bigquery.googleapis.com")
-cloud_run_service = gcp.projects.Service("cloud_run", project=project_id, service="run.googleapis.com")
 
-# service_account.tf
-data_loader_sa = gcp.serviceaccount.Account("data_loader",
-    project=project_id,
-    account_id="data-loader",
-    description="Service account for data-loader")
-data_loader_invoker = gcp.serviceaccount.Account("data_loader_invoker",
-    project=project_id,
-    account_id="data-loader-invoker",
-    description="Cloud Run Pub/Sub Invoker for data-loader")
+def enable(api: str) -> gcp.projects.Service:
+    return gcp.projects.Service(f"{api}-api", project=project, service=f"{api}.googleapis.com")
 
-# storage.tf
-data_loader_configuration = gcp.storage.Bucket("data_loader_configuration",
-    project=project_id,
-    name=f"{project_id}-data-loader-config",
-    location=location)
 
-# run.tf
-data_loader = gcp.cloudrun.Service("data_loader",
-    project=project_id,
+pubsub_api, _, run_api = enable("pubsub"), enable("bigquery"), enable("run")
+needs_pubsub = pulumi.ResourceOptions(depends_on=[pubsub_api])
+
+
+def bind(label: str, role: str, member, opts=None) -> gcp.projects.IAMBinding:
+    """Authoritative project-level binding with a single member."""
+    return gcp.projects.IAMBinding(label, project=project, role=role, members=[member], opts=opts)
+
+
+loader_sa = gcp.serviceaccount.Account("loader-sa", project=project, account_id="data-loader",
+                                       description="runs the loader")
+caller_sa = gcp.serviceaccount.Account("caller-sa", project=project, account_id="data-loader-invoker",
+                                       description="calls the loader on behalf of Pub/Sub push")
+loader_as, caller_as = (sa.email.apply("serviceAccount:{}".format) for sa in (loader_sa, caller_sa))
+
+config_bucket = gcp.storage.Bucket("loader-config", project=project, name=f"{project}-data-loader-config",
+                                   location=data_location)
+
+loader = gcp.cloudrun.Service(
+    "loader",
+    project=project,
     name="data-loader",
-    location=cloud_run_region,
-    template={
-        "metadata": {
-            "annotations": {"autoscaling.knative.dev/maxScale": "1"},
-        },
-        "spec": {
-            "containers": [{
-                "image": f"eu.gcr.io/another-data-platform/run/data-loader:{data_loader_image_version}",
-                "envs": [
-                    {"name": "CONFIG_BUCKET_NAME", "value": data_loader_configuration.name},
-                    {"name": "DATA_LOCATION", "value": location},
-                ],
-            }],
-            "container_concurrency": 1,
-            "service_account_name": data_loader_sa.email,
-        },
-    },
-    traffics=[{"percent": 100, "latest_revision": True}],
+    location=run_region,
     autogenerate_revision_name=True,
-    opts=pulumi.ResourceOptions(depends_on=[cloud_run_service]))
+    traffics=[gcp.cloudrun.ServiceTrafficArgs(percent=100, latest_revision=True)],
+    template=gcp.cloudrun.ServiceTemplateArgs(
+        metadata=gcp.cloudrun.ServiceTemplateMetadataArgs(annotations={"autoscaling.knative.dev/maxScale": "1"}),
+        spec=gcp.cloudrun.ServiceTemplateSpecArgs(
+            service_account_name=loader_sa.email,
+            container_concurrency=1,
+            containers=[gcp.cloudrun.ServiceTemplateSpecContainerArgs(
+                image=f"eu.gcr.io/another-data-platform/run/data-loader:{image_tag}",
+                envs=[gcp.cloudrun.ServiceTemplateSpecContainerEnvArgs(name="CONFIG_BUCKET_NAME",
+                                                                       value=config_bucket.name),
+                      gcp.cloudrun.ServiceTemplateSpecContainerEnvArgs(name="DATA_LOCATION", value=data_location)],
+            )],
+        ),
+    ),
+    opts=pulumi.ResourceOptions(depends_on=[run_api]),
+)
 
-# pubsub.tf
-raw_data_buckets_notifications = gcp.pubsub.Topic("raw_data_buckets_notifications",
-    project=project_id,
-    name="raw-data-buckets-notifications",
-    opts=pulumi.ResourceOptions(depends_on=[pubsub_service]))
+notices = gcp.pubsub.Topic("bucket-notices", project=project, name="raw-data-buckets-notifications",
+                           opts=needs_pubsub)
+undeliverable = gcp.pubsub.Topic("undeliverable", project=project, name="data-loader-dead-letter-topic",
+                                 opts=needs_pubsub)
 
-data_loader_dead_letter = gcp.pubsub.Topic("data_loader_dead_letter",
-    project=project_id,
-    name="data-loader-dead-letter-topic",
-    opts=pulumi.ResourceOptions(depends_on=[pubsub_service]))
-
-data_loader_push = gcp.pubsub.Subscription("data_loader_push",
-    project=project_id,
+gcp.pubsub.Subscription(
+    "notices-to-loader",
+    project=project,
     name="data-loader",
-    topic=raw_data_buckets_notifications.name,
-    push_config={
-        "push_endpoint": data_loader.statuses.apply(lambda statuses: statuses[0].url),
-        "oidc_token": {"service_account_email": data_loader_invoker.email},
-    },
-    dead_letter_policy={
-        "dead_letter_topic": data_loader_dead_letter.id,
-        "max_delivery_attempts": 5,
-    },
-    opts=pulumi.ResourceOptions(depends_on=[pubsub_service]))
+    topic=notices.name,  # bare name here, full id for the dead-letter topic below
+    push_config=gcp.pubsub.SubscriptionPushConfigArgs(
+        push_endpoint=loader.statuses.apply(lambda found: found[0].url),
+        oidc_token=gcp.pubsub.SubscriptionPushConfigOidcTokenArgs(service_account_email=caller_sa.email),
+    ),
+    dead_letter_policy=gcp.pubsub.SubscriptionDeadLetterPolicyArgs(dead_letter_topic=undeliverable.id,
+                                                                   max_delivery_attempts=5),
+    opts=needs_pubsub,
+)
 
-# iam.tf
-gcp.projects.IAMBinding("pubsub_service_agent_token_creator",
-    project=project_id,
-    role="roles/iam.serviceAccountTokenCreator",
-    members=[f"serviceAccount:service-{current_project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"])
-gcp.projects.IAMBinding("data_loader_bigquery_job_user",
-    project=project_id,
-    role="roles/bigquery.jobUser",
-    members=[data_loader_sa.email.apply(lambda email: f"serviceAccount:{email}")])
-gcp.projects.IAMBinding("data_loader_storage_object_viewer",
-    project=project_id,
-    role="roles/storage.objectViewer",
-    members=[data_loader_sa.email.apply(lambda email: f"serviceAccount:{email}")])
-gcp.projects.IAMBinding("data_loader_invoker_run_invoker",
-    project=project_id,
-    role="roles/run.invoker",
-    members=[data_loader_invoker.email.apply(lambda email: f"serviceAccount:{email}")],
-    opts=pulumi.ResourceOptions(depends_on=[data_loader]))
-gcp.cloudrun.IamBinding("data_loader_invoker_run_invoker",
-    location=cloud_run_region,
-    project=project_id,
-    service=data_loader.name,
-    role="roles/run.invoker",
-    members=[data_loader_invoker.email.apply(lambda email: f"serviceAccount:{email}")])
+# the Pub/Sub agent only ever gets token creation, at project level
+bind("agent-token-creator", "roles/iam.serviceAccountTokenCreator",
+     f"serviceAccount:service-{number}@gcp-sa-pubsub.iam.gserviceaccount.com")
+bind("loader-bq-jobs", "roles/bigquery.jobUser", loader_as)
+bind("loader-reads-objects", "roles/storage.objectViewer", loader_as)
+bind("caller-invokes-project", "roles/run.invoker", caller_as, pulumi.ResourceOptions(depends_on=[loader]))
+gcp.cloudrun.IamBinding("caller-invokes-loader", project=project, location=run_region, service=loader.name,
+                        role="roles/run.invoker", members=[caller_as])
 
-# notification.tf
-enable_notifications = gcp.pubsub.TopicIAMBinding("enable_notifications",
-    project=project_id,
-    topic=raw_data_buckets_notifications.name,
-    role="roles/pubsub.publisher",
-    members=[f"serviceAccount:service-{current_project.number}@gs-project-accounts.iam.gserviceaccount.com"])
+# Cloud Storage's own agent publishes the notices
+storage_may_publish = gcp.pubsub.TopicIAMBinding(
+    "storage-publishes-notices", project=project, topic=notices.name, role="roles/pubsub.publisher",
+    members=[f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"])
 
-for bucket in raw_data_buckets:
-    gcp.storage.Notification(f"raw_data_buckets_notifications-{bucket}",
-        bucket=bucket,
-        payload_format="JSON_API_V1",
-        topic=raw_data_buckets_notifications.id,
-        event_types=["OBJECT_FINALIZE"],
-        opts=pulumi.ResourceOptions(depends_on=[enable_notifications]))
+for bucket in watched_buckets:
+    gcp.storage.Notification(f"notify-{bucket}", bucket=bucket, topic=notices.id, payload_format="JSON_API_V1",
+                             event_types=["OBJECT_FINALIZE"],
+                             opts=pulumi.ResourceOptions(depends_on=[storage_may_publish]))

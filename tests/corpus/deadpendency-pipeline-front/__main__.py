@@ -1,53 +1,57 @@
-"""deadpendency/deadpendency terraform/app/pipeline, in Python: prod-a/main.tf calling modules/main.tf, with the
-modules failure, front-door, check-run-creator and (in part) error-processor. See expected.yaml for what is left out."""
+# Written here after the shape of deadpendency/deadpendency terraform/app/pipeline (prod-a/main.tf, modules/main.tf)
+"""The front of the pipeline: a public front door queues runs; a check-run creator takes them by push
+and dead-letters into a topic no subscription of this stack reads; an error processor takes the
+dead letters of the next stage."""
 import pulumi
 import pulumi_gcp as gcp
 
-from check_run_creator import check_run_creator_module
-from common import action_project
-from error_processor import error_processor_module
-from failure import failure_module
-from front_door import front_door_module
+from pipeline import (HOME, Release, account, as_member, only_invoker, project_roles, push_into,
+                      queue_pair, secret_reader, topic_grant, worker)
 
-# prod-a/main.tf: variables APP_VERSION / APP_VERSION_SHA (TF_VAR_ environment variables in CI) are stack config
-config = pulumi.Config()
-APP_VERSION = config.require("app_version")
-APP_VERSION_SHA = config.require("app_version_sha")
+cfg = pulumi.Config()
+rel = Release(env="prod", live="a", version=cfg.require("app_version"), sha=cfg.require("app_version_sha"))
+APP_ID = "51614"
+# the alert channels are looked up (invokes) though no resource of this slice uses them yet
+alerts = {level: gcp.monitoring.get_notification_channel(project=HOME.project_id, display_name=f"{level} DA Alert")
+          for level in ("Minor", "Critical")}
 
-project = action_project()
-minor_notification_channel = gcp.monitoring.get_notification_channel(
-    project=project.project_id, display_name="Minor DA Alert")
-critical_notification_channel = gcp.monitoring.get_notification_channel(
-    project=project.project_id, display_name="Critical DA Alert")
+failed, failed_dead = queue_pair(rel, "processing-failed")
 
-# module "modules" (../modules/main.tf)
-app_version = APP_VERSION
-app_version_sha = APP_VERSION_SHA
-app_env = "prod"
-app_live = "a"
-app_id = "51614"
+# front door: anyone may call it; it publishes runs
+runs, runs_dead = queue_pair(rel, "init-run")
+door_sa = account(rel, "fd-cloud-run-account", "Front Door Cloud Run Account")
+door_as = as_member(door_sa)
+topic_grant("door-publishes-runs", runs.name, "roles/pubsub.publisher", door_as)
+project_roles("door", door_as, ["roles/logging.logWriter", "roles/cloudtrace.agent", "roles/monitoring.metricWriter"])
+secret_reader("door", f"{rel.env}-github-webhook-key-secret", door_as)
+door = worker(rel, "front-door", door_sa, {"GITHUB_WEBHOOK_SECRET_NAME": f"{rel.env}-github-webhook-key-secret",
+                                           "DOWNSTREAM_QUEUE": runs.id})
+open_to_all = gcp.organizations.get_iam_policy(bindings=[{"role": "roles/run.invoker", "members": ["allUsers"]}])
+gcp.cloudrun.IamPolicy("door-is-public", project=HOME.project_id, location=door.location, service=door.name,
+                       policy_data=open_to_all.policy_data)
 
-failure_modules = failure_module(app_version=app_version, app_env=app_env, app_live=app_live)
+# check-run creator: pushed from the run queue, publishes created check runs and failures
+created, created_dead = queue_pair(rel, "check-run-created")
+crc_sa = account(rel, "crc-run-account", "Check Run Creator Cloud Run Account")
+crc_as = as_member(crc_sa)
+topic_grant("crc-publishes-created", created.name, "roles/pubsub.publisher", crc_as)
+topic_grant("crc-publishes-failed", failed.id, "roles/pubsub.publisher", crc_as)
+project_roles("crc", crc_as, ["roles/logging.logWriter", "roles/cloudtrace.agent"])
+secret_reader("crc", f"{rel.env}-github-app-private-key-secret", crc_as)
+crc = worker(rel, "check-run-creator", crc_sa, {
+    "DOWNSTREAM_QUEUE": created.id, "FAILURE_QUEUE": failed.id,
+    "GITHUB_PRIVATE_KEY_SECRET_NAME": f"{rel.env}-github-app-private-key-secret", "APP_ID": APP_ID})
+_, _, crc_caller = push_into(rel, "init-queue-check-run-creator", "crc-invoker-account",
+                             "Check Run Creator Invoker Cloud Run Account", runs.id, crc, dead_letter_id=runs_dead.id)
+topic_grant("crc-caller-reads-runs", runs.id, "roles/pubsub.subscriber", crc_caller)
+topic_grant("crc-caller-publishes-runs-dead", runs_dead.id, "roles/pubsub.publisher", crc_caller)
+only_invoker("crc-invoked-by-push", crc, crc_caller)
 
-front_door_modules = front_door_module(app_version=app_version, app_version_sha=app_version_sha,
-                                       app_env=app_env, app_live=app_live)
-
-check_run_creator_modules = check_run_creator_module(
-    app_version=app_version,
-    app_version_sha=app_version_sha,
-    app_env=app_env,
-    app_live=app_live,
-    app_id=app_id,
-    minor_notification_channel=minor_notification_channel.name,
-    init_queue_topic_id=front_door_modules["init_queue_topic_id"],
-    init_queue_topic_dlq_id=front_door_modules["init_queue_topic_dlq_id"],
-    processing_failure_queue_topic_id=failure_modules["processing_failure_queue_topic_id"])
-
-error_processor_module(
-    app_version=app_version,
-    app_version_sha=app_version_sha,
-    app_env=app_env,
-    app_live=app_live,
-    app_id=app_id,
-    processing_failure_queue_topic_id=failure_modules["processing_failure_queue_topic_id"],
-    check_run_created_queue_topic_dlq_id=check_run_creator_modules["check_run_created_queue_topic_dlq_id"])
+# error processor: pushed from the created-check-run dead letters (no dead letter of its own)
+ep_sa = account(rel, "ep-run-account", "Message Replayer Cloud Run Account")
+ep = worker(rel, "error-processor", ep_sa, {"FAILURE_QUEUE": failed.id, "APP_ID": APP_ID})
+_, _, ep_caller = push_into(rel, "check-run-created-dlq-error-processor", "ep-invoker-account",
+                            "Dependency Determiner Invoker Cloud Run Account", created_dead.id, ep)
+topic_grant("ep-caller-reads-created-dead", created_dead.id, "roles/pubsub.subscriber", ep_caller)
+topic_grant("ep-caller-publishes-created-dead", created_dead.id, "roles/pubsub.publisher", ep_caller)
+only_invoker("ep-invoked-by-push", ep, ep_caller)

@@ -1,38 +1,24 @@
-"""GoogleCloudPlatform/cloud-foundation-fabric, modules/pubsub/README.md, examples "Simple topic with IAM" and
-"Subscriptions with IAM" (two module calls, as one stack), in Python. The README's test variables are stack config.
-"""
+# Written here after the shape of GoogleCloudPlatform/cloud-foundation-fabric modules/pubsub/README.md ("Simple topic with IAM", "Subscriptions with IAM")
+"""Two topics with authoritative IAM: one granted on the topic itself, one on its subscription."""
 import pulumi
 
-from pubsub_module import PubsubModule
+from access import TopicWithAccess
 
-config = pulumi.Config()
-project_id = config.require("project_id")
-group_email = config.require("group_email")
-service_account = config.require_object("service_account")
+cfg = pulumi.Config()
+project = cfg.require("project_id")
+robot = "serviceAccount:" + cfg.require_object("service_account")["email"]
 
-# "Simple topic with IAM": module "pubsub"
-PubsubModule("pubsub",
-    project_id=project_id,
-    name="my-topic",
-    context={
-        "iam_principals": {
-            "mygroup": f"group:{group_email}",
-        },
-    },
-    iam={
-        "roles/pubsub.viewer": ["$iam_principals:mygroup"],
-        "roles/pubsub.subscriber": [f"serviceAccount:{service_account['email']}"],
-    })
+TopicWithAccess(
+    "granted-topic",
+    project=project,
+    topic="my-topic",
+    aliases={"mygroup": "group:" + cfg.require("group_email")},
+    topic_roles={"roles/pubsub.viewer": ["$mygroup"], "roles/pubsub.subscriber": [robot]},
+)
 
-# "Subscriptions with IAM": module "pubsub" (its own topic of the same name in the README; a second topic
-# my-topic-subs here, since both examples share one stack)
-PubsubModule("pubsub-subs",
-    project_id=project_id,
-    name="my-topic-subs",
-    subscriptions={
-        "test-1": {
-            "iam": {
-                "roles/pubsub.subscriber": [f"serviceAccount:{service_account['email']}"],
-            },
-        },
-    })
+TopicWithAccess(
+    "granted-subscription",
+    project=project,
+    topic="my-topic-subs",
+    subscriptions={"test-1": {"roles/pubsub.subscriber": [robot]}},
+)

@@ -1,179 +1,84 @@
-"""himewel/trip-analysis gcp/ (bootstrap.tf, variables.tf, landing.tf, deadletter.tf, bigquery.tf,
-functions.tf) transliterated from Terraform to Pulumi Python."""
+# Written here after the shape of himewel/trip-analysis gcp/ (landing.tf, deadletter.tf, bigquery.tf, functions.tf)
+"""Trips arrive on a schema-checked topic and are written to BigQuery by a subscription whose failures
+go to a dead-letter topic; two HTTP functions publish and query."""
+import json
+from pathlib import Path
+
 import pulumi
 import pulumi_gcp as gcp
 
-config = pulumi.Config()
-# variables.tf (defaults); the provider's project/region/zone are gcp:project, gcp:region, gcp:zone
-project = config.get("project") or "trip-analysis-18022023"
+project = pulumi.Config().get("project") or "trip-analysis-18022023"
+TRIP_FIELDS = ["region", "origin_coord", "destination_coord", "datetime", "datasource"]
 
-# bigquery.tf
-jobsity_trips = gcp.bigquery.Dataset("jobsity_trips", dataset_id="jobsity_trips")
+# --- BigQuery: the landing table (columns from a file next to the program) and a view over it
+trips = gcp.bigquery.Dataset("trips-dataset", dataset_id="jobsity_trips")
+columns = Path("table_columns.json").read_text()  # the language host runs in the program's folder
+landing_table = gcp.bigquery.Table("landing-table", dataset_id=trips.dataset_id, table_id="landing_trips",
+                                   deletion_protection=False, labels={}, schema=columns)
 
-with open("schema.json") as schema_file:
-    landing_schema = schema_file.read()
 
-landing_trips = gcp.bigquery.Table("landing_trips",
-    deletion_protection=False,
-    table_id="landing_trips",
-    dataset_id=jobsity_trips.dataset_id,
-    labels={},
-    schema=landing_schema)
+def geo_view_sql(dataset: str, table: str) -> str:
+    picked = ", ".join(f"ST_GEOGFROMTEXT({c}) AS {c}" if c.endswith("_coord") else c for c in TRIP_FIELDS)
+    return f"SELECT {picked} FROM {dataset}.{table}"
 
-refined_trips = gcp.bigquery.Table("refined_trips",
-    deletion_protection=False,
-    table_id="refined_trips",
-    dataset_id=jobsity_trips.dataset_id,
-    materialized_view={
-        "query": pulumi.Output.concat("""SELECT
-  region,
-  ST_GEOGFROMTEXT(origin_coord) origin_coord,
-  ST_GEOGFROMTEXT(destination_coord) destination_coord,
-  datetime,
-  datasource
-FROM """, landing_trips.dataset_id, ".", landing_trips.table_id, "\n"),
-    },
-    opts=pulumi.ResourceOptions(depends_on=[landing_trips]))
 
-# deadletter.tf
-# Creates PubSub topic
-deadletter = gcp.pubsub.Topic("deadletter", name="dead-letter-topic")
+geo_view = gcp.bigquery.Table(
+    "geo-view", dataset_id=trips.dataset_id, table_id="refined_trips", deletion_protection=False,
+    materialized_view={"query": pulumi.Output.all(landing_table.dataset_id, landing_table.table_id)
+                       .apply(lambda ids: geo_view_sql(*ids))},
+    opts=pulumi.ResourceOptions(depends_on=[landing_table]))
 
-# Gives to PubSub service identity permission to publish in the topic
-pubsub = gcp.projects.ServiceIdentity("pubsub",
-    service="pubsub.googleapis.com",
-    project=project)
+# --- dead letters: a topic the Pub/Sub agent may publish to, read by a plain pull subscription
+dead_letters = gcp.pubsub.Topic("dead-letters", name="dead-letter-topic")
+pubsub_agent = gcp.projects.ServiceIdentity("pubsub-agent", project=project, service="pubsub.googleapis.com")
+gcp.pubsub.TopicIAMMember("agent-publishes-dead-letters", topic=dead_letters.id, role="roles/pubsub.publisher",
+                          member=pubsub_agent.email.apply(lambda e: f"serviceAccount:{e}"))
+gcp.pubsub.Subscription("dead-letter-reader", name="default-subscription", topic=dead_letters.name)
 
-dlq_publisher = gcp.pubsub.TopicIAMMember("dlq_publisher",
-    topic=deadletter.id,
-    member=pubsub.email.apply(lambda email: f"serviceAccount:{email}"),
-    role="roles/pubsub.publisher")
+# --- landing: Avro-checked topic, exported to the table
+avro = {"type": "record", "name": "Avro", "fields": [{"name": f, "type": "string"} for f in TRIP_FIELDS]}
+trip_schema = gcp.pubsub.Schema("trip-schema", name="landing-schema", type="AVRO", definition=json.dumps(avro))
+landing = gcp.pubsub.Topic("landing", name="landing-17022023",
+                           schema_settings={"schema": trip_schema.id, "encoding": "JSON"})
 
-# Create a default subscription
-default = gcp.pubsub.Subscription("default",
-    name="default-subscription",
-    topic=deadletter.name)
+here = gcp.organizations.get_project()
+agent_member = f"serviceAccount:service-{here.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+bq_roles = [gcp.projects.IAMMember(f"agent-{role.rsplit('.', 1)[1]}", project=here.project_id, role=role,
+                                   member=agent_member)
+            for role in ("roles/bigquery.metadataViewer", "roles/bigquery.dataEditor")]
 
-# landing.tf
-schema = gcp.pubsub.Schema("schema",
-    name="landing-schema",
-    type="AVRO",
-    definition="""{
-  "type": "record",
-  "name": "Avro",
-  "fields": [
-    {
-      "name": "region",
-      "type": "string"
-    },
-    {
-      "name": "origin_coord",
-      "type": "string"
-    },
-    {
-      "name": "destination_coord",
-      "type": "string"
-    },
-    {
-      "name": "datetime",
-      "type": "string"
-    },
-    {
-      "name": "datasource",
-      "type": "string"
-    }
-  ]
-}
-""")
-
-# Creates PubSub topic
-landing = gcp.pubsub.Topic("landing",
-    name="landing-17022023",
-    schema_settings={
-        "schema": schema.id,
-        "encoding": "JSON",
-    })
-
-current = gcp.organizations.get_project()
-
-viewer = gcp.projects.IAMMember("viewer",
-    project=current.project_id,
-    role="roles/bigquery.metadataViewer",
-    member=f"serviceAccount:service-{current.number}@gcp-sa-pubsub.iam.gserviceaccount.com")
-
-editor = gcp.projects.IAMMember("editor",
-    project=current.project_id,
-    role="roles/bigquery.dataEditor",
-    member=f"serviceAccount:service-{current.number}@gcp-sa-pubsub.iam.gserviceaccount.com")
-
-# Creates Push subscription calling BigQuery
-subscription = gcp.pubsub.Subscription("subscription",
+gcp.pubsub.Subscription(
+    "landing-to-bigquery",
     name="landing-17022023-sub",
     topic=landing.name,
     bigquery_config={
-        "table": pulumi.Output.concat(landing_trips.project, ":", landing_trips.dataset_id, ".",
-                                      landing_trips.table_id),
+        "table": pulumi.Output.format("{}:{}.{}", landing_table.project, landing_table.dataset_id,
+                                      landing_table.table_id),
         "use_topic_schema": True,
         "write_metadata": True,
     },
-    dead_letter_policy={
-        "max_delivery_attempts": 5,
-        "dead_letter_topic": deadletter.id,
-    },
-    opts=pulumi.ResourceOptions(depends_on=[viewer, editor]))
+    dead_letter_policy={"dead_letter_topic": dead_letters.id, "max_delivery_attempts": 5},
+    opts=pulumi.ResourceOptions(depends_on=bq_roles),
+)
 
-# functions.tf
-# random_id.bucket_prefix (random provider) dropped: its hex is a placeholder
-bucket_prefix_hex = "DROPPED-random-id-hex"
+# --- two HTTP functions; their zips are built elsewhere and read only when deploying
+code_bucket = gcp.storage.Bucket("function-code", name="5eed1e55-gcf-source", location="US",
+                                 uniform_bucket_level_access=True)
 
-bucket = gcp.storage.Bucket("bucket",
-    name=f"{bucket_prefix_hex}-gcf-source".lower(),
-    location="US",
-    uniform_bucket_level_access=True)
 
-landing_object = gcp.storage.BucketObject("landing_object",
-    name="new_trip.zip",
-    bucket=bucket.name,
-    source=pulumi.FileAsset("../functions/new_trip/new_trip.zip"))
+def http_function(name: str, entry: str, zip_name: str, about: str, env: dict) -> gcp.cloudfunctions.Function:
+    archive = gcp.storage.BucketObject(f"{name}-zip", bucket=code_bucket.name, name=zip_name,
+                                       source=pulumi.FileAsset(f"../functions/{entry}/{zip_name}"))
+    return gcp.cloudfunctions.Function(
+        f"{name}-function", name=name, description=about, entry_point=entry, runtime="python310",
+        available_memory_mb=128, timeout=60, trigger_http=True, https_trigger_security_level="SECURE_ALWAYS",
+        source_archive_bucket=code_bucket.name, source_archive_object=archive.name,
+        environment_variables={"PROJECT_ID": project, "TOPIC_NAME": landing.name, **env})
 
-average_object = gcp.storage.BucketObject("average_object",
-    name="average.zip",
-    bucket=bucket.name,
-    source=pulumi.FileAsset("../functions/average/average.zip"))
 
-landing_function = gcp.cloudfunctions.Function("landing_function",
-    name="new-trip",
-    description="Function to receive a JSON file and ingest it into PubSub",
-    runtime="python310",
-    available_memory_mb=128,
-    source_archive_bucket=bucket.name,
-    source_archive_object=landing_object.name,
-    trigger_http=True,
-    https_trigger_security_level="SECURE_ALWAYS",
-    timeout=60,
-    entry_point="new_trip",
-    environment_variables={
-        "PROJECT_ID": project,
-        "TOPIC_NAME": landing.name,
-    })
+publish = http_function("new-trip", "new_trip", "new_trip.zip", "takes a trip as JSON and publishes it", {})
+query = http_function("average", "average", "average.zip", "average trips by region or bounding box",
+                      {"DATASET_ID": trips.dataset_id, "VIEW_ID": geo_view.table_id})
 
-average_function = gcp.cloudfunctions.Function("average_function",
-    name="average",
-    description="Function to receive a JSON file and returns average by bounding box or region",
-    runtime="python310",
-    available_memory_mb=128,
-    source_archive_bucket=bucket.name,
-    source_archive_object=average_object.name,
-    trigger_http=True,
-    https_trigger_security_level="SECURE_ALWAYS",
-    timeout=60,
-    entry_point="average",
-    environment_variables={
-        "PROJECT_ID": project,
-        "TOPIC_NAME": landing.name,
-        "DATASET_ID": jobsity_trips.dataset_id,
-        "VIEW_ID": refined_trips.table_id,
-    })
-
-pulumi.export("landing_function_uri", landing_function.https_trigger_url)
-pulumi.export("average_function_uri", average_function.https_trigger_url)
+pulumi.export("landing_function_uri", publish.https_trigger_url)
+pulumi.export("average_function_uri", query.https_trigger_url)

@@ -1,281 +1,152 @@
-"""beyond-all-reason/maps-hosting infra/index.ts (TypeScript), transliterated to Python.
-
-Every GCP resource, value, reference and data-source call is kept. Resources of other providers
-(cloudflare, random, docker) are dropped; where a GCP input used one of their outputs, the input gets a
-placeholder string that says what it stood for (marked DROPPED below).
-"""
-
+# Written here after the shape of beyond-all-reason/maps-hosting infra/index.ts
+"""A cacher on Cloud Run takes two kinds of work by authenticated push: cache requests published by an
+edge worker's account, and upload notifications of a bucket. Topic IAM is authoritative, each policy
+document built by an invoke. The edge provider's resources live outside GCP; plain strings stand in
+for their outputs here."""
 import pulumi
 import pulumi_gcp as gcp
 
-config = pulumi.Config()
-region = config.require("region")
+cfg = pulumi.Config()
+region = cfg.require("region")
+project_id = gcp.organizations.get_project_output().project_id
 
-# DROPPED: cloudflare.WorkersKvNamespace("fetcher-assets-kv"), the "-preview" one on stack dev,
-# cloudflare.getApiTokenPermissionGroups(), cloudflare.ApiToken("fetcher-assets-kv-api-token"),
-# random.RandomInteger("fetcher-assets-bucket-suffix"), cloudflare.R2Bucket x3 (weur, wnam, apac).
-fetcher_assets_kv_id = "DROPPED:cloudflare.WorkersKvNamespace.id"
-fetcher_assets_kv_api_token_value = pulumi.Output.secret("DROPPED:cloudflare.ApiToken.value")
-fetcher_assets_bucket_names = [f"DROPPED:cloudflare.R2Bucket.name({r})" for r in ["weur", "wnam", "apac"]]
+# stand-ins for outputs of the edge provider (a key-value namespace, its API token, three object stores)
+EDGE_KV = "edge-kv-namespace-stand-in"
+edge_token = pulumi.Output.secret("edge-api-token-stand-in")
+edge_stores = [f"edge-store-{area}-stand-in" for area in ("weur", "wnam", "apac")]
 
-gcp_service_secret_manager = gcp.projects.Service("gcp-service-secretmanager",
-    service="secretmanager.googleapis.com")
+apis = {short: gcp.projects.Service(f"api-{short}", service=f"{short}.googleapis.com")
+        for short in ("secretmanager", "artifactregistry", "run")}
 
-gcp_service_artifact_registry = gcp.projects.Service("gcp-service-artifactregistry",
-    service="artifactregistry.googleapis.com")
 
-gcp_service_run = gcp.projects.Service("gcp-service-run",
-    service="run.googleapis.com")
+def service_account(account_id: str, **names) -> gcp.serviceaccount.Account:
+    return gcp.serviceaccount.Account(account_id, account_id=account_id, **names)
 
-cacher = gcp.serviceaccount.Account("cacher",
-    account_id="cacher",
-    display_name="cacher")
 
-cacher_invoker = gcp.serviceaccount.Account("cacher-invoker",
-    account_id="cacher-invoker",
-    display_name="cacher-invoker")
+def sa_member(account: gcp.serviceaccount.Account) -> pulumi.Output:
+    return pulumi.Output.concat("serviceAccount:", account.email)
 
-fetcher_worker = gcp.serviceaccount.Account("fetcher-worker",
-    account_id="fetcher-worker",
-    description="CloudFlare fetcher worker script",
-    display_name="Fetcher Worker")
 
-upload_bucket = gcp.storage.Bucket("upload-bucket",
-    lifecycle_rules=[{
-        "action": {
-            "type": "Delete",
-        },
-        "condition": {
-            "age": 1,
-            "with_state": "ANY",
-        },
-    }],
-    location=region,
-    name=pulumi.Output.concat(gcp.organizations.get_project_output().project_id, "_assets-upload"),
-    public_access_prevention="enforced",
-    uniform_bucket_level_access=True)
+runner = service_account("cacher", display_name="cacher")
+pusher = service_account("cacher-invoker", display_name="cacher-invoker")
+edge_worker = service_account("fetcher-worker", display_name="Fetcher Worker",
+                              description="account of the edge worker that requests caching")
 
-upload_bucket_contributors_access = gcp.storage.BucketIAMMember("upload-bucket-contributors-access",
-    bucket=upload_bucket.id,
-    role="roles/storage.objectCreator",
-    member="group:beyondallreasondev@googlegroups.com")
 
-upload_bucket_cacher_access = gcp.storage.BucketIAMMember("upload-bucket-cacher-access",
-    bucket=upload_bucket.id,
-    role="roles/storage.objectViewer",
-    member=pulumi.Output.concat("serviceAccount:", cacher.email))
+def private_bucket(label: str, suffix: str, **extra) -> gcp.storage.Bucket:
+    return gcp.storage.Bucket(label, name=project_id.apply(lambda p: p + suffix), location=region,
+                              uniform_bucket_level_access=True, public_access_prevention="enforced", **extra)
 
-worker_scripts_bucket = gcp.storage.Bucket("worker-scripts-bucket",
-    location=region,
-    name=pulumi.Output.concat(gcp.organizations.get_project_output().project_id, "_worker-scripts"),
-    public_access_prevention="enforced",
-    uniform_bucket_level_access=True)
 
-worker_script_bucket_file = "fetcher.js"
+uploads = private_bucket("uploads", "_assets-upload",
+                         lifecycle_rules=[{"action": {"type": "Delete"},
+                                           "condition": {"age": 1, "with_state": "ANY"}}])
+gcp.storage.BucketIAMMember("uploads-writers", bucket=uploads.id, role="roles/storage.objectCreator",
+                            member="group:beyondallreasondev@googlegroups.com")
+gcp.storage.BucketIAMMember("uploads-runner-reads", bucket=uploads.id, role="roles/storage.objectViewer",
+                            member=sa_member(runner))
 
-pulumi.export("workerScriptUploadTarget", pulumi.Output.concat(worker_scripts_bucket.url, "/", worker_script_bucket_file))
+scripts = private_bucket("scripts", "_worker-scripts")
+SCRIPT = "fetcher.js"
+pulumi.export("workerScriptUploadTarget", scripts.url.apply(lambda u: f"{u}/{SCRIPT}"))
 
-main_images_repo = gcp.artifactregistry.Repository("main-images-repo",
-    format="docker",
-    location=region,
-    repository_id="main",
-    opts=pulumi.ResourceOptions(depends_on=[gcp_service_artifact_registry]))
+images = gcp.artifactregistry.Repository("images", repository_id="main", format="docker", location=region,
+                                         opts=pulumi.ResourceOptions(depends_on=[apis["artifactregistry"]]))
+image = pulumi.Output.format("{0}-docker.pkg.dev/{1}/{2}/cacher:latest", images.location, images.project,
+                             images.repository_id)
 
-main_repo_registry_address = pulumi.Output.concat(main_images_repo.location, "-docker.pkg.dev")
 
-# DROPPED: docker.Provider("docker") and docker.getRegistryImageOutput(...): the image is the name the
-# program asked the registry for (the digest came from the registry).
-cacher_image = pulumi.Output.concat(main_repo_registry_address, "/", main_images_repo.project, "/",
-                                    main_images_repo.repository_id, "/cacher:latest")
+def runner_secret(secret_id: str, value) -> tuple:
+    """A regional secret, one version holding the value, and read access for the runner."""
+    secret = gcp.secretmanager.Secret(secret_id, secret_id=secret_id,
+                                      replication={"user_managed": {"replicas": [{"location": region}]}},
+                                      opts=pulumi.ResourceOptions(depends_on=[apis["secretmanager"]]))
+    version = gcp.secretmanager.SecretVersion(f"{secret_id}-v", secret=secret.id, secret_data=value)
+    access = gcp.secretmanager.SecretIamMember(f"{secret_id}-runner", secret_id=secret.secret_id,
+                                               role="roles/secretmanager.secretAccessor", member=sa_member(runner))
+    return secret, version, access
 
-cf_kv_api_token_secret = gcp.secretmanager.Secret("cloudflare-kv-api-token-secret",
-    replication={
-        "user_managed": {
-            "replicas": [{
-                "location": region,
-            }],
-        },
-    },
-    secret_id="cloudflare-kv-api-token",
-    opts=pulumi.ResourceOptions(depends_on=[gcp_service_secret_manager]))
 
-cacher_cf_kv_api_token_secret_access = gcp.secretmanager.SecretIamMember("cloudflare-kv-api-token-secret-cacher-access",
-    secret_id=cf_kv_api_token_secret.secret_id,
-    role="roles/secretmanager.secretAccessor",
-    member=pulumi.Output.concat("serviceAccount:", cacher.email))
+kv_secret, kv_version, kv_access = runner_secret("cloudflare-kv-api-token", edge_token)
+store_secret, store_version, store_access = runner_secret("cloudflare-r2-access-key-secret",
+                                                          cfg.require("objectStoreKeySecret"))  # secure in the stack
 
-cf_kv_api_token_secret_version = gcp.secretmanager.SecretVersion("cloudflare-kv-api-token-secret-version",
-    secret=cf_kv_api_token_secret.id,
-    secret_data=fetcher_assets_kv_api_token_value)
 
-cf_r2_access_key_secret = gcp.secretmanager.Secret("cloudflare-r2-access-key-secret",
-    replication={
-        "user_managed": {
-            "replicas": [{
-                "location": region,
-            }],
-        },
-    },
-    secret_id="cloudflare-r2-access-key-secret",
-    opts=pulumi.ResourceOptions(depends_on=[gcp_service_secret_manager]))
+def env(name: str, value=None, secret=None, version=None) -> dict:
+    if secret is None:
+        return {"name": name, "value": value}
+    return {"name": name, "value_from": {"secret_key_ref": {"name": secret.secret_id, "key": version.version}}}
 
-cacher_r2_access_key_access = gcp.secretmanager.SecretIamMember("cloudflare-r2-access-key-secret-cacher-access",
-    secret_id=cf_r2_access_key_secret.secret_id,
-    role="roles/secretmanager.secretAccessor",
-    member=pulumi.Output.concat("serviceAccount:", cacher.email))
 
-cf_r2_access_key_secret_version = gcp.secretmanager.SecretVersion("cloudflare-r2-access-key-secret-version",
-    secret=cf_r2_access_key_secret.id,
-    secret_data=config.require("cfR2AccessKeySecret"))
-
-cacher_service = gcp.cloudrun.Service("cacher-service",
+cacher = gcp.cloudrun.Service(
+    "cacher-run",
     name="cacher",
     location=region,
     autogenerate_revision_name=True,
+    traffics=[{"percent": 100, "latest_revision": True}],
     template={
         "metadata": {
-            "annotations": {
-                "autoscaling.knative.dev/maxScale": "100",
-                "run.googleapis.com/execution-environment": "gen2",
-            },
-            "labels": {
-                "run.googleapis.com/startupProbeType": "Default",
-            },
+            "annotations": {"run.googleapis.com/execution-environment": "gen2",
+                            "autoscaling.knative.dev/maxScale": "100"},
+            "labels": {"run.googleapis.com/startupProbeType": "Default"},
         },
         "spec": {
+            "service_account_name": runner.email,
+            "timeout_seconds": 600,
             "container_concurrency": 2,
             "containers": [{
-                "envs": [{
-                    "name": "CF_ACCOUNT_ID",
-                    "value": config.require("cloudflareAccountId"),
-                }, {
-                    "name": "CF_KV_API_TOKEN",
-                    "value_from": {
-                        "secret_key_ref": {
-                            "key": cf_kv_api_token_secret_version.version,
-                            "name": cf_kv_api_token_secret.secret_id,
-                        },
-                    },
-                }, {
-                    "name": "CF_KV_NAMESPACE_ID",
-                    "value": fetcher_assets_kv_id,
-                }, {
-                    "name": "CF_R2_ACCESS_KEY_ID",
-                    "value": config.require("cfR2AccessKeyId"),
-                }, {
-                    "name": "CF_R2_ACCESS_KEY_SECRET",
-                    "value_from": {
-                        "secret_key_ref": {
-                            "key": cf_r2_access_key_secret_version.version,
-                            "name": cf_r2_access_key_secret.secret_id,
-                        },
-                    },
-                }, {
-                    "name": "CF_R2_BUCKETS",
-                    "value": pulumi.Output.all(*fetcher_assets_bucket_names).apply(lambda names: ",".join(names)),
-                }],
-                "image": cacher_image,
-                "ports": [{
-                    "container_port": 8080,
-                    "name": "http1",
-                }],
-                "resources": {
-                    "limits": {
-                        "cpu": "1000m",
-                        "memory": "1Gi",
-                    },
-                },
+                "image": image,
+                "ports": [{"name": "http1", "container_port": 8080}],
+                "resources": {"limits": {"memory": "1Gi", "cpu": "1000m"}},
+                "envs": [
+                    env("CF_ACCOUNT_ID", cfg.require("edgeAccount")),
+                    env("CF_KV_API_TOKEN", secret=kv_secret, version=kv_version),
+                    env("CF_KV_NAMESPACE_ID", EDGE_KV),
+                    env("CF_R2_ACCESS_KEY_ID", cfg.require("objectStoreKeyId")),
+                    env("CF_R2_ACCESS_KEY_SECRET", secret=store_secret, version=store_version),
+                    env("CF_R2_BUCKETS", ",".join(edge_stores)),
+                ],
             }],
-            "service_account_name": cacher.email,
-            "timeout_seconds": 600,
         },
     },
-    traffics=[{
-        "latest_revision": True,
-        "percent": 100,
-    }],
-    opts=pulumi.ResourceOptions(depends_on=[cacher_cf_kv_api_token_secret_access, cacher_r2_access_key_access, gcp_service_run]))
+    opts=pulumi.ResourceOptions(depends_on=[kv_access, store_access, apis["run"]]),
+)
+gcp.cloudrun.IamMember("cacher-run-invoker", location=region, service=cacher.name, role="roles/run.invoker",
+                       member=sa_member(pusher))
 
-cacher_service_invoker = gcp.cloudrun.IamMember("cacher-service-invoker-access",
-    location=region,
-    service=cacher_service.name,
-    role="roles/run.invoker",
-    member=pulumi.Output.concat("serviceAccount:", cacher_invoker.email))
 
-cache_requests = gcp.pubsub.Topic("cache-requests",
-    name="cache-requests")
-
-cache_requests_policy = gcp.pubsub.TopicIAMPolicy("cache-requests-policy",
-    policy_data=gcp.organizations.get_iam_policy_output(bindings=[{
-        "role": "roles/pubsub.publisher",
-        "members": [pulumi.Output.concat("serviceAccount:", fetcher_worker.email)],
-    }]).apply(lambda p: p.policy_data),
-    topic=cache_requests.id)
-
-cacher_sub = gcp.pubsub.Subscription("cacher-sub",
-    ack_deadline_seconds=600,
-    expiration_policy={
-        "ttl": "",
-    },
-    message_retention_duration="7200s",
-    name="cacher-sub",
-    push_config={
-        "oidc_token": {
-            "service_account_email": cacher_invoker.email,
+def pushed_queue(name: str, sub_name: str, route: str, publisher: pulumi.Output):
+    """A topic that only `publisher` may publish to, pushed to the cacher at `route`."""
+    topic = gcp.pubsub.Topic(f"{name}-topic", name=name)
+    document = gcp.organizations.get_iam_policy_output(
+        bindings=[{"role": "roles/pubsub.publisher", "members": [publisher]}])
+    policy = gcp.pubsub.TopicIAMPolicy(f"{name}-only-publisher", topic=topic.id,
+                                       policy_data=document.apply(lambda d: d.policy_data))
+    gcp.pubsub.Subscription(
+        f"{name}-push",
+        name=sub_name,
+        topic=topic.id,
+        ack_deadline_seconds=600,
+        message_retention_duration="7200s",
+        expiration_policy={"ttl": ""},  # never expires
+        retry_policy={"minimum_backoff": "10s", "maximum_backoff": "600s"},
+        push_config={
+            "push_endpoint": cacher.statuses.apply(lambda s: s[0].url + route),
+            "oidc_token": {"service_account_email": pusher.email},
         },
-        "push_endpoint": pulumi.Output.concat(cacher_service.statuses[0].url, "/cache"),
-    },
-    retry_policy={
-        "maximum_backoff": "600s",
-        "minimum_backoff": "10s",
-    },
-    topic=cache_requests.id)
+    )
+    return topic, policy
 
-upload_requests = gcp.pubsub.Topic("upload-requests",
-    name="upload-requests")
 
-gcs_account = gcp.storage.get_project_service_account_output()
+pushed_queue("cache-requests", "cacher-sub", "/cache", sa_member(edge_worker))
+storage_agent = gcp.storage.get_project_service_account_output()
+upload_topic, upload_policy = pushed_queue("upload-requests", "upload-requests-sub", "/upload",
+                                           storage_agent.email_address.apply(lambda e: "serviceAccount:" + e))
+gcp.storage.Notification("uploads-finalized", bucket=uploads.name, topic=upload_topic.id,
+                         payload_format="JSON_API_V1", event_types=["OBJECT_FINALIZE"],
+                         opts=pulumi.ResourceOptions(depends_on=[upload_policy, uploads]))
 
-upload_requests_policy = gcp.pubsub.TopicIAMPolicy("upload-requests-policy",
-    policy_data=gcp.organizations.get_iam_policy_output(bindings=[{
-        "role": "roles/pubsub.publisher",
-        "members": [pulumi.Output.concat("serviceAccount:", gcs_account.email_address)],
-    }]).apply(lambda p: p.policy_data),
-    topic=upload_requests.id)
-
-upload_requests_sub = gcp.pubsub.Subscription("upload-requests-sub",
-    ack_deadline_seconds=600,
-    expiration_policy={
-        "ttl": "",
-    },
-    message_retention_duration="7200s",
-    name="upload-requests-sub",
-    push_config={
-        "oidc_token": {
-            "service_account_email": cacher_invoker.email,
-        },
-        "push_endpoint": pulumi.Output.concat(cacher_service.statuses[0].url, "/upload"),
-    },
-    retry_policy={
-        "maximum_backoff": "600s",
-        "minimum_backoff": "10s",
-    },
-    topic=upload_requests.id)
-
-upload_bucket_notification = gcp.storage.Notification("upload-bucket-notification",
-    bucket=upload_bucket.name,
-    event_types=["OBJECT_FINALIZE"],
-    payload_format="JSON_API_V1",
-    topic=upload_requests.id,
-    opts=pulumi.ResourceOptions(depends_on=[upload_requests_policy, upload_bucket]))
-
-fetcher_worker_key = gcp.serviceaccount.Key("mykey",
-    service_account_id=fetcher_worker.name)
-
-fetcher_script_content = gcp.storage.get_bucket_object_content_output(
-    # This apply is purely to not fetch file before bucket exists.
-    bucket=worker_scripts_bucket.id.apply(lambda _: worker_scripts_bucket.name),
-    name=worker_script_bucket_file)
-
-# DROPPED: cloudflare.WorkerScript("fetcher") (it read fetcher_script_content.content, cache_requests.id and
-# fetcher_worker_key.private_key), cloudflare.Zone("fetcher-zone"), cloudflare.WorkerDomain("fetcher-domain").
+edge_key = gcp.serviceaccount.Key("fetcher-worker-key", service_account_id=edge_worker.name)
+# read only after the bucket exists: the bucket's id gates the name through an apply
+script_text = gcp.storage.get_bucket_object_content_output(bucket=scripts.id.apply(lambda _: scripts.name),
+                                                           name=SCRIPT)

@@ -1,19 +1,19 @@
-"""mzinni/gcp-csp-push-demo tf/csp-pubsub-push-subscription.tf (Terraform), in Python."""
+# Written here after the shape of mzinni/gcp-csp-push-demo tf/csp-pubsub-push-subscription.tf
+"""A topic whose one subscription pushes to a fixed Cloud Run address."""
 import pulumi_gcp as gcp
 
-csp_demo_topic = gcp.pubsub.Topic("csp-demo-topic",
-    name="csppubsubdemo-topic")
+RUN_HOST = "https://csppubsubdemo-762434879017.us-central1.run.app"
 
-csp_demo_subscription = gcp.pubsub.Subscription("csp-demo-subscription",
+demo_topic = gcp.pubsub.Topic("demo-topic", name="csppubsubdemo-topic")
+
+demo_push = gcp.pubsub.Subscription(
+    "demo-push",
     name="csppubsubdemo-subscription",
-    topic=csp_demo_topic.id,
+    topic=demo_topic.id,  # projects/P/topics/N, known only after create
     ack_deadline_seconds=20,
-    labels={
-        "foo": "bar",
-    },
-    push_config={
-        "push_endpoint": "https://csppubsubdemo-762434879017.us-central1.run.app/pubsub",
-        "attributes": {
-            "x-goog-version": "v1",
-        },
-    })
+    labels={"foo": "bar"},
+    push_config=gcp.pubsub.SubscriptionPushConfigArgs(
+        push_endpoint=RUN_HOST + "/pubsub",
+        attributes={"x-goog-version": "v1"},
+    ),
+)

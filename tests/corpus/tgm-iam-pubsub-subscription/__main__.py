@@ -1,57 +1,16 @@
-"""terraform-google-modules/terraform-google-iam, examples/pubsub_subscription/main.tf, in Python.
-
-module "pubsub_subscription_iam_binding" (modules/pubsub_subscriptions_iam, which runs modules/helper) is written
-out below.
-"""
+# Written here after the shape of terraform-google-modules/terraform-google-iam examples/pubsub_subscription/main.tf
+"""Additive IAM on two subscriptions the stack does not own: one SubscriptionIAMMember per principal and role."""
 import pulumi
 import pulumi_gcp as gcp
 
-from helper import helper
+from grants import one_per_principal
 
-config = pulumi.Config()
-pubsub_subscription_project = config.require("pubsub_subscription_project")
-pubsub_subscription_one = config.require("pubsub_subscription_one")
-pubsub_subscription_two = config.require("pubsub_subscription_two")
-sa_email = config.require("sa_email")
-group_email = config.require("group_email")
-user_email = config.require("user_email")
+cfg = pulumi.Config()
+owner_project = cfg.require("pubsub_subscription_project")
+readers = [f"serviceAccount:{cfg.require('sa_email')}", f"group:{cfg.require('group_email')}",
+           f"user:{cfg.require('user_email')}"]
+targets = [cfg.require("pubsub_subscription_one"), cfg.require("pubsub_subscription_two")]
 
-
-def pubsub_subscriptions_iam(project, pubsub_subscriptions, mode, bindings):
-    """modules/pubsub_subscriptions_iam/main.tf"""
-    h = helper(bindings=bindings, mode=mode, entities=pubsub_subscriptions)
-    for key in h["set_authoritative"]:
-        b = h["bindings_authoritative"][key]
-        # google_pubsub_subscription_iam_binding.pubsub_subscription_iam_authoritative[key]
-        gcp.pubsub.SubscriptionIAMBinding(f"pubsub_subscription_iam_authoritative-{key}",
-            project=project,
-            subscription=b["name"],
-            role=b["role"],
-            members=b["members"])
-    for key in h["set_additive"]:
-        b = h["bindings_additive"][key]
-        # google_pubsub_subscription_iam_member.pubsub_subscription_iam_additive[key]
-        gcp.pubsub.SubscriptionIAMMember(f"pubsub_subscription_iam_additive-{key}",
-            project=project,
-            subscription=b["name"],
-            role=b["role"],
-            member=b["member"])
-
-
-# module "pubsub_subscription_iam_binding"
-pubsub_subscriptions_iam(
-    project=pubsub_subscription_project,
-    pubsub_subscriptions=[pubsub_subscription_one, pubsub_subscription_two],
-    mode="additive",
-    bindings={
-        "roles/pubsub.viewer": [
-            f"serviceAccount:{sa_email}",
-            f"group:{group_email}",
-            f"user:{user_email}",
-        ],
-        "roles/pubsub.editor": [
-            f"serviceAccount:{sa_email}",
-            f"group:{group_email}",
-            f"user:{user_email}",
-        ],
-    })
+for grant in one_per_principal(targets, {"roles/pubsub.viewer": readers, "roles/pubsub.editor": readers}):
+    gcp.pubsub.SubscriptionIAMMember(f"sub-member-{grant.key}", project=owner_project,
+                                     subscription=grant.target, role=grant.role, member=grant.principal)

@@ -1,62 +1,30 @@
-"""terraform-google-modules/terraform-google-pubsub, examples/subscriptions_only/main.tf, in Python.
-
-The topic lives in var.topic_project; the module (create_topic = false) makes the subscriptions in
-var.project_id on that topic's id (projects/<topic_project>/topics/terraform-test-topic).
-"""
+# Written here after the shape of terraform-google-modules/terraform-google-pubsub examples/subscriptions_only/main.tf
+"""Subscriptions in one project on a topic that lives in another (the publisher's)."""
 import pulumi
 import pulumi_gcp as gcp
 
-config = pulumi.Config()
-project_id = config.require("project_id")
-topic_project = config.require("topic_project")
+cfg = pulumi.Config()
+home = cfg.require("project_id")
+publisher_project = cfg.require("topic_project")
 
-example = gcp.pubsub.Topic("example",
-    name="terraform-test-topic",
-    project=topic_project)
+shared = gcp.pubsub.Topic("shared-topic", project=publisher_project, name="terraform-test-topic")
 
-# module inputs
-topic = example.id
-pull_subscriptions = [
-    {"name": "pull", "ack_deadline_seconds": 10},
-]
-push_subscriptions = [
-    {"name": "push", "push_endpoint": f"https://{project_id}.appspot.com/", "x-goog-version": "v1beta1",
-     "ack_deadline_seconds": 20, "expiration_policy": "1209600s"},  # two weeks
-]
-subscription_labels = {}  # module default
+home_number = gcp.organizations.get_project(project_id=home).number
+pubsub_agent = f"service-{home_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 
-# module: data "google_project" "project", locals
-project = gcp.organizations.get_project(project_id=project_id)
-default_ack_deadline_seconds = 10
-pubsub_svc_account_email = f"service-{project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 
-# module: google_pubsub_subscription.push_subscriptions (create_topic = false: topic = var.topic)
-push_resources = []
-for sub in push_subscriptions:
-    push_resources.append(gcp.pubsub.Subscription(f"push_subscriptions-{sub['name']}",
-        name=sub["name"],
-        topic=topic,
-        project=project_id,
-        labels=subscription_labels,
-        ack_deadline_seconds=sub.get("ack_deadline_seconds") if sub.get("ack_deadline_seconds") is not None else default_ack_deadline_seconds,
-        expiration_policy={"ttl": sub["expiration_policy"]} if sub.get("expiration_policy") is not None else None,
-        push_config={
-            "push_endpoint": sub["push_endpoint"],
-            "attributes": {"x-goog-version": "v1"},
-        }))
+def subscribe(name: str, ack: int, **extra) -> gcp.pubsub.Subscription:
+    """One subscription of the home project on the shared topic's full id."""
+    return gcp.pubsub.Subscription(f"{name}-on-shared", project=home, name=name, topic=shared.id,
+                                   labels={}, ack_deadline_seconds=ack, **extra)
 
-# module: google_pubsub_subscription.pull_subscriptions
-for sub in pull_subscriptions:
-    gcp.pubsub.Subscription(f"pull_subscriptions-{sub['name']}",
-        name=sub["name"],
-        topic=topic,
-        project=project_id,
-        labels=subscription_labels,
-        ack_deadline_seconds=sub.get("ack_deadline_seconds") if sub.get("ack_deadline_seconds") is not None else default_ack_deadline_seconds)
 
-# module: google_project_iam_member.token_creator_binding (grant_token_creator defaults to true)
-gcp.projects.IAMMember("token_creator_binding",
-    project=project_id,
-    role="roles/iam.serviceAccountTokenCreator",
-    member=f"serviceAccount:{pubsub_svc_account_email}",
-    opts=pulumi.ResourceOptions(depends_on=push_resources))
+pushed = subscribe("push", 20,
+                   expiration_policy={"ttl": f"{14 * 24 * 3600}s"},
+                   push_config={"push_endpoint": f"https://{home}.appspot.com/",
+                                "attributes": {"x-goog-version": "v1"}})
+subscribe("pull", 10)
+
+gcp.projects.IAMMember("push-token-creator", project=home, role="roles/iam.serviceAccountTokenCreator",
+                       member="serviceAccount:" + pubsub_agent,
+                       opts=pulumi.ResourceOptions(depends_on=[pushed]))

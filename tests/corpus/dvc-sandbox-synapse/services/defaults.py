@@ -1,4 +1,0 @@
-import pulumi_gcp as gcp
-
-PROJECT_ID = gcp.config.project or "vcmate"
-REGION = gcp.config.region or "us-central1"

@@ -1,2 +1,0 @@
-from .llm_analysis_result import *
-from .defaults import *
