@@ -50,8 +50,8 @@ def _findings(result: dict, name: str, kind: str) -> list[dict]:
 
 
 SLOW_AND_DROPPED = {"seed": "0", "faults": [
-    {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-plain", "ms": 400, "rate": 1},
-    {"kind": "drop_delivery", "subscription": "{t}-eod", "key": "key-001", "seq": 2},
+    {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-eod", "ms": 400, "rate": 1},
+    {"kind": "drop_delivery", "subscription": "{t}-plain", "key": "key-001", "seq": 2},
 ]}
 
 
@@ -61,20 +61,22 @@ def test_a_slow_target_is_waited_for_and_a_dropped_delivery_is_lost_after_the_fi
     applied = result["parameters"]["nemesis"]["applied"]
     assert any(r["kind"] == "delay" and r["rpc"] == "StreamingPull" for r in applied)
     # the slow subscription settled everything: nothing lost, nothing unsettled there
-    assert _findings(result, f"{topic}-plain", "lost") == []
-    assert f"{topic}-plain" not in drain["unsettled"]
-    assert result["subscriptions"][f"{topic}-plain"]["guarantees"]["completeness"] == "holds"
+    assert _findings(result, f"{topic}-eod", "lost") == []
+    assert f"{topic}-eod" not in drain["unsettled"]
+    assert result["subscriptions"][f"{topic}-eod"]["guarantees"]["completeness"] == "holds"
     # the dropped delivery: the drain ended stuck, the healed final read saw nothing more, so it is lost
     assert drain["ended"] == "stuck" and drain["final_read"]["ended"] == "quiet" and drain["unproven"] == []
-    lost = _findings(result, f"{topic}-eod", "lost")
+    lost = _findings(result, f"{topic}-plain", "lost")
     assert [(f["key"], f["seq"]) for f in lost] == [("key-001", 2)]
     assert lost[0]["planted_by"] and lost[0]["evidence"]
     assert code == 1
 
 
 def test_a_drain_cut_at_its_ceiling_never_reports_lost(spark, emulator, tmp_path):
+    # slow deliveries on plain, and one of its messages withheld for good: at the ceiling it was never delivered
     slow = {"seed": "0", "faults": [
-        {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-plain", "ms": 1500, "rate": 1}]}
+        {"kind": "delay", "rpc": "streaming_pull", "subscription": "{t}-plain", "ms": 1500, "rate": 1},
+        {"kind": "drop_delivery", "subscription": "{t}-plain", "key": "key-000", "seq": 1}]}
     topic, code, result = _verify(spark, tmp_path, slow, "--drain-timeout", "1")
     drain = result["parameters"]["drain"]
     plain = f"{topic}-plain"
