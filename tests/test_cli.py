@@ -189,6 +189,9 @@ def test_help_names_what_out_and_policy_config_are():
     (("run", "--keys", "0"), "argument --keys: expected a whole number of at least 1, got 0"),
     (("run", "--faults", "nack=2"), "argument --faults: nack=2: expected a fraction from 0 to 1"),
     (("run", "--messages-per-key", "x"), "argument --messages-per-key: expected a whole number"),
+    (("run", "--rate", "0"), "argument --rate: expected messages per second (a number greater than 0), got 0"),
+    (("verify", "--rate", "fast"), "argument --rate: expected messages per second (a number greater than 0), got 'fast'"),
+    (("run", "--drain-timeout", "0"), "argument --drain-timeout: expected a number of seconds greater than 0"),
     (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
     (("verify", "--push-port", "70000"), "argument --push-port: expected a TCP port from 1 to 65535, got '70000'"),
     (("verify", "--push-port", "0"), "argument --push-port: expected a TCP port from 1 to 65535"),
@@ -535,3 +538,14 @@ def test_a_broken_installation_is_one_line():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in done.stderr
     one_line(done, 2, "pubsubguard: cannot load the commands: ModuleNotFoundError", "bash scripts/setup.sh")
+
+
+def test_run_refuses_a_schedule_naming_an_unknown_subscription_before_the_emulator_starts(project, tmp_path):
+    """The schedule's names are checked against the plan right after it is made: one line, exit 2, and no
+    emulator, apply or verify step ever starts."""
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text("faults:\n  - {kind: kill_stream, subscription: no-such-subscription, after_s: 1}\n")
+    done = cli("run", "-s", "dev", "--nemesis", str(schedule), "--out", str(tmp_path / "out"), cwd=project, timeout=300)
+    said = [line for line in done.stderr.splitlines() if "no-such-subscription" in line]
+    assert done.returncode == 2 and len(said) == 1 and "not a subscription this run probes" in said[0], done.stderr
+    assert "== emulator" not in done.stdout and "== apply" not in done.stdout, done.stdout
