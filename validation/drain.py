@@ -53,6 +53,13 @@ def final_read_bound_s(windows_s: dict[str, float], lease_s: float) -> float:
     return lease_s + max(windows_s.values(), default=0.0) + FINAL_READ_QUIET_S
 
 
+def final_read_quiet_s(gap_us: int) -> float:
+    """How long the final read waits without a delivery before it ends: FINAL_READ_QUIET_S, or 1.5 x the longest
+    gap between two deliveries seen during the drain (a target that serves in bursts -- the emulator, every 10 s
+    while a stalled subscription is read -- must not look quiet between two of them), at most 30 s."""
+    return round(min(30.0, max(FINAL_READ_QUIET_S, 1.5 * gap_us / 1e6)), 1)
+
+
 def allowed_per_task(tally, clock: "DrainClock", now: float, pairs_per_message: float, tasks: int,
                      bound: int = IN_FLIGHT_PAIRS) -> int:
     """The adaptive publisher's allowance: how many messages each publisher task may have published, so that

@@ -14,6 +14,7 @@ session, the evidence directory and the report directory for the checks.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -31,7 +32,7 @@ from pubsubguard.validation.canary import filter_canary
 from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.conformance_beside import ConformanceBeside
 from pubsubguard.validation.drain import (
-    FINAL_READ_QUIET_S, IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s,
+    IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s, final_read_quiet_s,
 )
 from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
@@ -211,6 +212,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             stop_file.clear()
             storage.delete(storage.join(evidence_dir, "_heal"))
             storage.delete(storage.join(evidence_dir, "_flow"))
+            storage.delete(storage.join(evidence_dir, "_close"))
     return session, evidence_dir, setup.report
 
 
@@ -263,6 +265,8 @@ class ProbeDriver:
         self.stop_file = stop_file
         self.heal_file = storage.Marker(storage.join(evidence_dir, "_heal"))  # the drain's final read began
         self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
+        self.close_file = storage.join(evidence_dir, "_close")  # twins whose streams the subscriber tasks close
+        self.closed: set[str] = set()
         self.drain_base_s = setup.drain_base_s
         self.observations = observations
         self.probed = probed
@@ -299,7 +303,8 @@ class ProbeDriver:
         self.errors: list[BaseException] = []
         self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
         self.publish_done = threading.Event()
-        self.publish_summary: list[dict] = []  # one row per publisher task (probe.publish_partition)
+        self.publish_summary: list[dict] = []
+        self.drain_started_us: int | None = None  # when publishing ended  # one row per publisher task (probe.publish_partition)
         self.crashes = 0
         self.task_counter = 0
         self.lock = threading.Lock()
@@ -348,7 +353,8 @@ class ProbeDriver:
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
-                "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location, "crash_hold": 3,
+                "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
+                "close_file": self.close_file, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
 
     def _subscriber_job(self, spec: dict) -> None:
@@ -566,6 +572,7 @@ class ProbeDriver:
         with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
+            ticks = 0
             while True:
                 time.sleep(0.5)
                 tally.refresh()
@@ -575,11 +582,15 @@ class ProbeDriver:
                 if self.errors:
                     raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
                 now = time.monotonic()
+                ticks += 1
+                if ticks % 4 == 0 and self._dead_lettering():
+                    self._close_stalled(tally, clock)
                 if not self.publish_done.is_set():
                     clock.observe(tally, now)
                     self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions))
                     continue
                 if clock.started is None:
+                    self.drain_started_us = time.time_ns() // 1000
                     clock.begin(tally, now, min(tally.published_us.values(), default=None), time.time_ns() // 1000)
                     late_acks_done = now + self._late_acks_within_s()
                     warm_up_at = now + WARM_UP_AFTER_S
@@ -648,6 +659,30 @@ class ProbeDriver:
             out[spec.declared_name] = max(out.get(spec.declared_name, 0.0), window)
         return out
 
+    def _close_stalled(self, tally: EvidenceTally, clock: DrainClock | None) -> set[str]:
+        """The dead-lettering subscriptions that stopped delivering after a poison message's last attempt
+        (`EvidenceTally.stalls`) and made no progress for their window (`clock`; None: stalled is enough):
+        their streams are closed (`<evidence>/_close`, read by the subscriber tasks), said once each. While
+        such a subscription is read by a StreamingPull, the emulator serves every other subscription only every
+        10 s (conformance scenario ordered-dead-letter-spares-other-subscriptions); what it stopped delivering it
+        does not deliver later (ordered-dead-letter-keeps-delivering), so nothing of it is lost by closing."""
+        limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())}
+        now = time.monotonic()
+        stalled = {name for name in tally.stalls(limits, int(STALL_SLACK_S * 1e6))
+                   if clock is None or clock.stopped(name, now)}
+        new = stalled - self.closed
+        if new:
+            self.closed |= new
+            storage.write_text(self.close_file, json.dumps(sorted(t["path"] for t in self.twins
+                                                                  if t["declared_name"] in self.closed)))
+            start_us = min(tally.published_us.values(), default=0)
+            self.observations.append(
+                f"closed the streams of {', '.join(sorted(new))} at +{(time.time_ns() // 1000 - start_us) / 1e6:.1f}s: "
+                "it delivered nothing after a poison message's last delivery attempt and made no progress since; "
+                "while a stalled subscription is read by a StreamingPull the emulator serves every other one only "
+                "every 10 s (conformance scenario ordered-dead-letter-spares-other-subscriptions)")
+        return stalled
+
     def _flow(self, allowed: int) -> None:
         """The publisher tasks' allowance (`drain.allowed_per_task`), for them to read (`probe.Flow`)."""
         try:
@@ -664,6 +699,9 @@ class ProbeDriver:
         `final_read_bound_s`), or everything settled."""
         if self.nemesis is not None:
             self.nemesis.heal()
+        # every subscription that stopped delivering after a poison message's last attempt has its streams closed
+        # for the final read (while read by a StreamingPull, a stalled one slows every other on the emulator)
+        stalled = self._close_stalled(tally, None)
         self.heal_file.set()
         if self.push is not None:
             self.push.healed = True
@@ -671,7 +709,8 @@ class ProbeDriver:
         rows_before, settled_before = tally.delivery_rows, tally.done()
         lease_s = max((deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S
                        for name in tally.unsettled() if tally.never_delivered(name)), default=0.0)
-        bound = final_read_bound_s(self._windows_s(), lease_s)
+        quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us))
+        bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
         while time.monotonic() - started < bound:
             time.sleep(0.5)
@@ -682,10 +721,10 @@ class ProbeDriver:
                 break
             if tally.delivery_rows != last_rows:
                 last_rows, quiet_since = tally.delivery_rows, time.monotonic()
-            elif time.monotonic() - quiet_since >= FINAL_READ_QUIET_S and time.monotonic() - started >= lease_s:
+            elif time.monotonic() - quiet_since >= quiet_s and time.monotonic() - started >= lease_s:
                 ended = "quiet"
                 break
         return {"started_us": started_us, "ended_us": time.time_ns() // 1000, "ended": ended,
                 "seconds": round(time.monotonic() - started, 1), "lease_s": lease_s, "bound_s": bound,
-                "quiet_s": FINAL_READ_QUIET_S, "deliveries": tally.delivery_rows - rows_before,
+                "quiet_s": quiet_s, "closed": sorted(stalled), "deliveries": tally.delivery_rows - rows_before,
                 "settled": tally.done() - settled_before}

@@ -633,6 +633,26 @@ class ProbeSubscriber:
         row["ack_deadline_s"] = int(seconds)
         return seconds
 
+    def close_streams(self, streams: dict, close_file: str) -> None:
+        """Close the streams of the twins the driver names in `<evidence>/_close` (subscriptions that stopped
+        delivering after a poison message's last attempt: while such a subscription is read by a StreamingPull,
+        the emulator serves every other subscription only every 10 s, conformance scenario
+        ordered-dead-letter-spares-other-subscriptions); the others read on."""
+        import json
+
+        if not streams:
+            return
+        try:
+            close = json.loads(storage.read_text(close_file) or "[]")
+        except (OSError, ValueError):  # none yet, or being replaced
+            return
+        for path in close:
+            future = streams.pop(path, None)
+            if future is not None:
+                future.cancel()
+                self.note(f"closed the stream of {self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} as the "
+                          "driver asked (it stopped delivering after a poison message's last attempt)")
+
     def should_crash(self) -> bool:
         if self.crash_started is None:
             return False
@@ -699,6 +719,7 @@ class ProbeSubscriber:
         log_abandoned_ack_retries()
         clients = self.clients
         futures = []
+        streams: dict[str, object] = {}  # twin path -> its streaming pull
         stop_file = storage.Marker(self.spec["stop_file"])
         end = self.spec["end_time"]
         try:
@@ -723,6 +744,7 @@ class ProbeSubscriber:
                 )
                 futures.append(clients[endpoint].subscribe(
                     twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
+                streams[twin["path"]] = futures[-1]
             self.ready()
             heal_file = storage.Marker(self.spec["heal_file"]) if self.spec.get("heal_file") else None
             polls = 0
@@ -732,6 +754,8 @@ class ProbeSubscriber:
                 polls += 1
                 if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
                     self.healed = True
+                if self.spec.get("close_file") and polls % 5 == 0:
+                    self.close_streams(streams, self.spec["close_file"])
                 time.sleep(0.1)
         finally:
             for future in futures:

@@ -84,6 +84,11 @@ class EvidenceTally:
                                 (row["ack_time_us"] or row["receive_time_us"], row["key"], row["seq"],
                                  row["delivery_attempt"]))
 
+    def delivery_gap_us(self, since_us: int | None = None) -> int:
+        """The longest time between two deliveries (any subscription) received at or after `since_us`."""
+        times = sorted(t for receives in self.receive_us.values() for t in receives if since_us is None or t >= since_us)
+        return max((b - a for a, b in zip(times, times[1:])), default=0)
+
     def progress_of(self, name: str) -> int:
         """What a subscription has done so far that only a working target does: messages delivered for the
         first time + messages settled (redeliveries of the same messages are no progress)."""
