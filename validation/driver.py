@@ -633,8 +633,7 @@ class ProbeDriver:
             else:
                 final, proven = None, False
             unsettled = tally.unsettled()
-            self.drain.update(self._unsettled_drain(tally, ended, unsettled) if unsettled else
-                              {"ended": ended, "unsettled": {}})
+            self.drain.update(self._unsettled_drain(tally, ended, unsettled))
             self.drain["clock"]["publish_flow"] = {
                 "in_flight_pairs": IN_FLIGHT_PAIRS, "rate": self.config.rate,
                 "waited_s": round(sum(r.get("flow_waited_s", 0.0) for r in self.publish_summary), 1),
