@@ -1,4 +1,4 @@
-"""A team's Pulumi program, written the way pulumi-gcp's own docs write one: wiring only."""
+"""A team's Pulumi program, written here as teams write one with pulumi-gcp: wiring only."""
 
 import pulumi
 

@@ -1,41 +1,30 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/cloudrun/service.py (the Cloud Run Service Pubsub docstring example)
 import pulumi_gcp as gcp
 
-default = gcp.cloudrun.Service("default",
-    name="cloud_run_service_name",
+receiver = gcp.cloudrun.Service(
+    "orders-receiver",
+    name="orders-receiver",
     location="us-central1",
-    template={
-        "spec": {
-            "containers": [{
-                "image": "gcr.io/cloudrun/hello",
-            }],
-        },
-    },
-    traffics=[{
-        "percent": 100,
-        "latest_revision": True,
-    }])
-sa = gcp.serviceaccount.Account("sa",
-    account_id="cloud-run-pubsub-invoker",
-    display_name="Cloud Run Pub/Sub Invoker")
-binding = gcp.cloudrun.IamBinding("binding",
-    location=default.location,
-    service=default.name,
-    role="roles/run.invoker",
-    members=[sa.email.apply(lambda email: f"serviceAccount:{email}")])
-project = gcp.projects.IAMBinding("project",
-    role="roles/iam.serviceAccountTokenCreator",
-    members=[sa.email.apply(lambda email: f"serviceAccount:{email}")])
-topic = gcp.pubsub.Topic("topic", name="pubsub_topic")
-subscription = gcp.pubsub.Subscription("subscription",
-    name="pubsub_subscription",
-    topic=topic.name,
+    template={"spec": {"containers": [{"image": "us-docker.pkg.dev/psg-corpus-sandbox/apps/orders-receiver:1"}]}},
+    traffics=[{"percent": 100, "latest_revision": True}],
+)
+
+pusher = gcp.serviceaccount.Account("orders-pusher", account_id="orders-pusher", display_name="Pushes orders")
+as_member = pusher.email.apply(lambda email: f"serviceAccount:{email}")
+
+gcp.cloudrun.IamBinding("orders-receiver-invoker", location=receiver.location, service=receiver.name,
+                        role="roles/run.invoker", members=[as_member])
+# projects.IAMBinding requires `project`. It is left out below, so the program stops there.
+gcp.projects.IAMBinding("orders-pusher-tokens", role="roles/iam.serviceAccountTokenCreator", members=[as_member])
+
+orders = gcp.pubsub.Topic("orders", name="orders")
+gcp.pubsub.Subscription(
+    "orders-push",
+    name="orders-push",
+    topic=orders.name,
     push_config={
-        "push_endpoint": default.statuses[0].url,
-        "oidc_token": {
-            "service_account_email": sa.email,
-        },
-        "attributes": {
-            "x-goog-version": "v1",
-        },
-    })
+        "push_endpoint": receiver.statuses[0].url,
+        "oidc_token": {"service_account_email": pusher.email},
+        "attributes": {"x-goog-version": "v1"},
+    },
+)

@@ -1,26 +1,24 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/dataflow/job.py (the Streaming Job docstring example)
 import pulumi_gcp as gcp
 
-topic = gcp.pubsub.Topic("topic", name="dataflow-job1")
-bucket1 = gcp.storage.Bucket("bucket1",
-    name="tf-test-bucket1",
-    location="US",
-    force_destroy=True)
-bucket2 = gcp.storage.Bucket("bucket2",
-    name="tf-test-bucket2",
-    location="US",
-    force_destroy=True)
-pubsub_stream = gcp.dataflow.Job("pubsub_stream",
-    name="tf-test-dataflow-job1",
-    template_gcs_path="gs://my-bucket/templates/template_file",
-    temp_gcs_location="gs://my-bucket/tmp_dir",
+events = gcp.pubsub.Topic("enriched-events", name="enriched-events")
+
+# Two buckets; the job reads JSON files from the first, the second is declared and left unused.
+landing, spare = (
+    gcp.storage.Bucket(name, name=f"psg-{name}", location="US", force_destroy=True)
+    for name in ("landing", "spare")
+)
+
+gcp.dataflow.Job(
+    "enricher",
+    name="enricher",
+    template_gcs_path="gs://psg-templates/enricher/template.json",
+    temp_gcs_location="gs://psg-templates/tmp",
     enable_streaming_engine=True,
     parameters={
-        "inputFilePattern": bucket1.url.apply(lambda url: f"{url}/*.json"),
-        "outputTopic": topic.id,
+        "inputFilePattern": landing.url.apply(lambda url: f"{url}/*.json"),
+        "outputTopic": events.id,
     },
-    transform_name_mapping={
-        "name": "test_job",
-        "env": "test",
-    },
-    on_delete="cancel")
+    transform_name_mapping={"parse": "parse_v2", "enrich": "enrich_v2"},
+    on_delete="cancel",
+)

@@ -1,12 +1,17 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/subscription.py (the Pubsub Subscription Dead Letter docstring example)
 import pulumi_gcp as gcp
 
-example = gcp.pubsub.Topic("example", name="example-topic")
-example_dead_letter = gcp.pubsub.Topic("example_dead_letter", name="example-topic-dead-letter")
-example_subscription = gcp.pubsub.Subscription("example",
-    name="example-subscription",
-    topic=example.id,
-    dead_letter_policy={
-        "dead_letter_topic": example_dead_letter.id,
-        "max_delivery_attempts": 10,
-    })
+payments = gcp.pubsub.Topic("payments", name="payments")
+payments_failed = gcp.pubsub.Topic("payments-failed", name="payments-failed")
+
+# After ten failed deliveries a message moves to payments-failed. Nothing subscribes to that topic, and
+# the Pub/Sub service agent is granted nothing here.
+gcp.pubsub.Subscription(
+    "payments-ledger",
+    name="payments-ledger",
+    topic=payments.id,
+    dead_letter_policy=gcp.pubsub.SubscriptionDeadLetterPolicyArgs(
+        dead_letter_topic=payments_failed.id,
+        max_delivery_attempts=10,
+    ),
+)

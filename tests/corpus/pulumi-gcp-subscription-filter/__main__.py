@@ -1,14 +1,19 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/subscription.py (the Pubsub Subscription Pull Filter docstring example)
 import pulumi_gcp as gcp
 
-example = gcp.pubsub.Topic("example", name="example-topic")
-example_subscription = gcp.pubsub.Subscription("example",
-    name="example-subscription",
-    topic=example.id,
-    labels={
-        "foo": "bar",
-    },
-    filter="""    attributes.foo = \"foo\"
-    AND attributes.bar = \"bar\"
-""",
-    ack_deadline_seconds=20)
+shipments = gcp.pubsub.Topic("shipments", name="shipments")
+
+# The filter spans lines and keeps its indentation: its size in bytes is what the API limits.
+EU_PARCELS = """
+    attributes.region = "eu"
+    AND attributes.kind = "parcel"
+"""
+
+gcp.pubsub.Subscription(
+    "eu-parcels",
+    name="eu-parcels",
+    topic=shipments.id,
+    filter=EU_PARCELS,
+    ack_deadline_seconds=20,
+    labels={"owner": "logistics"},
+)

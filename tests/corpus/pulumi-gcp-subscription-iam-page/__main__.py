@@ -1,25 +1,15 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/subscription_iam_policy.py (the SubscriptionIAMPolicy, SubscriptionIAMBinding and SubscriptionIAMMember docstring examples, in one program)
 import pulumi_gcp as gcp
 
-# ## pubsub.SubscriptionIAMPolicy
-admin = gcp.organizations.get_iam_policy(bindings=[{
-    "role": "roles/editor",
-    "members": ["user:jane@example.com"],
-}])
-editor = gcp.pubsub.SubscriptionIAMPolicy("editor",
-    subscription="your-subscription-name",
-    policy_data=admin.policy_data)
+# A subscription made elsewhere, named here by its literal name.
+SUBSCRIPTION = "refunds-worker"
+ROLE = "roles/editor"
+OPERATOR = "user:ops-oncall@example.net"
 
-# ## pubsub.SubscriptionIAMBinding
-# (each section of the page names its resource "editor"; Pulumi needs unique names in one program,
-# so the second and third get a suffix)
-editor_binding = gcp.pubsub.SubscriptionIAMBinding("editor-binding",
-    subscription="your-subscription-name",
-    role="roles/editor",
-    members=["user:jane@example.com"])
+# The whole policy of the subscription, from the policy-data invoke ...
+whole_policy = gcp.organizations.get_iam_policy(bindings=[{"role": ROLE, "members": [OPERATOR]}])
+gcp.pubsub.SubscriptionIAMPolicy("refunds-policy", subscription=SUBSCRIPTION, policy_data=whole_policy.policy_data)
 
-# ## pubsub.SubscriptionIAMMember
-editor_member = gcp.pubsub.SubscriptionIAMMember("editor-member",
-    subscription="your-subscription-name",
-    role="roles/editor",
-    member="user:jane@example.com")
+# ... and, on the same subscription and role, a binding and a member as well.
+gcp.pubsub.SubscriptionIAMBinding("refunds-binding", subscription=SUBSCRIPTION, role=ROLE, members=[OPERATOR])
+gcp.pubsub.SubscriptionIAMMember("refunds-member", subscription=SUBSCRIPTION, role=ROLE, member=OPERATOR)

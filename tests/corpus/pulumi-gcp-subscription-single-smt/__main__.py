@@ -1,17 +1,21 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/subscription.py (the Pubsub Subscription Single Smt docstring example)
 import pulumi_gcp as gcp
 
-example = gcp.pubsub.Topic("example", name="example-topic")
-example_subscription = gcp.pubsub.Subscription("example",
-    name="example-subscription",
-    topic=example.id,
+readings = gcp.pubsub.Topic("readings", name="readings")
+
+# One transform; it answers a boolean where Pub/Sub expects a message or null.
+gcp.pubsub.Subscription(
+    "readings-hot",
+    name="readings-hot",
+    topic=readings.id,
     message_transforms=[{
         "javascript_udf": {
-            "function_name": "isYearEven",
-            "code": """function isYearEven(message, metadata) {
-  const data = JSON.parse(message.data);
-  return message.year %2 === 0;
+            "function_name": "isTooHot",
+            "code": """function isTooHot(message, metadata) {
+  const reading = JSON.parse(message.data);
+  return reading.celsius > 40;
 }
 """,
         },
-    }])
+    }],
+)

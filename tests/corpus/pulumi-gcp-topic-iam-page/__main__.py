@@ -1,30 +1,13 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/topic_iam_policy.py (the TopicIAMPolicy, TopicIAMBinding and TopicIAMMember docstring examples, in one program)
 import pulumi_gcp as gcp
 
-# The docstring refers to a topic `example` it does not declare (example["project"], example["name"]);
-# it is declared here as in the Topic docstring's "Pubsub Topic Basic", and referenced as attributes.
-example = gcp.pubsub.Topic("example", name="example-topic")
+alerts = gcp.pubsub.Topic("alerts", name="alerts")
+READER = "user:auditor@example.net"
 
-# ## pubsub.TopicIAMPolicy
-admin = gcp.organizations.get_iam_policy(bindings=[{
-    "role": "roles/viewer",
-    "members": ["user:jane@example.com"],
-}])
-policy = gcp.pubsub.TopicIAMPolicy("policy",
-    project=example.project,
-    topic=example.name,
-    policy_data=admin.policy_data)
+# Every grant names the topic by its outputs: the same resource, known through the dependency.
+on_alerts = {"project": alerts.project, "topic": alerts.name}
 
-# ## pubsub.TopicIAMBinding
-binding = gcp.pubsub.TopicIAMBinding("binding",
-    project=example.project,
-    topic=example.name,
-    role="roles/viewer",
-    members=["user:jane@example.com"])
-
-# ## pubsub.TopicIAMMember
-member = gcp.pubsub.TopicIAMMember("member",
-    project=example.project,
-    topic=example.name,
-    role="roles/viewer",
-    member="user:jane@example.com")
+viewers = gcp.organizations.get_iam_policy(bindings=[{"role": "roles/viewer", "members": [READER]}])
+gcp.pubsub.TopicIAMPolicy("alerts-policy", policy_data=viewers.policy_data, **on_alerts)
+gcp.pubsub.TopicIAMBinding("alerts-viewers", role="roles/viewer", members=[READER], **on_alerts)
+gcp.pubsub.TopicIAMMember("alerts-auditor", role="roles/viewer", member=READER, **on_alerts)

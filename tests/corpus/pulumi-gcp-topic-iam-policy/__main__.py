@@ -1,15 +1,8 @@
-import pulumi
+# Written here after the shape of pulumi/pulumi-gcp sdk/python/pulumi_gcp/pubsub/topic_iam_policy.py (the TopicIAMPolicy docstring example)
 import pulumi_gcp as gcp
 
-# The docstring refers to a topic `example` it does not declare (example["project"], example["name"]);
-# it is declared here as in the Topic docstring's "Pubsub Topic Basic", and referenced as attributes.
-example = gcp.pubsub.Topic("example", name="example-topic")
+alerts = gcp.pubsub.Topic("alerts", name="alerts")
 
-admin = gcp.organizations.get_iam_policy(bindings=[{
-    "role": "roles/viewer",
-    "members": ["user:jane@example.com"],
-}])
-policy = gcp.pubsub.TopicIAMPolicy("policy",
-    project=example.project,
-    topic=example.name,
-    policy_data=admin.policy_data)
+# The topic's whole policy: one viewer, nothing public, and no binding or member beside it.
+viewers = gcp.organizations.get_iam_policy(bindings=[{"role": "roles/viewer", "members": ["user:auditor@example.net"]}])
+gcp.pubsub.TopicIAMPolicy("alerts-policy", project=alerts.project, topic=alerts.name, policy_data=viewers.policy_data)

@@ -1,46 +1,29 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/cloudrun/service.ts (the Cloud Run Service Pubsub docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const _default = new gcp.cloudrun.Service("default", {
-    name: "cloud_run_service_name",
+const receiver = new gcp.cloudrun.Service("orders-receiver", {
+    name: "orders-receiver",
     location: "us-central1",
-    template: {
-        spec: {
-            containers: [{
-                image: "gcr.io/cloudrun/hello",
-            }],
-        },
-    },
-    traffics: [{
-        percent: 100,
-        latestRevision: true,
-    }],
+    template: { spec: { containers: [{ image: "us-docker.pkg.dev/psg-corpus-sandbox/apps/orders-receiver:1" }] } },
+    traffics: [{ percent: 100, latestRevision: true }],
 });
-const sa = new gcp.serviceaccount.Account("sa", {
-    accountId: "cloud-run-pubsub-invoker",
-    displayName: "Cloud Run Pub/Sub Invoker",
+
+const pusher = new gcp.serviceaccount.Account("orders-pusher", { accountId: "orders-pusher", displayName: "Pushes orders" });
+const asMember = pusher.email.apply(email => `serviceAccount:${email}`);
+
+new gcp.cloudrun.IamBinding("orders-receiver-invoker", {
+    location: receiver.location, service: receiver.name, role: "roles/run.invoker", members: [asMember],
 });
-const binding = new gcp.cloudrun.IamBinding("binding", {
-    location: _default.location,
-    service: _default.name,
-    role: "roles/run.invoker",
-    members: [pulumi.interpolate`serviceAccount:${sa.email}`],
-});
-const project = new gcp.projects.IAMBinding("project", {
-    role: "roles/iam.serviceAccountTokenCreator",
-    members: [pulumi.interpolate`serviceAccount:${sa.email}`],
-});
-const topic = new gcp.pubsub.Topic("topic", {name: "pubsub_topic"});
-const subscription = new gcp.pubsub.Subscription("subscription", {
-    name: "pubsub_subscription",
-    topic: topic.name,
+// projects.IAMBinding requires `project`. It is left out below, so the program stops there.
+new gcp.projects.IAMBinding("orders-pusher-tokens", { role: "roles/iam.serviceAccountTokenCreator", members: [asMember] });
+
+const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+new gcp.pubsub.Subscription("orders-push", {
+    name: "orders-push",
+    topic: orders.name,
     pushConfig: {
-        pushEndpoint: _default.statuses[0].url,
-        oidcToken: {
-            serviceAccountEmail: sa.email,
-        },
-        attributes: {
-            "x-goog-version": "v1",
-        },
+        pushEndpoint: receiver.statuses[0].url,
+        oidcToken: { serviceAccountEmail: pusher.email },
+        attributes: { "x-goog-version": "v1" },
     },
 });

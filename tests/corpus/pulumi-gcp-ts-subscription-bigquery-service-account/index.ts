@@ -1,48 +1,33 @@
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Push Bq Service Account docstring example)
 import * as pulumi from "@pulumi/pulumi";
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const bqWriteServiceAccount = new gcp.serviceaccount.Account("bq_write_service_account", {
-    accountId: "example-bqw",
-    displayName: "BQ Write Service Account",
-});
-const project = gcp.organizations.getProject({});
-const bigqueryMetadataViewer = new gcp.projects.IAMMember("bigquery_metadata_viewer", {
-    project: project.then(project => project.projectId),
-    role: "roles/bigquery.metadataViewer",
-    member: pulumi.interpolate`serviceAccount:${bqWriteServiceAccount.email}`,
-});
-const bigqueryDataEditor = new gcp.projects.IAMMember("bigquery_data_editor", {
-    project: project.then(project => project.projectId),
-    role: "roles/bigquery.dataEditor",
-    member: pulumi.interpolate`serviceAccount:${bqWriteServiceAccount.email}`,
-});
-const test = new gcp.bigquery.Dataset("test", {datasetId: "example_dataset"});
-const testTable = new gcp.bigquery.Table("test", {
+const clicks = new gcp.pubsub.Topic("clicks", { name: "clicks" });
+
+const writer = new gcp.serviceaccount.Account("clicks-writer", { accountId: "clicks-writer", displayName: "Writes clicks to BigQuery" });
+const here = gcp.organizations.getProject({});
+
+// The writer needs to read table metadata and to insert rows.
+const grants = ["roles/bigquery.metadataViewer", "roles/bigquery.dataEditor"].map(role =>
+    new gcp.projects.IAMMember(`clicks-writer-${role.split(".").pop()}`, {
+        project: here.then(p => p.projectId),
+        role,
+        member: writer.email.apply(email => "serviceAccount:" + email),
+    }));
+
+const analytics = new gcp.bigquery.Dataset("analytics", { datasetId: "analytics" });
+const rawClicks = new gcp.bigquery.Table("raw-clicks", {
+    datasetId: analytics.datasetId,
+    tableId: "raw_clicks",
     deletionProtection: false,
-    tableId: "example_table",
-    datasetId: test.datasetId,
-    schema: `[
-  {
-    \\"name\\": \\"data\\",
-    \\"type\\": \\"STRING\\",
-    \\"mode\\": \\"NULLABLE\\",
-    \\"description\\": \\"The data\\"
-  }
-]
-`,
+    schema: '[{"name": "data", "type": "STRING", "mode": "NULLABLE"}]',
 });
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: example.id,
-    bigqueryConfig: {
-        table: pulumi.interpolate`${testTable.project}.${testTable.datasetId}.${testTable.tableId}`,
-        serviceAccountEmail: bqWriteServiceAccount.email,
-    },
-}, {
-    dependsOn: [
-        bqWriteServiceAccount,
-        bigqueryMetadataViewer,
-        bigqueryDataEditor,
-    ],
-});
+
+// BigQuery wants the table as project.dataset.table, three outputs of the table joined in one apply.
+const tablePath = pulumi.all([rawClicks.project, rawClicks.datasetId, rawClicks.tableId]).apply(parts => parts.join("."));
+
+new gcp.pubsub.Subscription("clicks-to-bq", {
+    name: "clicks-to-bq",
+    topic: clicks.id,
+    bigqueryConfig: { table: tablePath, serviceAccountEmail: writer.email },
+}, { dependsOn: [writer, ...grants] });

@@ -1,37 +1,29 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Push Cloudstorage Avro docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.storage.Bucket("example", {
-    name: "example-bucket",
-    location: "US",
-    uniformBucketLevelAccess: true,
-});
-const exampleTopic = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const project = gcp.organizations.getProject({});
-const admin = new gcp.storage.BucketIAMMember("admin", {
-    bucket: example.name,
+const archive = new gcp.storage.Bucket("telemetry-archive", { name: "telemetry-archive-psg", location: "US", uniformBucketLevelAccess: true });
+const telemetry = new gcp.pubsub.Topic("telemetry", { name: "telemetry" });
+
+// Pub/Sub writes the files as its own service agent, named after the project number.
+const number = gcp.organizations.getProject({}).then(p => p.number);
+const agentOnBucket = new gcp.storage.BucketIAMMember("telemetry-archive-agent", {
+    bucket: archive.name,
     role: "roles/storage.admin",
-    member: project.then(project => `serviceAccount:service-${project.number}@gcp-sa-pubsub.iam.gserviceaccount.com`),
+    member: number.then(n => `serviceAccount:service-${n}@gcp-sa-pubsub.iam.gserviceaccount.com`),
 });
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: exampleTopic.id,
+
+// Files close at 1000 bytes (the API's smallest maxBytes), 1000 messages or five minutes.
+new gcp.pubsub.Subscription("telemetry-to-gcs", {
+    name: "telemetry-to-gcs",
+    topic: telemetry.id,
     cloudStorageConfig: {
-        bucket: example.name,
-        filenamePrefix: "pre-",
-        filenameSuffix: "-_7864",
+        bucket: archive.name,
+        filenamePrefix: "telemetry-",
+        filenameSuffix: "-batch.avro",
         filenameDatetimeFormat: "YYYY-MM-DD/hh_mm_ssZ",
         maxBytes: 1000,
-        maxDuration: "300s",
         maxMessages: 1000,
-        avroConfig: {
-            writeMetadata: true,
-            useTopicSchema: true,
-        },
+        maxDuration: "300s",
+        avroConfig: { writeMetadata: true, useTopicSchema: true },
     },
-}, {
-    dependsOn: [
-        example,
-        admin,
-    ],
-});
+}, { dependsOn: [archive, agentOnBucket] });

@@ -1,13 +1,16 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Dead Letter docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const exampleDeadLetter = new gcp.pubsub.Topic("example_dead_letter", {name: "example-topic-dead-letter"});
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: example.id,
+const payments = new gcp.pubsub.Topic("payments", { name: "payments" });
+const paymentsFailed = new gcp.pubsub.Topic("payments-failed", { name: "payments-failed" });
+
+// After ten failed deliveries a message moves to payments-failed. Nothing subscribes to that topic, and
+// the Pub/Sub service agent is granted nothing here.
+new gcp.pubsub.Subscription("payments-ledger", {
+    name: "payments-ledger",
+    topic: payments.id,
     deadLetterPolicy: {
-        deadLetterTopic: exampleDeadLetter.id,
+        deadLetterTopic: paymentsFailed.id,
         maxDeliveryAttempts: 10,
     },
 });

@@ -1,15 +1,18 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Pull Filter docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: example.id,
-    labels: {
-        foo: "bar",
-    },
-    filter: `    attributes.foo = \\"foo\\"
-    AND attributes.bar = \\"bar\\"
-`,
+const shipments = new gcp.pubsub.Topic("shipments", { name: "shipments" });
+
+// The filter spans lines and keeps its indentation: its size in bytes is what the API limits.
+const euParcels = `
+    attributes.region = "eu"
+    AND attributes.kind = "parcel"
+`;
+
+new gcp.pubsub.Subscription("eu-parcels", {
+    name: "eu-parcels",
+    topic: shipments.id,
+    filter: euParcels,
     ackDeadlineSeconds: 20,
+    labels: { owner: "logistics" },
 });

@@ -1,30 +1,15 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscriptionIAMPolicy.ts (the SubscriptionIAMPolicy, SubscriptionIAMBinding and SubscriptionIAMMember docstring examples, in one program)
 import * as gcp from "@pulumi/gcp";
 
-// ## gcp.pubsub.SubscriptionIAMPolicy
-const admin = gcp.organizations.getIAMPolicy({
-    bindings: [{
-        role: "roles/editor",
-        members: ["user:jane@example.com"],
-    }],
-});
-const editor = new gcp.pubsub.SubscriptionIAMPolicy("editor", {
-    subscription: "your-subscription-name",
-    policyData: admin.then(admin => admin.policyData),
-});
+// A subscription made elsewhere, named here by its literal name.
+const subscription = "refunds-worker";
+const role = "roles/editor";
+const operator = "user:ops-oncall@example.net";
 
-// ## gcp.pubsub.SubscriptionIAMBinding
-// (each section of the page names its resource "editor"; Pulumi needs unique names in one program,
-// so the second and third get a suffix)
-const editorBinding = new gcp.pubsub.SubscriptionIAMBinding("editor-binding", {
-    subscription: "your-subscription-name",
-    role: "roles/editor",
-    members: ["user:jane@example.com"],
-});
+// The whole policy of the subscription, from the policy-data invoke ...
+const wholePolicy = gcp.organizations.getIAMPolicy({ bindings: [{ role, members: [operator] }] });
+new gcp.pubsub.SubscriptionIAMPolicy("refunds-policy", { subscription, policyData: wholePolicy.then(p => p.policyData) });
 
-// ## gcp.pubsub.SubscriptionIAMMember
-const editorMember = new gcp.pubsub.SubscriptionIAMMember("editor-member", {
-    subscription: "your-subscription-name",
-    role: "roles/editor",
-    member: "user:jane@example.com",
-});
+// ... and, on the same subscription and role, a binding and a member as well.
+new gcp.pubsub.SubscriptionIAMBinding("refunds-binding", { subscription, role, members: [operator] });
+new gcp.pubsub.SubscriptionIAMMember("refunds-member", { subscription, role, member: operator });

@@ -1,21 +1,17 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Pull docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: example.id,
-    labels: {
-        foo: "bar",
-    },
+const invoices = new gcp.pubsub.Topic("invoices", { name: "invoices" });
+
+// Pull delivery. The TTL has a fractional second part, which the API's duration format allows.
+new gcp.pubsub.Subscription("invoices-audit", {
+    name: "invoices-audit",
+    topic: invoices.id,
+    ackDeadlineSeconds: 20,
     messageRetentionDuration: "1200s",
     retainAckedMessages: true,
-    ackDeadlineSeconds: 20,
-    expirationPolicy: {
-        ttl: "300000.5s",
-    },
-    retryPolicy: {
-        minimumBackoff: "10s",
-    },
     enableMessageOrdering: false,
+    expirationPolicy: { ttl: "300000.5s" },
+    retryPolicy: { minimumBackoff: "10s" },
+    labels: { owner: "billing" },
 });

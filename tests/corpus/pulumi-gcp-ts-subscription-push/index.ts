@@ -1,18 +1,16 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/subscription.ts (the Pubsub Subscription Push docstring example)
 import * as gcp from "@pulumi/gcp";
 
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
-const exampleSubscription = new gcp.pubsub.Subscription("example", {
-    name: "example-subscription",
-    topic: example.id,
+const signups = new gcp.pubsub.Topic("signups", { name: "signups" });
+
+// Push to a public https receiver; x-goog-version picks the v1 push payload. No OIDC token.
+new gcp.pubsub.Subscription("signups-webhook", {
+    name: "signups-webhook",
+    topic: signups.id,
     ackDeadlineSeconds: 20,
-    labels: {
-        foo: "bar",
-    },
     pushConfig: {
-        pushEndpoint: "https://example.com/push",
-        attributes: {
-            "x-goog-version": "v1",
-        },
+        pushEndpoint: "https://hooks.example.org/signups",
+        attributes: { "x-goog-version": "v1" },
     },
+    labels: { owner: "growth" },
 });

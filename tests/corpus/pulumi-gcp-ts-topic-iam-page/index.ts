@@ -1,35 +1,13 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/topicIAMPolicy.ts (the TopicIAMPolicy, TopicIAMBinding and TopicIAMMember docstring examples, in one program)
 import * as gcp from "@pulumi/gcp";
 
-// The docstring refers to a topic `example` it does not declare (example.project, example.name);
-// it is declared here as in the Topic docstring's "Pubsub Topic Basic".
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
+const alerts = new gcp.pubsub.Topic("alerts", { name: "alerts" });
+const reader = "user:auditor@example.net";
 
-// ## gcp.pubsub.TopicIAMPolicy
-const admin = gcp.organizations.getIAMPolicy({
-    bindings: [{
-        role: "roles/viewer",
-        members: ["user:jane@example.com"],
-    }],
-});
-const policy = new gcp.pubsub.TopicIAMPolicy("policy", {
-    project: example.project,
-    topic: example.name,
-    policyData: admin.then(admin => admin.policyData),
-});
+// Every grant names the topic by its outputs: the same resource, known through the dependency.
+const onAlerts = { project: alerts.project, topic: alerts.name };
 
-// ## gcp.pubsub.TopicIAMBinding
-const binding = new gcp.pubsub.TopicIAMBinding("binding", {
-    project: example.project,
-    topic: example.name,
-    role: "roles/viewer",
-    members: ["user:jane@example.com"],
-});
-
-// ## gcp.pubsub.TopicIAMMember
-const member = new gcp.pubsub.TopicIAMMember("member", {
-    project: example.project,
-    topic: example.name,
-    role: "roles/viewer",
-    member: "user:jane@example.com",
-});
+const viewers = gcp.organizations.getIAMPolicy({ bindings: [{ role: "roles/viewer", members: [reader] }] });
+new gcp.pubsub.TopicIAMPolicy("alerts-policy", { ...onAlerts, policyData: viewers.then(v => v.policyData) });
+new gcp.pubsub.TopicIAMBinding("alerts-viewers", { ...onAlerts, role: "roles/viewer", members: [reader] });
+new gcp.pubsub.TopicIAMMember("alerts-auditor", { ...onAlerts, role: "roles/viewer", member: reader });

@@ -1,18 +1,14 @@
-import * as pulumi from "@pulumi/pulumi";
+// Written here after the shape of pulumi/pulumi-gcp sdk/nodejs/pubsub/topicIAMPolicy.ts (the TopicIAMPolicy docstring example)
 import * as gcp from "@pulumi/gcp";
 
-// The docstring refers to a topic `example` it does not declare (example.project, example.name);
-// it is declared here as in the Topic docstring's "Pubsub Topic Basic".
-const example = new gcp.pubsub.Topic("example", {name: "example-topic"});
+const alerts = new gcp.pubsub.Topic("alerts", { name: "alerts" });
 
-const admin = gcp.organizations.getIAMPolicy({
-    bindings: [{
-        role: "roles/viewer",
-        members: ["user:jane@example.com"],
-    }],
+// The topic's whole policy: one viewer, nothing public, and no binding or member beside it.
+const viewers = gcp.organizations.getIAMPolicy({
+    bindings: [{ role: "roles/viewer", members: ["user:auditor@example.net"] }],
 });
-const policy = new gcp.pubsub.TopicIAMPolicy("policy", {
-    project: example.project,
-    topic: example.name,
-    policyData: admin.then(admin => admin.policyData),
+new gcp.pubsub.TopicIAMPolicy("alerts-policy", {
+    project: alerts.project,
+    topic: alerts.name,
+    policyData: viewers.then(v => v.policyData),
 });
