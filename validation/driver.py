@@ -166,7 +166,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             parameters["twins_created_us"] = time.time_ns() // 1000
             parameters["twins_seek"] = twins.seeks  # each twin seeked to the run's start (repeatable rehearsals)
             observations.extend(twins.unseeked())
-            driver = ProbeDriver(session, setup, evidence_dir, stop_file, observations, dialled, receiver)
+            driver = ProbeDriver(session, setup, evidence_dir, stop_file, observations, dialled, receiver, listeners)
             try:
                 driver.run()
             finally:
@@ -251,10 +251,11 @@ class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
     def __init__(self, spark, setup: ProbeSetup, evidence_dir: Path | str, stop_file: storage.Marker,
-                 observations: list[str], dialled: dict[str, str], receiver=None):
+                 observations: list[str], dialled: dict[str, str], receiver=None, listeners=None):
         config, estate, faults, run_id = setup.config, setup.estate, setup.faults, setup.run_id
         emulator_host, twin_specs, probed = setup.emulator_host, setup.twin_specs, setup.probed
         self.nemesis = setup.nemesis
+        self.listeners = listeners  # endpoints.Listeners: where StreamingPull calls are seen to end
         self.spark = spark
         self.sc = spark.sparkContext
         self.config = config
@@ -461,7 +462,14 @@ class ProbeDriver:
         stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6))
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
         # streams the fault layer reset (kill_stream, partition): the last reset per subscription
+        # streams reset: by the fault layer (kill_stream, partition), or seen by the listeners to end other than
+        # OK (the target or the client library reset them), the subscriptions whose streams the drain closed aside
+        twin_of = {t["path"]: t["declared_name"] for t in self.twins}
         resets: dict[str, int] = {}
+        for path, at in (self.listeners.stream_ends() if self.listeners is not None else {}).items():
+            name = twin_of.get(path)
+            if name is not None and name not in self.closed:
+                resets[name] = max(resets.get(name, 0), at)
         lost_replies: dict[str, dict[str, list[int]]] = {}  # Acknowledge replies the layer dropped, by message id
         for row in (self.nemesis.as_dict()["applied"] if self.nemesis is not None else ()):
             if row["kind"] in ("kill_stream", "partition") and row["rpc"] == "StreamingPull" and row["subscription"] \
@@ -493,8 +501,9 @@ class ProbeDriver:
                   f"deliveries from then on" + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
                   for name, late in sorted(drain["after_stall"].items())]
         lines += [f"{name}: nothing of {len(silent['keys'])} keys with unsettled messages ({', '.join(silent['keys'][:8])}"
-                  f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset by "
-                  f"the fault layer ({at(silent['reset_us'])}): {silent['messages']} messages (not poison)"
+                  f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset "
+                  f"({at(silent['reset_us'])}: by the fault layer, or a StreamingPull seen by the listeners to end other "
+                  f"than OK): {silent['messages']} messages (not poison)"
                   for name, silent in sorted(drain["after_stream_reset"].items())]
         return lines
 

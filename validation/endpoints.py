@@ -24,6 +24,7 @@ endpoint (docs/pubsub-facts.md). The probe proves it used them:
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from concurrent import futures
 
@@ -159,6 +160,7 @@ class Listener:
         self.nemesis = nemesis  # pubsubguard.validation.nemesis.Nemesis: the fault layer (None: forward unchanged)
         self.upstream = upstream
         self.lock = threading.Lock()
+        self.stream_ends: dict[str, int] = {}  # subscription -> when a StreamingPull of it last ended other than OK
         self.traffic: dict[tuple, dict] = defaultdict(
             lambda: {"requests": 0, "messages": 0, "request_bytes": 0, "response_bytes": 0, "calls": 0,
                      "peers": set(), "status": defaultdict(int)})
@@ -190,6 +192,8 @@ class Listener:
             if status is not None:
                 row["calls"] += 1
                 row["status"][status] += 1
+                if status != "OK" and method.endswith("/StreamingPull") and resource:
+                    self.stream_ends[resource] = time.time_ns() // 1000
 
     def rows(self) -> list[dict]:
         """What passed, one row per (client, method, resource): the evidence `pinning_findings` reads."""
@@ -406,6 +410,16 @@ class Listeners:
 
     def rows(self) -> list[dict]:
         return [row for listener in self.listeners.values() for row in listener.rows()]
+
+    def stream_ends(self) -> dict[str, int]:
+        """Subscription path -> when one of its StreamingPull calls last ended with a status other than OK (the
+        target or the client library reset it, or the client cancelled it), over every listener."""
+        out: dict[str, int] = {}
+        for listener in self.listeners.values():
+            with listener.lock:
+                for resource, at in listener.stream_ends.items():
+                    out[resource] = max(out.get(resource, 0), at)
+        return out
 
 
 def observable_upstreams(endpoints: set[str], mapping: dict[str, str], emulator_host: str | None) -> dict[str, str]:

@@ -61,6 +61,7 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
     if results.sorted_input:
         print(results.sorted_input, file=sys.stderr)
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
+    findings = drain_forms(findings, drain)
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")
     stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
@@ -95,6 +96,28 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
             )
     verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {}, integrity)
     return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
+
+
+def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
+    """The form of a `lost` message from what the drain saw of its subscription: `stalled`, published after the
+    subscription stalled (`drain.stalled`: it delivered nothing after a poison message's last attempt;
+    conformance scenario ordered-dead-letter-keeps-delivering); `after_stream_reset`, on a key the subscription
+    delivered nothing of after its streams were last reset (`drain.after_stream_reset`; scenario
+    ordered-stream-reset-keeps-delivering). Only the form is set: the finding, its severity and the verdict are
+    what the checks said."""
+    stalled = {name: stall["since_us"] for name, stall in (drain.get("stalled") or {}).items()}
+    silent = {name: set(reset["keys"]) for name, reset in (drain.get("after_stream_reset") or {}).items()}
+    out = []
+    for f in findings:
+        if f["kind"] == "lost" and not f.get("form"):
+            since = stalled.get(f["subscription"])
+            published = (f.get("times") or {}).get("published_us")
+            if since is not None and published is not None and published >= since:
+                f = {**f, "form": "stalled"}
+            elif f.get("key") in silent.get(f["subscription"], ()):
+                f = {**f, "form": "after_stream_reset"}
+        out.append(f)
+    return out
 
 
 def guarantee_status(
