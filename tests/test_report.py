@@ -448,3 +448,13 @@ def test_network_bands_are_the_applied_network_faults_of_run_json():
                     row(2, "ack_lie", 30, planted=True), row(3, "lose_response", 40)]}})
     assert network_bands(info) == {"partition": [[10, 2_500_010]], "kill_stream": [[20, 20]], "lose_response": [[40, 40]]}
     assert network_bands(RunInfo("r", "emulator", [])) == {}
+
+
+def test_a_recheck_elsewhere_names_the_evidence_files_where_it_reads_them():
+    from pubsubguard.validation.document import _here
+
+    said = ["subscriber task sub-0 crashed (full text: /runs/a/evidence/failure-sub-0.txt)", "filters not enforced"]
+    assert _here(said, "/runs/a/evidence", "/copies/b") == [
+        "subscriber task sub-0 crashed (full text: /copies/b/failure-sub-0.txt)", "filters not enforced"]
+    assert _here(said, "/runs/a/evidence", "/runs/a/evidence") == said
+    assert _here(said, None, "/copies/b") == said  # a run before it recorded where it wrote

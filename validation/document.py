@@ -126,7 +126,8 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
         "verdict_reason": verdict.verdict_reason,
         "exit_code": 0 if verdict.verdict == "holds" else 1,
         "parameters": {k: v for k, v in info.parameters.items() if k not in ("config_drift", "observations", "conformance")},
-        "observations": [*info.parameters.get("observations", []), *verdict.observations],
+        "observations": [*_here(info.parameters.get("observations", []), info.parameters.get("evidence_dir"),
+                                evidence_dir), *verdict.observations],
         "config_drift": [f for f in findings if f["kind"] == "config_drift"],
         "conformance": _conformance_section(conformance),
         "subscriptions": subscriptions,
@@ -190,6 +191,14 @@ def _action(target: str, kind: str, explained: list[str], conformance_ran: bool 
                 "the check in docs/checks.md")
     return ("unexplained: no conformance scenario covers it; read its worked example (the key's plot and evidence "
             "rows) and the check in docs/checks.md, and re-run to see whether it repeats")
+
+
+def _here(observations: list[str], written_at: str | None, read_at) -> list[str]:
+    """The run's observations naming files of its evidence where this check reads it (`--from-evidence DIR` of a
+    copy: its `full text` files are in DIR, not where the run wrote them)."""
+    if not written_at or str(written_at) == str(read_at):
+        return list(observations)
+    return [o.replace(str(written_at), str(read_at)) for o in observations]
 
 
 def _planted(info: evidence.RunInfo) -> list[dict]:

@@ -144,6 +144,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
         "identity": run_identity, "endpoints": probe_setup.endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
         "iam": [a.as_dict() for a in permissions],
         "declared_source": everything.source,  # what drift and the guarantees were judged against
+        "evidence_dir": str(evidence_dir),  # where it was written (a re-check elsewhere names its own in the text)
     }
     info = evidence.RunInfo(run_id=run_id, target=config.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
