@@ -1,4 +1,4 @@
-"""Push delivery to a Cloud Run service, the endpoint built from the service's URL as Cloud Run's Pub/Sub
+"""Written here: push delivery to a Cloud Run service, the endpoint built from the service's URL as Cloud Run's Pub/Sub
 tutorial does. The URL is unknown until deploy, but Cloud Run service URLs are HTTPS by the provider's
 contract (https://SERVICE-HASH-REGION.a.run.app), so push-endpoint-https can judge it."""
 

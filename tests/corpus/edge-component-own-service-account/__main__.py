@@ -1,4 +1,4 @@
-"""A team's component, as platform libraries write them: the queue, its dead-letter topic and drain, and
+"""Written here: a team's component, as platform libraries write them: the queue, its dead-letter topic and drain, and
 the dead-letter IAM granted to the service account the component creates for its workers. The grant looks
 complete, but a created service account is never the Pub/Sub service agent that forwards messages."""
 

@@ -1,4 +1,4 @@
-"""Edge case: project-level config defaults in Pulumi.yaml (typed), not repeated in the stack file."""
+"""Written here: project-level config defaults in Pulumi.yaml (typed), not repeated in the stack file."""
 import pulumi
 import pulumi_gcp as gcp
 

@@ -1,4 +1,4 @@
-"""Edge case: the program raises on line 9, after declaring one topic."""
+"""Written here: the program raises on line 9, after declaring one topic."""
 import pulumi
 import pulumi_gcp as gcp
 

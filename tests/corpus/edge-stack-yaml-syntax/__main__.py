@@ -1,4 +1,4 @@
-"""Edge case: a valid program whose stack file Pulumi.dev.yaml is not valid YAML (an unclosed flow mapping)."""
+"""Written here: a valid program whose stack file Pulumi.dev.yaml is not valid YAML (an unclosed flow mapping)."""
 import pulumi
 import pulumi_gcp as gcp
 

@@ -1,3 +1,4 @@
+// Written here: Cloud Run v2 push whose token comes from config.requireSecret.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 

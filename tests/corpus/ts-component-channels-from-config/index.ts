@@ -1,3 +1,4 @@
+// Written here: a ComponentResource per channel read from stack config.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 

@@ -1,3 +1,4 @@
+// Written here: exactly-once on a push subscription whose endpoint comes through an apply chain to a Cloud Run URL.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 

@@ -1,3 +1,4 @@
+// Written here: a secret inside a push endpoint URL.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 

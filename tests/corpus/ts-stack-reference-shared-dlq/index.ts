@@ -1,3 +1,4 @@
+// Written here: a dead-letter topic and push URL read from a StackReference.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 

@@ -1,4 +1,4 @@
-"""Edge case: Pulumi.yaml has main: src/, so the program is src/__main__.py (with a module beside it)."""
+"""Written here: Pulumi.yaml has main: src/, so the program is src/__main__.py (with a module beside it)."""
 import pulumi
 
 from topics import topic_with_drain

@@ -1,3 +1,4 @@
+// Written here: a subscription dead-lettering into its own topic, main: infra/.
 "use strict";
 const pulumi = require("@pulumi/pulumi");
 const gcp = require("@pulumi/gcp");

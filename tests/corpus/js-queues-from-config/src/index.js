@@ -1,3 +1,4 @@
+// Written here: queues built from config, package.json main, a duration in the wrong format.
 "use strict";
 const pulumi = require("@pulumi/pulumi");
 const { queue } = require("./queues");
