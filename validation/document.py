@@ -470,7 +470,7 @@ def describe(finding: dict, start_us: int | None = None) -> str:
         return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
     if kind == "lost":
         return (f"published at {at('published_us')} (status ok) and never delivered nor dead-lettered"
-                + (", after the subscription had stopped delivering (a poison message's last attempt)"
+                + (", on a subscription that stopped delivering after a poison message's last attempt"
                    if form == "stalled" else ", on a key delivered nothing of after the subscription's streams were "
                    "last reset" if form == "after_stream_reset" else ""))
     if kind == "unexpected":

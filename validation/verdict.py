@@ -99,8 +99,9 @@ def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None
 
 
 def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
-    """The form of a `lost` message from what the drain saw of its subscription: `stalled`, published after the
-    subscription stalled (`drain.stalled`: it delivered nothing after a poison message's last attempt;
+    """The form of a `lost` message from what the drain saw of its subscription: `stalled`, on a subscription that
+    stalled (`drain.stalled`: it delivered nothing after a poison message's last attempt, so what it had not
+    delivered by then -- published after, or waiting behind a key's earlier messages -- it never did;
     conformance scenario ordered-dead-letter-keeps-delivering); `after_stream_reset`, on a key the subscription
     delivered nothing of after its streams were last reset (`drain.after_stream_reset`; scenario
     ordered-stream-reset-keeps-delivering). Only the form is set: the finding, its severity and the verdict are
@@ -110,9 +111,7 @@ def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
     out = []
     for f in findings:
         if f["kind"] == "lost" and not f.get("form"):
-            since = stalled.get(f["subscription"])
-            published = (f.get("times") or {}).get("published_us")
-            if since is not None and published is not None and published >= since:
+            if f["subscription"] in stalled:
                 f = {**f, "form": "stalled"}
             elif f.get("key") in silent.get(f["subscription"], ()):
                 f = {**f, "form": "after_stream_reset"}
