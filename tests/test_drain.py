@@ -369,3 +369,21 @@ def test_a_lost_message_takes_the_form_of_what_the_drain_saw_of_its_subscription
     assert explained_by({"kind": "lost", "form": "stalled"}, violated, True) == ["ordered-dead-letter-keeps-delivering"]
     assert explained_by({"kind": "lost", "form": None}, violated, True) == []
     assert explained_by({"kind": "lost", "form": "stalled"}, {"ordered-dead-letter-keeps-delivering": "holds"}, True) == []
+
+
+def test_the_driver_footprint_is_sampled_from_start_to_end_and_said_in_one_line():
+    import time as clock
+
+    from pubsubguard.validation.footprint import Footprint, sentence
+
+    samples = Footprint(interval_s=0.1).start()
+    held = [b"x" * (8 * 1024 * 1024)]  # 8 MiB more (written, so resident) while it samples
+    clock.sleep(0.35)
+    samples = samples.stop()
+    assert len(samples) >= 4 and samples[0]["t_s"] == 0.0 and samples[-1]["t_s"] >= 0.35
+    assert all(s["rss_mib"] > 0 and s["threads"] >= 1 and s["open_files"] > 0 for s in samples)
+    assert max(s["rss_mib"] for s in samples) >= samples[0]["rss_mib"] + 7
+    said = sentence(samples)
+    assert said.startswith("the driver while probing: resident memory ") and f"{len(samples)} samples" in said
+    assert sentence(samples[:1]) is None
+    del held

@@ -34,6 +34,8 @@ from pubsubguard.validation.conformance_beside import ConformanceBeside
 from pubsubguard.validation.drain import (
     IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s, final_read_quiet_s,
 )
+from pubsubguard.validation.footprint import Footprint
+from pubsubguard.validation.footprint import sentence as footprint_sentence
 from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from pubsubguard.validation.faults import poison_set
@@ -541,6 +543,17 @@ class ProbeDriver:
                 quiet_crash_logs(self.sc, False)
 
     def _run(self, total: int, crash_after: int) -> None:
+        footprint = Footprint().start()
+        try:
+            self._run_jobs(total, crash_after)
+        finally:
+            samples = footprint.stop()
+            self.drain["footprint"] = samples
+            said = footprint_sentence(samples)
+            if said:
+                self.observations.append(said)
+
+    def _run_jobs(self, total: int, crash_after: int) -> None:
         if self.nemesis is not None:
             self.nemesis.start()  # the clock of the schedule's time selectors
         self._start(self._publish_job)
