@@ -125,8 +125,8 @@ def _drain_queue(q) -> list:
 
 
 # ---------------------------------------------------------------------------------------- ordering
-ORDER_SOURCE = (f"{FACTS_DOC} § Ordering (seeds 000/001/004): a redelivery of message n triggers redelivery of "
-                f"every later message of that key, acknowledged ones included (the stream rewinds to n). {DOC_ORDERING}")
+ORDER_SOURCE = (f"{FACTS_DOC} § Ordering (seeds 000/001/004): when message n of a key comes again, every "
+                f"message after it on that key comes again too, those already acked as well (the key starts over from n). {DOC_ORDERING}")
 
 
 def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
