@@ -633,6 +633,23 @@ class ProbeSubscriber:
         row["ack_deadline_s"] = int(seconds)
         return seconds
 
+    def note_held_in_client(self, streams: dict) -> None:
+        """At the end, per twin: messages the client library still leased (in its queue or its callbacks) and those
+        it held back behind an earlier message of their ordering key -- never handed to the probe, so never recorded;
+        said so a `lost` finding can be read beside it. Read from the
+        streaming pull manager's own counters (the client library's internals: nothing said when they differ)."""
+        for path, future in streams.items():
+            try:
+                manager = future._manager
+                leased, on_hold = manager.leaser.message_count, manager._messages_on_hold.size
+            except AttributeError:
+                continue
+            if leased or on_hold:
+                self.note(f"at the run's end the client library still leased {leased} messages of "
+                          f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
+                          f"{on_hold} held back behind an earlier message of their ordering key, which it never handed "
+                          "to the probe")
+
     def close_streams(self, streams: dict, close_file: str) -> None:
         """Close the streams of the twins the driver names in `<evidence>/_close` (subscriptions that stopped
         delivering after a poison message's last attempt: while such a subscription is read by a StreamingPull,
@@ -758,6 +775,7 @@ class ProbeSubscriber:
                     self.close_streams(streams, self.spec["close_file"])
                 time.sleep(0.1)
         finally:
+            self.note_held_in_client(streams)
             for future in futures:
                 future.cancel()
             for future in futures:
