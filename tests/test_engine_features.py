@@ -1,7 +1,7 @@
 """Every feature Pulumi's engine offers a program at `pulumi preview` (issue 45), honoured by `pubsubguard
 check` for Python and TypeScript programs alike: each test runs a program that uses one feature, through
-the real SDK over the engine's gRPC protocol, and asserts what the pack judged. The table in
-docs/architecture.md ("The engine's features") says what preview does and what `check` does for each."""
+the real SDK over the engine's gRPC protocol, and asserts what the pack judged. The table in docs/engine-features.md says
+what preview does and what `check` does for each."""
 
 from __future__ import annotations
 
@@ -240,6 +240,15 @@ HOOKS_PY = """
     gcp.pubsub.Topic("orders", name="orders",
                      opts=pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(after_create=[after, checked],
                                                                                   on_error=[failing])))
+
+
+    class Queue(pulumi.ComponentResource):
+        def __init__(self, name, opts=None):
+            super().__init__("team:index:Queue", name, None, opts)
+            self.register_outputs({"ready": True})
+
+
+    Queue("queue", pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(after_create=[checked])))
 """
 
 
@@ -248,6 +257,7 @@ def test_hooks_are_registered_and_only_those_for_dry_runs_run_at_preview(tmp_pat
     done = pubsubguard(root, "check", "-s", "dev")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "hook dry ran for orders" in done.stdout  # the program's print, under its own heading
+    assert "hook dry ran for queue" in done.stdout  # a component's, once it registered its outputs
     assert "hook create ran" not in done.stdout
 
 

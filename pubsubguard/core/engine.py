@@ -402,6 +402,7 @@ class Recorder:
         self.own_transforms: dict[str, list] = {}  # urn -> the resource's own transforms (for its children)
         self.hooks = callbacks.Hooks()
         self.packages: set[str] = set()  # refs given by RegisterPackage
+        self.component_hooks: dict[str, tuple] = {}  # urn -> (after_create hook names, its registration)
 
     # -- validation --
     def fail(self, message: str):
@@ -641,10 +642,12 @@ def services(recorder: Recorder):
             warnings = await hooks.run(recorder.program, hooks.bound(request, "before_create"), "before_create",
                                        urn=urn, name=request.name, type_=request.type, inputs=request.object)
             response = register(request, urn)
+            after = hooks.bound(request, "after_create")
             if request.custom:
-                warnings += await hooks.run(recorder.program, hooks.bound(request, "after_create"), "after_create",
-                                            urn=urn, name=request.name, type_=request.type, inputs=request.object,
-                                            outputs=response.object)
+                warnings += await hooks.run(recorder.program, after, "after_create", urn=urn, name=request.name,
+                                            type_=request.type, inputs=request.object, outputs=response.object)
+            elif after:  # a component's run when it registers its outputs, as the engine's step does
+                recorder.component_hooks[urn] = (after, request)
         except callbacks.CallbackError as err:
             raise Refused(f"{what}: {err}") from None
         for warning in warnings:
@@ -690,6 +693,8 @@ def services(recorder: Recorder):
                 with recorder.lock:
                     recorder.outputs.update(decode(_to_dict(request.outputs)))
                     recorder.completed = True
+            if request.urn in recorder.component_hooks:
+                return component_after_create(request)
             return empty_pb2.Empty()
 
         @guarded
@@ -735,6 +740,18 @@ def services(recorder: Recorder):
 
         def SignalAndWaitForShutdown(self, request, context):  # noqa: N802
             return empty_pb2.Empty()
+
+    async def component_after_create(request):
+        names, registration = recorder.component_hooks.pop(request.urn)
+        try:
+            warnings = await recorder.hooks.run(recorder.program, names, "after_create", urn=request.urn,
+                                                name=registration.name, type_=registration.type,
+                                                inputs=registration.object, outputs=request.outputs)
+        except callbacks.CallbackError as err:
+            raise Refused(f"{registration.type} {registration.name!r}: {err}") from None
+        for warning in warnings:
+            recorder.log("warning", warning)
+        return empty_pb2.Empty()
 
     def answer_invoke(request):
         depends_on = list(request.dependsOn) if "dependsOn" in _fields_of(request) else []
