@@ -371,3 +371,25 @@ def test_every_feature_the_pinned_sdk_can_ask_for_is_offered():
     names = {name for name in dir(resource_pb2) if name.startswith("RESOURCE_MONITOR_FEATURE_")}
     offered = {"RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper() for f in engine.MONITOR_FEATURES}
     assert names <= offered, names - offered
+
+
+# --- "Not judged" is exact in both languages -------------------------------------------------------
+def test_a_known_external_dead_letter_topic_is_not_judged_the_same_in_both_languages(tmp_path):
+    """A dead-letter topic in another project, named by a known path: whether it has a subscription
+    cannot be known from this stack, so `dead-letter-topic-has-subscription` is listed under "Not judged"
+    with that input, for TypeScript as for Python."""
+    typescript = node_project(tmp_path, """
+        const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+        new gcp.pubsub.Subscription("orders-sub", { name: "orders-sub", topic: orders.id, expirationPolicy: { ttl: "" },
+            deadLetterPolicy: { deadLetterTopic: "projects/shared-proj/topics/shared-dlq", maxDeliveryAttempts: 5 } });
+    """)
+    python = python_twin(tmp_path, """
+        import pulumi_gcp as gcp
+
+        orders = gcp.pubsub.Topic("orders", name="orders")
+        gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=orders.id, expiration_policy={"ttl": ""},
+            dead_letter_policy={"dead_letter_topic": "projects/shared-proj/topics/shared-dlq", "max_delivery_attempts": 5})
+    """)
+    node_verdict = judged(typescript)
+    assert node_verdict == judged(python)
+    assert any(entry[0] == "dead-letter-topic-has-subscription" and entry[1] == "orders-sub" for entry in node_verdict[2])
