@@ -393,3 +393,41 @@ def test_a_known_external_dead_letter_topic_is_not_judged_the_same_in_both_langu
     node_verdict = judged(typescript)
     assert node_verdict == judged(python)
     assert any(entry[0] == "dead-letter-topic-has-subscription" and entry[1] == "orders-sub" for entry in node_verdict[2])
+
+
+# --- Writes where the user could write --------------------------------------------------------------
+def test_a_program_writes_where_its_user_can_and_nothing_survives(tmp_path):
+    """As under `pulumi preview`, the program may write anywhere its user can: a function's zip beside the
+    project (`../gcp/cloud-function.zip`, as a Cloud Functions deploy does), a file in the project, a cache
+    under /var/tmp. Every write goes to a throwaway overlay (as root) that ends with the program: nothing
+    it wrote survives the check, and nothing outside changed."""
+    from pubsubguard.core import langhost
+
+    marker = f"pubsubguard-write-{tmp_path.name}"
+    root = python_twin(tmp_path, f"""
+        import os
+        import zipfile
+
+        import pulumi_gcp as gcp
+
+        os.makedirs("../gcp", exist_ok=True)
+        with zipfile.ZipFile("../gcp/cloud-function.zip", "w") as archive:
+            archive.writestr("main.py", "def handler(event, context): pass")
+        with open("Pulumi.dev.yaml", "a") as handle:
+            handle.write("# touched by the program")
+        os.makedirs("/var/tmp/{marker}", exist_ok=True)
+        with open("/var/tmp/{marker}/cache", "w") as handle:
+            handle.write("cached")
+        gcp.pubsub.Topic("orders", name="orders", labels={{"zip": str(os.path.getsize("../gcp/cloud-function.zip") > 0).lower()}})
+    """)
+    stack_file = (root / "Pulumi.dev.yaml").read_text()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    if not langhost.overlay()[0]:  # not root: only the project's own folder is a writable throwaway copy
+        assert done.returncode == 2 and "cloud-function.zip" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert inputs_of(root, "orders")["inputs"]["labels"] == {"zip": "true"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no ../gcp beside the project
+    assert (root / "Pulumi.dev.yaml").read_text() == stack_file
+    assert not Path(f"/var/tmp/{marker}").exists()
