@@ -431,3 +431,23 @@ def test_a_program_writes_where_its_user_can_and_nothing_survives(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no ../gcp beside the project
     assert (root / "Pulumi.dev.yaml").read_text() == stack_file
     assert not Path(f"/var/tmp/{marker}").exists()
+
+
+def test_a_data_source_reading_one_topic_answers_the_id_its_arguments_determine_in_both_languages(tmp_path):
+    python = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        shared = gcp.pubsub.get_topic(name="shared-dlq", project="proj-b")
+        pulumi.export("dlq_id", shared.id)
+        pulumi.export("dlq_labels", shared.labels)
+    """)
+    typescript = node_project(tmp_path, """
+        const shared = gcp.pubsub.getTopicOutput({ name: "shared-dlq", project: "proj-b" });
+        export const dlq_id = shared.id;
+        export const dlq_labels = shared.labels;
+    """)
+    for root in (python, typescript):
+        plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+        assert plan["outputs"]["dlq_id"] == "projects/proj-b/topics/shared-dlq", root
+        assert plan["outputs"].get("dlq_labels", engine.UNKNOWN) in (engine.UNKNOWN, None, {}), root

@@ -4,6 +4,7 @@ scanning; and where in the program each resource was created."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -334,6 +335,33 @@ def source_locator(files: list[Path], relative_to: Path, plan: dict | None = Non
         except ValueError:
             return path.as_posix()
 
+    quoted: dict[str, tuple[str, int]] = {}  # "X" or 'X' (X without quotes) -> its first line, in file order
+    for path, lines in texts:
+        where = uri(path)
+        for number, text in enumerate(lines, 1):
+            for mark in ('"', "'"):
+                if mark in text:
+                    for token in text.split(mark)[1:-1]:
+                        if token not in quoted:
+                            quoted[token] = (where, number)
+
+    @functools.lru_cache(maxsize=None)
+    def mentioned(name: str) -> tuple[str, int] | None:
+        for path, lines in texts:
+            for number, text in enumerate(lines, 1):
+                if name in text:
+                    return uri(path), number
+        return None
+
+    def first_quoted(needle: str) -> tuple[str, int] | None:
+        if '"' not in needle and "'" not in needle:
+            return quoted.get(needle)
+        for path, lines in texts:
+            for number, text in enumerate(lines, 1):
+                if f'"{needle}"' in text or f"'{needle}'" in text:
+                    return uri(path), number
+        return None
+
     def locate(violation: Violation) -> tuple[str, int]:
         position = positions.get(violation.urn)
         if position and root is not None:
@@ -343,14 +371,12 @@ def source_locator(files: list[Path], relative_to: Path, plan: dict | None = Non
             needles.append(records[parent]["name"])  # a component's name, where the program creates it
             parent = records[parent].get("parent")
         for needle in filter(None, needles):
-            for path, lines in texts:
-                for number, text in enumerate(lines, 1):
-                    if f'"{needle}"' in text or f"'{needle}'" in text:
-                        return uri(path), number
-        for path, lines in texts:
-            for number, text in enumerate(lines, 1):
-                if violation.resource_name and violation.resource_name in text:
-                    return uri(path), number
+            found = first_quoted(needle)
+            if found:
+                return found
+        found = mentioned(violation.resource_name) if violation.resource_name else None
+        if found:
+            return found
         return (uri(texts[0][0]), 1) if texts else ("Pulumi.yaml", 1)
 
     return locate

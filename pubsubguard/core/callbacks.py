@@ -117,11 +117,14 @@ def _copy_field(source, source_name: str, target, target_name: str) -> None:
         setattr(target, target_name, value)
 
 
-def transform_options(request):
-    """The options a resource transform receives, from the registration (as the engine builds them)."""
+def transform_options(request, options_type=None):
+    """The options a resource transform receives, from the registration (as the engine builds them); with
+    `options_type` (resource_pb2.ResourceOptions) those a hook receives."""
     from pulumi.runtime.proto import resource_pb2
 
-    options = resource_pb2.TransformResourceOptions()
+    options = (options_type or resource_pb2.TransformResourceOptions)()
+    if "parent" in _fields(options):
+        options.parent = request.parent
     for option, field in OPTION_FIELDS:
         _copy_field(request, field, options, option)
     if "delete_before_replace" in _fields(options) and (request.deleteBeforeReplace or request.deleteBeforeReplaceDefined):
@@ -271,8 +274,8 @@ class Hooks:
             return []
         return list(getattr(request.hooks, stage))
 
-    async def run(self, program: Program, names: list[str], stage: str, *, urn: str, name: str, type_: str,
-                  inputs, outputs=None) -> list[str]:
+    async def run(self, program: Program, names: list[str], stage: str, *, urn: str, registration,
+                  outputs=None) -> list[str]:
         """Run the `on_dry_run` hooks among `names` (the others do not run at preview); returns the warnings
         of hooks that failed with `ignore_errors`; raises CallbackError for one that failed otherwise."""
         from pulumi.runtime.proto import resource_pb2
@@ -284,7 +287,9 @@ class Hooks:
                 raise CallbackError(f"hook {hook_name!r} was not registered")
             if not hook.on_dry_run:
                 continue
-            message = resource_pb2.ResourceHookRequest(urn=urn, name=name, type=type_, new_inputs=inputs)
+            message = resource_pb2.ResourceHookRequest(  # the options too: the engine offers sendsOptionsToHooks
+                urn=urn, name=registration.name, type=registration.type, new_inputs=registration.object,
+                new_options=transform_options(registration, resource_pb2.ResourceOptions))
             if outputs is not None:
                 message.new_outputs.CopyFrom(outputs)
             answer = resource_pb2.ResourceHookResponse()

@@ -206,6 +206,23 @@ def read_outputs(type_: str, id_: str) -> dict:
     return {"name": id_} if len(parts) == 1 else {}
 
 
+READ_INVOKES = {"gcp:pubsub/getTopic:getTopic": "topics", "gcp:pubsub/getSubscription:getSubscription": "subscriptions"}
+
+
+def read_invoke_id(token: str, args: dict) -> dict:
+    """The id a data source that reads one resource answers, where its arguments determine it
+    (`getTopic({name, project})`: `projects/P/topics/N`), as for a resource read with `.get`."""
+    collection = READ_INVOKES.get(token)
+    name, project = args.get("name"), args.get("project")
+    if collection is None or not isinstance(name, str) or UNKNOWN in name:
+        return {}
+    if name.startswith("projects/") and name.count("/") == 3:
+        return {"id": name}
+    if isinstance(project, str) and project and UNKNOWN not in project:
+        return {"id": f"projects/{project}/{collection}/{name}"}
+    return {}
+
+
 def unsecret(value: Any) -> Any:
     """The value with secret envelopes opened (for evaluating invokes)."""
     if isinstance(value, dict):
@@ -552,7 +569,7 @@ class Recorder:
             return iam_policy_data(unsecret(args))
         with self.lock:
             self.unknown_invokes.append({"token": token, "args": args})
-        return unknown_result(args)
+        return {**unknown_result(args), **read_invoke_id(token, args)}
 
     def trace(self, message: str) -> None:
         """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
@@ -640,12 +657,12 @@ def services(recorder: Recorder):
         hooks = recorder.hooks
         try:
             warnings = await hooks.run(recorder.program, hooks.bound(request, "before_create"), "before_create",
-                                       urn=urn, name=request.name, type_=request.type, inputs=request.object)
+                                       urn=urn, registration=request)
             response = register(request, urn)
             after = hooks.bound(request, "after_create")
             if request.custom:
-                warnings += await hooks.run(recorder.program, after, "after_create", urn=urn, name=request.name,
-                                            type_=request.type, inputs=request.object, outputs=response.object)
+                warnings += await hooks.run(recorder.program, after, "after_create", urn=urn, registration=request,
+                                            outputs=response.object)
             elif after:  # a component's run when it registers its outputs, as the engine's step does
                 recorder.component_hooks[urn] = (after, request)
         except callbacks.CallbackError as err:
@@ -745,8 +762,7 @@ def services(recorder: Recorder):
         names, registration = recorder.component_hooks.pop(request.urn)
         try:
             warnings = await recorder.hooks.run(recorder.program, names, "after_create", urn=request.urn,
-                                                name=registration.name, type_=registration.type,
-                                                inputs=registration.object, outputs=request.outputs)
+                                                registration=registration, outputs=request.outputs)
         except callbacks.CallbackError as err:
             raise Refused(f"{registration.type} {registration.name!r}: {err}") from None
         for warning in warnings:
