@@ -77,15 +77,20 @@ GOALS_S = {1000: 10.0, 10000: 60.0}
 GOAL_MEMORY_MIB = 1024
 
 
+def language_project(root: Path, topics: int, language: str) -> None:
+    """The estate's project in `root`: this repository's infra/ (Python), or its TypeScript twin."""
+    if language == "nodejs":
+        import bench_nodejs
+
+        bench_nodejs.project(root, estate(topics))
+    else:
+        project(root, topics)
+
+
 def measure(topics: int, language: str = "python") -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         root = Path(tmp)
-        if language == "nodejs":
-            import bench_nodejs
-
-            bench_nodejs.project(root, estate(topics))
-        else:
-            project(root, topics)
+        language_project(root, topics, language)
         cpu_start = _cpu()
         timings: dict = {}
         judged = checking.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
@@ -96,7 +101,12 @@ def measure(topics: int, language: str = "python") -> dict:
         alone_start = time.perf_counter()
         checking.judge_plan(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
-        mocks_s = mocks_seconds(root) if language == "python" else bench_nodejs.mocks_seconds(root)
+        if language == "python":
+            mocks_s = mocks_seconds(root)
+        else:
+            import bench_nodejs
+
+            mocks_s = bench_nodejs.mocks_seconds(root)
     return {
         "mocks_s": mocks_s,
         "topics": topics, "resources": len(plan["resources"]), "plan_s": timings["plan_s"], "check_s": timings["check_s"],
@@ -196,12 +206,7 @@ def formats(sizes: list[int], language: str) -> int:
     for topics in sizes:
         with tempfile.TemporaryDirectory(prefix="bench-formats-") as tmp:
             root = Path(tmp)
-            if language == "nodejs":
-                import bench_nodejs
-
-                bench_nodejs.project(root, estate(topics))
-            else:
-                project(root, topics)
+            language_project(root, topics, language)
             import subprocess
 
             subprocess.run([sys.executable, "-m", "pubsubguard", "plan", "-s", "bench", "--out", str(root / "plan.json")],
