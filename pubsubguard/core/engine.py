@@ -459,6 +459,8 @@ class Recorder:
     def inherited_transforms(self, parent: str) -> list:
         """The transforms a child of `parent` gets after its own: its ancestors' (nearest first), then the
         stack's (the engine's order)."""
+        if not self.own_transforms:
+            return list(self.stack_transforms)
         found, seen = [], set()
         while parent and parent not in seen:
             seen.add(parent)
@@ -633,6 +635,8 @@ def services(recorder: Recorder):
         "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper() for f in MONITOR_FEATURES)
         if hasattr(resource_pb2, name))
 
+    hooks_field = "hooks" in _fields_of(resource_pb2.RegisterResourceRequest())  # an SDK's protocol with hooks
+
     def guarded(method):  # the servicers' methods run inline in the server's event loop (`_asynchronous`)
         return method
 
@@ -687,8 +691,8 @@ def services(recorder: Recorder):
             urn = recorder.make_urn(request.parent, request.type, request.name)
             for callback in request.transforms:
                 recorder.callback(callback, f"a transform of {request.type} {request.name!r}")
-            inherited = recorder.inherited_transforms(request.parent) if recorder.records else []
-            if request.transforms or inherited or (request.HasField("hooks") if "hooks" in _fields_of(request) else False):
+            inherited = recorder.inherited_transforms(request.parent)
+            if request.transforms or inherited or (hooks_field and request.HasField("hooks")):
                 return register_with_callbacks(request, urn, inherited)
             return register(request, urn)
 
