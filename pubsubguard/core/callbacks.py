@@ -27,6 +27,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pubsubguard.core.project import UNKNOWN
+from pubsubguard.core.signatures import OUTPUT_SIG, SECRET_SIG, SIG
+
 SOCKET_PREFIX = "callbacks"  # the exec scripts' Unix socket: <scratch>/callbacks*.sock
 
 
@@ -137,7 +140,6 @@ def with_output_values(properties, dependencies: dict[str, list[str]]):
     before the resource's own transforms, so that a transform keeps them)."""
     from google.protobuf import json_format, struct_pb2
 
-    from pubsubguard.core.engine import OUTPUT_SIG, SECRET_SIG, SIG
 
     values = json_format.MessageToDict(properties)
     upgraded = {}
@@ -150,7 +152,7 @@ def with_output_values(properties, dependencies: dict[str, list[str]]):
             output = {SIG: OUTPUT_SIG, "dependencies": deps}
             if isinstance(value, dict) and value.get(SIG) == SECRET_SIG:
                 output.update(value=value.get("value"), secret=True)
-            elif value != UNKNOWN_VALUE:
+            elif value != UNKNOWN:
                 output["value"] = value
             upgraded[key] = output
         else:
@@ -160,12 +162,8 @@ def with_output_values(properties, dependencies: dict[str, list[str]]):
     return struct
 
 
-UNKNOWN_VALUE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # engine's unknown sentinel (project.UNKNOWN)
-
-
 def output_dependencies(value) -> set[str]:
     """The URNs the output values inside a property value depend on."""
-    from pubsubguard.core.engine import OUTPUT_SIG, SIG
 
     found: set[str] = set()
     if isinstance(value, dict):
