@@ -287,6 +287,17 @@ def test_typescript_hooks_are_registered_and_not_run_at_preview(tmp_path):
     assert code == 0, document["error"]
 
 
+def test_a_typescript_dry_run_hook_runs_at_preview_through_the_programs_callbacks(tmp_path):
+    root = node_project(tmp_path, """
+        const friday = new pulumi.ResourceHook("friday", async () => { throw new Error("not on Fridays"); },
+                                               { onDryRun: true });
+        new gcp.pubsub.Topic("orders", { name: "orders" }, { hooks: { beforeCreate: [friday] } });
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    assert "before hook 'friday' failed" in done.stderr and "not on Fridays" in done.stderr
+
+
 # --- Options that matter once a stack has state ----------------------------------------------------
 def test_replace_with_and_a_replacement_trigger_are_taken(tmp_path):
     root = python_twin(tmp_path, """
