@@ -529,3 +529,30 @@ def test_a_byte_string_is_judged_as_the_text_it_reads_as():
     wire = {engine.SIG: engine.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
     assert engine.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
     assert engine.decode({engine.SIG: engine.BYTE_STRING_SIG, "value": "not base64!"}) == engine.UNKNOWN
+
+
+def test_the_engine_calls_back_only_a_socket_the_program_made_in_its_scratch_folder(tmp_path):
+    """The scratch folder is the program's to write: a symbolic link named like its callbacks socket must not
+    send the engine to a socket of the host."""
+    import socket
+
+    from pubsubguard.core import callbacks
+
+    scratch, host = tmp_path / "scratch", tmp_path / "host"
+    scratch.mkdir()
+    host.mkdir()
+    listeners = []
+    for path in (scratch / "callbacks-1.sock", host / "private.sock"):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listeners.append(listener)
+    (scratch / "callbacks-2.sock").symlink_to(host / "private.sock")
+    program = callbacks.Program(scratch)
+    try:
+        assert program.allowed(f"unix:{scratch / 'callbacks-1.sock'}")
+        assert not program.allowed(f"unix:{scratch / 'callbacks-2.sock'}")  # a link to the host's socket
+        assert not program.allowed(f"unix:{host / 'private.sock'}")
+        assert not program.allowed("127.0.0.1:50051")  # the host's loopback, not the program's
+    finally:
+        for listener in listeners:
+            listener.close()

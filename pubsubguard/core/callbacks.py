@@ -25,6 +25,8 @@ server) and names each one by `Callback{target, token}`; the engine invokes it w
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from pubsubguard.core.project import UNKNOWN
@@ -46,10 +48,17 @@ class Program:
         self.channels: dict[str, object] = {}
 
     def allowed(self, target: str) -> bool:
+        """A socket the program made in the scratch folder itself: never a symbolic link (the folder is the
+        program's to write: a link would send the engine to a socket of the host)."""
         if self.folder is None or not target.startswith("unix:"):
             return False
         path = Path(target[len("unix:"):])
-        return str(path.parent) == self.folder and path.name.startswith(SOCKET_PREFIX) and path.suffix == ".sock"
+        if str(path.parent) != self.folder or not path.name.startswith(SOCKET_PREFIX) or path.suffix != ".sock":
+            return False
+        try:
+            return stat.S_ISSOCK(os.lstat(path).st_mode)
+        except OSError:
+            return False
 
     async def call(self, callback, request) -> bytes:
         import grpc
