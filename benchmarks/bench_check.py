@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_check.py                 # 100, 1000 and 3000 topics
     .venv/bin/python benchmarks/bench_check.py --topics 1000   # one size
     .venv/bin/python benchmarks/bench_check.py --language nodejs --topics 1000   # the TypeScript program
+    .venv/bin/python benchmarks/bench_check.py --formats --topics 1000   # each CLI format vs text (issue 45)
 
 Each topic has 3 subscriptions (pull; exactly-once pinned to a region; ordered), and every tenth
 topic's pull subscription dead-letters into an auto-created topic with its drain and service-agent
@@ -76,15 +77,20 @@ GOALS_S = {1000: 10.0, 10000: 60.0}
 GOAL_MEMORY_MIB = 1024
 
 
+def language_project(root: Path, topics: int, language: str) -> None:
+    """The estate's project in `root`: this repository's infra/ (Python), or its TypeScript twin."""
+    if language == "nodejs":
+        import bench_nodejs
+
+        bench_nodejs.project(root, estate(topics))
+    else:
+        project(root, topics)
+
+
 def measure(topics: int, language: str = "python") -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         root = Path(tmp)
-        if language == "nodejs":
-            import bench_nodejs
-
-            bench_nodejs.project(root, estate(topics))
-        else:
-            project(root, topics)
+        language_project(root, topics, language)
         cpu_start = _cpu()
         timings: dict = {}
         judged = checking.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
@@ -95,7 +101,12 @@ def measure(topics: int, language: str = "python") -> dict:
         alone_start = time.perf_counter()
         checking.judge_plan(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
-        mocks_s = mocks_seconds(root) if language == "python" else bench_nodejs.mocks_seconds(root)
+        if language == "python":
+            mocks_s = mocks_seconds(root)
+        else:
+            import bench_nodejs
+
+            mocks_s = bench_nodejs.mocks_seconds(root)
     return {
         "mocks_s": mocks_s,
         "topics": topics, "resources": len(plan["resources"]), "plan_s": timings["plan_s"], "check_s": timings["check_s"],
@@ -172,6 +183,45 @@ def plan_only(sizes: list[int]) -> int:
     return 0
 
 
+CLI_FORMATS = (("text", ()), ("json", ("--format", "json")), ("sarif", ("--format", "sarif")),
+               ("text + summary", ("--summary", "summary.md")))  # what a pull request's CI reads
+
+
+def _cli(root: Path, *args: str) -> float:
+    """Wall seconds of one `pubsubguard` command in `root` (its report to a file, as CI keeps it)."""
+    import subprocess
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", *args, "--out", str(root / "report")], cwd=root,
+                          capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pubsubguard {' '.join(args)} failed: {done.stderr.strip()}")
+    return time.perf_counter() - started
+
+
+def formats(sizes: list[int], language: str) -> int:
+    """`pubsubguard check` through the command line in each format, on the program and on its saved plan
+    (`--plan`): each format's seconds and its ratio to the text format's (issue 45: within 1.10x)."""
+    print(f"{'topics':>7} {'format':>15} {'check s':>8} {'/text':>6} {'--plan s':>8} {'/text':>6} {'load':>5}")
+    for topics in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-formats-") as tmp:
+            root = Path(tmp)
+            language_project(root, topics, language)
+            import subprocess
+
+            subprocess.run([sys.executable, "-m", "pubsubguard", "plan", "-s", "bench", "--out", str(root / "plan.json")],
+                           cwd=root, capture_output=True, check=True, stdin=subprocess.DEVNULL)
+            base: dict[str, float] = {}
+            for name, extra in CLI_FORMATS:
+                load = os.getloadavg()[0]
+                check_s = _cli(root, "check", "-s", "bench", *extra)
+                plan_s = _cli(root, "check", "--plan", str(root / "plan.json"), *extra)
+                base = base or {"check": check_s, "plan": plan_s}
+                print(f"{topics:>7} {name:>15} {check_s:>8.2f} {check_s / base['check']:>5.2f}x {plan_s:>8.2f} "
+                      f"{plan_s / base['plan']:>5.2f}x {load:>5.1f}", flush=True)
+    return 0
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the pack processes)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -186,11 +236,16 @@ def main(argv: list[str] | None = None) -> int:
                              "(benchmarks/bench_nodejs.py; its mocks are the Node SDK's setMocks)")
     parser.add_argument("--plan-only", action="store_true",
                         help="only run the program (`pubsubguard plan`): its wall and CPU seconds and peak memory")
+    parser.add_argument("--formats", action="store_true",
+                        help="`pubsubguard check` through the command line in each format (text, json, sarif, text "
+                             "with --summary), on the program and with --plan: seconds and ratio to text")
     args = parser.parse_args(argv)
     sizes = args.topics or [100, 1000, 3000]
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     if args.plan_only:
         return plan_only(sizes)
+    if args.formats:
+        return formats(sizes, args.language)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start (wall times stretch when other work shares the cores)")
     print(f"{'topics':>7} {'resources':>9} {'plan s':>7} {'check s':>7} {'total s':>7} {'cpu s':>7} "

@@ -83,7 +83,10 @@ for (const spec of estate.topics) {
 MOCKS = """\
 const started = process.hrtime.bigint();
 Object.assign(process.env, JSON.parse(require("fs").readFileSync(process.argv[2], "utf8")));
-require("ts-node").register({ project: "tsconfig.json" });  // as cmd/run: ts-node, type checked
+// As cmd/run: the project's ts-node and typescript, else the SDK's vendored ones (the template installs no
+// ts-node), type checked.
+const { tsnodeRequire, typescriptRequire } = require("@pulumi/pulumi/tsutils").typeScriptRequireStrings();
+require(tsnodeRequire).register({ project: "tsconfig.json", compiler: typescriptRequire });
 const pulumi = require("@pulumi/pulumi");
 pulumi.runtime.setMocks({
     newResource: (args) => ({ id: "", state: args.inputs }),

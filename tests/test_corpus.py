@@ -57,6 +57,20 @@ def test_the_corpus_is_large_enough():
     assert len(gathered) >= 30 and {e["verdict"] for e in expected} == set(EXIT)
 
 
+TWINS = sorted((name, expected_of(name)["twin"]) for name in PROGRAMS if expected_of(name).get("twin"))
+
+
+@pytest.mark.parametrize("typescript, python", TWINS)
+def test_a_typescript_twin_is_judged_as_its_python_twin(typescript, python):
+    """"Not judged" is exact in both languages (issue 45): each TypeScript program written after a Python
+    one expects the same verdict, mandatory rules and "not judged" list (rule on resource) as its twin,
+    and `test_corpus_program` holds each to its own list."""
+    assert is_nodejs(typescript) and not is_nodejs(python)
+    ts, py = expected_of(typescript), expected_of(python)
+    assert (ts["verdict"], sorted(ts.get("mandatory") or []), sorted(ts["not_judged"])) == \
+        (py["verdict"], sorted(py.get("mandatory") or []), sorted(py["not_judged"]))
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_corpus_program(name, tmp_path, capsys):
     expected = expected_of(name)

@@ -109,6 +109,12 @@ class Rule:
             return []
         return [path for path in self.reads if reads_unknown(resource.props, path)]
 
+    @property
+    def remediation(self) -> str:
+        """The fix and the fact behind it, as the pack tells a tool that shows the rule (code scanning's
+        rule help): the rule's own words, so they hold wherever the report is read."""
+        return f"{self.description} Pub/Sub fact: {self.fact}"
+
     def policy(self):
         """The SDK policy object (imports pulumi_policy: only the pack's virtualenv has it)."""
         from pulumi_policy import (
@@ -132,7 +138,7 @@ class Rule:
 
             return StackValidationPolicy(
                 name=self.name, description=self.description, validate=validate_stack,
-                enforcement_level=level, config_schema=schema,
+                enforcement_level=level, config_schema=schema, remediation_steps=self.remediation,
             )
 
         def validate_resource(args, report_violation) -> None:
@@ -149,7 +155,7 @@ class Rule:
 
         return ResourceValidationPolicy(
             name=self.name, description=self.description, validate=validate_resource,
-            enforcement_level=level, config_schema=schema,
+            enforcement_level=level, config_schema=schema, remediation_steps=self.remediation,
         )
 
 

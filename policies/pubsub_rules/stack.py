@@ -64,7 +64,7 @@ def _dead_letter_not_source(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
     level=MANDATORY,
     fact="A dead-letter topic needs a subscription of its own, or forwarded messages are lost.",
     unknowns=(
-        "Reports nothing when the dead-letter topic is unresolved, when a subscription whose topic is "
+        "Cannot judge when the dead-letter topic is unresolved, when a subscription whose topic is "
         "unresolved might read it, or (by default) when it is declared outside the stack."
     ),
     reads=DEAD_LETTER_READS,
@@ -87,8 +87,9 @@ def _dead_letter_has_subscription(stack: Stack, config) -> Iterator[tuple[str, A
         if not dead_letter.resolved:
             yield sub.urn, _unresolved(sub, "deadLetterPolicy.deadLetterTopic")
             continue
-        if dead_letter.external and config["allowExternalTopics"]:
-            continue  # declared in another stack or project: its subscription is not visible here
+        if dead_letter.external and config["allowExternalTopics"]:  # declared in another stack or project: its
+            yield sub.urn, Undecided(("deadLetterPolicy.deadLetterTopic",))  # subscriptions are not visible here
+            continue
         readers = stack.readers(dead_letter)
         if readers is UNKNOWN:
             unresolved = [s.urn for s in stack.subscriptions if not stack.topic_of(s).resolved]

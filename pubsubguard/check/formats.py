@@ -4,6 +4,7 @@ scanning; and where in the program each resource was created."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -18,14 +19,17 @@ COMPACT_FROM = 40  # violations: above this, text output summarises per rule (th
 EXAMPLES = 3
 
 
-def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verbose: bool = False) -> str:
+def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verbose: bool = False,
+                error_on_stderr: bool = False) -> str:
     """The report for a person, as linters print: one line per violation, `file:line: level rule: message`
     (the line in the program that creates the resource, `locate(violation) -> (file, line)`), mandatory
-    first; an advisory rule that fires on more than a few resources is one line with its count; URNs
-    only with `verbose`; what could not be judged and what the program printed; the suppressed
-    violations with their reasons; the verdict last."""
+    first, then the advisories by rule, every resource at its own line (`compact` summarises per rule);
+    URNs only with `verbose`; what could not be judged and what the program printed; the suppressed
+    violations with their reasons; the verdict last. A program's failure is the check's one error line
+    on stderr; with `error_on_stderr` the report only points at it (it is not said twice on a terminal)."""
     lines = [
-        f"pubsubguard check: {outcome.source or 'plan'} (stack {outcome.stack}), {outcome.resources} resources, "
+        f"pubsubguard check: {outcome.source or 'plan'} (stack {outcome.stack}), {_count(outcome.resources, 'resource')}"
+        f"{' registered' if outcome.error else ''}, "
         f"pack {outcome.pack}@{outcome.pack_version} ({len(outcome.policies)} policies)",
         "",
     ]
@@ -47,24 +51,16 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
     else:
         for v in sorted(outcome.mandatory, key=lambda v: (where(v), v.policy)):
             lines += entry(v)
-        by_rule: dict[str, list[Violation]] = {}
-        for v in outcome.advisory:
-            by_rule.setdefault(v.policy, []).append(v)
-        for rule, found in sorted(by_rule.items()):
-            if len(found) > EXAMPLES and not verbose:
-                names = sorted({v.resource_name or "stack" for v in found})
-                lines.append(f"{where(found[0])}{found[0].level:<9} {rule} ({len(found)} resources: "
-                             f"{', '.join(names[:EXAMPLES])} and {len(names) - EXAMPLES} more): {found[0].message}")
-            else:
-                for v in sorted(found, key=where):
-                    lines += entry(v)
+        for v in sorted(outcome.advisory, key=lambda v: (v.policy, where(v))):  # each resource at its own line
+            lines += entry(v)
         if outcome.counted:
             lines.append("")
     lines += _not_judged(outcome)
     lines += _program_section(outcome)
     mandatory, advisory = len(outcome.mandatory), len(outcome.advisory)
     if outcome.error:
-        verdict = [f"ERROR: {outcome.error}",
+        verdict = ["ERROR: the program did not complete (the error is on stderr)." if error_on_stderr
+                   else f"ERROR: {outcome.error}",
                    f"Seen until then: {mandatory} mandatory, {advisory} advisory violation{'s' if advisory != 1 else ''} "
                    "(the stack rules did not run)."]
     else:
@@ -76,6 +72,10 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
     if suppressed:  # just above the verdict's last line
         verdict = verdict[:-1] + suppressed + [""] + verdict[-1:]
     return "\n".join(lines + verdict) + "\n"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def _suppressed_section(outcome: Outcome) -> list[str]:
@@ -231,7 +231,9 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
             "id": p.name, "name": p.name,
             "shortDescription": {"text": p.description},
             "fullDescription": {"text": p.description},
-            "help": {"text": f"{p.description} See docs/policies.md#{p.name}."},
+            "help": {"text": p.remediation or p.description,
+                     "markdown": f"**{p.name}** ({p.kind} rule): {p.remediation or p.description}"},
+            **({"helpUri": p.url} if p.url else {}),
             "defaultConfiguration": {"level": _SARIF_LEVEL[outcome.levels.get(p.name, p.level)]},
             "properties": {"kind": p.kind, "enforcementLevel": outcome.levels.get(p.name, p.level)},
         }
@@ -333,6 +335,33 @@ def source_locator(files: list[Path], relative_to: Path, plan: dict | None = Non
         except ValueError:
             return path.as_posix()
 
+    quoted: dict[str, tuple[str, int]] = {}  # "X" or 'X' (X without quotes) -> its first line, in file order
+    for path, lines in texts:
+        where = uri(path)
+        for number, text in enumerate(lines, 1):
+            for mark in ('"', "'"):
+                if mark in text:
+                    for token in text.split(mark)[1:-1]:
+                        if token not in quoted:
+                            quoted[token] = (where, number)
+
+    @functools.lru_cache(maxsize=None)
+    def mentioned(name: str) -> tuple[str, int] | None:
+        for path, lines in texts:
+            for number, text in enumerate(lines, 1):
+                if name in text:
+                    return uri(path), number
+        return None
+
+    def first_quoted(needle: str) -> tuple[str, int] | None:
+        if '"' not in needle and "'" not in needle:
+            return quoted.get(needle)
+        for path, lines in texts:
+            for number, text in enumerate(lines, 1):
+                if f'"{needle}"' in text or f"'{needle}'" in text:
+                    return uri(path), number
+        return None
+
     def locate(violation: Violation) -> tuple[str, int]:
         position = positions.get(violation.urn)
         if position and root is not None:
@@ -342,14 +371,12 @@ def source_locator(files: list[Path], relative_to: Path, plan: dict | None = Non
             needles.append(records[parent]["name"])  # a component's name, where the program creates it
             parent = records[parent].get("parent")
         for needle in filter(None, needles):
-            for path, lines in texts:
-                for number, text in enumerate(lines, 1):
-                    if f'"{needle}"' in text or f"'{needle}'" in text:
-                        return uri(path), number
-        for path, lines in texts:
-            for number, text in enumerate(lines, 1):
-                if violation.resource_name and violation.resource_name in text:
-                    return uri(path), number
+            found = first_quoted(needle)
+            if found:
+                return found
+        found = mentioned(violation.resource_name) if violation.resource_name else None
+        if found:
+            return found
         return (uri(texts[0][0]), 1) if texts else ("Pulumi.yaml", 1)
 
     return locate

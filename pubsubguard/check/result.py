@@ -26,6 +26,8 @@ class PolicyInfo:
     level: str  # default level the pack declares
     kind: str  # "resource" or "stack"
     config_schema: dict = field(default_factory=dict)
+    remediation: str = ""  # what the pack says fixes a violation and why (its PolicyInfo.remediation_steps)
+    url: str = ""  # where the pack documents the rule (its PolicyInfo.url), if it says
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,7 @@ def policy_infos(info) -> list[PolicyInfo]:
             PolicyInfo(
                 name=p.name, description=p.description, level=level_name(p.enforcementLevel),
                 kind="stack" if p.policy_type == pb.POLICY_TYPE_STACK else "resource", config_schema=schema,
+                remediation=getattr(p, "remediation_steps", ""), url=getattr(p, "url", ""),
             )
         )
     return result

@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                          help=f"text: summarise per rule (the default above {formats.COMPACT_FROM} violations)")
     compact.add_argument("--full", dest="compact", action="store_false", help="text: every violation by resource")
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="text: each violation's URN, and every advisory even when a rule repeats")
+                        help="text: each violation's URN")
     parser.add_argument("--out", type=options.output_file, metavar="FILE",
                         help="write the report to this FILE (default: stdout)")
     parser.add_argument(
@@ -129,7 +129,7 @@ def _run(args, source: str) -> int:
     elif args.format == "sarif":
         text = formats.format_sarif(outcome, locate)
     else:
-        text = formats.format_text(outcome, args.compact, locate, args.verbose)
+        text = formats.format_text(outcome, args.compact, locate, args.verbose, error_on_stderr=not args.out)
     shown = (lambda text: text) if args.show_secrets else (lambda text: planning.mask(text, outcome.secrets))
     _emit(args, shown(text), outcome)
     if args.summary:

@@ -19,6 +19,34 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an option the chosen command does not know is that command's error: it
+        names the option it looks like and points at the command's own `--help`."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            parser = self._command_parser(getattr(parsed, "command", None)) or self
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}{_meant(parser, unknown)}")
+        return parsed
+
+    def _command_parser(self, command: str | None):
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                return action.choices[command]
+        return None
+
+
+def _meant(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """"; did you mean --format?" for the first unknown option that looks like one the parser has."""
+    import difflib
+
+    known = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    for word in unknown:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Every option's default in its help, unless the help already says it or there is none to say."""

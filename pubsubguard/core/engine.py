@@ -24,6 +24,7 @@ records every registration and answers the program the way `pulumi preview` does
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 import threading
@@ -31,14 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pubsubguard.core import callbacks
 from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
+from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire's names
+    BYTE_STRING_SIG, OUTPUT_SIG, RESOURCE_SIG, SECRET_SIG, SIG,
+)
 from pubsubguard.policies import pubsub_facts as facts
-
-SIG = "4dabf18193072939515e22adb298388d"
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
-RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
-OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
 
 GET_IAM_POLICY = "gcp:organizations/getIAMPolicy:getIAMPolicy"
 
@@ -66,10 +66,22 @@ def decode(value: Any) -> Any:
                 return UNKNOWN
             inner = decode(value["value"])
             return {SIG: SECRET_SIG, "value": inner} if value.get("secret") else inner
+        if sig == BYTE_STRING_SIG:  # judged as the text it reads as (undecodable bytes as U+FFFD)
+            return _byte_string(value.get("value"))
         if sig is not None:
             return value  # assets and archives: kept as they are
         return {str(k): decode(v) for k, v in sorted(value.items()) if v is not None}
     return value
+
+
+def _byte_string(encoded: Any) -> str:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(str(encoded or ""), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return UNKNOWN
 
 
 def contains_unknown(value: Any) -> bool:
@@ -171,6 +183,43 @@ def with_documented_forms(type_: str, inputs: dict) -> dict:
     return outputs
 
 
+READ_ID_FORMS = {  # what a read resource's id determines (the provider's import formats): type -> collection
+    facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions",
+}
+
+
+def read_outputs(type_: str, id_: str) -> dict:
+    """What the engine knows of a resource read with `.get(name, id)` offline: what its id determines (a
+    topic's name and project from `projects/P/topics/N`, `P/N` or `N`); every other output is unknown
+    (the SDK reads an absent output as unknown at preview)."""
+    collection = READ_ID_FORMS.get(type_)
+    if collection is None or not id_ or UNKNOWN in id_:
+        return {}
+    parts = id_.split("/")
+    if len(parts) == 4 and parts[0] == "projects" and parts[2] == collection:
+        return {"project": parts[1], "name": parts[3]}
+    if len(parts) == 2:
+        return {"project": parts[0], "name": parts[1]}
+    return {"name": id_} if len(parts) == 1 else {}
+
+
+READ_INVOKES = {"gcp:pubsub/getTopic:getTopic": "topics", "gcp:pubsub/getSubscription:getSubscription": "subscriptions"}
+
+
+def read_invoke_id(token: str, args: dict) -> dict:
+    """The id a data source that reads one resource answers, where its arguments determine it
+    (`getTopic({name, project})`: `projects/P/topics/N`), as for a resource read with `.get`."""
+    collection = READ_INVOKES.get(token)
+    name, project = args.get("name"), args.get("project")
+    if collection is None or not isinstance(name, str) or UNKNOWN in name:
+        return {}
+    if name.startswith("projects/") and name.count("/") == 3:
+        return {"id": name}
+    if isinstance(project, str) and project and UNKNOWN not in project:
+        return {"id": f"projects/{project}/{collection}/{name}"}
+    return {}
+
+
 def unsecret(value: Any) -> Any:
     """The value with secret envelopes opened (for evaluating invokes)."""
     if isinstance(value, dict):
@@ -188,6 +237,10 @@ def _struct(values: dict):
     struct = struct_pb2.Struct()
     struct.update(values)
     return struct
+
+
+def _fields_of(message) -> set[str]:
+    return set(message.DESCRIPTOR.fields_by_name)
 
 
 def _to_dict(message) -> dict:
@@ -277,10 +330,16 @@ def unknown_result(args: dict) -> dict:
 
 
 # --- The engine's services ------------------------------------------------------------------------
-FEATURES = ("secrets", "resourceReferences", "outputValues", "deletedWith", "aliasSpecs")  # what the engine
-# offers a program here; transforms and hooks are not offered (the engine would have to call back into
-# the program): a program that needs them fails with the SDK's own "does not support" error, never
-# silently untransformed.
+FEATURES = (  # what the engine offers a program (`SupportsFeature`), as `pulumi preview` does: callbacks into the
+    # program (transforms, hooks) are served through `callbacks`; options that matter only once a stack has a
+    # state (replace_with, replacement triggers, deleted_with, aliases) are taken and recorded
+    "secrets", "resourceReferences", "outputValues", "deletedWith", "aliasSpecs", "replacementTrigger", "replaceWith",
+    "transforms", "invokeTransforms", "parameterization", "resourceHooks", "errorHooks", "sendsOptionsToHooks",
+)
+MONITOR_FEATURES = FEATURES + (  # also listed by `GetDeploymentInfo` (SDKs that ask by enum)
+    "byteString", "invokeDependsOn", "invokeParent", "stateMigrations", "callOutputValues", "invokeOutputValues",
+)
+UNSUPPORTED_FEATURE = re.compile(r"The Pulumi CLI does not support (?P<feature>[^.]+)\. Please update the Pulumi CLI\.?")
 TYPE_TOKEN = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-/]*)?:[A-Za-z0-9_.\-]+$")
 MAX_NAME = 1024
 MAX_MESSAGES = 200  # warnings and infos kept from the program's log
@@ -295,6 +354,13 @@ class Limits:
     timeout_s: float = 600.0
     memory_mib: int = 3072
     idle_timeout_s: float = 60.0
+
+
+def unsupported_feature(found: re.Match) -> str:
+    """The SDK's "update the Pulumi CLI" for a feature this engine does not offer, said as it is: the
+    program is fine, `pulumi preview` runs it; pubsubguard's offline engine cannot."""
+    return (f"the program uses {found['feature']}, which pubsubguard's offline engine does not offer (the program "
+            "itself is fine: `pulumi preview` runs it)")
 
 
 class Refused(Exception):
@@ -344,6 +410,13 @@ class Recorder:
         self.breach: str | None = None
         self.root_urn = ""
         self.traced: dict[tuple[str, str], dict] = {}  # (type, name) -> {input path: {from, via}} (the child's)
+        self.program = callbacks.Program(None)  # the program's callbacks server (set by `Server`)
+        self.stack_transforms: list = []  # Callbacks, in registration order
+        self.invoke_transforms: list = []
+        self.own_transforms: dict[str, list] = {}  # urn -> the resource's own transforms (for its children)
+        self.hooks = callbacks.Hooks()
+        self.packages: set[str] = set()  # refs given by RegisterPackage
+        self.component_hooks: dict[str, tuple] = {}  # urn -> (after_create hook names, its registration)
 
     # -- validation --
     def fail(self, message: str):
@@ -379,6 +452,47 @@ class Recorder:
         if parent:
             type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
         return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
+
+    def inherited_transforms(self, parent: str) -> list:
+        """The transforms a child of `parent` gets after its own: its ancestors' (nearest first), then the
+        stack's (the engine's order)."""
+        if not self.own_transforms:
+            return list(self.stack_transforms)
+        found, seen = [], set()
+        while parent and parent not in seen:
+            seen.add(parent)
+            found += self.own_transforms.get(parent, [])
+            parent = (self.records.get(parent) or {}).get("parent") or ""
+        return found + self.stack_transforms
+
+    def callback(self, callback, what: str):
+        """A callback the program registers, checked: the engine calls only the program's own server."""
+        if not self.program.allowed(callback.target):
+            self.fail(f"the program registered {what} at {callback.target[:100]!r}, where its callbacks "
+                      "server does not listen in this offline engine")
+        return callback
+
+    def unresolved(self, urns) -> bool:
+        """Whether a custom resource among `urns` (a component: its descendants, down to the first custom
+        resource of each branch) has not been created: at preview, every new one (a read one exists)."""
+        frontier, seen = list(urns), set()
+        children: dict[str, list[str]] | None = None
+        while frontier:
+            urn = frontier.pop()
+            record = self.records.get(urn)
+            if record is None or urn in seen:
+                continue
+            seen.add(urn)
+            if record["custom"]:
+                if not record.get("external"):
+                    return True
+                continue
+            if children is None:
+                children = {}
+                for child in self.records.values():
+                    children.setdefault(child["parent"] or "", []).append(child["urn"])
+            frontier += children.get(urn, [])
+        return False
 
     # -- registrations --
     def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None,
@@ -454,7 +568,7 @@ class Recorder:
             return iam_policy_data(unsecret(args))
         with self.lock:
             self.unknown_invokes.append({"token": token, "args": args})
-        return unknown_result(args)
+        return {**unknown_result(args), **read_invoke_id(token, args)}
 
     def trace(self, message: str) -> None:
         """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
@@ -496,6 +610,8 @@ class Recorder:
 
     def log(self, severity: str, message: str) -> None:
         message = message.strip()
+        if severity == "error":
+            message = UNSUPPORTED_FEATURE.sub(unsupported_feature, message)
         with self.lock:
             if severity == "error":
                 if len(self.errors) < MAX_MESSAGES:
@@ -512,15 +628,54 @@ def services(recorder: Recorder):
     from google.protobuf import empty_pb2
     from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc, resource_pb2, resource_pb2_grpc
 
-    features = {getattr(resource_pb2, "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper())
-                for f in FEATURES}
+    features = sorted(getattr(resource_pb2, name) for name in (
+        "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper() for f in MONITOR_FEATURES)
+        if hasattr(resource_pb2, name))
+
+    hooks_field = "hooks" in _fields_of(resource_pb2.RegisterResourceRequest())  # an SDK's protocol with hooks
 
     def guarded(method):  # the servicers' methods run inline in the server's event loop (`_asynchronous`)
         return method
 
+    def register(request, urn: str):
+        """Record a registration (after its transforms) and answer it."""
+        wire = _to_dict(request.object)
+        inputs = decode(wire)
+        recorder.record(request, urn, inputs, partial=partial_strings(wire))
+        if request.transforms:
+            recorder.own_transforms[urn] = list(request.transforms)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
+
+    async def register_with_callbacks(request, urn: str, inherited: list):
+        what = f"{request.type} {request.name!r}"
+        try:
+            request = await callbacks.transformed(recorder.program, request, request.transforms, inherited)
+        except callbacks.CallbackError as err:
+            raise Refused(f"{what}: a transform failed: {err}") from None
+        hooks = recorder.hooks
+        try:
+            warnings = await hooks.run(recorder.program, hooks.bound(request, "before_create"), "before_create",
+                                       urn=urn, registration=request)
+            response = register(request, urn)
+            after = hooks.bound(request, "after_create")
+            if request.custom:
+                warnings += await hooks.run(recorder.program, after, "after_create", urn=urn, registration=request,
+                                            outputs=response.object)
+            elif after:  # a component's run when it registers its outputs, as the engine's step does
+                recorder.component_hooks[urn] = (after, request)
+        except callbacks.CallbackError as err:
+            raise Refused(f"{what}: {err}") from None
+        for warning in warnings:
+            recorder.log("warning", warning)
+        return response
+
     class Monitor(resource_pb2_grpc.ResourceMonitorServicer):
         def GetDeploymentInfo(self, request, context):  # noqa: N802 - the protocol's names
-            return resource_pb2.DeploymentInfo(supportedFeatures=sorted(features))
+            return resource_pb2.DeploymentInfo(project=recorder.project, stack=recorder.stack, dryRun=True,
+                                               supportedFeatures=features)
 
         def SupportsFeature(self, request, context):  # noqa: N802
             return resource_pb2.SupportsFeatureResponse(hasSupport=request.id in FEATURES)
@@ -528,21 +683,23 @@ def services(recorder: Recorder):
         @guarded
         def RegisterResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "registration")
+            if request.packageRef and request.packageRef not in recorder.packages:
+                recorder.fail(f"{request.type} {request.name!r}: unknown provider package {request.packageRef[:100]!r}")
             urn = recorder.make_urn(request.parent, request.type, request.name)
-            wire = _to_dict(request.object)
-            inputs = decode(wire)
-            recorder.record(request, urn, inputs, partial=partial_strings(wire))
-            if request.type == "pulumi:pulumi:Stack":
-                return resource_pb2.RegisterResourceResponse(urn=urn)
-            outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
-            return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
+            for callback in request.transforms:
+                recorder.callback(callback, f"a transform of {request.type} {request.name!r}")
+            inherited = recorder.inherited_transforms(request.parent)
+            if request.transforms or inherited or (hooks_field and request.HasField("hooks")):
+                return register_with_callbacks(request, urn, inherited)
+            return register(request, urn)
 
         @guarded
         def ReadResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "read")
             urn = recorder.make_urn(request.parent, request.type, request.name)
             recorder.record(request, urn, decode(_to_dict(request.properties)), read_id=request.id)
-            return resource_pb2.ReadResourceResponse(urn=urn, properties=_struct({}))
+            return resource_pb2.ReadResourceResponse(urn=urn, id=request.id,  # read at preview too: its id is known
+                                                     properties=_struct(read_outputs(request.type, request.id)))
 
         @guarded
         def RegisterResourceOutputs(self, request, context):  # noqa: N802
@@ -554,6 +711,8 @@ def services(recorder: Recorder):
                 with recorder.lock:
                     recorder.outputs.update(decode(_to_dict(request.outputs)))
                     recorder.completed = True
+            if request.urn in recorder.component_hooks:
+                return component_after_create(request)
             return empty_pb2.Empty()
 
         @guarded
@@ -561,17 +720,69 @@ def services(recorder: Recorder):
             if request.ByteSize() > recorder.limits.max_input_bytes:
                 recorder.fail(f"an invoke of {request.tok[:100]} is {request.ByteSize():,} bytes, over the limit of "
                               f"{recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
-            result = recorder.invoke(request.tok, decode(_to_dict(request.args)))
-            return resource_pb2.ResourceInvokeResponse(**{"return": _struct(result)})
+            if recorder.invoke_transforms:
+                return invoke_with_callbacks(request)
+            return answer_invoke(request)
 
         def Call(self, request, context):  # noqa: N802 - methods of remote components: not offline
             raise Unsupported(f"{request.tok}: calls to component methods are not evaluated offline")
 
         def RegisterPackage(self, request, context):  # noqa: N802
-            return resource_pb2.RegisterPackageResponse(ref=f"{request.name}@{request.version}")
+            ref = f"{request.name}@{request.version}"
+            for kind in ("parameterization", "extension"):
+                if kind in _fields_of(request) and request.HasField(kind):
+                    ref += f"/{kind}:{getattr(request, kind).name}@{getattr(request, kind).version}"
+            recorder.packages.add(ref)
+            return resource_pb2.RegisterPackageResponse(ref=ref)
+
+        def RegisterStackTransform(self, request, context):  # noqa: N802
+            recorder.stack_transforms.append(recorder.callback(request, "a stack transform"))
+            return empty_pb2.Empty()
+
+        def RegisterStackInvokeTransform(self, request, context):  # noqa: N802
+            recorder.invoke_transforms.append(recorder.callback(request, "an invoke transform"))
+            return empty_pb2.Empty()
+
+        def RegisterResourceHook(self, request, context):  # noqa: N802
+            recorder.callback(request.callback, f"the resource hook {request.name!r}")
+            recorder.hooks.add(recorder.hooks.resource, request)
+            return empty_pb2.Empty()
+
+        def RegisterErrorHook(self, request, context):  # noqa: N802
+            recorder.callback(request.callback, f"the error hook {request.name!r}")
+            recorder.hooks.add(recorder.hooks.error, request)
+            return empty_pb2.Empty()
+
+        def ExistsResource(self, request, context):  # noqa: N802 - whether it exists in the cloud: unknown offline
+            return resource_pb2.ExistsResourceResponse(unknown=True)
 
         def SignalAndWaitForShutdown(self, request, context):  # noqa: N802
             return empty_pb2.Empty()
+
+    async def component_after_create(request):
+        names, registration = recorder.component_hooks.pop(request.urn)
+        try:
+            warnings = await recorder.hooks.run(recorder.program, names, "after_create", urn=request.urn,
+                                                registration=registration, outputs=request.outputs)
+        except callbacks.CallbackError as err:
+            raise Refused(f"{registration.type} {registration.name!r}: {err}") from None
+        for warning in warnings:
+            recorder.log("warning", warning)
+        return empty_pb2.Empty()
+
+    def answer_invoke(request):
+        depends_on = list(request.dependsOn) if "dependsOn" in _fields_of(request) else []
+        if depends_on and recorder.unresolved(depends_on):  # as the engine: pending dependencies, unknown result
+            return resource_pb2.ResourceInvokeResponse(unknown=True)
+        result = recorder.invoke(request.tok, decode(_to_dict(request.args)))
+        return resource_pb2.ResourceInvokeResponse(**{"return": _struct(result)})
+
+    async def invoke_with_callbacks(request):
+        try:
+            request = await callbacks.transformed_invoke(recorder.program, request, recorder.invoke_transforms)
+        except callbacks.CallbackError as err:
+            raise Refused(f"an invoke of {request.tok}: a transform failed: {err}") from None
+        return answer_invoke(request)
 
     severities = {engine_pb2.DEBUG: "debug", engine_pb2.INFO: "info", engine_pb2.WARNING: "warning",
                   engine_pb2.ERROR: "error"}
@@ -610,7 +821,10 @@ def _asynchronous(cls):
     def make(method):
         async def call(self, request, context):
             try:
-                return method(self, request, context)
+                result = method(self, request, context)
+                if inspect.isawaitable(result):  # a call that calls back into the program (`callbacks`)
+                    result = await result
+                return result
             except Refused as err:
                 await context.abort(getattr(grpc.StatusCode, err.code), str(err))
             except (ValueError, TypeError, KeyError) as err:  # a message no SDK sends well-formed (e.g. a NaN
@@ -629,6 +843,8 @@ class Server:
     def __init__(self, recorder: Recorder, folder: Path):
         import asyncio
 
+        recorder.program = callbacks.Program(folder)
+        self.recorder = recorder
         self.monitor_address = f"unix:{folder / 'monitor.sock'}"
         self.engine_address = f"unix:{folder / 'engine.sock'}"
         self.loop = asyncio.new_event_loop()
@@ -655,6 +871,7 @@ class Server:
         import asyncio
 
         try:
+            asyncio.run_coroutine_threadsafe(self.recorder.program.close(), self.loop).result(5)
             asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(5)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)

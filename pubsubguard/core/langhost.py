@@ -8,10 +8,11 @@ runs in (see docs/security.md for the threat model and why these facilities).
   whose Python lacks the pulumi SDK runs on pubsubguard's own environment (said in one line).
 - **The child** runs `langhost_exec.py` (copied into a fresh scratch directory) with that Python, under
   bubblewrap where it works: no network (its own network namespace; the engine is reached over Unix
-  sockets in the scratch directory), the file system read-only but the scratch directory (HOME and
-  TMPDIR point there) and a throwaway copy of the project at the project's own path (a program may
-  write beside itself, as under `pulumi preview`: zipping a function's source; the writes go nowhere,
-  and virtualenvs, `node_modules`, `.git` and large files stay read-only binds of the originals), its
+  sockets in the scratch directory), as root a writable throwaway overlay of the whole file system (a
+  program may write wherever its user could, as under `pulumi preview`: a function's zip beside the
+  project; the writes go to a tmpfs that ends with the program: `overlay_root.py`), else the file system
+  read-only but the scratch directory (HOME and TMPDIR point there) and a throwaway copy of the project at
+  the project's own path (virtualenvs, `node_modules`, `.git` and large files stay read-only binds), its
   own PID namespace and session (everything it started dies with it), no capabilities. Its environment
   is an allowlist (`--pass-env NAME` adds). Its data segment is capped (RLIMIT_DATA). Where bubblewrap is missing or cannot make namespaces here, the child runs in a
   session of its own with the same environment and limits, and `notes` say what is missing.
@@ -143,10 +144,46 @@ def bubblewrap() -> tuple[str | None, str]:
     return bwrap, ""
 
 
-def _bwrap_args(scratch: Path, cwd: Path) -> list[str]:
-    return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(scratch), str(scratch),
+def _bwrap_args(scratch: Path, cwd: Path, root: Path | None = None) -> list[str]:
+    """`/` read-only, or `root` (the writable throwaway view `overlay_root.py` made) bound at `/`."""
+    file_system = (["--ro-bind", "/", "/"] if root is None else
+                   ["--bind", str(root), "/", "--ro-bind-try", "/sys", "/sys"])
+    hidden = [] if root is None else ["--tmpfs", str(root.parent)]  # the overlay's own folder, inside scratch
+    return [*file_system, "--dev", "/dev", "--proc", "/proc", "--bind", str(scratch), str(scratch), *hidden,
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(cwd)]
+
+
+OVERLAY_SCRIPT = Path(__file__).resolve().parent / "overlay_root.py"
+OVERLAY_MIB = 2048  # the tmpfs that takes the program's writes (a larger write fails with ENOSPC)
+
+
+def overlay_command(scratch: Path) -> list[str]:
+    """The launcher that gives the program a writable throwaway view of the whole file system (see
+    `overlay_root.py`); the view is at `scratch / "writes" / "root"`."""
+    writes = scratch / "writes"
+    writes.mkdir(exist_ok=True)
+    return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I",
+            str(OVERLAY_SCRIPT), str(writes), str(OVERLAY_MIB), str(scratch), "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def overlay() -> tuple[bool, str]:
+    """(whether the program's writes can go to an overlay of the whole file system here, why not): as
+    root, with util-linux's `unshare` and a kernel that mounts overlayfs; probed once."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return False, "not root"
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False, "util-linux's unshare or mount is missing"
+    probe_dir = Path(tempfile.mkdtemp(prefix="pubsubguard-probe-", dir="/tmp" if Path("/tmp").is_dir() else None))
+    try:
+        done = subprocess.run([*overlay_command(probe_dir), "true"], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, str(err)
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    return done.returncode == 0, (done.stderr.strip().splitlines() or [""])[-1]
 
 
 COPY_MAX_FILES = 20_000  # a project larger than this is read-only to the program (said in a note)
@@ -366,7 +403,10 @@ def start(command: list[str], project: Project, scratch: Path, env: dict, *, mem
     module doc); `notes` gets one line per missing confinement."""
     program = program or command[0]
     bwrap, why = bubblewrap()
-    if bwrap is not None:
+    if bwrap is not None and overlay()[0]:  # writes anywhere, into a throwaway overlay (`overlay_root.py`)
+        command = [*overlay_command(scratch), bwrap, *_bwrap_args(scratch, project.program_dir, scratch / "writes" / "root"),
+                   "--", *command]
+    elif bwrap is not None:
         layer, no_layer = writable_copy(project.root.resolve(), scratch)
         if no_layer:
             notes.append(no_layer)

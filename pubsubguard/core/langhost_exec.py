@@ -199,6 +199,26 @@ def _resource_types_once_per_class():
     _types.resource_types = resource_types
 
 
+def _callbacks_on_unix_socket(folder):
+    """The SDK's callbacks server (transforms, hooks: the engine calls back into the program) listens on
+    127.0.0.1 in the program's own network namespace, which the engine cannot reach; it also listens on a
+    Unix socket in the run's scratch folder, which is the target the engine is told (`engine.callbacks`)."""
+    from pulumi.runtime import _callbacks
+
+    servicer = getattr(_callbacks, "_CallbackServicer")
+    original = servicer.__init__
+    count = [0]
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        count[0] += 1
+        target = "unix:" + os.path.join(folder, "callbacks-%d.sock" % count[0])
+        self._server.add_insecure_port(target)
+        self._target = target
+
+    servicer.__init__ = __init__
+
+
 def _no_debug_log():
     """The SDK sends every `log.debug` line to the engine as a synchronous `Log` call from the event
     loop (five per resource: "registering resource", "prepared", "successful", ...); this engine drops
@@ -405,6 +425,11 @@ def _watch(activity, main_thread, idle_timeout, on_stuck):
             return
 
 
+def _socket_folder(monitor):
+    """The folder of the engine's Unix sockets (`unix:/scratch/monitor.sock`), where the program's own go."""
+    return os.path.dirname(monitor[len("unix:"):]) if monitor and monitor.startswith("unix:") else os.getcwd()
+
+
 def program_error(err, root):
     """`file:line: Type: message`, the line in the program's own files where it failed."""
     import pulumi
@@ -465,6 +490,7 @@ def main(argv=None):
                                    ("linear wait", _outputs_awaited_in_linear_time),
                                    ("types", _resource_types_once_per_class),
                                    ("debug", _no_debug_log),
+                                   ("callbacks", lambda: _callbacks_on_unix_socket(_socket_folder(args.monitor))),
                                    ("count", lambda: _count_constructions(activity, args.max_resources))):
         _patch(description, function)
 

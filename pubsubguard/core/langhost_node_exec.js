@@ -368,6 +368,52 @@ function traceOutputs(sdk, send) {
     };
 }
 
+// The SDK's callbacks server (transforms, hooks: the engine calls back into the program) listens on
+// 127.0.0.1 in the program's own network namespace, which the engine cannot reach; it also listens on a
+// Unix socket in the run's scratch folder, which is the target the engine is told (`engine.callbacks`),
+// as langhost_exec.py does for Python. The extra listener is unref'd as the SDK's own is, so it never
+// keeps the program alive.
+function patchCallbacks(sdk, folder) {
+    const callbacks = require(path.join(sdk, "runtime", "callbacks"));
+    const grpc = require(require.resolve("@grpc/grpc-js", { paths: [sdk] }));
+    const Original = callbacks.CallbackServer;
+    if (typeof Original !== "function" || !folder) {
+        return;
+    }
+    let count = 0;
+    class OnUnixSocket extends Original {
+        constructor(...args) {
+            super(...args);
+            count += 1;
+            const target = `unix:${path.join(folder, `callbacks-${count}.sock`)}`;
+            const server = this._server;
+            const before = new Set(server.http2Servers ? server.http2Servers.keys() : []);
+            this._target = Promise.resolve(this._target).then(() => new Promise((resolve, reject) => {
+                server.bindAsync(target, grpc.ServerCredentials.createInsecure(), (err) => {
+                    if (err) {
+                        reject(err);
+                        return;
+                    }
+                    for (const http2 of (server.http2Servers ? server.http2Servers.keys() : [])) {
+                        if (!before.has(http2) && typeof http2.unref === "function") {
+                            http2.unref();
+                            http2.on("session", (session) => session.unref());
+                        }
+                    }
+                    resolve(target);
+                });
+            }));
+        }
+    }
+    callbacks.CallbackServer = OnUnixSocket;
+}
+
+function socketFolder(rest) {
+    const index = rest.indexOf("--monitor");
+    const address = index >= 0 ? rest[index + 1] || "" : "";
+    return address.startsWith("unix:") ? path.dirname(address.slice("unix:".length)) : "";
+}
+
 class Activity {
     constructor() {
         this.last = Date.now();
@@ -498,6 +544,7 @@ function main() {
         Promise.resolve(logError(message)).finally(() => process.exit(ERROR_SHOWN));
     };
     for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk, root), () => patchNestedOutputs(sdk),
+        () => patchCallbacks(sdk, socketFolder(rest)),
         () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
         try {
             patch();

@@ -8,6 +8,7 @@ from pack_harness import (
     AGENT,
     PROJECT,
     UNKNOWN,
+    cannot_judge,
     check,
     dead_letter,
     dead_letter_estate,
@@ -239,6 +240,8 @@ def test_external_dead_letter_topic_cannot_be_judged_unless_strict():
     resources = [topic("orders"), sub("worker", deadLetterPolicy=dead_letter("shared-dlq")),
                  topic_grant("p", "shared-dlq"), sub_grant("s", "worker")]
     assert check("dead-letter-topic-has-subscription", resources) == []
+    (undecided,) = cannot_judge("dead-letter-topic-has-subscription", resources)  # listed, never silently passed
+    assert "deadLetterPolicy.deadLetterTopic" in undecided
     (message,) = check("dead-letter-topic-has-subscription", resources, {"allowExternalTopics": False})
     assert "shared-dlq" in message and "does not declare" in message
 

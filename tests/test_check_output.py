@@ -1,0 +1,71 @@
+"""What a new user met in `pubsubguard check`'s output (issue 45, item 7): each defect reproduced here
+before it was fixed. SARIF rules carry their fact and fix in their own help (no path into pubsubguard's
+repository), the text format gives every resource its own file:line, a failing program is said once,
+and a misspelt option points at the command's own help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from test_engine_features import python_line
+from test_nodejs_programs import pubsubguard, python_twin
+
+FOUR_EXPIRING = """
+    import pulumi_gcp as gcp
+
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    gcp.pubsub.Subscription("orders-a", name="orders-a", topic=orders.id)
+    gcp.pubsub.Subscription("orders-b", name="orders-b", topic=orders.id)
+    gcp.pubsub.Subscription("orders-c", name="orders-c", topic=orders.id)
+    gcp.pubsub.Subscription("orders-d", name="orders-d", topic=orders.id)
+"""
+
+
+def test_sarif_rules_carry_their_fact_and_fix_in_their_own_help(tmp_path):
+    root = python_twin(tmp_path, FOUR_EXPIRING)
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "sarif")
+    assert done.returncode == 0, done.stderr
+    rules = {rule["id"]: rule for rule in json.loads(done.stdout)["runs"][0]["tool"]["driver"]["rules"]}
+    for rule in rules.values():
+        assert "docs/" not in json.dumps(rule), rule["id"]  # a path in pubsubguard's repository, not the user's
+        assert rule["help"]["text"] != rule["fullDescription"]["text"], rule["id"]
+    push = rules["no-exactly-once-on-push"]["help"]
+    assert "push does not support it" in push["text"]  # the fact
+    assert "Prohibits exactly-once delivery on push subscriptions" in push["text"]  # the fix
+    assert "**" in push["markdown"]
+
+
+def test_text_gives_every_resource_of_a_repeated_advisory_its_own_line(tmp_path):
+    root = python_twin(tmp_path, FOUR_EXPIRING)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 0, done.stderr
+    for name in ("orders-a", "orders-b", "orders-c", "orders-d"):
+        line = python_line(root, f'"{name}"')
+        assert f"__main__.py:{line}: advisory  subscription-expires:" in done.stdout, (name, done.stdout)
+    assert "and 1 more" not in done.stdout
+
+
+def test_a_failing_program_is_said_once_under_a_header_that_counts_right(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi_gcp as gcp
+
+        raise ValueError("no estate file")
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    both = done.stdout + done.stderr
+    assert both.count("no estate file") == 1, both
+    assert "1 resources" not in done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert "__main__.py:3: ValueError: no estate file" in line
+
+
+def test_a_misspelt_option_points_at_the_commands_own_help(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", "check", "--frmat", "sarif"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert "--frmat" in line and "`pubsubguard check --help`" in line, line
+    assert "--format" in line  # the option meant

@@ -1,0 +1,558 @@
+"""Every feature Pulumi's engine offers a program at `pulumi preview` (issue 45), honoured by `pubsubguard
+check` for Python and TypeScript programs alike: each test runs a program that uses one feature, through
+the real SDK over the engine's gRPC protocol, and asserts what the pack judged. The table in docs/engine-features.md says
+what preview does and what `check` does for each."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pubsubguard.core import engine
+from test_nodejs_programs import judged, line_of, mandatory, node_project, pubsubguard, python_twin
+
+PUSH = {"push_endpoint": "https://orders.example.com/push",
+        "oidc_token": {"service_account_email": "pusher@proj-a.iam.gserviceaccount.com"}}
+
+
+def check_json(root: Path, *args: str) -> tuple[int, dict]:
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json", *args)
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def python_line(root: Path, needle: str) -> int:
+    return next(n for n, text in enumerate((root / "__main__.py").read_text().splitlines(), 1) if needle in text)
+
+
+def inputs_of(document_root: Path, name: str) -> dict:
+    """The recorded inputs of resource `name` (from `pubsubguard plan`)."""
+    done = pubsubguard(document_root, "plan", "-s", "dev")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    return next(r for r in plan["resources"] if r["name"] == name)
+
+
+# --- Resource transforms ---------------------------------------------------------------------------
+EXACTLY_ONCE_TS = """
+    // Exactly-once on every subscription, the way a platform team forces a default.
+    pulumi.runtime.registerResourceTransform((args) => {
+        if (args.type === "gcp:pubsub/subscription:Subscription") {
+            return { props: { ...args.props, enableExactlyOnceDelivery: true }, opts: args.opts };
+        }
+        return undefined;
+    });
+    const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+    new gcp.pubsub.Subscription("orders-pull", { name: "orders-pull", topic: orders.id, expirationPolicy: { ttl: "" } });
+    new gcp.pubsub.Subscription("orders-push", { name: "orders-push", topic: orders.id, expirationPolicy: { ttl: "" },
+        pushConfig: { pushEndpoint: "https://orders.example.com/push",
+                      oidcToken: { serviceAccountEmail: "pusher@proj-a.iam.gserviceaccount.com" } } });
+"""
+
+EXACTLY_ONCE_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+
+    def exactly_once(args: pulumi.ResourceTransformArgs):
+        if args.type_ == "gcp:pubsub/subscription:Subscription":
+            return pulumi.ResourceTransformResult(props={**args.props, "enableExactlyOnceDelivery": True}, opts=args.opts)
+        return None
+
+
+    def no_ordering(args: pulumi.ResourceTransformArgs):
+        return pulumi.ResourceTransformResult(props={**args.props, "enableMessageOrdering": False}, opts=args.opts)
+
+
+    pulumi.runtime.register_resource_transform(exactly_once)
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    gcp.pubsub.Subscription("orders-pull", name="orders-pull", topic=orders.id, expiration_policy={"ttl": ""})
+    gcp.pubsub.Subscription("orders-push", name="orders-push", topic=orders.id, expiration_policy={"ttl": ""},
+                            push_config=%s,
+                            opts=pulumi.ResourceOptions(transforms=[no_ordering]))
+""" % repr(PUSH)
+
+
+def test_a_typescript_stack_transform_forcing_exactly_once_on_a_push_subscription_is_rejected(tmp_path):
+    """Round 4's failing case: `registerResourceTransform` made the check exit 2 ("update the Pulumi CLI")."""
+    root = node_project(tmp_path, EXACTLY_ONCE_TS)
+    code, document = check_json(root)
+    assert code == 1, document["error"]
+    assert mandatory(document) == ["no-exactly-once-on-push"]
+    (violation,) = [v for v in document["violations"] if v["policy"] == "no-exactly-once-on-push"]
+    assert violation["resource_name"] == "orders-push"
+    assert (violation["file"], violation["line"]) == ("index.ts", line_of(root, '"orders-push"'))  # the resource's line
+
+
+def test_the_python_twin_with_a_stack_and_a_resource_transform_is_rejected_the_same(tmp_path):
+    root = python_twin(tmp_path, EXACTLY_ONCE_PY)
+    code, document = check_json(root)
+    assert code == 1, document["error"]
+    assert mandatory(document) == ["no-exactly-once-on-push"]
+    (violation,) = [v for v in document["violations"] if v["policy"] == "no-exactly-once-on-push"]
+    assert (violation["file"], violation["line"]) == ("__main__.py", python_line(root, '"orders-push"'))
+    push = inputs_of(root, "orders-push")["inputs"]
+    assert (push["enableExactlyOnceDelivery"], push["enableMessageOrdering"]) == (True, False)  # both transforms ran
+    assert judged(root)[1] == judged(node_project(tmp_path, EXACTLY_ONCE_TS))[1]
+
+
+ORDER_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+
+    def mark(tag):
+        def transform(args: pulumi.ResourceTransformArgs):
+            if not args.custom:
+                return None
+            labels = dict(args.props.get("labels") or {})
+            labels["trail"] = (labels.get("trail", "") + "-" + tag).strip("-")
+            return pulumi.ResourceTransformResult(props={**args.props, "labels": labels}, opts=args.opts)
+        return transform
+
+
+    class Queue(pulumi.ComponentResource):
+        def __init__(self, name, opts=None):
+            super().__init__("team:index:Queue", name, None, opts)
+            gcp.pubsub.Topic(f"{name}-topic", name=f"{name}-topic",
+                             opts=pulumi.ResourceOptions(parent=self, transforms=[mark("own")]))
+            self.register_outputs({})
+
+
+    pulumi.runtime.register_resource_transform(mark("stack1"))
+    pulumi.runtime.register_resource_transform(mark("stack2"))
+    outer = pulumi.ComponentResource("team:index:Group", "group", None,
+                                     pulumi.ResourceOptions(transforms=[mark("grandparent")]))
+    Queue("orders", pulumi.ResourceOptions(parent=outer, transforms=[mark("parent")]))
+"""
+
+ORDER_TS = """
+    const mark = (tag: string) => (args: pulumi.ResourceTransformArgs) => {
+        if (!args.custom) {
+            return undefined;
+        }
+        const labels = { ...(args.props.labels || {}) };
+        labels.trail = [labels.trail, tag].filter((x) => x).join("-");
+        return { props: { ...args.props, labels }, opts: args.opts };
+    };
+    class Queue extends pulumi.ComponentResource {
+        constructor(name: string, opts?: pulumi.ComponentResourceOptions) {
+            super("team:index:Queue", name, {}, opts);
+            new gcp.pubsub.Topic(`${name}-topic`, { name: `${name}-topic` }, { parent: this, transforms: [mark("own")] });
+            this.registerOutputs({});
+        }
+    }
+    pulumi.runtime.registerResourceTransform(mark("stack1"));
+    pulumi.runtime.registerResourceTransform(mark("stack2"));
+    const outer = new pulumi.ComponentResource("team:index:Group", "group", {}, { transforms: [mark("grandparent")] });
+    new Queue("orders", { parent: outer, transforms: [mark("parent")] });
+"""
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_transforms_run_in_the_engines_order_own_then_ancestors_then_the_stacks(tmp_path, language):
+    root = python_twin(tmp_path, ORDER_PY) if language == "python" else node_project(tmp_path, ORDER_TS)
+    topic = inputs_of(root, "orders-topic")
+    assert topic["inputs"]["labels"]["trail"] == "own-parent-grandparent-stack1-stack2"
+    assert topic["source"]["line"] == (python_line(root, 'f"{name}-topic", name=') if language == "python"
+                                       else line_of(root, "new gcp.pubsub.Topic"))
+
+
+def test_a_transformed_resource_keeps_its_dependencies_as_the_engine_rebuilds_them(tmp_path):
+    """With transforms of its own, the inputs reach the transform as output values carrying their
+    dependencies, and the engine rebuilds the resource's dependencies from the transformed options'
+    `depends_on` (where the SDK sends the ones it had) and the output values the transform returned."""
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        def deadline(args):
+            return pulumi.ResourceTransformResult(props={**args.props, "ackDeadlineSeconds": 30}, opts=args.opts)
+
+        orders = gcp.pubsub.Topic("orders")
+        sub = gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=orders.name, expiration_policy={"ttl": ""},
+                                      opts=pulumi.ResourceOptions(transforms=[deadline]))
+    """)
+    sub = inputs_of(root, "orders-sub")
+    assert sub["inputs"]["ackDeadlineSeconds"] == 30
+    assert sub["inputs"]["topic"] == engine.UNKNOWN  # an autonamed topic's name, unknown at preview
+    assert "urn:pulumi:dev::team::pulumi:pulumi:Stack$gcp:pubsub/topic:Topic::orders" in sub["dependencies"]
+
+
+def test_an_invoke_transform_changes_the_arguments_the_engine_answers(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        def members(args: pulumi.InvokeTransformArgs):
+            if args.token == "gcp:organizations/getIAMPolicy:getIAMPolicy":
+                bindings = [{**b, "members": ["domain:acme.example"]} for b in args.args.get("bindings", [])]
+                return pulumi.InvokeTransformResult(args={**args.args, "bindings": bindings}, opts=args.opts)
+            return None
+
+        pulumi.runtime.register_invoke_transform(members)
+        orders = gcp.pubsub.Topic("orders", name="orders")
+        policy = gcp.organizations.get_iam_policy(bindings=[{"role": "roles/pubsub.publisher", "members": ["allUsers"]}])
+        gcp.pubsub.TopicIAMPolicy("orders-policy", topic=orders.name, policy_data=policy.policy_data)
+    """)
+    code, document = check_json(root)
+    assert "no-public-pubsub-iam" not in mandatory(document)  # allUsers was transformed away before the answer
+    data = json.loads(inputs_of(root, "orders-policy")["inputs"]["policyData"])
+    assert data["bindings"][0]["members"] == ["domain:acme.example"]
+
+
+def test_a_failing_transform_is_the_programs_error_at_its_line(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        def broken(args):
+            raise ValueError("no labels given")
+
+        pulumi.runtime.register_resource_transform(broken)
+        gcp.pubsub.Topic("orders", name="orders")
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    assert "no labels given" in done.stderr
+    assert "update the Pulumi CLI" not in done.stderr + done.stdout
+
+
+# --- Hooks -----------------------------------------------------------------------------------------
+HOOKS_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+    def record(name):
+        def hook(args: pulumi.ResourceHookArgs):
+            with open("/tmp/never-written" if name == "create" else "hook-ran.txt", "a") as handle:
+                handle.write(name + " " + args.urn + "\\n")
+            print("hook", name, "ran for", args.name)
+        return hook
+
+    after = pulumi.ResourceHook("notify", record("create"))  # not on_dry_run: preview does not run it
+    checked = pulumi.ResourceHook("checked", record("dry"), opts=pulumi.ResourceHookOptions(on_dry_run=True))
+    failing = pulumi.ErrorHook("retry", lambda args: False)
+    gcp.pubsub.Topic("orders", name="orders",
+                     opts=pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(after_create=[after, checked],
+                                                                                  on_error=[failing])))
+
+
+    class Queue(pulumi.ComponentResource):
+        def __init__(self, name, opts=None):
+            super().__init__("team:index:Queue", name, None, opts)
+            self.register_outputs({"ready": True})
+
+
+    Queue("queue", pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(after_create=[checked])))
+"""
+
+
+def test_hooks_are_registered_and_only_those_for_dry_runs_run_at_preview(tmp_path):
+    root = python_twin(tmp_path, HOOKS_PY)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "hook dry ran for orders" in done.stdout  # the program's print, under its own heading
+    assert "hook dry ran for queue" in done.stdout  # a component's, once it registered its outputs
+    assert "hook create ran" not in done.stdout
+
+
+def test_a_failing_dry_run_hook_fails_the_resource(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        def refuse(args):
+            raise RuntimeError("orders must not be created on Fridays")
+
+        hook = pulumi.ResourceHook("friday", refuse, opts=pulumi.ResourceHookOptions(on_dry_run=True))
+        gcp.pubsub.Topic("orders", name="orders",
+                         opts=pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(before_create=[hook])))
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    assert "before hook 'friday' failed" in done.stderr and "Fridays" in done.stderr
+
+
+def test_typescript_hooks_are_registered_and_not_run_at_preview(tmp_path):
+    root = node_project(tmp_path, """
+        const hook = new pulumi.ResourceHook("notify", async () => { throw new Error("ran at preview"); });
+        new gcp.pubsub.Topic("orders", { name: "orders" }, { hooks: { afterCreate: [hook] } });
+    """)
+    code, document = check_json(root)
+    assert code == 0, document["error"]
+
+
+def test_a_typescript_dry_run_hook_runs_at_preview_through_the_programs_callbacks(tmp_path):
+    root = node_project(tmp_path, """
+        const friday = new pulumi.ResourceHook("friday", async () => { throw new Error("not on Fridays"); },
+                                               { onDryRun: true });
+        new gcp.pubsub.Topic("orders", { name: "orders" }, { hooks: { beforeCreate: [friday] } });
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2
+    assert "before hook 'friday' failed" in done.stderr and "not on Fridays" in done.stderr
+
+
+# --- Options that matter once a stack has state ----------------------------------------------------
+def test_replace_with_and_a_replacement_trigger_are_taken(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        orders = gcp.pubsub.Topic("orders", name="orders")
+        gcp.pubsub.Subscription("orders-push", name="orders-push", topic=orders.id, expiration_policy={"ttl": ""},
+                                enable_exactly_once_delivery=True, push_config=%s,
+                                opts=pulumi.ResourceOptions(replace_with=[orders], replacement_trigger="v2"))
+    """ % repr(PUSH))
+    code, document = check_json(root)
+    assert code == 1, document["error"]
+    assert mandatory(document) == ["no-exactly-once-on-push"]
+
+
+# --- Invokes ---------------------------------------------------------------------------------------
+def test_an_invoke_that_depends_on_a_new_resource_is_unknown_as_at_preview(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        orders = gcp.pubsub.Topic("orders", name="orders")
+        policy = gcp.organizations.get_iam_policy_output(
+            bindings=[{"role": "roles/pubsub.publisher", "members": ["allUsers"]}],
+            opts=pulumi.InvokeOutputOptions(depends_on=[orders]))
+        gcp.pubsub.TopicIAMPolicy("orders-policy", topic=orders.name, policy_data=policy.policy_data)
+    """)
+    assert inputs_of(root, "orders-policy")["inputs"]["policyData"] == engine.UNKNOWN
+
+
+# --- Read resources --------------------------------------------------------------------------------
+READ_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+    shared = gcp.pubsub.Topic.get("shared-dlq", "projects/proj-a/topics/shared-dlq")
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=orders.id, expiration_policy={"ttl": ""},
+                            dead_letter_policy={"dead_letter_topic": shared.id, "max_delivery_attempts": 5})
+    pulumi.export("dlq_name", shared.name)
+    pulumi.export("dlq_labels", shared.labels)
+"""
+
+READ_TS = """
+    const shared = gcp.pubsub.Topic.get("shared-dlq", "projects/proj-a/topics/shared-dlq");
+    const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+    new gcp.pubsub.Subscription("orders-sub", { name: "orders-sub", topic: orders.id, expirationPolicy: { ttl: "" },
+        deadLetterPolicy: { deadLetterTopic: shared.id, maxDeliveryAttempts: 5 } });
+    export const dlq_name = shared.name;
+    export const dlq_labels = shared.labels;
+"""
+
+
+def test_a_read_resources_id_and_name_are_known_and_the_rest_unknown_in_both_languages(tmp_path):
+    python = python_twin(tmp_path, READ_PY)
+    typescript = node_project(tmp_path, READ_TS)
+    sub = inputs_of(python, "orders-sub")["inputs"]
+    assert sub["deadLetterPolicy"]["deadLetterTopic"] == "projects/proj-a/topics/shared-dlq"
+    for root in (python, typescript):
+        plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+        assert plan["outputs"]["dlq_name"] == "shared-dlq"
+        assert plan["outputs"].get("dlq_labels", engine.UNKNOWN) == engine.UNKNOWN
+    assert judged(python) == judged(typescript)
+
+
+# --- A feature the engine cannot offer -------------------------------------------------------------
+def test_an_unsupported_feature_is_one_line_saying_the_program_is_fine():
+    recorder = engine.Recorder(project="p", stack="dev", invoke_results=engine.InvokeResults(), root=None,
+                               limits=engine.Limits())
+    recorder.log("error", "the program failed: __main__.py:3: Exception: The Pulumi CLI does not support "
+                          "teleportation. Please update the Pulumi CLI.")
+    (line,) = recorder.errors
+    assert "teleportation" in line and "the program itself is fine" in line
+    assert "update the Pulumi CLI" not in line
+    assert line.startswith("the program failed: __main__.py:3: Exception: ")
+
+
+def test_every_feature_the_pinned_sdk_can_ask_for_is_offered():
+    from pulumi.runtime.proto import resource_pb2
+
+    names = {name for name in dir(resource_pb2) if name.startswith("RESOURCE_MONITOR_FEATURE_")}
+    offered = {"RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper() for f in engine.MONITOR_FEATURES}
+    assert names <= offered, names - offered
+
+
+# --- "Not judged" is exact in both languages -------------------------------------------------------
+def test_a_known_external_dead_letter_topic_is_not_judged_the_same_in_both_languages(tmp_path):
+    """A dead-letter topic in another project, named by a known path: whether it has a subscription
+    cannot be known from this stack, so `dead-letter-topic-has-subscription` is listed under "Not judged"
+    with that input, for TypeScript as for Python."""
+    typescript = node_project(tmp_path, """
+        const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+        new gcp.pubsub.Subscription("orders-sub", { name: "orders-sub", topic: orders.id, expirationPolicy: { ttl: "" },
+            deadLetterPolicy: { deadLetterTopic: "projects/shared-proj/topics/shared-dlq", maxDeliveryAttempts: 5 } });
+    """)
+    python = python_twin(tmp_path, """
+        import pulumi_gcp as gcp
+
+        orders = gcp.pubsub.Topic("orders", name="orders")
+        gcp.pubsub.Subscription("orders-sub", name="orders-sub", topic=orders.id, expiration_policy={"ttl": ""},
+            dead_letter_policy={"dead_letter_topic": "projects/shared-proj/topics/shared-dlq", "max_delivery_attempts": 5})
+    """)
+    node_verdict = judged(typescript)
+    assert node_verdict == judged(python)
+    assert any(entry[0] == "dead-letter-topic-has-subscription" and entry[1] == "orders-sub" for entry in node_verdict[2])
+
+
+# --- Writes where the user could write --------------------------------------------------------------
+def test_a_program_writes_where_its_user_can_and_nothing_survives(tmp_path):
+    """As under `pulumi preview`, the program may write anywhere its user can: a function's zip beside the
+    project (`../gcp/cloud-function.zip`, as a Cloud Functions deploy does), a file in the project, a cache
+    under /var/tmp. Every write goes to a throwaway overlay (as root) that ends with the program: nothing
+    it wrote survives the check, and nothing outside changed."""
+    from pubsubguard.core import langhost
+
+    marker = f"pubsubguard-write-{tmp_path.name}"
+    root = python_twin(tmp_path, f"""
+        import os
+        import zipfile
+
+        import pulumi_gcp as gcp
+
+        os.makedirs("../gcp", exist_ok=True)
+        with zipfile.ZipFile("../gcp/cloud-function.zip", "w") as archive:
+            archive.writestr("main.py", "def handler(event, context): pass")
+        with open("Pulumi.dev.yaml", "a") as handle:
+            handle.write("# touched by the program")
+        os.makedirs("/var/tmp/{marker}", exist_ok=True)
+        with open("/var/tmp/{marker}/cache", "w") as handle:
+            handle.write("cached")
+        gcp.pubsub.Topic("orders", name="orders", labels={{"zip": str(os.path.getsize("../gcp/cloud-function.zip") > 0).lower()}})
+    """)
+    stack_file = (root / "Pulumi.dev.yaml").read_text()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
+    if not langhost.overlay()[0]:  # not root: only the project's own folder is a writable throwaway copy
+        assert done.returncode == 2 and "cloud-function.zip" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert inputs_of(root, "orders")["inputs"]["labels"] == {"zip": "true"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no ../gcp beside the project
+    assert (root / "Pulumi.dev.yaml").read_text() == stack_file
+    assert not Path(f"/var/tmp/{marker}").exists()
+
+
+def test_a_data_source_reading_one_topic_answers_the_id_its_arguments_determine_in_both_languages(tmp_path):
+    python = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        shared = gcp.pubsub.get_topic(name="shared-dlq", project="proj-b")
+        pulumi.export("dlq_id", shared.id)
+        pulumi.export("dlq_labels", shared.labels)
+    """)
+    typescript = node_project(tmp_path, """
+        const shared = gcp.pubsub.getTopicOutput({ name: "shared-dlq", project: "proj-b" });
+        export const dlq_id = shared.id;
+        export const dlq_labels = shared.labels;
+    """)
+    for root in (python, typescript):
+        plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+        assert plan["outputs"]["dlq_id"] == "projects/proj-b/topics/shared-dlq", root
+        assert plan["outputs"].get("dlq_labels", engine.UNKNOWN) in (engine.UNKNOWN, None, {}), root
+
+
+# --- Packages, state migrations, invoke parents, byte strings --------------------------------------
+def test_a_parameterized_package_registers_and_its_resources_are_recorded(tmp_path):
+    """A parameterized provider (`pulumi package add terraform-provider ...` generates this shape): the
+    program registers the package and its resources name the reference the engine gave."""
+    root = python_twin(tmp_path, """
+        import asyncio
+        import base64
+
+        import pulumi
+        from pulumi.runtime.settings import register_package
+
+        ref = asyncio.ensure_future(register_package(
+            "terraform-provider", "0.10.0", "", "pubsubx", "1.0.0", base64.b64encode(b"{}").decode()))
+
+
+        class Queue(pulumi.CustomResource):
+            def __init__(self, name, props):
+                super().__init__("pubsubx:index/queue:Queue", name, props, package_ref=ref)
+
+
+        Queue("orders", {"name": "orders"})
+    """)
+    queue = inputs_of(root, "orders")
+    assert (queue["type"], queue["inputs"]) == ("pubsubx:index/queue:Queue", {"name": "orders"})
+    code, document = check_json(root)
+    assert code == 0, document["error"]
+
+
+def test_state_migrations_are_taken_and_never_run_without_prior_state(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        def migrate(args):
+            raise RuntimeError("a preview of a new stack has no prior state to migrate")
+
+        gcp.pubsub.Topic("orders", name="orders", opts=pulumi.ResourceOptions(state_migrations=[migrate]))
+    """)
+    code, document = check_json(root)
+    assert code == 0, document["error"]
+
+
+def test_an_invoke_with_a_parent_is_answered(tmp_path):
+    root = python_twin(tmp_path, """
+        import pulumi
+        import pulumi_gcp as gcp
+
+        group = pulumi.ComponentResource("team:index:Group", "group")
+        orders = gcp.pubsub.Topic("orders", name="orders", opts=pulumi.ResourceOptions(parent=group))
+        policy = gcp.organizations.get_iam_policy(bindings=[{"role": "roles/pubsub.publisher", "members": ["allUsers"]}],
+                                                  opts=pulumi.InvokeOptions(parent=group))
+        gcp.pubsub.TopicIAMPolicy("orders-policy", topic=orders.name, policy_data=policy.policy_data,
+                                  opts=pulumi.ResourceOptions(parent=group))
+    """)
+    code, document = check_json(root)
+    assert code == 1 and mandatory(document) == ["no-public-pubsub-iam"]
+
+
+def test_a_byte_string_is_judged_as_the_text_it_reads_as():
+    """Neither pinned SDK sends byte strings yet (the engine offers them): the engine's decoding of one."""
+    import base64
+
+    wire = {engine.SIG: engine.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
+    assert engine.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
+    assert engine.decode({engine.SIG: engine.BYTE_STRING_SIG, "value": "not base64!"}) == engine.UNKNOWN
+
+
+def test_the_engine_calls_back_only_a_socket_the_program_made_in_its_scratch_folder(tmp_path):
+    """The scratch folder is the program's to write: a symbolic link named like its callbacks socket must not
+    send the engine to a socket of the host."""
+    import socket
+
+    from pubsubguard.core import callbacks
+
+    scratch, host = tmp_path / "scratch", tmp_path / "host"
+    scratch.mkdir()
+    host.mkdir()
+    listeners = []
+    for path in (scratch / "callbacks-1.sock", host / "private.sock"):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listeners.append(listener)
+    (scratch / "callbacks-2.sock").symlink_to(host / "private.sock")
+    program = callbacks.Program(scratch)
+    try:
+        assert program.allowed(f"unix:{scratch / 'callbacks-1.sock'}")
+        assert not program.allowed(f"unix:{scratch / 'callbacks-2.sock'}")  # a link to the host's socket
+        assert not program.allowed(f"unix:{host / 'private.sock'}")
+        assert not program.allowed("127.0.0.1:50051")  # the host's loopback, not the program's
+    finally:
+        for listener in listeners:
+            listener.close()
