@@ -202,9 +202,12 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
                      "--subscribers", "1", "--report", str(tmp_path / "report"), "--no-progress",
                      "--faults", "expire=1"], spark=spark)
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    # The default drain timeout: fault deadline 10 + expire margin 2 + no retry backoff + 30 s slack.
+    # No --drain-timeout: the ceiling is derived; its base is the faults' timing: fault deadline 10 + expire
+    # margin 2 + no retry backoff + 30 s slack (validation/drain.py)
     assert report["parameters"]["fault_deadline_s"] == 10
-    assert report["parameters"]["drain_timeout_s"] == 42
+    assert report["parameters"]["drain_timeout_s"] is None
+    assert report["parameters"]["drain"]["clock"]["base_s"] == 42
+    assert report["parameters"]["drain"]["clock"]["ceiling_from"] == "rates"
     assert report["parameters"]["drain"]["ended"] == "settled", report["observations"]
     deliveries = ds.dataset(tmp_path / "report" / "evidence" / "deliveries").to_table().to_pylist()
     for name in (f"{topic}-eod30", f"{topic}-plain30"):
