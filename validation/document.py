@@ -214,8 +214,6 @@ def explanations(result: dict, groups: list[dict]) -> dict:
     the error findings behind it, per kind and explanation, and what to do), then the advisory findings
     merged across subscriptions. Unsettled messages (an inconclusive guarantee) are said as a cause
     with their count; nothing here changes a status or leaves a finding out."""
-    from pubsubguard.validation.conformance import explained_by
-
     target, drain = result["target"], result["parameters"].get("drain") or {}
     ran = result.get("conformance") is not None
     results = {s["id"]: s["result"] for s in (result.get("conformance") or {}).get("scenarios", [])}
