@@ -12,7 +12,9 @@ rate it settles, not flooded with a backlog its subscribers' leases cannot cover
 - `stuck`: every unsettled message is provably stuck -- nothing recorded of it for one ack deadline (+ retry
   backoff after a nack) + grace (`EvidenceTally.stuck`) -- *and* its subscription made no progress (no
   message delivered for the first time, none settled) for its window: its longest hold + retry backoff +
-  grace. A subscription still working through a backlog is never called stuck, however late its messages;
+  grace. A subscription still working through a backlog is never called stuck, however late its messages.
+  Past the ceiling, no progress on any unsettled subscription for its window is enough: the final read
+  decides, not the clock;
 - `ceiling`: the target is still making progress when the ceiling passes. The ceiling is derived from the
   run: the faults' own timing (`probe_setup.default_drain_timeout`) + `CEILING_FACTOR` x the messages not
   settled when publishing ended / the settle rate measured until then; `--drain-timeout` replaces it.
@@ -21,8 +23,8 @@ A planted effect (the redelivery after an `ack_lie`, one ack deadline of its sub
 waited for: no end comes before the fault layer's `quiet_after`.
 
 Then, unless everything settled, the final read (Jepsen's healed final read): the fault layer applies
-nothing more, the subscriber tasks inject no fault and settle every delivery, and the drain goes on until
-the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
+nothing more, the subscriber tasks inject no fault, settle every delivery and read on fresh streams, and
+the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
 accepted and never delivered after that is proven `lost`; a subscription whose final read was cut (the
 ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as
 unsettled (completeness `inconclusive`), never `lost` (`kernel.completeness`).

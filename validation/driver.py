@@ -630,14 +630,20 @@ class ProbeDriver:
                 unsettled = tally.unsettled()
                 stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
                 stopped = all(clock.stopped(name, now) for name in unsettled)
-                if stuck == unsettled and stopped and planted_due:
+                # past the ceiling, a target that made no progress on any unsettled subscription for its window has
+                # stopped as surely: the healed final read decides, not the clock (a message redelivered and nacked
+                # over and over is never `stuck` message by message)
+                if stopped and planted_due and (stuck == unsettled or clock.past_ceiling(now)):
                     ended = "stuck"
+                    why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
+                           f"after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded event, and no progress on "
+                           "their subscription for its window" if stuck == unsettled else
+                           f"their subscriptions stopped -- no message delivered for the first time and none settled "
+                           f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
                     self.observations.append(
                         f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
-                        f"with success or dead-lettered) and provably stuck -- no delivery, ack or dead-letter for one "
-                        f"ack deadline (+ retry backoff after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded "
-                        f"event, and no progress on their subscription for its window -- per subscription (and how "
-                        f"their latest delivery ended): {self._unsettled_text(tally, unsettled)}")
+                        f"with success or dead-lettered) and {why} -- per subscription (and how their latest delivery "
+                        f"ended): {self._unsettled_text(tally, unsettled)}")
                     break
                 if clock.past_ceiling(now) and planted_due:
                     ended = "ceiling"

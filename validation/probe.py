@@ -633,7 +633,7 @@ class ProbeSubscriber:
         row["ack_deadline_s"] = int(seconds)
         return seconds
 
-    def note_held_in_client(self, streams: dict) -> None:
+    def note_held_in_client(self, streams: dict, when: str = "at the run's end") -> None:
         """At the end, per twin: messages the client library still leased (in its queue or its callbacks) and those
         it held back behind an earlier message of their ordering key -- never handed to the probe, so never recorded;
         said so a `lost` finding can be read beside it. Read from the
@@ -645,7 +645,7 @@ class ProbeSubscriber:
             except AttributeError:
                 continue
             if leased or on_hold:
-                self.note(f"at the run's end the client library still leased {leased} messages of "
+                self.note(f"{when} the client library still leased {leased} messages of "
                           f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
                           f"{on_hold} held back behind an earlier message of their ordering key, which it never handed "
                           "to the probe")
@@ -669,6 +669,21 @@ class ProbeSubscriber:
                 future.cancel()
                 self.note(f"closed the stream of {self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} as the "
                           "driver asked (it stopped delivering after a poison message's last attempt)")
+
+    def fresh_streams(self, streams: dict, subscribe) -> None:
+        """The final read reads on new streams: every open stream is cancelled (the client library nacks what it
+        still held in its queue or behind an earlier message of its ordering key) and opened anew, so nothing a
+        stream's client-side state kept back -- a lease, a key's hold queue, a flow-control slot -- stands
+        between the target and the final read (Jepsen reads with fresh clients after healing)."""
+        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        reopened = []
+        for path in list(streams):
+            self.note_held_in_client({path: streams[path]}, "when the final read began")
+            streams.pop(path).cancel()
+            subscribe(by_path[path])
+            reopened.append(self.twin_to_declared.get(path.rsplit("/", 1)[-1], path))
+        if reopened:
+            self.note(f"final read: opened new streams on {', '.join(sorted(reopened))}")
 
     def should_crash(self) -> bool:
         if self.crash_started is None:
@@ -748,8 +763,7 @@ class ProbeSubscriber:
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
-            for twin in self.spec["twins"]:
-                endpoint = twin["consumer_endpoint"]
+            def subscribe(twin: dict):
                 deadline = twin["ack_deadline_s"]
                 flow = FlowControl(
                     max_messages=self.spec.get("max_outstanding", 1000),
@@ -759,9 +773,13 @@ class ProbeSubscriber:
                     min_duration_per_lease_extension=deadline,
                     max_duration_per_lease_extension=deadline,
                 )
-                futures.append(clients[endpoint].subscribe(
-                    twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow))
-                streams[twin["path"]] = futures[-1]
+                future = clients[twin["consumer_endpoint"]].subscribe(
+                    twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow)
+                futures.append(future)
+                streams[twin["path"]] = future
+
+            for twin in self.spec["twins"]:
+                subscribe(twin)
             self.ready()
             heal_file = storage.Marker(self.spec["heal_file"]) if self.spec.get("heal_file") else None
             polls = 0
@@ -769,10 +787,12 @@ class ProbeSubscriber:
                 if self.should_crash():
                     self.crash()
                 polls += 1
-                if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
-                    self.healed = True
+                # the streams the driver closes first: it names them before it asks for the final read
                 if self.spec.get("close_file") and polls % 5 == 0:
                     self.close_streams(streams, self.spec["close_file"])
+                if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
+                    self.healed = True
+                    self.fresh_streams(streams, subscribe)
                 time.sleep(0.1)
         finally:
             self.note_held_in_client(streams)
