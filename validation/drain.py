@@ -23,7 +23,8 @@ A planted effect (the redelivery after an `ack_lie`, one ack deadline of its sub
 waited for: no end comes before the fault layer's `quiet_after`.
 
 Then, unless everything settled, the final read (Jepsen's healed final read): the fault layer applies
-nothing more, the subscriber tasks inject no fault, settle every delivery and read on fresh streams, and
+nothing more, the subscriber tasks inject no fault, settle every delivery and read on fresh streams
+(an ordered subscription keeps its stream), and
 the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
 accepted and never delivered after that is proven `lost`; a subscription whose final read was cut (the
 ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as

@@ -295,7 +295,8 @@ class ProbeDriver:
         self.twins = [
             {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
              "retry_max_backoff_s": t.retry_max_backoff_s,
-             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering}
+             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering,
+             "ordered": t.ordering}
             for t in twin_specs
         ]
         pushed = {t.path for t in twin_specs if t.push_endpoint}
@@ -735,8 +736,14 @@ class ProbeDriver:
             self.push.healed = True
         started, started_us = time.monotonic(), time.time_ns() // 1000
         rows_before, settled_before = tally.delivery_rows, tally.done()
-        lease_s = max((deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S
-                       for name in tally.unsettled() if tally.never_delivered(name)), default=0.0)
+        # at least until every unsettled message's next delivery came due (+ grace) -- a rejected ack or a nack
+        # leaves the message with the target until its deadline (+ backoff) -- and one ack deadline (+ margin and
+        # grace) of every subscription with never-delivered messages: any lease still held on them runs out
+        reading = [name for name in tally.unsettled() if name not in stalled]
+        latest_due = tally.latest_due_us(reading, deadline_us)
+        lease_s = round(max([(latest_due - started_us) / 1e6 + STUCK_GRACE_S if latest_due else 0.0] + [
+            deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S for name in reading if tally.never_delivered(name)]
+            + [0.0]), 1)
         quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us))
         bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"

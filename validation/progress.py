@@ -209,17 +209,22 @@ class EvidenceTally:
         recorded event -- or, never delivered, after their publish (`deadline_us`: per subscription) --
         with no new delivery and no settlement."""
         out = {}
-        for name, topic in self.topic_of.items():
-            count = 0
-            for key, seq in self.unsettled_of(name):
-                due = self.due_us.get((name, key, seq))
-                if due is None:
-                    due = self.published_us[(topic, key, seq)] + deadline_us[name]
-                if now_us > due + grace_us:
-                    count += 1
+        for name in self.topic_of:
+            count = sum(1 for key, seq in self.unsettled_of(name) if now_us > self._due(name, key, seq, deadline_us) + grace_us)
             if count:
                 out[name] = count
         return out
+
+    def _due(self, name: str, key: str, seq: int, deadline_us: dict[str, int]) -> int:
+        """When the target owes an unsettled message's next delivery at the latest: one ack deadline (+ the retry
+        backoff after a nack) after its last recorded event, or, never delivered, after its publish."""
+        due = self.due_us.get((name, key, seq))
+        return self.published_us[(self.topic_of[name], key, seq)] + deadline_us[name] if due is None else due
+
+    def latest_due_us(self, names, deadline_us: dict[str, int]) -> int | None:
+        """The latest `_due` among the unsettled messages of `names` (None: none unsettled)."""
+        return max((self._due(name, key, seq, deadline_us) for name in names if name in self.topic_of
+                    for key, seq in self.unsettled_of(name)), default=None)
 
     def unsettled_outcomes(self, name: str) -> dict[str, int]:
         """How the latest delivery of each unsettled message of a subscription ended, counted:
