@@ -316,6 +316,62 @@ def test_a_subscription_still_progressing_is_never_stopped_however_late_its_mess
     assert not clock.past_ceiling(100.0) and clock.past_ceiling(clock.ceiling + 1)
 
 
+def test_past_the_ceiling_stopped_subscriptions_end_stuck_and_moving_ones_are_cut():
+    from pubsubguard.validation.drain import DrainClock
+
+    clock = DrainClock({"s": 20.0, "u": 20.0}, base_s=30, floor_s=0.0)
+    tally = _Tally(1000, 990, {"s": 0, "u": 0})
+    clock.begin(tally, now=0.0, first_publish_us=T, now_us=T + 10 * S)
+    assert clock.ceiling == 30.3  # 30 + 3 x 10 left / 99 settled per second
+    unsettled = {"s": 4, "u": 6}
+    # both stopped (no progress for 20 s), some messages not stuck yet: before the ceiling the drain goes on
+    assert clock.end(25.0, unsettled, {"s": 4, "u": 2}) is None
+    assert clock.end(25.0, unsettled, dict(unsettled)) == "stuck"  # each message stuck: no need to wait
+    # past the ceiling a target that stopped on every unsettled subscription ends stuck (the final read decides)
+    assert clock.end(34.0, unsettled, {"s": 4, "u": 2}) == "stuck"
+    # ... while one that still makes progress is cut there
+    tally.progress["u"] += 1
+    clock.observe(tally, 30.0)
+    assert clock.end(34.0, unsettled, {"s": 4, "u": 2}) == "ceiling"
+    assert clock.end(34.0, unsettled, dict(unsettled)) == "ceiling"
+
+
+def test_latest_due_is_when_the_target_owes_the_last_unsettled_message(tmp_path):
+    evidence(tmp_path, 4, [delivery(0, T + 1 * S, "ack"),  # settled: owed nothing
+                           delivery(1, T + 1 * S, "nack"),  # owed after deadline + 20 s backoff
+                           delivery(2, T + 1 * S, "ack", "other")])  # ack rejected: owed after the deadline
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 20.0})
+    tally.refresh()
+    deadline = {"s": 10 * S}
+    assert tally.latest_due_us(["s"], deadline) == T + 1 * S + 1000 + 10 * S + 20 * S  # seq 1, after its nack
+    assert tally.latest_due_us(["other"], deadline) is None
+    # seq 1 settled: the rejected ack (seq 2) and the never-delivered seq 3 (its publish + deadline) remain
+    pq.write_table(pa.Table.from_pylist([delivery(1, T + 2 * S, "ack")], schema=DELIVERY_SCHEMA),
+                   tmp_path / "deliveries" / "part-1.parquet")
+    tally.refresh()
+    assert tally.latest_due_us(["s"], deadline) == T + 1 * S + 1000 + 10 * S
+
+
+def test_the_ceiling_follows_the_rate_the_drain_itself_measures():
+    from pubsubguard.validation.drain import DrainClock
+
+    clock = DrainClock({"s": 20.0}, base_s=30)
+    tally = _Tally(1000, 900, {"s": 0})
+    clock.begin(tally, now=0.0, first_publish_us=T, now_us=T + 10 * S)
+    assert clock.ceiling == 33.3  # 30 + 3 x 100 left / 90 settled per second while publishing
+    tally._settled, tally.progress["s"] = 905, 5  # the tail: 5 settled in 10 s
+    clock.observe(tally, 10.0)
+    assert clock.ceiling == round(10 + 3 * 95 * 10 / 5, 1) and clock.extended["drain_settled_per_s"] == 0.5
+    assert not clock.past_ceiling(100.0)
+    tally._settled, tally.progress["s"] = 1000, 100  # it sped up: the ceiling never moves earlier
+    clock.observe(tally, 20.0)
+    assert clock.ceiling == round(10 + 3 * 95 * 10 / 5, 1)
+    fixed = DrainClock({"s": 20.0}, base_s=30, override_s=40.0)  # --drain-timeout: never extended
+    fixed.begin(_Tally(1000, 900, {"s": 0}), now=0.0, first_publish_us=T, now_us=T + 10 * S)
+    fixed.observe(tally, 15.0)
+    assert fixed.ceiling == 40.0 and fixed.extended is None
+
+
 def test_drain_timeout_replaces_the_derived_ceiling():
     from pubsubguard.validation.drain import DrainClock
 

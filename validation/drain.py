@@ -17,7 +17,9 @@ rate it settles, not flooded with a backlog its subscribers' leases cannot cover
   decides, not the clock;
 - `ceiling`: the target is still making progress when the ceiling passes. The ceiling is derived from the
   run: the faults' own timing (`probe_setup.default_drain_timeout`) + `CEILING_FACTOR` x the messages not
-  settled when publishing ended / the settle rate measured until then; `--drain-timeout` replaces it.
+  settled when publishing ended / the settle rate measured until then, and later, while the drain goes on, never
+  earlier than `CEILING_FACTOR` x what is left / the drain's own settle rate (a tail that waits on ack deadlines
+  settles far slower than the rate while publishing); `--drain-timeout` replaces it.
 
 A planted effect (the redelivery after an `ack_lie`, one ack deadline of its subscription later) is always
 waited for: no end comes before the fault layer's `quiet_after`.
@@ -39,6 +41,7 @@ CEILING_FACTOR = 3.0  # the ceiling allows this many times the time the measured
 CEILING_MAX_S = 3600.0  # and never more than this (a target that settles nothing still ends as `stuck`)
 MIN_RATE = 1.0  # messages settled per second assumed at least, when the run measured fewer
 IN_FLIGHT_PAIRS = 2000  # message-subscription pairs published and not settled, at most, while publishing
+MEASURE_S = 10.0  # the drain's own settle rate counts once measured over this long
 FINAL_READ_QUIET_S = 5.0  # the final read ends once the target delivered nothing for this long (healed)
 
 
@@ -86,6 +89,7 @@ class DrainClock:
     started: float | None = None  # monotonic, when publishing ended
     ceiling: float | None = None  # seconds after `started`
     rates: dict = field(default_factory=dict)
+    extended: dict | None = None  # when the drain's own rate last moved the ceiling later, and that rate
     progress: dict[str, int] = field(default_factory=dict)
     progressed_at: dict[str, float] = field(default_factory=dict)  # monotonic, its last progress
 
@@ -114,6 +118,20 @@ class DrainClock:
             if count != self.progress.get(name):
                 self.progress[name] = count
                 self.progressed_at[name] = now
+        if self.started is not None and self.override_s is None:
+            self._extend(tally, now)
+
+    def _extend(self, tally, now: float) -> None:
+        """A derived ceiling follows the rate the drain itself measures: never earlier than CEILING_FACTOR x the
+        time that rate needs for what is left (a tail that waits on ack deadlines settles far slower than the
+        rate while publishing), at most CEILING_MAX_S."""
+        drained = now - self.started
+        settled = tally.done() - self.rates.get("settled_at_publish_end", 0)
+        if drained < MEASURE_S or settled <= 0:
+            return
+        need = round(min(CEILING_MAX_S, drained + CEILING_FACTOR * (tally.expected() - tally.done()) * drained / settled), 1)
+        if need > self.ceiling:
+            self.ceiling, self.extended = need, {"at_s": round(drained, 1), "drain_settled_per_s": round(settled / drained, 1)}
 
     def stopped(self, name: str, now: float) -> bool:
         """No message delivered for the first time and none settled on `name` for its window."""
@@ -122,12 +140,23 @@ class DrainClock:
     def past_ceiling(self, now: float) -> bool:
         return self.started is not None and now - self.started > self.ceiling
 
+    def end(self, now: float, unsettled: dict[str, int], stuck: dict[str, int]) -> str | None:
+        """How the drain ends now, with messages `unsettled` and `stuck` (per subscription), or None: it goes on.
+        `stuck` when every unsettled subscription stopped and each message is stuck -- or, past the ceiling, when
+        they stopped at all (a message redelivered and nacked over and over is never stuck message by message: the
+        final read decides, not the clock); `ceiling` when the ceiling passed while one still makes progress."""
+        stopped = all(self.stopped(name, now) for name in unsettled)
+        if stopped and (stuck == unsettled or self.past_ceiling(now)):
+            return "stuck"
+        return "ceiling" if self.past_ceiling(now) else None
+
     def record(self, now: float, ended: str, tally) -> dict:
         """What run.json says of the clock: the ceiling and how it was made, the rates, the windows."""
         drained_s = round(now - self.started, 1) if self.started is not None else None
         settled_after = tally.done() - self.rates.get("settled_at_publish_end", 0)
         return {
             "ceiling_s": self.ceiling, "ceiling_from": "--drain-timeout" if self.override_s is not None else "rates",
+            "extended": self.extended,
             "base_s": self.base_s, "floor_s": self.floor_s, "drained_s": drained_s, "windows_s": dict(self.windows_s),
             "rates": {**self.rates, "drain_settled_per_s": round(settled_after / drained_s, 1) if drained_s else None},
             "ended_by": ended,
@@ -143,6 +172,9 @@ def clock_sentence(drain: dict) -> str:
            f"{clock.get('base_s', 0):.0f}s for the faults + {CEILING_FACTOR:g} x {rates.get('unsettled_at_publish_end', 0):,} "
            f"unsettled at the last publish / {rates.get('settled_per_s') or 0:,.1f} settled per second, at least "
            f"{clock.get('floor_s', 0):.0f}s: the longest ack deadline + backoff + grace")
+    if clock.get("extended"):
+        how += (f", extended at +{clock['extended']['at_s']:.0f}s to 3 x what was left / the drain's own "
+                f"{clock['extended']['drain_settled_per_s']:,.1f} settled per second")
     final = drain.get("final_read")
     tail = ""
     if final:

@@ -630,12 +630,8 @@ class ProbeDriver:
                     continue
                 unsettled = tally.unsettled()
                 stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
-                stopped = all(clock.stopped(name, now) for name in unsettled)
-                # past the ceiling, a target that made no progress on any unsettled subscription for its window has
-                # stopped as surely: the healed final read decides, not the clock (a message redelivered and nacked
-                # over and over is never `stuck` message by message)
-                if stopped and planted_due and (stuck == unsettled or clock.past_ceiling(now)):
-                    ended = "stuck"
+                ended = clock.end(now, unsettled, stuck) if planted_due else None
+                if ended == "stuck":
                     why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
                            f"after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded event, and no progress on "
                            "their subscription for its window" if stuck == unsettled else
@@ -646,8 +642,7 @@ class ProbeDriver:
                         f"with success or dead-lettered) and {why} -- per subscription (and how their latest delivery "
                         f"ended): {self._unsettled_text(tally, unsettled)}")
                     break
-                if clock.past_ceiling(now) and planted_due:
-                    ended = "ceiling"
+                if ended == "ceiling":
                     moving = sorted(name for name in unsettled if not clock.stopped(name, now))
                     self.observations.append(
                         f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
