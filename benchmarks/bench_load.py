@@ -3,6 +3,9 @@
     .venv/bin/python benchmarks/bench_load.py                      # the default, 10x and 50x
     .venv/bin/python benchmarks/bench_load.py --points 100x        # 120,000 message-subscription pairs
     .venv/bin/python benchmarks/bench_load.py --points 10x --master spark://HOST:7077
+    .venv/bin/python benchmarks/bench_load.py --points 1x 10x --busy 2   # both cores kept busy beside it
+    .venv/bin/python benchmarks/bench_load.py --points estate100        # 100 topics x 3 subscriptions
+    .venv/bin/python benchmarks/bench_load.py --points soak             # 20 minutes at 50 msg/s under a nemesis
 
 Each point runs `pubsubguard run -s dev --keys K --messages-per-key M` (the main job: emulator, plan, check,
 apply, verify with the default faults and the conformance scenarios) in a process of its own, samples the
@@ -31,7 +34,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-POINTS = {"1x": (8, 25), "10x": (16, 125), "50x": (40, 250), "100x": (80, 250)}
+POINTS = {"1x": (8, 25), "10x": (16, 125), "50x": (40, 250), "100x": (80, 250),
+          # an estate of 100 topics x 3 subscriptions (bench_check.estate: pull, exactly-once, ordered) from its
+          # own project directory, 4 keys x 10 messages per topic: 12,000 message-subscription pairs
+          "estate100": (4, 10),
+          # the soak: 60,000 messages published at SOAK_RATE msg/s (20 minutes) under SOAK_SCHEDULE
+          "soak": (40, 1500)}
+SOAK_RATE = 50
+# stream kills on an unordered and an ordered subscription, and lost ack responses, all along the soak (a reset
+# of an ordered stream is a fault the emulator does not recover from: conformance ordered-stream-reset-keeps-
+# delivering, so its keys silent after a kill are explained, not lost)
+SOAK_SCHEDULE = {"seed": "soak", "faults": [
+    {"kind": "kill_stream", "subscription": "orders-exactly-once", "after_s": 30, "every_s": 90},
+    {"kind": "kill_stream", "subscription": "payments-exactly-once", "after_s": 75, "every_s": 120},
+    {"kind": "lose_response", "rpc": "acknowledge", "subscription": "orders-exactly-once", "rate": 0.02},
+]}
 
 
 def _tree(pid: int) -> list[int]:
@@ -100,13 +117,34 @@ def unexplained(result: dict) -> dict[str, int]:
     }
 
 
+def point_args(name: str, out: Path) -> list[str]:
+    """The stack and options a point runs with beyond --keys and --messages-per-key."""
+    if name == "estate100":
+        from bench_check import project
+
+        where = out / "estate100-project"
+        where.mkdir(parents=True, exist_ok=True)
+        project(where, 100)  # stack `bench`
+        return ["-s", "bench", "-C", str(where)]
+    if name == "soak":
+        schedule = out / "soak-schedule.json"
+        schedule.write_text(json.dumps(SOAK_SCHEDULE, indent=1))
+        return ["-s", "dev", "--rate", str(SOAK_RATE), "--nemesis", str(schedule)]
+    return ["-s", "dev"]
+
+
+def burners(count: int) -> list[subprocess.Popen]:
+    """`count` processes that keep a core each busy (another tenant of the machine), until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
 def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}  # the job starts its own
     log = out / f"{name}.log"
     started = time.monotonic()
     with log.open("w") as sink:
-        process = subprocess.Popen([str(ROOT / ".venv/bin/pubsubguard"), "run", "-s", "dev", "--keys", str(keys),
-                                    "--messages-per-key", str(per_key), "--out", str(out / name), *extra],
+        process = subprocess.Popen([str(ROOT / ".venv/bin/pubsubguard"), "run", *point_args(name, out), "--keys",
+                                    str(keys), "--messages-per-key", str(per_key), "--out", str(out / name), *extra],
                                    cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
         sampler = MemorySampler(process.pid)
         sampler.thread.start()
@@ -125,7 +163,17 @@ def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str]) -
             "drain": drain["ended"], "drained_s": clock.get("drained_s"), "ceiling_s": clock.get("ceiling_s"),
             "final_read": (drain.get("final_read") or {}).get("ended"), "rates": clock.get("rates") or {},
             "client_log_lines": client_log, "peak_mib": {k: round(v) for k, v in sampler.peak.items()},
-            **unexplained(result)}
+            "footprint": drain.get("footprint") or [], "not_holds": not_holds(result), **unexplained(result)}
+
+
+def not_holds(result: dict) -> dict[str, int]:
+    """Per guarantee status other than holds / not_tested: how many subscriptions have it (the estate's summary)."""
+    counts: dict[str, int] = {}
+    for sub in result["subscriptions"].values():
+        for status in (sub.get("guarantees") or {}).values():
+            if status not in ("holds", "not_tested"):
+                counts[status] = counts.get(status, 0) + 1
+    return counts
 
 
 def bare(messages: int) -> tuple[float, float]:
@@ -150,6 +198,8 @@ def main() -> int:
     parser.add_argument("--points", nargs="+", choices=sorted(POINTS), default=["1x", "10x", "50x"])
     parser.add_argument("--out", type=Path, default=None, help="where the runs write (default: a temporary directory)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare client loop")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N cores busy with other processes during each point")
     args, extra = parser.parse_known_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -158,7 +208,14 @@ def main() -> int:
         keys, per_key = POINTS[name]
         print(f"\n== {name}: --keys {keys} --messages-per-key {per_key} · load average {os.getloadavg()[0]:.2f} "
               f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}", flush=True)
-        row = run_point(name, keys, per_key, out, extra)
+        busy = burners(args.busy)
+        try:
+            row = run_point(name, keys, per_key, out, extra)
+        finally:
+            for burner in busy:
+                burner.kill()
+        if busy:
+            print(f"({args.busy} cores kept busy by other processes during the point)")
         if "error" in row:
             print(f"{name}: exit {row['exit']} after {row['wall_s']} s, {row['error']}")
             continue
@@ -170,6 +227,10 @@ def main() -> int:
         print(f"lost {row['lost']} · unexplained findings {row['findings']} · unexplained causes {row['causes']} · "
               f"unsettled (all causes) {row['unsettled_causes']} · client library log lines {row['client_log_lines']}")
         print(f"peak resident memory: driver {row['peak_mib']['driver']} MiB, executors {row['peak_mib']['executors']} MiB")
+        if row["footprint"]:
+            print("driver footprint each minute (s: MiB / threads / open files): " + ", ".join(
+                f"{f['t_s']:.0f}: {f['rss_mib']:.0f}/{f['threads']}/{f['open_files']}" for f in row["footprint"]))
+        print("guarantees not holding: " + (", ".join(f"{n} {s}" for s, n in sorted(row["not_holds"].items())) or "none"))
         if not args.no_bare:
             messages = rates.get("messages") or 0
             publish, e2e = bare(messages)

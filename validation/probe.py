@@ -639,16 +639,17 @@ class ProbeSubscriber:
         said so a `lost` finding can be read beside it. Read from the
         streaming pull manager's own counters (the client library's internals: nothing said when they differ)."""
         for path, future in streams.items():
-            try:
-                manager = future._manager
+            try:  # the future keeps its manager under a private (name-mangled) attribute
+                manager = getattr(future, "_StreamingPullFuture__manager", None) or future._manager
                 leased, on_hold = manager.leaser.message_count, manager._messages_on_hold.size
+                load, paused = manager.load, bool(manager._consumer and manager._consumer.is_paused)
             except AttributeError:
                 continue
-            if leased or on_hold:
+            if leased or on_hold or paused:
                 self.note(f"{when} the client library still leased {leased} messages of "
                           f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
                           f"{on_hold} held back behind an earlier message of their ordering key, which it never handed "
-                          "to the probe")
+                          f"to the probe; its flow control's load {load:.2f}" + (", the stream paused by it" if paused else ""))
 
     def close_streams(self, streams: dict, close_file: str) -> None:
         """Close the streams of the twins the driver names in `<evidence>/_close` (subscriptions that stopped
