@@ -141,3 +141,27 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
     assert row["ack_deadline_s"] == 60 and len(notes) == 1 and says in notes[0], notes
     assert "keeps the subscription's 60s deadline (no shorter one was granted)" in notes[0]
     assert (status == "INVALID_ACK_ID") == ("refused" not in notes[0] and "INVALID_ACK_ID" in notes[0])
+
+
+def test_what_the_client_library_still_holds_is_read_from_its_own_counters(eod):
+    """The note beside a `lost` finding reads the streaming pull's own manager (kept under a name-mangled
+    attribute of the future): a message handed to a callback that never settles it is still leased."""
+    import threading
+    from types import SimpleNamespace
+
+    from pubsubguard.validation.probe import ProbeSubscriber
+
+    publisher, subscriber, topic, subscription = eod
+    got = threading.Event()
+    future = subscriber.subscribe(subscription, callback=lambda message: got.set())  # never acked
+    try:
+        publisher.publish(topic, b"held").result()
+        assert got.wait(30)
+        notes: list[str] = []
+        probe = SimpleNamespace(note=notes.append, twin_to_declared={subscription.rsplit("/", 1)[-1]: "declared-name"})
+        ProbeSubscriber.note_held_in_client(probe, {subscription: future}, "when the final read began")
+        assert len(notes) == 1
+        assert notes[0].startswith("when the final read began the client library still leased 1 message of "
+                                   "declared-name") and "flow control's load" in notes[0]
+    finally:
+        future.cancel()

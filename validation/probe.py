@@ -646,7 +646,7 @@ class ProbeSubscriber:
             except AttributeError:
                 continue
             if leased or on_hold or paused:
-                self.note(f"{when} the client library still leased {leased} messages of "
+                self.note(f"{when} the client library still leased {leased} message{'' if leased == 1 else 's'} of "
                           f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
                           f"{on_hold} held back behind an earlier message of their ordering key, which it never handed "
                           f"to the probe; its flow control's load {load:.2f}" + (", the stream paused by it" if paused else ""))
