@@ -406,6 +406,25 @@ def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lo
     assert "--drain-timeout" in causes[0]["action"] and "lost" in causes[0]["action"]
 
 
+def test_what_the_probes_client_held_on_a_kept_stream_is_caused_by_the_client_never_lost():
+    from pubsubguard.validation.document import explanations
+
+    held = {"leased": 1809, "on_hold": 676, "paused_tasks": ["sub-1"], "tasks": ["sub-1", "sub-2"]}
+    result = {"target": "emulator", "conformance": None,
+              "parameters": {"drain": {"ended": "stuck", "unsettled": {"s": 300}, "unsettled_poison": {},
+                                       "stalled": {}, "after_stream_reset": {}, "unproven": ["s"], "cut": {},
+                                       "after_stall": {"s": {"messages": 100, "poison": 0}},
+                                       "held_in_client": {"s": held}}},
+              "subscriptions": {"s": {"declared": {"ordering": True}, "guarantees": {"completeness": "inconclusive"},
+                                      "figures": {"published": 1000, "settled": 700}}}}
+    causes = explanations(result, [])["guarantees"][0]["causes"]
+    # the earlier form takes its share first; the rest is the client's, caused by it, not explained by the target
+    assert [(c["forms"], c["count"]) for c in causes] == [({"after_stall": 100}, 100), ({"held_in_client": 200}, 200)]
+    assert causes[1]["caused_by"] == ["the probe's client library (1,809 messages leased, 676 behind their ordering "
+                                      "key, the stream paused by its flow control)"]
+    assert causes[1]["explained_by"] == []
+
+
 def test_a_lost_message_takes_the_form_of_what_the_drain_saw_of_its_subscription():
     from pubsubguard.validation.conformance import explained_by
     from pubsubguard.validation.verdict import drain_forms

@@ -263,8 +263,8 @@ def explanations(result: dict, groups: list[dict]) -> dict:
 # Unsettled messages told apart, in this order (each takes what the earlier left): those whose ack reply the
 # fault layer dropped (the run's own fault), those whose latest event came after another subscription stalled
 # (poison ones included), the remaining poison ones, those of a stalled subscription, those on keys silent since
-# the fault layer last reset the subscription's streams, those never delivered when the drain was cut at its
-# ceiling, the rest. Form -> what to do when no conformance scenario explains it.
+# the fault layer last reset the subscription's streams, the rest where the probe's client library held messages
+# on the stream the final read kept, those never delivered when the drain was cut at its ceiling, the rest. Form -> what to do when no conformance scenario explains it.
 UNSETTLED_FORMS = {
     "after_lost_reply": "the fault layer dropped the target's reply to their ack (the schedule entries named): the target "
                         "may have applied it, the client never learned so and recorded no success; a consequence of "
@@ -277,6 +277,9 @@ UNSETTLED_FORMS = {
                "observation): the target stopped delivering it; see 'What the target did'",
     "after_stream_reset": "keys the subscription delivered nothing of after the fault layer last reset its streams "
                           "(see the observation)",
+    "held_in_client": "the probe's client library held messages of this subscription it never handed to the probe "
+                      "(or its flow control paused the stream) when the final read began, on a stream the final read "
+                      "kept (ordered): a consequence of the probe's own client, not of the target (see the observation)",
     "cut": "never delivered when the drain reached its ceiling while the target still made progress, so no final "
            "read proved them lost: re-run with a longer --drain-timeout or a lower --rate (the observation gives the "
            "rates)",
@@ -292,6 +295,7 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
         return (drain.get(key) or {}).get(name) or {}
 
     late, stall, silent, replies = of("after_stall"), of("stalled"), of("after_stream_reset"), of("after_lost_reply")
+    held = of("held_in_client")
     after_stall = min(unsettled, late.get("messages", 0))
     wanted = {
         "after_lost_reply": replies.get("messages", 0),
@@ -300,6 +304,7 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
                       - min(late.get("poison", 0), after_stall)),
         "stalled": stall.get("unsettled", 0),
         "after_stream_reset": silent.get("messages", 0),
+        "held_in_client": unsettled if held else 0,
         "cut": (drain.get("cut") or {}).get(name, 0),
     }
     causes, left = [], unsettled
@@ -310,6 +315,10 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
         left -= count
         caused = [f"schedule entry {e} (lose_response on acknowledge)" for e in replies.get("entries", ())] \
             if form == "after_lost_reply" else []
+        if form == "held_in_client":
+            caused = [f"the probe's client library ({held['leased']:,} messages leased, {held['on_hold']:,} behind "
+                      f"their ordering key" + (", the stream paused by its flow control" if held["paused_tasks"] else "")
+                      + ")"]
         explained = [] if caused else explained_by({"kind": "unsettled", "form": form}, results,
                                                    bool(sub["declared"].get("ordering")))
         causes.append({"kind": "unsettled", "count": count, "forms": {form: count}, "groups": [],

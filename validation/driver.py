@@ -40,7 +40,7 @@ from pubsubguard.validation.drift import config_drift, missing_subscriptions
 from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
 from pubsubguard.validation.faults import poison_set
 from pubsubguard.validation.isolation import Twins, not_probed
-from pubsubguard.validation.probe import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
+from pubsubguard.validation.probe import CLIENT_STATE_PREFIX, FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, READY_PREFIX
 from pubsubguard.validation.probe_setup import ProbeSetup
 from pubsubguard.validation.progress import EvidenceTally, progress_bars
 from pubsubguard.validation.session import spark_session
@@ -268,6 +268,7 @@ class ProbeDriver:
         self.evidence_dir = evidence_dir
         self.stop_file = stop_file
         self.heal_file = storage.Marker(storage.join(evidence_dir, "_heal"))  # the drain's final read began
+        self.stream_ends_before_heal: dict[str, int] | None = None  # the final read's own stream resets left out
         self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
         self.close_file = storage.join(evidence_dir, "_close")  # twins whose streams the subscriber tasks close
         self.closed: set[str] = set()
@@ -470,7 +471,10 @@ class ProbeDriver:
         # OK (the target or the client library reset them), the subscriptions whose streams the drain closed aside
         twin_of = {t["path"]: t["declared_name"] for t in self.twins}
         resets: dict[str, int] = {}
-        for path, at in (self.listeners.stream_ends() if self.listeners is not None else {}).items():
+        ends = self.stream_ends_before_heal
+        if ends is None:
+            ends = self.listeners.stream_ends() if self.listeners is not None else {}
+        for path, at in ends.items():
             name = twin_of.get(path)
             if name is not None and name not in self.closed:
                 resets[name] = max(resets.get(name, 0), at)
@@ -664,12 +668,48 @@ class ProbeDriver:
                 "waited_s": round(sum(r.get("flow_waited_s", 0.0) for r in self.publish_summary), 1),
                 "let_go": sum(1 for r in self.publish_summary if r.get("flow_let_go"))}
             self.drain["final_read"] = final
+            # a final read through a stream the client library had paused, or on which it held messages it never
+            # handed to the probe, proves nothing of that subscription
+            held = self._held_in_client(unsettled) if final else {}
+            self.drain["held_in_client"] = held
             # subscriptions whose never-delivered messages no final read proved lost: unsettled, never `lost`
-            self.drain["unproven"] = [] if proven else sorted(unsettled)
-            self.drain["cut"] = {} if proven else {
-                name: tally.never_delivered(name) for name in sorted(unsettled) if tally.never_delivered(name)}
+            self.drain["unproven"] = sorted(held) if proven else sorted(unsettled)
+            self.drain["cut"] = {name: tally.never_delivered(name) for name in self.drain["unproven"]
+                                 if name not in held and tally.never_delivered(name)}
             self.observations.append(clock_sentence(self.drain))
             self.observations.extend(self._stall_text(tally, self.drain))
+
+    def _held_in_client(self, unsettled: dict[str, int]) -> dict[str, dict]:
+        """The unsettled subscriptions whose stream the final read kept (ordered ones) and on which the client
+        library, when the final read began, held messages it never handed to the probe or had paused the stream
+        by its flow control (`<evidence>/client-state-<task>.json`, per task): their final read proves nothing;
+        said in one observation each."""
+        held: dict[str, dict] = {}
+        for file in storage.names(self.evidence_dir, CLIENT_STATE_PREFIX):
+            task = file[len(CLIENT_STATE_PREFIX):].removesuffix(".json")
+            try:
+                states = json.loads(storage.read_text(storage.join(self.evidence_dir, file)) or "{}")
+            except (OSError, ValueError):
+                continue
+            for name, state in states.items():
+                if name not in unsettled or state.get("reopened") or not (
+                        state["leased"] or state["on_hold"] or state["paused"]):
+                    continue
+                entry = held.setdefault(name, {"leased": 0, "on_hold": 0, "paused_tasks": [], "tasks": []})
+                entry["leased"] += state["leased"]
+                entry["on_hold"] += state["on_hold"]
+                entry["tasks"].append(task)
+                if state["paused"]:
+                    entry["paused_tasks"].append(task)
+        for name, entry in sorted(held.items()):
+            paused = (f"; its flow control had paused the stream of {', '.join(entry['paused_tasks'])}"
+                      if entry["paused_tasks"] else "")
+            self.observations.append(
+                f"final read of {name}: when it began, the probe's client library held {entry['leased']:,} leased "
+                f"messages ({entry['on_hold']:,} behind an earlier message of their ordering key) it never handed to "
+                f"the probe{paused}, and an ordered stream is kept for the final read: its {unsettled[name]:,} "
+                "unsettled messages are counted unsettled (held_in_client), never `lost`")
+        return held
 
     def _windows_s(self) -> dict[str, float]:
         """Per probed subscription: how long it may make no progress before it counts as stopped (its longest
@@ -684,13 +724,16 @@ class ProbeDriver:
         return out
 
     def _close_stalled(self, tally: EvidenceTally, clock: DrainClock | None) -> set[str]:
-        """The dead-lettering subscriptions that stopped delivering after a poison message's last attempt
+        """The ordered dead-lettering subscriptions that stopped delivering after a poison message's last attempt
         (`EvidenceTally.stalls`) and made no progress for their window (`clock`; None: stalled is enough):
         their streams are closed (`<evidence>/_close`, read by the subscriber tasks), said once each. While
         such a subscription is read by a StreamingPull, the emulator serves every other subscription only every
         10 s (conformance scenario ordered-dead-letter-spares-other-subscriptions); what it stopped delivering it
-        does not deliver later (ordered-dead-letter-keeps-delivering), so nothing of it is lost by closing."""
-        limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())}
+        does not deliver later (ordered-dead-letter-keeps-delivering), so nothing of it is lost by closing. An
+        unordered subscription is never closed: no scenario says what it would spare, and its final read reads
+        it on fresh streams."""
+        limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())
+                  if self.estate.subscriptions[name].ordering}
         now = time.monotonic()
         stalled = {name for name in tally.stalls(limits, int(STALL_SLACK_S * 1e6))
                    if clock is None or clock.stopped(name, now)}
@@ -726,6 +769,8 @@ class ProbeDriver:
         # every subscription that stopped delivering after a poison message's last attempt has its streams closed
         # for the final read (while read by a StreamingPull, a stalled one slows every other on the emulator)
         stalled = self._close_stalled(tally, None)
+        # the streams the final read itself cancels and opens anew are no reset of the target's
+        self.stream_ends_before_heal = self.listeners.stream_ends() if self.listeners is not None else {}
         self.heal_file.set()
         if self.push is not None:
             self.push.healed = True

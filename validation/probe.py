@@ -150,6 +150,7 @@ def log_abandoned_ack_retries() -> None:
 
 READY_PREFIX = "_ready-"
 CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the client library's warnings
+CLIENT_STATE_PREFIX = "client-state-"  # <evidence>/client-state-<task>.json: what the client library held at the final read
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
 
 
@@ -633,18 +634,29 @@ class ProbeSubscriber:
         row["ack_deadline_s"] = int(seconds)
         return seconds
 
+    @staticmethod
+    def client_held(future) -> dict | None:
+        """What the client library holds on one streaming pull, from its own manager (kept under a name-mangled
+        attribute of the future): `leased` (in its queue or its callbacks, or acks it still retries), `on_hold`
+        (behind an earlier message of their ordering key), its flow control's `load` and whether that `paused`
+        the stream (nothing more is read from it). None where the library keeps these elsewhere."""
+        try:
+            manager = getattr(future, "_StreamingPullFuture__manager", None) or future._manager
+            return {"leased": manager.leaser.message_count, "on_hold": manager._messages_on_hold.size,
+                    "load": round(manager.load, 2), "paused": bool(manager._consumer and manager._consumer.is_paused)}
+        except AttributeError:
+            return None
+
     def note_held_in_client(self, streams: dict, when: str = "at the run's end") -> None:
         """At the end, per twin: messages the client library still leased (in its queue or its callbacks) and those
         it held back behind an earlier message of their ordering key -- never handed to the probe, so never recorded;
         said so a `lost` finding can be read beside it. Read from the
         streaming pull manager's own counters (the client library's internals: nothing said when they differ)."""
         for path, future in streams.items():
-            try:  # the future keeps its manager under a private (name-mangled) attribute
-                manager = getattr(future, "_StreamingPullFuture__manager", None) or future._manager
-                leased, on_hold = manager.leaser.message_count, manager._messages_on_hold.size
-                load, paused = manager.load, bool(manager._consumer and manager._consumer.is_paused)
-            except AttributeError:
+            held = self.client_held(future)
+            if held is None:
                 continue
+            leased, on_hold, load, paused = held["leased"], held["on_hold"], held["load"], held["paused"]
             if leased or on_hold or paused:
                 self.note(f"{when} the client library still leased {leased} message{'' if leased == 1 else 's'} of "
                           f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
@@ -677,7 +689,13 @@ class ProbeSubscriber:
         state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
         reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
         its own there (what the client held behind an earlier message of its key is noted)."""
+        import json
+
         by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
+                for path, future in streams.items() if (state := self.client_held(future)) is not None}
+        storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
+                           json.dumps(held, sort_keys=True))
         reopened, kept = [], []
         for path in list(streams):
             self.note_held_in_client({path: streams[path]}, "when the final read began")
