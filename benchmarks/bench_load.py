@@ -2,7 +2,6 @@
 
     .venv/bin/python benchmarks/bench_load.py                      # the default, 10x and 50x
     .venv/bin/python benchmarks/bench_load.py --points 100x        # 120,000 message-subscription pairs
-    .venv/bin/python benchmarks/bench_load.py --points 10x --master spark://HOST:7077
     .venv/bin/python benchmarks/bench_load.py --points 1x 10x --busy 2   # both cores kept busy beside it
     .venv/bin/python benchmarks/bench_load.py --points estate100        # 100 topics x 3 subscriptions
     .venv/bin/python benchmarks/bench_load.py --points soak             # 20 minutes at 50 msg/s under a nemesis
