@@ -329,6 +329,84 @@ def test_an_invoke_that_depends_on_a_new_resource_is_unknown_as_at_preview(tmp_p
     assert inputs_of(root, "orders-policy")["inputs"]["policyData"] == engine.UNKNOWN
 
 
+# --- Calls to component methods --------------------------------------------------------------------
+# A component from a team's own multi-language package, declared as its generated SDK declares it: a remote
+# component whose method is a call the engine hands to the package's provider.
+CHANNEL_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+
+    class Channel(pulumi.ComponentResource):
+        def __init__(self, name, props, opts=None):
+            super().__init__("channels:index:Channel", name, props, opts, remote=True)
+
+        def endpoint(self, path):
+            return pulumi.runtime.call("channels:index:Channel/endpoint", {"__self__": self, "path": path}, res=self)
+
+
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    channel = Channel("orders-channel", {"topic": orders.name})
+    endpoint = channel.endpoint(orders.name.apply(lambda name: f"/{name}"))
+    gcp.pubsub.Subscription("orders-push", name="orders-push", topic=orders.id, expiration_policy={"ttl": ""},
+                            push_config={"push_endpoint": endpoint.apply(lambda result: result["url"]),
+                                         "oidc_token": {"service_account_email": "push@proj-a.iam.gserviceaccount.com"}})
+    pulumi.export("endpoint", endpoint)
+"""
+
+CHANNEL_TS = """
+    class Channel extends pulumi.ComponentResource {
+        constructor(name: string, args: { topic: pulumi.Input<string> }, opts?: pulumi.ComponentResourceOptions) {
+            super("channels:index:Channel", name, args, opts, true);
+        }
+        endpoint(path: pulumi.Input<string>): pulumi.Output<{ url: string }> {
+            return pulumi.runtime.call("channels:index:Channel/endpoint", { __self__: this, path }, this);
+        }
+    }
+    const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+    const channel = new Channel("orders-channel", { topic: orders.name });
+    export const endpoint = channel.endpoint(orders.name.apply((name) => `/${name}`));
+    new gcp.pubsub.Subscription("orders-push", { name: "orders-push", topic: orders.id, expirationPolicy: { ttl: "" },
+        pushConfig: { pushEndpoint: endpoint.apply((result) => result.url),
+                      oidcToken: { serviceAccountEmail: "push@proj-a.iam.gserviceaccount.com" } } });
+"""
+
+CHANNEL_METHOD = "channels:index:Channel/endpoint"
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_a_component_methods_result_is_unknown_and_depends_on_the_component_and_its_arguments(tmp_path, language):
+    """At preview the engine hands a method call to the component's provider, which runs it in its plugin;
+    offline nothing runs it, so its result is unknown (it was refused, exit 2), depends on the component and
+    on what its arguments depend on, and what is built from it is not judged, with that origin."""
+    root = python_twin(tmp_path, CHANNEL_PY) if language == "python" else node_project(tmp_path, CHANNEL_TS)
+    code, document = check_json(root)
+    assert code == 0, document["error"]
+    assert [i["token"] for i in document["unknown_invokes"]] == [CHANNEL_METHOD]
+    (entry,) = document["unjudged"]
+    assert (entry["policy"], entry["resource_name"], entry["properties"]) == (
+        "push-endpoint-https", "orders-push", ["pushConfig.pushEndpoint"])
+    origins = {(s["type"], s["name"]) for s in entry["unknown_inputs"]["pushConfig.pushEndpoint"]}
+    assert origins == {("channels:index:Channel", "orders-channel"), ("gcp:pubsub/topic:Topic", "orders")}
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    assert plan["outputs"].get("endpoint", engine.UNKNOWN) == engine.UNKNOWN
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_a_component_methods_result_given_with_invoke_results_is_judged(tmp_path, language):
+    root = python_twin(tmp_path, CHANNEL_PY) if language == "python" else node_project(tmp_path, CHANNEL_TS)
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps([{"token": CHANNEL_METHOD, "args": {"path": "/orders"},
+                                  "result": {"url": "http://orders.example.com/push"}}]))
+    code, document = check_json(root, "--invoke-results", str(given))
+    assert code == 1, document["error"]
+    assert mandatory(document) == ["push-endpoint-https"] and document["unknown_invokes"] == []
+    given.write_text(json.dumps([{"token": CHANNEL_METHOD, "args": {"path": "/elsewhere"},
+                                  "result": {"url": "http://orders.example.com/push"}}]))
+    code, document = check_json(root, "--invoke-results", str(given))  # other arguments: not this call's result
+    assert code == 0 and [e["policy"] for e in document["unjudged"]] == ["push-endpoint-https"]
+
+
 # --- Read resources --------------------------------------------------------------------------------
 READ_PY = """
     import pulumi
