@@ -601,12 +601,69 @@ def test_an_invoke_with_a_parent_is_answered(tmp_path):
 
 
 def test_a_byte_string_is_judged_as_the_text_it_reads_as():
-    """Neither pinned SDK sends byte strings yet (the engine offers them): the engine's decoding of one."""
+    """Neither pinned SDK sends the byte-string envelope (the engine offers it; see the next tests for what
+    they send instead): the engine's decoding of one."""
     import base64
 
     wire = {engine.SIG: engine.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
     assert engine.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
     assert engine.decode({engine.SIG: engine.BYTE_STRING_SIG, "value": "not base64!"}) == engine.UNKNOWN
+
+
+def test_a_typescript_string_that_is_not_utf8_fails_the_program_in_one_line_naming_its_place(tmp_path):
+    """The Node.js SDK sends a JavaScript string as it is: half of a surrogate pair (a label cut to 63
+    characters through an emoji) reaches the engine as bytes that are not UTF-8, which `pulumi preview`'s
+    engine refuses ("grpc: error unmarshalling request: string field contains invalid UTF-8"). The check
+    fails the program the same way (exit 2), in one line at the resource's line that names the string's
+    place, not with gRPC's "Unexpected DecodeError" and its logged traceback."""
+    root = node_project(tmp_path, """
+        const team = "orders-" + "x".repeat(55) + "\\u{1F600}";
+        new gcp.pubsub.Topic("orders", { name: "orders", labels: { team: team.slice(0, 63) } });
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2, done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert f"index.ts:{line_of(root, 'new gcp.pubsub.Topic')}: " in line
+    assert "its string at object.labels.team is not valid UTF-8" in line and "orders [gcp:pubsub/topic:Topic]" in line
+    assert "DecodeError" not in done.stderr
+
+
+@pytest.mark.parametrize("value, cause", [
+    ('b"orders-\\xff"', "unexpected input of type bytes for team"),
+    ('b"orders-\\xff".decode("utf-8", "surrogateescape")', "surrogates not allowed"),
+])
+def test_python_cannot_send_a_string_that_is_not_utf8_and_says_why_in_one_line(tmp_path, value, cause):
+    """The Python SDK refuses bytes (pulumi/runtime/rpc.py: "unexpected input of type bytes") and protobuf
+    refuses to encode a lone surrogate: the program fails on its own side, as under `pulumi preview`; the
+    check's one line keeps the SDK's cause (it kept only "While processing resource: ...")."""
+    root = python_twin(tmp_path, f"""
+        import pulumi_gcp as gcp
+
+        gcp.pubsub.Topic("orders", name="orders", labels={{"team": {value}}})
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2, done.stdout
+    [line] = [text for text in done.stderr.strip().splitlines() if text.startswith("pubsubguard check:")]
+    assert "While processing resource: 'orders'" in line and cause in line, line
+
+
+def test_the_engine_names_where_a_request_holds_a_string_that_is_not_utf8():
+    from pulumi.runtime.proto import resource_pb2
+
+    from pubsubguard.core import requests
+
+    request = resource_pb2.RegisterResourceRequest(type="gcp:pubsub/topic:Topic", name="orders")
+    request.object.update({"labels": {"team": "AAA"}, "filters": ["x", {"attribute": "BBB"}]})
+    data = request.SerializeToString()
+    assert requests.invalid_utf8_at(data, request.DESCRIPTOR) is None
+    half = "\ud83d".encode("utf-8", "surrogatepass")  # what a JavaScript encoder writes for half a pair
+    for text, where in ((b"AAA", "object.labels.team"), (b"BBB", "object.filters[1].attribute"),
+                        (b"orders", "name")):
+        assert requests.invalid_utf8_at(data.replace(text, half, 1), request.DESCRIPTOR) == where
+    read = requests.reader(resource_pb2.RegisterResourceRequest, "RegisterResource")
+    assert read(data) == request
+    assert "object.labels.team is not valid UTF-8" in read(data.replace(b"AAA", half)).reason
+    assert "not a pulumirpc.RegisterResourceRequest message" in read(b"\xff\xff\xff").reason
 
 
 def test_the_engine_calls_back_only_a_socket_the_program_made_in_its_scratch_folder(tmp_path):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core import callbacks
+from pubsubguard.core import callbacks, requests
 from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
 from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire's names
@@ -878,6 +878,8 @@ def _asynchronous(cls):
 
     def make(method):
         async def call(self, request, context):
+            if isinstance(request, requests.Unreadable):  # the program sent what the message type cannot hold
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
             try:
                 result = method(self, request, context)
                 if inspect.isawaitable(result):  # a call that calls back into the program (`callbacks`)
@@ -912,14 +914,14 @@ class Server:
 
     async def _start(self, recorder: Recorder):
         import grpc
-        from pulumi.runtime.proto import engine_pb2_grpc, resource_pb2_grpc
+        from pulumi.runtime.proto import engine_pb2, resource_pb2
 
         size = max(64 * 1024 * 1024, 4 * recorder.limits.max_input_bytes)  # the services judge sizes themselves,
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),  # so a crossing is named
                                           ("grpc.max_send_message_length", size)])
         monitor, engine = services(recorder)
-        resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
-        engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
+        requests.add_servicer(server, monitor, resource_pb2.DESCRIPTOR.services_by_name["ResourceMonitor"])
+        requests.add_servicer(server, engine, engine_pb2.DESCRIPTOR.services_by_name["Engine"])
         server.add_insecure_port(self.monitor_address)
         server.add_insecure_port(self.engine_address)
         await server.start()
