@@ -650,17 +650,17 @@ def test_python_cannot_send_a_string_that_is_not_utf8_and_says_why_in_one_line(t
 def test_the_engine_names_where_a_request_holds_a_string_that_is_not_utf8():
     from pulumi.runtime.proto import resource_pb2
 
-    from pubsubguard.core import requests
+    from pubsubguard.core import request_reader
 
     request = resource_pb2.RegisterResourceRequest(type="gcp:pubsub/topic:Topic", name="orders")
     request.object.update({"labels": {"team": "AAA"}, "filters": ["x", {"attribute": "BBB"}]})
     data = request.SerializeToString()
-    assert requests.invalid_utf8_at(data, request.DESCRIPTOR) is None
+    assert request_reader.invalid_utf8_at(data, request.DESCRIPTOR) is None
     half = "\ud83d".encode("utf-8", "surrogatepass")  # what a JavaScript encoder writes for half a pair
     for text, where in ((b"AAA", "object.labels.team"), (b"BBB", "object.filters[1].attribute"),
                         (b"orders", "name")):
-        assert requests.invalid_utf8_at(data.replace(text, half, 1), request.DESCRIPTOR) == where
-    read = requests.reader(resource_pb2.RegisterResourceRequest, "RegisterResource")
+        assert request_reader.invalid_utf8_at(data.replace(text, half, 1), request.DESCRIPTOR) == where
+    read = request_reader.reader(resource_pb2.RegisterResourceRequest, "RegisterResource")
     assert read(data) == request
     assert "object.labels.team is not valid UTF-8" in read(data.replace(b"AAA", half)).reason
     assert "not a pulumirpc.RegisterResourceRequest message" in read(b"\xff\xff\xff").reason

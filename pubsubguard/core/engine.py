@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core import callbacks, requests
+from pubsubguard.core import callbacks, request_reader
 from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
 from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire's names
@@ -878,7 +878,7 @@ def _asynchronous(cls):
 
     def make(method):
         async def call(self, request, context):
-            if isinstance(request, requests.Unreadable):  # the program sent what the message type cannot hold
+            if isinstance(request, request_reader.Unreadable):  # the program sent what the message type cannot hold
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
             try:
                 result = method(self, request, context)
@@ -920,8 +920,8 @@ class Server:
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),  # so a crossing is named
                                           ("grpc.max_send_message_length", size)])
         monitor, engine = services(recorder)
-        requests.add_servicer(server, monitor, resource_pb2.DESCRIPTOR.services_by_name["ResourceMonitor"])
-        requests.add_servicer(server, engine, engine_pb2.DESCRIPTOR.services_by_name["Engine"])
+        request_reader.add_servicer(server, monitor, resource_pb2.DESCRIPTOR.services_by_name["ResourceMonitor"])
+        request_reader.add_servicer(server, engine, engine_pb2.DESCRIPTOR.services_by_name["Engine"])
         server.add_insecure_port(self.monitor_address)
         server.add_insecure_port(self.engine_address)
         await server.start()
