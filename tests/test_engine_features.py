@@ -329,6 +329,84 @@ def test_an_invoke_that_depends_on_a_new_resource_is_unknown_as_at_preview(tmp_p
     assert inputs_of(root, "orders-policy")["inputs"]["policyData"] == engine.UNKNOWN
 
 
+# --- Calls to component methods --------------------------------------------------------------------
+# A component from a team's own multi-language package, declared as its generated SDK declares it: a remote
+# component whose method is a call the engine hands to the package's provider.
+CHANNEL_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+
+    class Channel(pulumi.ComponentResource):
+        def __init__(self, name, props, opts=None):
+            super().__init__("channels:index:Channel", name, props, opts, remote=True)
+
+        def endpoint(self, path):
+            return pulumi.runtime.call("channels:index:Channel/endpoint", {"__self__": self, "path": path}, res=self)
+
+
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    channel = Channel("orders-channel", {"topic": orders.name})
+    endpoint = channel.endpoint(orders.name.apply(lambda name: f"/{name}"))
+    gcp.pubsub.Subscription("orders-push", name="orders-push", topic=orders.id, expiration_policy={"ttl": ""},
+                            push_config={"push_endpoint": endpoint.apply(lambda result: result["url"]),
+                                         "oidc_token": {"service_account_email": "push@proj-a.iam.gserviceaccount.com"}})
+    pulumi.export("endpoint", endpoint)
+"""
+
+CHANNEL_TS = """
+    class Channel extends pulumi.ComponentResource {
+        constructor(name: string, args: { topic: pulumi.Input<string> }, opts?: pulumi.ComponentResourceOptions) {
+            super("channels:index:Channel", name, args, opts, true);
+        }
+        endpoint(path: pulumi.Input<string>): pulumi.Output<{ url: string }> {
+            return pulumi.runtime.call("channels:index:Channel/endpoint", { __self__: this, path }, this);
+        }
+    }
+    const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+    const channel = new Channel("orders-channel", { topic: orders.name });
+    export const endpoint = channel.endpoint(orders.name.apply((name) => `/${name}`));
+    new gcp.pubsub.Subscription("orders-push", { name: "orders-push", topic: orders.id, expirationPolicy: { ttl: "" },
+        pushConfig: { pushEndpoint: endpoint.apply((result) => result.url),
+                      oidcToken: { serviceAccountEmail: "push@proj-a.iam.gserviceaccount.com" } } });
+"""
+
+CHANNEL_METHOD = "channels:index:Channel/endpoint"
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_a_component_methods_result_is_unknown_and_depends_on_the_component_and_its_arguments(tmp_path, language):
+    """At preview the engine hands a method call to the component's provider, which runs it in its plugin;
+    offline nothing runs it, so its result is unknown (it was refused, exit 2), depends on the component and
+    on what its arguments depend on, and what is built from it is not judged, with that origin."""
+    root = python_twin(tmp_path, CHANNEL_PY) if language == "python" else node_project(tmp_path, CHANNEL_TS)
+    code, document = check_json(root)
+    assert code == 0, document["error"]
+    assert [i["token"] for i in document["unknown_invokes"]] == [CHANNEL_METHOD]
+    (entry,) = document["unjudged"]
+    assert (entry["policy"], entry["resource_name"], entry["properties"]) == (
+        "push-endpoint-https", "orders-push", ["pushConfig.pushEndpoint"])
+    origins = {(s["type"], s["name"]) for s in entry["unknown_inputs"]["pushConfig.pushEndpoint"]}
+    assert origins == {("channels:index:Channel", "orders-channel"), ("gcp:pubsub/topic:Topic", "orders")}
+    plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
+    assert plan["outputs"].get("endpoint", engine.UNKNOWN) == engine.UNKNOWN
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_a_component_methods_result_given_with_invoke_results_is_judged(tmp_path, language):
+    root = python_twin(tmp_path, CHANNEL_PY) if language == "python" else node_project(tmp_path, CHANNEL_TS)
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps([{"token": CHANNEL_METHOD, "args": {"path": "/orders"},
+                                  "result": {"url": "http://orders.example.com/push"}}]))
+    code, document = check_json(root, "--invoke-results", str(given))
+    assert code == 1, document["error"]
+    assert mandatory(document) == ["push-endpoint-https"] and document["unknown_invokes"] == []
+    given.write_text(json.dumps([{"token": CHANNEL_METHOD, "args": {"path": "/elsewhere"},
+                                  "result": {"url": "http://orders.example.com/push"}}]))
+    code, document = check_json(root, "--invoke-results", str(given))  # other arguments: not this call's result
+    assert code == 0 and [e["policy"] for e in document["unjudged"]] == ["push-endpoint-https"]
+
+
 # --- Read resources --------------------------------------------------------------------------------
 READ_PY = """
     import pulumi
@@ -523,12 +601,69 @@ def test_an_invoke_with_a_parent_is_answered(tmp_path):
 
 
 def test_a_byte_string_is_judged_as_the_text_it_reads_as():
-    """Neither pinned SDK sends byte strings yet (the engine offers them): the engine's decoding of one."""
+    """Neither pinned SDK sends the byte-string envelope (the engine offers it; see the next tests for what
+    they send instead): the engine's decoding of one."""
     import base64
 
     wire = {engine.SIG: engine.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
     assert engine.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
     assert engine.decode({engine.SIG: engine.BYTE_STRING_SIG, "value": "not base64!"}) == engine.UNKNOWN
+
+
+def test_a_typescript_string_that_is_not_utf8_fails_the_program_in_one_line_naming_its_place(tmp_path):
+    """The Node.js SDK sends a JavaScript string as it is: half of a surrogate pair (a label cut to 63
+    characters through an emoji) reaches the engine as bytes that are not UTF-8, which `pulumi preview`'s
+    engine refuses ("grpc: error unmarshalling request: string field contains invalid UTF-8"). The check
+    fails the program the same way (exit 2), in one line at the resource's line that names the string's
+    place, not with gRPC's "Unexpected DecodeError" and its logged traceback."""
+    root = node_project(tmp_path, """
+        const team = "orders-" + "x".repeat(55) + "\\u{1F600}";
+        new gcp.pubsub.Topic("orders", { name: "orders", labels: { team: team.slice(0, 63) } });
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2, done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert f"index.ts:{line_of(root, 'new gcp.pubsub.Topic')}: " in line
+    assert "its string at object.labels.team is not valid UTF-8" in line and "orders [gcp:pubsub/topic:Topic]" in line
+    assert "DecodeError" not in done.stderr
+
+
+@pytest.mark.parametrize("value, cause", [
+    ('b"orders-\\xff"', "unexpected input of type bytes for team"),
+    ('b"orders-\\xff".decode("utf-8", "surrogateescape")', "surrogates not allowed"),
+])
+def test_python_cannot_send_a_string_that_is_not_utf8_and_says_why_in_one_line(tmp_path, value, cause):
+    """The Python SDK refuses bytes (pulumi/runtime/rpc.py: "unexpected input of type bytes") and protobuf
+    refuses to encode a lone surrogate: the program fails on its own side, as under `pulumi preview`; the
+    check's one line keeps the SDK's cause (it kept only "While processing resource: ...")."""
+    root = python_twin(tmp_path, f"""
+        import pulumi_gcp as gcp
+
+        gcp.pubsub.Topic("orders", name="orders", labels={{"team": {value}}})
+    """)
+    done = pubsubguard(root, "check", "-s", "dev")
+    assert done.returncode == 2, done.stdout
+    [line] = [text for text in done.stderr.strip().splitlines() if text.startswith("pubsubguard check:")]
+    assert "While processing resource: 'orders'" in line and cause in line, line
+
+
+def test_the_engine_names_where_a_request_holds_a_string_that_is_not_utf8():
+    from pulumi.runtime.proto import resource_pb2
+
+    from pubsubguard.core import request_reader
+
+    request = resource_pb2.RegisterResourceRequest(type="gcp:pubsub/topic:Topic", name="orders")
+    request.object.update({"labels": {"team": "AAA"}, "filters": ["x", {"attribute": "BBB"}]})
+    data = request.SerializeToString()
+    assert request_reader.invalid_utf8_at(data, request.DESCRIPTOR) is None
+    half = "\ud83d".encode("utf-8", "surrogatepass")  # what a JavaScript encoder writes for half a pair
+    for text, where in ((b"AAA", "object.labels.team"), (b"BBB", "object.filters[1].attribute"),
+                        (b"orders", "name")):
+        assert request_reader.invalid_utf8_at(data.replace(text, half, 1), request.DESCRIPTOR) == where
+    read = request_reader.reader(resource_pb2.RegisterResourceRequest, "RegisterResource")
+    assert read(data) == request
+    assert "object.labels.team is not valid UTF-8" in read(data.replace(b"AAA", half)).reason
+    assert "not a pulumirpc.RegisterResourceRequest message" in read(b"\xff\xff\xff").reason
 
 
 def test_the_engine_calls_back_only_a_socket_the_program_made_in_its_scratch_folder(tmp_path):

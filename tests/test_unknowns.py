@@ -42,7 +42,9 @@ def test_an_endpoint_of_unknown_scheme_is_not_judged_and_says_where_it_comes_fro
     root = project(tmp_path)
     text = check(root)
     assert text.returncode == 0, text.stderr
-    assert "Not judged (values unknown until deploy): push-endpoint-https on orders-push." in text.stdout
+    assert "Not judged (values unknown until deploy): 1 rule on 1 resource" in text.stdout
+    assert ("__main__.py:7: push-endpoint-https (mandatory) on Subscription orders-push: pushConfig.pushEndpoint "
+            "(from Function handler.httpsTriggerUrl)") in text.stdout
     document = json.loads(check(root, "--format", "json").stdout)
     (entry,) = document["unjudged"]
     assert entry["policy"] == "push-endpoint-https" and entry["properties"] == ["pushConfig.pushEndpoint"]

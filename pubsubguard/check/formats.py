@@ -55,7 +55,7 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
             lines += entry(v)
         if outcome.counted:
             lines.append("")
-    lines += _not_judged(outcome)
+    lines += _not_judged(outcome, locate)
     lines += _program_section(outcome)
     mandatory, advisory = len(outcome.mandatory), len(outcome.advisory)
     if outcome.error:
@@ -140,19 +140,47 @@ def _per_rule(outcome: Outcome) -> list[str]:
     return lines + ["", "(summary per rule; --format json or sarif lists every violation)", ""]
 
 
-def _not_judged(outcome: Outcome) -> list[str]:
-    lines = []
-    if outcome.unknown_invokes:
-        tokens = sorted({i["token"] for i in outcome.unknown_invokes})
-        lines.append(f"Unknown offline: the result{'s' if len(tokens) > 1 else ''} of {', '.join(tokens)} "
-                     "(values built from them are unknown; give results with --invoke-results FILE).")
+def _unknown_offline(outcome: Outcome) -> list[str]:
+    """The invokes (and calls) whose results nobody could know offline, in one line."""
+    if not outcome.unknown_invokes:
+        return []
+    tokens = sorted({i["token"] for i in outcome.unknown_invokes})
+    return [f"Unknown offline: the result{'s' if len(tokens) > 1 else ''} of {', '.join(tokens)} "
+            "(values built from them are unknown; give results with --invoke-results FILE)."]
+
+
+def _not_judged_heading(outcome: Outcome) -> str:
+    rules = len({entry["policy"] for entry in outcome.unjudged})
+    resources = len({entry["urn"] for entry in outcome.unjudged})
+    return f"Not judged (values unknown until deploy): {_count(rules, 'rule')} on {_count(resources, 'resource')}"
+
+
+def _origin(sources: list[dict]) -> str:
+    """Where an unknown input comes from, as the JSON's `unknown_inputs` has it: `Function handler.httpsTriggerUrl`."""
+    named = []
+    for source in sources:
+        what = " ".join(filter(None, (source.get("type", "").split(":")[-1], source.get("name") or source.get("urn"))))
+        named.append(what + (f".{source['output']}" if source.get("output") else ""))
+    return f" (from {' and '.join(named)})" if named else ""
+
+
+def _not_judged(outcome: Outcome, locate=None) -> list[str]:
+    """The invokes unknown offline, then every not-judged entry on its own line, by rule: where the program
+    creates the resource (`locate`), the rule (its level when mandatory), the resource, and each blocking
+    input with where its unknown comes from: the JSON's `unjudged` list, every resource named."""
+    lines = _unknown_offline(outcome)
     if outcome.unjudged:
-        by_rule: dict[str, set[str]] = {}
+        lines.append(_not_judged_heading(outcome) + ", each with the inputs that kept it from deciding:")
+        rows = []
         for entry in outcome.unjudged:
-            by_rule.setdefault(entry["policy"], set()).add(entry["resource_name"])
-        parts = [f"{rule} on {', '.join(sorted(names)[:EXAMPLES])}" + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
-                 for rule, names in sorted(by_rule.items())]
-        lines.append("Not judged (values unknown until deploy): " + "; ".join(parts) + ".")
+            path, line = locate(unjudged_violation(entry)) if locate is not None else ("", 0)
+            location = f"{path}:{line}: " if path else ""
+            level = " (mandatory)" if outcome.levels.get(entry["policy"]) == "mandatory" else ""
+            resource = " ".join(filter(None, (entry["resource_type"].split(":")[-1], entry["resource_name"] or "stack")))
+            inputs = "; ".join(f"{blocking}{_origin((entry.get('unknown_inputs') or {}).get(blocking) or [])}"
+                               for blocking in entry["properties"])
+            rows.append((entry["policy"], path, line, f"  {location}{entry['policy']}{level} on {resource}: {inputs}"))
+        lines += [row[-1] for row in sorted(rows)]
         if outcome.unknowns_fail and outcome.undecided_mandatory:
             lines.append("With --unknowns fail, each mandatory rule above that could not decide fails the check.")
     return lines + [""] if lines else lines
@@ -286,7 +314,9 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
                                     "rules": rules}},
                 "automationDetails": {"id": f"pubsubguard-check/{outcome.stack}/"},
                 "invocations": [{"executionSuccessful": not outcome.error, "toolExecutionNotifications": [
-                    {"level": "note", "message": {"text": line}} for line in _not_judged(outcome) if line
+                    {"level": "note", "message": {"text": line}}
+                    for line in _unknown_offline(outcome)
+                    + ([_not_judged_heading(outcome) + " (each a note result)."] if outcome.unjudged else [])
                 ] + ([{"level": "error", "message": {"text": f"the program did not complete: {outcome.error}"}}]
                      if outcome.error else [])}],
                 "results": results,

@@ -43,8 +43,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--invoke-results", type=options.input_file, metavar="FILE",
-        help="a JSON or YAML FILE of data-source results [{token, args, result}, ...]; invokes not in it "
-             "are unknown offline (gcp.organizations.getIAMPolicy is evaluated locally) (default: none)",
+        help="a JSON or YAML FILE of data-source and component-method results [{token, args, result}, ...]; "
+             "invokes and calls not in it are unknown offline (gcp.organizations.getIAMPolicy is evaluated "
+             "locally) (default: none)",
     )
     compact = parser.add_mutually_exclusive_group()
     compact.add_argument("--compact", action="store_true", default=None,

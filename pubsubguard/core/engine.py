@@ -19,6 +19,8 @@ records every registration and answers the program the way `pulumi preview` does
   unknown whatever is installed beside pubsubguard. Each such invoke is recorded.
 - Resources read with `.get(...)` are recorded as external (the engine reads them from the cloud;
   offline their state is unknown).
+- Calls to a component's (or a provider resource's) methods: no provider plugin runs offline, so the
+  result is a given one or unknown, depending on the component and the arguments' dependencies.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core import callbacks
+from pubsubguard.core import callbacks, request_reader
 from pubsubguard.core.errors import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
 from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire's names
@@ -72,6 +74,27 @@ def decode(value: Any) -> Any:
             return value  # assets and archives: kept as they are
         return {str(k): decode(v) for k, v in sorted(value.items()) if v is not None}
     return value
+
+
+def _reference_urn(value: Any) -> str | None:
+    """The URN of a resource reference on the wire (also inside an output value), else None."""
+    if isinstance(value, dict) and value.get(SIG) == OUTPUT_SIG:
+        value = value.get("value")
+    if isinstance(value, dict) and value.get(SIG) == RESOURCE_SIG and isinstance(value.get("urn"), str):
+        return value["urn"]
+    return None
+
+
+def _output_dependencies(value: Any):
+    """The URNs the output values in a property value on the wire depend on."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _output_dependencies(item)
+    elif isinstance(value, dict):
+        if value.get(SIG) == OUTPUT_SIG:
+            yield from (urn for urn in value.get("dependencies") or [] if isinstance(urn, str))
+        for item in value.values():
+            yield from _output_dependencies(item)
 
 
 def _byte_string(encoded: Any) -> str:
@@ -372,10 +395,6 @@ class Breach(Refused):
     """The program crossed a limit or sent what no SDK sends; the message names which."""
 
 
-class Unsupported(Refused):
-    code = "UNIMPLEMENTED"
-
-
 def source_position(request, root_prefix: str | None) -> dict | None:
     """Where the program constructed the resource, relative to the project (the SDK's source position).
     `root_prefix` is the project's resolved path with a trailing separator."""
@@ -570,6 +589,17 @@ class Recorder:
             self.unknown_invokes.append({"token": token, "args": args})
         return {**unknown_result(args), **read_invoke_id(token, args)}
 
+    def call(self, token: str, args: dict) -> dict | None:
+        """A method of a component (or of a provider resource), as a component's provider would answer it at
+        preview: the result given with `--invoke-results`, else None (nothing offline can run the method: the
+        result is unknown), recorded among the invokes whose results were unknown."""
+        given = self.invoke_results.lookup(token, unsecret(args))
+        if given is not None:
+            return given
+        with self.lock:
+            self.unknown_invokes.append({"token": token, "args": args})
+        return None
+
     def trace(self, message: str) -> None:
         """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
         which resource's output property, through which `apply` / `Output.all`. Attached to the inputs the
@@ -717,15 +747,15 @@ def services(recorder: Recorder):
 
         @guarded
         def Invoke(self, request, context):  # noqa: N802
-            if request.ByteSize() > recorder.limits.max_input_bytes:
-                recorder.fail(f"an invoke of {request.tok[:100]} is {request.ByteSize():,} bytes, over the limit of "
-                              f"{recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
+            within_limit(request, "an invoke")
             if recorder.invoke_transforms:
                 return invoke_with_callbacks(request)
             return answer_invoke(request)
 
-        def Call(self, request, context):  # noqa: N802 - methods of remote components: not offline
-            raise Unsupported(f"{request.tok}: calls to component methods are not evaluated offline")
+        @guarded
+        def Call(self, request, context):  # noqa: N802
+            within_limit(request, "a call")
+            return answer_call(request)
 
         def RegisterPackage(self, request, context):  # noqa: N802
             ref = f"{request.name}@{request.version}"
@@ -769,6 +799,34 @@ def services(recorder: Recorder):
         for warning in warnings:
             recorder.log("warning", warning)
         return empty_pb2.Empty()
+
+    def within_limit(request, what: str) -> None:
+        if request.ByteSize() > recorder.limits.max_input_bytes:
+            recorder.fail(f"{what} of {request.tok[:100]} is {request.ByteSize():,} bytes, over the limit of "
+                          f"{recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
+
+    def answer_call(request):
+        """A method of a component (`__self__`, a resource reference) or of a provider resource. At preview the
+        engine hands it to the provider of the method's package, which runs it in its own plugin with the
+        arguments and their dependencies (pkg/resource/deploy/source_eval.go, `resmon.Call`). Offline no plugin
+        runs: the result is the one given with `--invoke-results`, else unknown, as a provider answers for a
+        value it cannot compute at preview; either way it depends on the receiver and on what the arguments
+        depend on, so a value built from it is traced to them."""
+        from pulumi.runtime.proto import provider_pb2
+
+        wire = _to_dict(request.args)
+        receiver = _reference_urn(wire.pop("__self__", None))
+        if receiver is not None and receiver not in recorder.records:
+            raise Refused(f"{request.tok}: unknown resource {receiver[:200]}")  # the engine's check of `__self__`
+        if request.packageRef and request.packageRef not in recorder.packages:
+            raise Refused(f"{request.tok}: unknown provider package {request.packageRef[:100]!r}")
+        depends = {urn for deps in request.argDependencies.values() for urn in deps.urns}
+        depends |= set(_output_dependencies(wire)) | ({receiver} if receiver else set())
+        result = recorder.call(request.tok, decode(wire))
+        returned = _struct(result if result is not None else {"result": UNKNOWN})
+        urns = provider_pb2.CallResponse.ReturnDependencies(urns=sorted(depends))
+        return provider_pb2.CallResponse(**{"return": returned},
+                                         returnDependencies={key: urns for key in returned.fields} if depends else {})
 
     def answer_invoke(request):
         depends_on = list(request.dependsOn) if "dependsOn" in _fields_of(request) else []
@@ -820,6 +878,8 @@ def _asynchronous(cls):
 
     def make(method):
         async def call(self, request, context):
+            if isinstance(request, request_reader.Unreadable):  # the program sent what the message type cannot hold
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
             try:
                 result = method(self, request, context)
                 if inspect.isawaitable(result):  # a call that calls back into the program (`callbacks`)
@@ -854,14 +914,14 @@ class Server:
 
     async def _start(self, recorder: Recorder):
         import grpc
-        from pulumi.runtime.proto import engine_pb2_grpc, resource_pb2_grpc
+        from pulumi.runtime.proto import engine_pb2, resource_pb2
 
         size = max(64 * 1024 * 1024, 4 * recorder.limits.max_input_bytes)  # the services judge sizes themselves,
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),  # so a crossing is named
                                           ("grpc.max_send_message_length", size)])
         monitor, engine = services(recorder)
-        resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
-        engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
+        request_reader.add_servicer(server, monitor, resource_pb2.DESCRIPTOR.services_by_name["ResourceMonitor"])
+        request_reader.add_servicer(server, engine, engine_pb2.DESCRIPTOR.services_by_name["Engine"])
         server.add_insecure_port(self.monitor_address)
         server.add_insecure_port(self.engine_address)
         await server.start()

@@ -431,7 +431,7 @@ def _socket_folder(monitor):
 
 
 def program_error(err, root):
-    """`file:line: Type: message`, the line in the program's own files where it failed."""
+    """`file:line: Type: message` in one line, the line in the program's own files where it failed."""
     import pulumi
 
     message = str(err).strip() or err.__class__.__name__
@@ -448,7 +448,9 @@ def program_error(err, root):
         if path.startswith(root):
             place = "%s:%s: " % (path[len(root):], err.lineno)
         message = err.msg or message
-    return ("the program failed: %s%s: %s" % (place, err.__class__.__name__, message)).splitlines()[0]
+    # one line: an SDK's message of several (its "While processing resource: ..." and then the cause) joined
+    return " ".join(part.strip() for part in ("the program failed: %s%s: %s" % (
+        place, err.__class__.__name__, message)).splitlines() if part.strip())
 
 
 def main(argv=None):
