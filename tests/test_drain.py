@@ -372,6 +372,30 @@ def test_the_ceiling_follows_the_rate_the_drain_itself_measures():
     assert fixed.ceiling == 40.0 and fixed.extended is None
 
 
+def test_the_publishers_allowance_counts_only_what_progressing_subscriptions_still_owe():
+    from pubsubguard.validation.drain import DrainClock, allowed_per_task
+
+    class Tally(_Tally):
+        def __init__(self):
+            super().__init__(1000, 0, {"s": 0, "u": 0})
+            self.owed = {"s": 600, "u": 300}
+
+        def unsettled_of(self, name):
+            return set(range(self.owed[name]))
+
+    tally = Tally()
+    clock = DrainClock({"s": 20.0, "u": 20.0}, base_s=30)
+    clock.observe(tally, 0.0)
+    # 900 pairs unsettled on progressing subscriptions: (1000 expected - 900 + 2000) / 2 pairs a message / 2 tasks
+    assert allowed_per_task(tally, clock, 1.0, 2.0, 2) == 525
+    # 500 of `s` overdue (past their due + grace) no longer hold the publishers back
+    assert allowed_per_task(tally, clock, 1.0, 2.0, 2, overdue={"s": 500}) == 650
+    # `u` stopped (no progress for its window): its 300 do not either
+    tally.progress["s"] += 1
+    clock.observe(tally, 25.0)
+    assert allowed_per_task(tally, clock, 25.0, 2.0, 2, overdue={"s": 500}) == 725
+
+
 def test_drain_timeout_replaces_the_derived_ceiling():
     from pubsubguard.validation.drain import DrainClock
 

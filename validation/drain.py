@@ -68,12 +68,16 @@ def final_read_quiet_s(gap_us: int) -> float:
 
 
 def allowed_per_task(tally, clock: "DrainClock", now: float, pairs_per_message: float, tasks: int,
-                     bound: int = IN_FLIGHT_PAIRS) -> int:
+                     bound: int = IN_FLIGHT_PAIRS, overdue: dict[str, int] | None = None) -> int:
     """The adaptive publisher's allowance: how many messages each publisher task may have published, so that
-    the pairs published and not settled on the subscriptions still making progress stay within `bound` (a
-    subscription that stopped -- no progress for its window -- holds nobody back: its unsettled messages are
-    the drain's business, not a backlog to wait for)."""
-    in_flight = sum(len(tally.unsettled_of(name)) for name in clock.windows_s if not clock.stopped(name, now))
+    the pairs published and not settled on the subscriptions still making progress stay within `bound`. Neither
+    a subscription that stopped (no progress for its window) nor the messages already `overdue` (per
+    subscription: past their next delivery's due time + grace, `EvidenceTally.stuck`) hold anybody back: those
+    are the drain's business, not a backlog to wait for -- a message a client never hands over would otherwise
+    shrink the allowance for good."""
+    overdue = overdue or {}
+    in_flight = sum(len(tally.unsettled_of(name)) - overdue.get(name, 0) for name in clock.windows_s
+                    if not clock.stopped(name, now))
     return int((tally.expected() - in_flight + bound) / pairs_per_message / max(tasks, 1))
 
 

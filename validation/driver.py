@@ -615,7 +615,9 @@ class ProbeDriver:
                     self._close_stalled(tally, clock)
                 if not self.publish_done.is_set():
                     clock.observe(tally, now)
-                    self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions))
+                    overdue = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+                    self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions,
+                                                overdue=overdue))
                     continue
                 if clock.started is None:
                     self.drain_started_us = time.time_ns() // 1000
