@@ -910,7 +910,19 @@ class Server:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="pubsubguard-engine")
         self.thread.start()
-        self.server = asyncio.run_coroutine_threadsafe(self._start(recorder), self.loop).result(30)
+        starting = asyncio.run_coroutine_threadsafe(self._start(recorder), self.loop)
+        try:
+            self.server = starting.result(30)
+        except BaseException:
+            # interrupted (Ctrl-C) while the loop binds the sockets: let that end before the caller removes the
+            # folder under it (else gRPC's core logs its failed bind on the terminal: a second line)
+            try:  # not cancelled: a cancelled future returns at once while the loop still binds
+                starting.result(5)
+            except BaseException:  # noqa: BLE001 - the first exception is the one that counts
+                pass
+            else:
+                asyncio.run_coroutine_threadsafe(starting.result().stop(None), self.loop).result(5)
+            raise
 
     async def _start(self, recorder: Recorder):
         import grpc
