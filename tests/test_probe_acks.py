@@ -158,10 +158,46 @@ def test_what_the_client_library_still_holds_is_read_from_its_own_counters(eod):
         publisher.publish(topic, b"held").result()
         assert got.wait(30)
         notes: list[str] = []
-        probe = SimpleNamespace(note=notes.append, twin_to_declared={subscription.rsplit("/", 1)[-1]: "declared-name"})
+        probe = SimpleNamespace(note=notes.append, twin_to_declared={subscription.rsplit("/", 1)[-1]: "declared-name"},
+                                client_held=ProbeSubscriber.client_held)
         ProbeSubscriber.note_held_in_client(probe, {subscription: future}, "when the final read began")
         assert len(notes) == 1
         assert notes[0].startswith("when the final read began the client library still leased 1 message of "
                                    "declared-name") and "flow control's load" in notes[0]
     finally:
         future.cancel()
+
+
+def test_a_retry_thread_that_outlived_its_stream_is_logged_not_a_traceback(caplog):
+    """Seen when a run was stopped mid-probe: the client library's `Thread-RetryAcks` died with an AssertionError
+    in its dispatcher's `drop` once the stream's manager let go of its leaser; it goes to the client log, and
+    any other thread's error to the hook that was there before (the terminal's traceback)."""
+    import logging
+    import threading
+
+    from pubsubguard.validation.probe import log_abandoned_ack_retries
+
+    before, passed_on = threading.excepthook, []
+    threading.excepthook = lambda args: passed_on.append(args.exc_value)
+    try:
+        log_abandoned_ack_retries()
+
+        def run(name: str, error: BaseException) -> None:
+            def fail():
+                raise error
+            thread = threading.Thread(target=fail, name=name)
+            thread.start()
+            thread.join()
+
+        with caplog.at_level(logging.WARNING, logger="google.cloud.pubsub_v1"):
+            run("Thread-RetryAcks", AssertionError())
+            run("Thread-RetryModAcks", ValueError("Cannot invoke RPC on closed channel!"))
+        assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+            "an ack retry was abandoned when its stream or client closed"] * 2
+        assert passed_on == []
+        mine = AssertionError("mine")
+        run("Thread-Mine", mine)
+        run("Thread-RetryAcks", KeyError("not a closed stream's"))
+        assert passed_on[0] is mine and isinstance(passed_on[1], KeyError)
+    finally:
+        threading.excepthook = before

@@ -126,21 +126,27 @@ def _use_target(spec: dict) -> None:
         os.environ[storage.EMULATOR_ENV] = spec["storage_emulator_host"]
 
 
+def abandoned_retry(thread_name: str, error: BaseException) -> bool:
+    """An exactly-once ack or modack retry of the client library (`Thread-RetryAcks`, `Thread-RetryModAcks`)
+    that outlived its stream: closing the client does not stop those threads, and one still retrying dies
+    with "Cannot invoke RPC on closed channel", or, once its stream's manager let go of its leaser, with an
+    AssertionError in the dispatcher's `drop` (seen when a run was stopped mid-probe)."""
+    return thread_name.startswith(("Thread-RetryAcks", "Thread-RetryModAcks")) and (
+        (isinstance(error, ValueError) and "closed channel" in str(error)) or isinstance(error, AssertionError))
+
+
 def log_abandoned_ack_retries() -> None:
-    """The client library retries failed exactly-once acks in `Thread-RetryAcks` threads that closing
-    the client does not stop; one still retrying when its client is closed at the end of a run dies
-    with "Cannot invoke RPC on closed channel". Log that as the client library's warning (the probe's
-    client log, counted in the report) instead of a traceback on the terminal; other threads' errors
-    keep the default hook."""
+    """Log a retry thread's death after its stream closed (`abandoned_retry`) as the client library's warning
+    (the probe's client log, counted in the report) instead of a traceback on the terminal; other threads'
+    errors keep the default hook."""
     import logging
 
     default = threading.excepthook
 
     def hook(args) -> None:
-        if (args.thread is not None and args.thread.name.startswith("Thread-RetryAcks")
-                and isinstance(args.exc_value, ValueError) and "closed channel" in str(args.exc_value)):
+        if args.thread is not None and abandoned_retry(args.thread.name, args.exc_value):
             logging.getLogger("google.cloud.pubsub_v1").warning(
-                "an ack retry was abandoned when its client closed at the end of the run: %s", args.exc_value)
+                "an ack retry was abandoned when its stream or client closed: %r", args.exc_value)
             return
         default(args)
 
