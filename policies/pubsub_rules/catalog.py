@@ -40,8 +40,9 @@ endpoint computed only from Cloud Run services' URLs is HTTPS by the provider's 
 policy SDK does for any policy that meets an unknown during preview, as an advisory "can't run policy
 '<rule>' … during preview: string value at .<properties> can't be known during preview" (a stack rule
 names each resource: `<urn>: <properties>`), so the real CLI shows the same. `pubsubguard check` turns
-those lines into its "Not judged" list (JSON `unjudged` and SARIF `note` results, each with the unknown
-inputs that blocked it and where they come from); a rule that fired or does not apply is never listed.
+those lines into its "Not judged" list (a row per rule and resource in the text format, JSON `unjudged` and
+SARIF `note` results, each with the unknown inputs that blocked it and where they come from); a rule that
+fired or does not apply is never listed.
 By default, as in Pulumi, not judged is advisory; `pubsubguard check --unknowns fail` fails the check on
 every mandatory rule that could not decide (a closed gate). Secrets (`pulumi.secret`, `secure:` config)
 reach the pack as the engine passes them: their value where the offline plan knows it, unknown where it
@@ -58,7 +59,9 @@ dead-letter topic outside the stack (a path into another project or stack) is "c
 result is unknown (and so is everything built from it) unless given with `--invoke-results FILE`
 (`[{{"token": "gcp:organizations/getProject:getProject", "args": {{}}, "result": {{"number": "123"}}}}]`,
 JSON or YAML; `args` omitted matches any arguments). `gcp.organizations.getIAMPolicy`, a pure function of
-its arguments, is evaluated locally. The output names every invoke whose result was unknown. Given
+its arguments, is evaluated locally. A call to a component's method (`Call`) is answered the same way: its
+result is unknown unless given there under the method's token. The output names every invoke and call whose
+result was unknown. Given
 `getProject` numbers also tell `dead-letter-service-agent-iam` which service agent belongs to which project.
 
 **Exit codes of `pubsubguard check`.** 0 passed (advisories may be printed), 1 rejected by a mandatory
