@@ -24,8 +24,7 @@ rate it settles, not flooded with a backlog its subscribers' leases cannot cover
 A planted effect (the redelivery after an `ack_lie`, one ack deadline of its subscription later) is always
 waited for: no end comes before the fault layer's `quiet_after`.
 
-Then, unless everything settled or every unsettled message was delivered at least once (nothing to prove
-lost), the final read (Jepsen's healed final read): the fault layer applies
+Then, unless everything settled, the final read (Jepsen's healed final read): the fault layer applies
 nothing more, the subscriber tasks inject no fault, settle every delivery and read on fresh streams
 (an ordered subscription keeps its stream), and
 the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
