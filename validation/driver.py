@@ -709,8 +709,8 @@ class ProbeDriver:
             self.observations.append(
                 f"final read of {name}: when it began, the probe's client library held {entry['leased']:,} leased "
                 f"messages ({entry['on_hold']:,} behind an earlier message of their ordering key) it never handed to "
-                f"the probe{paused}, and an ordered stream is kept for the final read: its {unsettled[name]:,} "
-                "unsettled messages are counted unsettled (held_in_client), never `lost`")
+                f"the probe{paused}, and an ordered stream is kept for the final read: of its {unsettled[name]:,} "
+                "unsettled messages, those no earlier cause takes are form held_in_client, none `lost`")
         return held
 
     def _windows_s(self) -> dict[str, float]:
