@@ -702,9 +702,9 @@ class ProbeSubscriber:
                 for path, future in streams.items() if (state := self.client_held(future)) is not None}
         storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
                            json.dumps(held, sort_keys=True))
+        self.note_held_in_client(streams, "when the final read began")
         reopened, kept = [], []
         for path in list(streams):
-            self.note_held_in_client({path: streams[path]}, "when the final read began")
             name = self.twin_to_declared.get(path.rsplit("/", 1)[-1], path)
             if by_path[path].get("ordered"):
                 kept.append(name)
