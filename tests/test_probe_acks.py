@@ -201,3 +201,93 @@ def test_a_retry_thread_that_outlived_its_stream_is_logged_not_a_traceback(caplo
         assert passed_on[0] is mine and isinstance(passed_on[1], KeyError)
     finally:
         threading.excepthook = before
+
+
+@pytest.fixture()
+def slow_pull(emulator):
+    """A target slow to answer an empty Pull, as the emulator was at 100 topics (busy with the other tasks'
+    streams): a gRPC server on loopback that forwards each Pull to the emulator and, when the answer is
+    empty, holds it 3 s before answering. Yields a SubscriberClient that talks to it."""
+    from concurrent import futures
+
+    import grpc
+    from google.cloud import pubsub_v1
+    from google.pubsub_v1 import types
+    from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+
+    upstream = pubsub_v1.SubscriberClient()
+
+    def pull(request: types.PullRequest, context):
+        answer = upstream.pull(request=request, timeout=10)
+        if not answer.received_messages:
+            time.sleep(3)
+        return answer
+
+    handler = grpc.method_handlers_generic_handler("google.pubsub.v1.Subscriber", {
+        "Pull": grpc.unary_unary_rpc_method_handler(pull, request_deserializer=types.PullRequest.deserialize,
+                                                    response_serializer=types.PullResponse.serialize)})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        yield pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=channel))
+    finally:
+        server.stop(0)
+
+
+def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
+    """The crashing task reads by unary Pull. On a target slow to answer, twins pulled one after another cost
+    the call's timeout each: at 100 topics the task read nothing for minutes (issue 44). Here 40 twins on a
+    target that holds empty answers past the call's timeout, the only message on the last twin: it must come
+    within two rounds of side-by-side pulls, and the cut calls are noted once, not one note a twin."""
+    import threading
+    from types import SimpleNamespace
+
+    from google.cloud import pubsub_v1
+
+    from pubsubguard.core import storage
+    from pubsubguard.validation.probe import UNARY_PULL_TIMEOUT_S, ProbeSubscriber
+
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    name = f"crash-{uuid.uuid4().hex[:8]}"
+    topic = publisher.topic_path(PROJECT, name)
+    idle = publisher.topic_path(PROJECT, f"{name}-idle")
+    publisher.create_topic(name=topic)
+    publisher.create_topic(name=idle)
+    twins = []
+    for index in range(40):
+        path = subscriber.subscription_path(PROJECT, f"{name}-{index}")
+        subscriber.create_subscription(request={"name": path, "topic": topic if index == 39 else idle})
+        twins.append({"path": path, "declared_name": f"sub-{index}", "consumer_endpoint": "default"})
+    try:
+        got: list[tuple[str, float]] = []
+        notes: list[str] = []
+        stop = storage.Marker(str(tmp_path / "_stop"))
+        probe = SimpleNamespace(spec={"twins": twins, "crash_prefetch": 1}, clients={"default": slow_pull},
+                                callback=lambda twin, message: (got.append((twin["declared_name"], time.monotonic())),
+                                                                message.ack()),
+                                should_crash=lambda: False, crash=lambda: None, note=notes.append,
+                                ready=lambda: None, received=0, crash_after=5)
+        started = time.monotonic()
+        reader = threading.Thread(target=ProbeSubscriber.pull_until_crash, args=(probe, stop, time.time() + 30))
+        reader.start()
+        time.sleep(1)
+        publisher.publish(topic, b"for the last twin").result()
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        reader.join(timeout=30)
+        assert not reader.is_alive()
+        assert [name for name, _ in got] == ["sub-39"], got
+        assert min(at for _, at in got) - started < 1 + 3 * UNARY_PULL_TIMEOUT_S
+        assert not any("failed" in note for note in notes), notes
+        assert [note for note in notes if "not answered within" in note] == [notes[0]], notes
+        assert "DeadlineExceeded" in notes[0] and len(notes) == 2  # and: the crash was not injected
+    finally:
+        for twin in twins:
+            subscriber.delete_subscription(subscription=twin["path"])
+        publisher.delete_topic(topic=topic)
+        publisher.delete_topic(topic=idle)
