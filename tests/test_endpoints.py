@@ -9,6 +9,7 @@ code path with every endpoint mapped to the emulator (only TLS and credentials a
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -127,6 +128,41 @@ def test_listener_forwards_and_records_calls_and_the_emulators_iam_answers(emula
     iam = [r for r in endpoints.iam_calls(list(rows.values())) if r["calls"]]
     assert [(r["method"], r["status"]) for r in iam] == [("TestIamPermissions", {"UNIMPLEMENTED": 1})]
     assert not any(e == EAST and m == "TestIamPermissions" for e, _, m in rows)
+
+
+@pytest.mark.emulator
+def test_a_listener_sized_for_the_runs_streams_still_answers_a_publish_beside_them(emulator):
+    """Each StreamingPull through the listener holds one of its server's threads while it is open. At 100
+    topics one subscriber task's 300 streams took all 64 and the publisher's calls queued for good (issue 44).
+    A listener sized for the run's streams answers a Publish beside them all; one sized for none would not."""
+    from google.cloud import pubsub_v1
+
+    streams = endpoints.LISTENER_WORKERS + 6
+    project = f"projects/pubsubguard-s{uuid.uuid4().hex[:10]}"
+    listeners = endpoints.Listeners({EAST: emulator.host}, streams=streams).start()
+    futures = []
+    try:
+        publisher = endpoints.publisher_client(EAST, listeners.mapping, "test:publisher")
+        subscriber = endpoints.subscriber_client(EAST, listeners.mapping, "test:subscriber")
+        topic = publisher.create_topic(name=f"{project}/topics/streamed").name
+        flow = pubsub_v1.types.FlowControl(max_messages=1)
+        for index in range(streams):
+            path = f"{project}/subscriptions/streamed-{index}"
+            subscriber.create_subscription(request={"name": path, "topic": topic})
+            futures.append(subscriber.subscribe(path, callback=lambda message: message.ack(), flow_control=flow))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            opened = {r["resource"] for r in listeners.rows() if r["method"] == "StreamingPull" and r["requests"]}
+            if len(opened) >= streams:
+                break
+            time.sleep(0.2)
+        assert len(opened) >= streams  # every stream is open through the listener
+        assert endpoints.listener_workers(streams) > streams
+        publisher.publish(topic, b"beside the streams").result(timeout=20)
+    finally:
+        for future in futures:
+            future.cancel()
+        listeners.stop()
 
 
 # -------------------------------------------------------------------- the job on the dev stack

@@ -77,7 +77,10 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
     session = spark or spark_session(config.master, log_dir=setup.report)
     link = netem.start_link(nemesis, setup.upstreams)  # packet faults (netem entries): None without
     try:
-        listeners = endpoints.Listeners(setup.upstreams, nemesis, dial=link.dial if link else None).start()
+        # every subscriber task streams every twin; one more task's worth for a crashed task's replacement
+        streams = len(setup.twin_specs) * (config.subscribers + 1)
+        listeners = endpoints.Listeners(setup.upstreams, nemesis, dial=link.dial if link else None,
+                                        streams=streams).start()
     except BaseException:
         netem.close_link(link)
         raise

@@ -150,10 +150,20 @@ def _resource(method: str, raw: bytes) -> tuple[str, int]:
     return "", len(getattr(request, "messages", ()) or ())
 
 
+LISTENER_WORKERS = 64  # the listener's threads for everything but the run's own streams
+
+
+def listener_workers(streams: int) -> int:
+    """The listener's thread pool for a run that keeps `streams` StreamingPulls open at once: each holds a
+    thread, and as many again while streams are replaced (a reset, the final read's fresh streams)."""
+    return LISTENER_WORKERS + 2 * max(streams, 0)
+
+
 class Listener:
     """A loopback gRPC proxy standing for `endpoint` in front of `upstream`; records what passes."""
 
-    def __init__(self, endpoint: str, upstream: str, port: int = 0, nemesis=None, dial: str | None = None):
+    def __init__(self, endpoint: str, upstream: str, port: int = 0, nemesis=None, dial: str | None = None,
+                 streams: int = 0):
         import grpc
 
         self.endpoint = endpoint
@@ -167,7 +177,11 @@ class Listener:
         # plaintext to loopback, TLS + the run's credentials to Google (`tls:`): validation/upstream.py;
         # `dial`: the packet-fault link in front of it (validation/netem.py)
         self.channel = upstream_channel.open_channel(upstream, dial, options=CHANNEL_LIMITS)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="listener"),
+        # A StreamingPull holds one of the server's threads for its whole life: a pool smaller than the run's
+        # streams leaves every other call (Publish included) queued for good -- at 100 topics 300 streams of
+        # one subscriber task took all 64 threads and nothing was ever published. Threads start on demand.
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=listener_workers(streams),
+                                                             thread_name_prefix="listener"),
                                   handlers=[_Forward(self)], options=CHANNEL_LIMITS)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
@@ -390,8 +404,10 @@ class Listeners:
     """One `Listener` per endpoint of a run, each in front of the host the endpoint maps to; with a
     `nemesis`, every listener hands the Pub/Sub calls to it (the fault layer)."""
 
-    def __init__(self, upstreams: dict[str, str], nemesis=None, dial: dict[str, str] | None = None):
-        self.listeners = {endpoint: Listener(endpoint, upstream, nemesis=nemesis, dial=(dial or {}).get(upstream))
+    def __init__(self, upstreams: dict[str, str], nemesis=None, dial: dict[str, str] | None = None, streams: int = 0):
+        """`streams`: how many StreamingPulls the run may hold open at once through one listener."""
+        self.listeners = {endpoint: Listener(endpoint, upstream, nemesis=nemesis, dial=(dial or {}).get(upstream),
+                                             streams=streams)
                           for endpoint, upstream in sorted(upstreams.items())}
 
     def start(self) -> "Listeners":
