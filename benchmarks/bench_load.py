@@ -37,6 +37,8 @@ POINTS = {"1x": (8, 25), "10x": (16, 125), "50x": (40, 250), "100x": (80, 250),
           # an estate of 100 topics x 3 subscriptions (bench_check.estate: pull, exactly-once, ordered) from its
           # own project directory, 4 keys x 10 messages per topic: 12,000 message-subscription pairs
           "estate100": (4, 10),
+          # the same at 30 topics (90 twins): where the estate's size starts to tell, short of the 100
+          "estate30": (4, 10),
           # the soak: 60,000 messages (40 keys x 500 on each of the dev stack's 3 probed topics) published at
           # SOAK_RATE msg/s (20 minutes) under SOAK_SCHEDULE
           "soak": (40, 500)}
@@ -119,12 +121,12 @@ def unexplained(result: dict) -> dict[str, int]:
 
 def point_args(name: str, out: Path) -> list[str]:
     """The stack and options a point runs with beyond --keys and --messages-per-key."""
-    if name == "estate100":
+    if name.startswith("estate"):
         from bench_check import project
 
-        where = out / "estate100-project"
+        where = out / f"{name}-project"
         where.mkdir(parents=True, exist_ok=True)
-        project(where, 100)  # stack `bench`
+        project(where, int(name.removeprefix("estate")))  # stack `bench`
         return ["-s", "bench", "-C", str(where)]
     if name == "soak":
         schedule = out / "soak-schedule.json"
