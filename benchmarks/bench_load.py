@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_load.py --points 1x 10x --busy 2   # both cores kept busy beside it
     .venv/bin/python benchmarks/bench_load.py --points estate100        # 100 topics x 3 subscriptions
     .venv/bin/python benchmarks/bench_load.py --points soak             # 20 minutes at 50 msg/s under a nemesis
+    .venv/bin/python benchmarks/bench_load.py --points 50x-cluster      # 50x on a standalone cluster of 2 workers
 
 Each point runs `pubsubguard run -s dev --keys K --messages-per-key M` (the main job: emulator, plan, check,
 apply, verify with the default faults and the conformance scenarios) in a process of its own, samples the
@@ -21,8 +22,11 @@ Measure on an idle machine, one benchmark at a time: the load average is printed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,10 +43,13 @@ POINTS = {"1x": (8, 25), "10x": (16, 125), "50x": (40, 250), "100x": (80, 250),
           "estate100": (4, 10),
           # the same at 30 topics (90 twins): where the estate's size starts to tell, short of the 100
           "estate30": (4, 10),
+          # 50x with `run --master` on a standalone cluster of CLUSTER_WORKERS workers on loopback
+          "50x-cluster": (40, 250),
           # the soak: 60,000 messages (40 keys x 500 on each of the dev stack's 3 probed topics) published at
           # SOAK_RATE msg/s (20 minutes) under SOAK_SCHEDULE
           "soak": (40, 500)}
 SOAK_RATE = 50
+CLUSTER_WORKERS, CLUSTER_CORES = 2, 2  # 4 task slots: the publisher and the subscriber tasks at once
 # stream kills on an unordered and an ordered subscription, and lost ack responses, all along the soak (a reset
 # of an ordered stream is a fault the emulator does not recover from: conformance ordered-stream-reset-keeps-
 # delivering, so its keys silent after a kill are explained, not lost)
@@ -89,8 +96,10 @@ class MemorySampler:
     """Peak resident memory of a process tree, split into the driver (everything but Spark's Python workers)
     and the executors (`pyspark.daemon` / `pyspark.worker`), sampled every `interval_s`."""
 
-    def __init__(self, pid: int, interval_s: float = 0.5):
-        self.pid, self.interval_s = pid, interval_s
+    def __init__(self, pid: int, interval_s: float = 0.5, executor_roots: tuple[int, ...] = ()):
+        """`executor_roots`: a standalone cluster's worker daemons, whose descendants (executor JVMs and their
+        Python workers, not the daemon itself) count as the executors."""
+        self.pid, self.interval_s, self.executor_roots = pid, interval_s, executor_roots
         self.peak = {"driver": 0.0, "executors": 0.0}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -101,6 +110,8 @@ class MemorySampler:
             for p in _tree(self.pid):
                 rss, command = _rss_mib(p)
                 now["executors" if "pyspark.daemon" in command or "pyspark.worker" in command else "driver"] += rss
+            for root in self.executor_roots:
+                now["executors"] += sum(_rss_mib(p)[0] for p in _tree(root) if p != root)
             for part, value in now.items():
                 self.peak[part] = max(self.peak[part], value)
 
@@ -140,15 +151,66 @@ def burners(count: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
+@contextlib.contextmanager
+def standalone_cluster(work: Path):
+    """A Spark master and CLUSTER_WORKERS workers (CLUSTER_CORES cores, 2 GiB each) on loopback, from PySpark's own
+    distribution: (master URL, the workers' pids). Stopped (the whole process group) on the way out."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work / "logs"),
+           "PYSPARK_PYTHON": str(ROOT / ".venv/bin/python")}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"spark://127.0.0.1:{port}"
+    spark_class = str(home / "bin" / "spark-class")
+    work.mkdir(parents=True, exist_ok=True)
+    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                               str(port), "--webui-port", "0"], env=env, stdout=(work / "master.log").open("w"),
+                              stderr=subprocess.STDOUT, start_new_session=True)]
+    try:
+        for index in range(CLUSTER_WORKERS):
+            procs.append(subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores",
+                 str(CLUSTER_CORES), "--memory", "2g", "--webui-port", "0", "--work-dir", str(work / f"worker-{index}")],
+                env=env, stdout=(work / f"worker-{index}.log").open("w"), stderr=subprocess.STDOUT,
+                start_new_session=True))
+        deadline = time.monotonic() + 120
+        while sum("Successfully registered with master" in (work / f"worker-{i}.log").read_text(errors="replace")
+                  for i in range(CLUSTER_WORKERS)) < CLUSTER_WORKERS:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit(f"bench_load: the standalone cluster did not come up (logs in {work})")
+            time.sleep(1)
+        yield url, tuple(p.pid for p in procs[1:])
+    finally:
+        for proc in reversed(procs):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
 def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str]) -> dict:
+    if name.endswith("-cluster"):
+        with standalone_cluster(out / f"{name}-cluster") as (url, workers):
+            return _run_point(name, keys, per_key, out, [*extra, "--master", url], workers)
+    return _run_point(name, keys, per_key, out, extra)
+
+
+def _run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str], workers: tuple[int, ...] = ()) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}  # the job starts its own
+    if workers:
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver, as the cluster, on loopback only
     log = out / f"{name}.log"
     started = time.monotonic()
     with log.open("w") as sink:
         process = subprocess.Popen([str(ROOT / ".venv/bin/pubsubguard"), "run", *point_args(name, out), "--keys",
                                     str(keys), "--messages-per-key", str(per_key), "--out", str(out / name), *extra],
                                    cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
-        sampler = MemorySampler(process.pid)
+        sampler = MemorySampler(process.pid, executor_roots=workers)
         sampler.thread.start()
         code = process.wait()
         sampler.done.set()

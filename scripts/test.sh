@@ -9,7 +9,7 @@ bash scripts/setup.sh || exit 2
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-.venv/bin/python -m pytest tests --junitxml="$out/main.xml" "$@"
+.venv/bin/python -m pytest tests --junitxml="$out/main.xml" --durations=30 "$@"
 main_rc=$?
 policies/venv/bin/python -m pytest tests/policies -p no:cacheprovider --junitxml="$out/pack.xml"
 pack_rc=$?

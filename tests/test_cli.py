@@ -192,6 +192,7 @@ def test_help_names_what_out_and_policy_config_are():
     (("run", "--rate", "0"), "argument --rate: expected messages per second (a number greater than 0), got 0"),
     (("verify", "--rate", "fast"), "argument --rate: expected messages per second (a number greater than 0), got 'fast'"),
     (("run", "--drain-timeout", "0"), "argument --drain-timeout: expected a number of seconds greater than 0"),
+    (("run", "--master", "spark://"), "argument --master: 'spark://' is not a Spark master URL"),
     (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
     (("verify", "--push-port", "70000"), "argument --push-port: expected a TCP port from 1 to 65535, got '70000'"),
     (("verify", "--push-port", "0"), "argument --push-port: expected a TCP port from 1 to 65535"),

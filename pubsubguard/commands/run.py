@@ -14,7 +14,8 @@ import time
 
 from pubsubguard.commands import options, run_command
 from pubsubguard.commands.plan import add_stack_arguments
-from pubsubguard.validation.config import endpoint_mapping, faults, nemesis_schedule, publish_rate
+from pubsubguard.validation.config import MASTER_FORMS, endpoint_mapping, faults, nemesis_schedule, publish_rate, spark_master
+from pubsubguard.validation.session import DEFAULT_MASTER
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
 INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
@@ -52,6 +53,9 @@ def register(subparsers) -> None:
     parser.add_argument("--drain-timeout", type=options.positive_seconds, default=None, metavar="SECONDS",
                         help="the verify step's drain ceiling (default: derived from the faults' timing and the "
                              "settle rate the run measures; a target that stops delivering ends it sooner)")
+    parser.add_argument("--master", type=spark_master, default=None,
+                        help=f"Spark master URL the verify step runs on ({MASTER_FORMS}; default: {DEFAULT_MASTER}); "
+                             "a cluster's executors need this project's virtualenv at the same path")
     parser.set_defaults(run=run)
 
 
@@ -96,6 +100,7 @@ def run(args) -> int:
         *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
         *(["--rate", repr(args.rate)] if args.rate else []),
         *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
+        *(["--master", args.master] if args.master else []),
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     verify.preflight(RunConfig(target="emulator", report=report))
@@ -109,7 +114,7 @@ def run(args) -> int:
     # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
     from pubsubguard.validation.session import spark_session
 
-    spark_session(log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
+    spark_session(args.master, log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
     if deployed:
         from pubsubguard.core.state import describe
 
