@@ -43,6 +43,7 @@ from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire'
 from pubsubguard.policies import pubsub_facts as facts
 
 GET_IAM_POLICY = "gcp:organizations/getIAMPolicy:getIAMPolicy"
+STACK_TYPE = "pulumi:pulumi:Stack"  # the root resource's type
 
 
 # --- Values on the wire ----------------------------------------------------------------------------
@@ -468,8 +469,14 @@ class Recorder:
                       "(--max-resources raises the limit)")
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN `pulumi preview` gives: a child's type is qualified by its parent's whole qualified type
+        (every ancestor's), except the root stack's, which none carries (the engine's `generateURN`; the
+        SDKs' mocks build another form). The program can read a URN (`.urn`, aliases, hooks), so it must be
+        the engine's."""
         if parent:
-            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
+            parent_type = parent.split("::")[2]  # a registered URN: no name or type holds "::"
+            if parent_type != STACK_TYPE:
+                type_ = f"{parent_type}${type_}"
         return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
 
     def inherited_transforms(self, parent: str) -> list:
@@ -674,7 +681,7 @@ def services(recorder: Recorder):
         recorder.record(request, urn, inputs, partial=partial_strings(wire))
         if request.transforms:
             recorder.own_transforms[urn] = list(request.transforms)
-        if request.type == "pulumi:pulumi:Stack":
+        if request.type == STACK_TYPE:
             return resource_pb2.RegisterResourceResponse(urn=urn)
         outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
         return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
@@ -737,7 +744,7 @@ def services(recorder: Recorder):
                 recorder.fail(f"the outputs of {request.urn[:200]} are {request.ByteSize():,} bytes, over the "
                               f"limit of {recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
             parts = request.urn.split("::")
-            if len(parts) > 2 and parts[2] == "pulumi:pulumi:Stack":
+            if len(parts) > 2 and parts[2] == STACK_TYPE:
                 with recorder.lock:
                     recorder.outputs.update(decode(_to_dict(request.outputs)))
                     recorder.completed = True
