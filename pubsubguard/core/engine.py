@@ -278,6 +278,18 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def make_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """The URN `pulumi preview` gives: a child's type is qualified by its parent's whole qualified type
+    (every ancestor's), except the root stack's, which none carries (the engine's `generateURN`; the
+    SDKs' mocks build another form). The program can read a URN (`.urn`, aliases, hooks), so it must be
+    the engine's."""
+    if parent:
+        parent_type = parent.split("::")[2]  # a registered URN: no name or type holds "::"
+        if parent_type != STACK_TYPE:
+            type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
 class InvokeResults:
     """Given results of invokes: `[{token, args (optional: any args), result}, ...]` from a JSON or
     YAML file (`--invoke-results FILE`)."""
@@ -467,17 +479,6 @@ class Recorder:
         if len(self.records) >= self.limits.max_resources:
             self.fail(f"the program registered more than {self.limits.max_resources:,} resources "
                       "(--max-resources raises the limit)")
-
-    def make_urn(self, parent: str, type_: str, name: str) -> str:
-        """The URN `pulumi preview` gives: a child's type is qualified by its parent's whole qualified type
-        (every ancestor's), except the root stack's, which none carries (the engine's `generateURN`; the
-        SDKs' mocks build another form). The program can read a URN (`.urn`, aliases, hooks), so it must be
-        the engine's."""
-        if parent:
-            parent_type = parent.split("::")[2]  # a registered URN: no name or type holds "::"
-            if parent_type != STACK_TYPE:
-                type_ = f"{parent_type}${type_}"
-        return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
 
     def inherited_transforms(self, parent: str) -> list:
         """The transforms a child of `parent` gets after its own: its ancestors' (nearest first), then the
@@ -722,7 +723,7 @@ def services(recorder: Recorder):
             recorder.check_registration(request, "registration")
             if request.packageRef and request.packageRef not in recorder.packages:
                 recorder.fail(f"{request.type} {request.name!r}: unknown provider package {request.packageRef[:100]!r}")
-            urn = recorder.make_urn(request.parent, request.type, request.name)
+            urn = make_urn(recorder.stack, recorder.project, request.parent, request.type, request.name)
             for callback in request.transforms:
                 recorder.callback(callback, f"a transform of {request.type} {request.name!r}")
             inherited = recorder.inherited_transforms(request.parent)
@@ -733,7 +734,7 @@ def services(recorder: Recorder):
         @guarded
         def ReadResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "read")
-            urn = recorder.make_urn(request.parent, request.type, request.name)
+            urn = make_urn(recorder.stack, recorder.project, request.parent, request.type, request.name)
             recorder.record(request, urn, decode(_to_dict(request.properties)), read_id=request.id)
             return resource_pb2.ReadResourceResponse(urn=urn, id=request.id,  # read at preview too: its id is known
                                                      properties=_struct(read_outputs(request.type, request.id)))
