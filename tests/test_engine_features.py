@@ -180,7 +180,7 @@ def test_a_transformed_resource_keeps_its_dependencies_as_the_engine_rebuilds_th
     sub = inputs_of(root, "orders-sub")
     assert sub["inputs"]["ackDeadlineSeconds"] == 30
     assert sub["inputs"]["topic"] == engine.UNKNOWN  # an autonamed topic's name, unknown at preview
-    assert "urn:pulumi:dev::team::pulumi:pulumi:Stack$gcp:pubsub/topic:Topic::orders" in sub["dependencies"]
+    assert "urn:pulumi:dev::team::gcp:pubsub/topic:Topic::orders" in sub["dependencies"]
 
 
 def test_an_invoke_transform_changes_the_arguments_the_engine_answers(tmp_path):
@@ -220,6 +220,90 @@ def test_a_failing_transform_is_the_programs_error_at_its_line(tmp_path):
     assert done.returncode == 2
     assert "no labels given" in done.stderr
     assert "update the Pulumi CLI" not in done.stderr + done.stdout
+
+
+# --- URNs ------------------------------------------------------------------------------------------
+URNS_PY = """
+    import pulumi
+    import pulumi_gcp as gcp
+
+
+    class Queue(pulumi.ComponentResource):
+        def __init__(self, name, opts=None):
+            super().__init__("team:index:Queue", name, None, opts)
+            self.topic = gcp.pubsub.Topic(f"{name}-topic", name=f"{name}-topic", opts=pulumi.ResourceOptions(parent=self))
+            self.register_outputs({})
+
+
+    class Group(pulumi.ComponentResource):
+        def __init__(self, name, opts=None):
+            super().__init__("team:index:Group", name, None, opts)
+            self.topic = gcp.pubsub.Topic(f"{name}-topic", name=f"{name}-topic", opts=pulumi.ResourceOptions(parent=self))
+            self.queue = Queue(f"{name}-queue", pulumi.ResourceOptions(parent=self))
+            self.register_outputs({})
+
+
+    orders = gcp.pubsub.Topic("orders", name="orders")
+    group = Group("group")
+    pulumi.export("urns", {"orders": orders.urn, "group": group.urn, "child": group.topic.urn,
+                           "queue": group.queue.urn, "grandchild": group.queue.topic.urn})
+    # How the SDK computes an alias's URN under a component parent: it must name the same resource.
+    pulumi.export("computed", pulumi.create_urn("group-queue-topic", "gcp:pubsub/topic:Topic", group.queue))
+"""
+
+URNS_TS = """
+    class Queue extends pulumi.ComponentResource {
+        topic: gcp.pubsub.Topic;
+        constructor(name: string, opts?: pulumi.ComponentResourceOptions) {
+            super("team:index:Queue", name, {}, opts);
+            this.topic = new gcp.pubsub.Topic(`${name}-topic`, { name: `${name}-topic` }, { parent: this });
+            this.registerOutputs({});
+        }
+    }
+    class Group extends pulumi.ComponentResource {
+        topic: gcp.pubsub.Topic;
+        queue: Queue;
+        constructor(name: string, opts?: pulumi.ComponentResourceOptions) {
+            super("team:index:Group", name, {}, opts);
+            this.topic = new gcp.pubsub.Topic(`${name}-topic`, { name: `${name}-topic` }, { parent: this });
+            this.queue = new Queue(`${name}-queue`, { parent: this });
+            this.registerOutputs({});
+        }
+    }
+    const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
+    const group = new Group("group");
+    export const urns = { orders: orders.urn, group: group.urn, child: group.topic.urn,
+                          queue: group.queue.urn, grandchild: group.queue.topic.urn };
+    // How the SDK computes an alias's URN under a component parent: it must name the same resource.
+    export const computed = pulumi.createUrn("group-queue-topic", "gcp:pubsub/topic:Topic", group.queue);
+"""
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_urns_are_the_engines_the_parent_chain_qualifies_a_type_the_stack_does_not(tmp_path, language):
+    """What `pulumi preview` gives, and what the program reads back (`.urn`): not the SDK mocks' form, which
+    puts `pulumi:pulumi:Stack$` before a top-level type and only the parent's last type before a child's."""
+    root = python_twin(tmp_path, URNS_PY) if language == "python" else node_project(tmp_path, URNS_TS)
+    project = "team" if language == "python" else "team-ts"
+    done = pubsubguard(root, "plan", "-s", "dev")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    prefix = f"urn:pulumi:dev::{project}::"
+    topic = "gcp:pubsub/topic:Topic"
+    assert plan["outputs"]["urns"] == {
+        "orders": f"{prefix}{topic}::orders",
+        "group": f"{prefix}team:index:Group::group",
+        "child": f"{prefix}team:index:Group${topic}::group-topic",
+        "queue": f"{prefix}team:index:Group$team:index:Queue::group-queue",
+        "grandchild": f"{prefix}team:index:Group$team:index:Queue${topic}::group-queue-topic",
+    }
+    assert plan["outputs"]["computed"] == plan["outputs"]["urns"]["grandchild"]
+    records = {r["urn"]: r for r in plan["resources"]}
+    assert set(plan["outputs"]["urns"].values()) <= set(records)  # the pack sees the URNs the program read
+    stack = next(urn for urn, r in records.items() if r["type"] == engine.STACK_TYPE)
+    assert stack == f"{prefix}pulumi:pulumi:Stack::{project}-dev"
+    assert records[plan["outputs"]["urns"]["group"]]["parent"] == stack
+    assert records[plan["outputs"]["urns"]["grandchild"]]["parent"] == plan["outputs"]["urns"]["queue"]
 
 
 # --- Hooks -----------------------------------------------------------------------------------------

@@ -193,7 +193,7 @@ def test_the_offline_plan_of_a_team_program_holds_what_only_a_deploy_decides(tea
 
 def test_a_rehearsal_resolves_autonames_and_references_as_a_deploy_would(team_plan):
     resolved, chosen = rehearsal.resolve(team_plan, {}, assign=True)
-    by_name = {r["name"]: r for r in resolved["resources"]}
+    by_name = {r["name"]: r for r in resolved["resources"] if r.get("custom")}  # a component is named "orders" too
     assert set(chosen.values()) == {by_name[n]["inputs"]["name"] for n in
                                     ("orders", "orders-dlq", "orders-dlq-drain", "orders-ordered", "orders-exactly-once")}
     for name in ("orders", "orders-dlq", "orders-ordered"):
@@ -229,6 +229,33 @@ def test_a_state_is_read_through_the_storage_layer(gcs):
     assert plan["state"]["location"] == uri and "orders-ordered-b81e3c4" in declared.estate(plan).subscriptions
     with pytest.raises(state.StateError, match=r"--state gs://pubsubguard-test/nothing.json: no such file"):
         state.load("gs://pubsubguard-test/nothing.json", None, EXAMPLE)
+
+
+def test_a_rehearsal_recorded_with_the_sdk_mocks_urns_keeps_its_names(tmp_path):
+    """Before the plan gave the engine's URNs it gave the mocks' form; a rehearsal recorded then still names
+    the resources it named, under the URNs the plan now gives."""
+    prefix = "urn:pulumi:dev::team::"
+
+    def entry(urn, type_, parent=None, name=None):
+        return {"urn": prefix + urn, "type": type_, "parent": parent and prefix + parent,
+                "outputs": {"name": name} if name else {}}
+
+    resources = [
+        entry("pulumi:pulumi:Stack::team-dev", state.STACK_TYPE),
+        entry("pulumi:pulumi:Stack$team:index:Group::group", "team:index:Group", "pulumi:pulumi:Stack::team-dev"),
+        entry("team:index:Queue$gcp:pubsub/topic:Topic::group-queue-topic", "gcp:pubsub/topic:Topic",
+              "team:index:Group$team:index:Queue::group-queue", "group-queue-topic-1a2b3c4"),
+        entry("team:index:Group$team:index:Queue::group-queue", "team:index:Queue", "pulumi:pulumi:Stack$team:index:Group::group"),
+        entry("pulumi:pulumi:Stack$gcp:pubsub/topic:Topic::orders", "gcp:pubsub/topic:Topic",
+              "pulumi:pulumi:Stack::team-dev", "orders-5d6e7f8"),
+    ]
+    path = rehearsal.record_path(tmp_path, "dev")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 3, "deployment": {"resources": resources}}))
+    assert rehearsal.recorded_names(tmp_path, "dev") == {
+        prefix + "gcp:pubsub/topic:Topic::orders": "orders-5d6e7f8",
+        prefix + "team:index:Group$team:index:Queue$gcp:pubsub/topic:Topic::group-queue-topic": "group-queue-topic-1a2b3c4",
+    }
 
 
 def test_a_reference_to_nothing_of_the_plan_stays_unknown(team_plan):

@@ -43,6 +43,7 @@ from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire'
 from pubsubguard.policies import pubsub_facts as facts
 
 GET_IAM_POLICY = "gcp:organizations/getIAMPolicy:getIAMPolicy"
+STACK_TYPE = "pulumi:pulumi:Stack"  # the root resource's type
 
 
 # --- Values on the wire ----------------------------------------------------------------------------
@@ -277,6 +278,18 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def make_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """The URN `pulumi preview` gives: a child's type is qualified by its parent's whole qualified type
+    (every ancestor's), except the root stack's, which none carries (the engine's `generateURN`; the
+    SDKs' mocks build another form). The program can read a URN (`.urn`, aliases, hooks), so it must be
+    the engine's."""
+    if parent:
+        parent_type = parent.split("::")[2]  # a registered URN: no name or type holds "::"
+        if parent_type != STACK_TYPE:
+            type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
 class InvokeResults:
     """Given results of invokes: `[{token, args (optional: any args), result}, ...]` from a JSON or
     YAML file (`--invoke-results FILE`)."""
@@ -466,11 +479,6 @@ class Recorder:
         if len(self.records) >= self.limits.max_resources:
             self.fail(f"the program registered more than {self.limits.max_resources:,} resources "
                       "(--max-resources raises the limit)")
-
-    def make_urn(self, parent: str, type_: str, name: str) -> str:
-        if parent:
-            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
-        return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
 
     def inherited_transforms(self, parent: str) -> list:
         """The transforms a child of `parent` gets after its own: its ancestors' (nearest first), then the
@@ -674,7 +682,7 @@ def services(recorder: Recorder):
         recorder.record(request, urn, inputs, partial=partial_strings(wire))
         if request.transforms:
             recorder.own_transforms[urn] = list(request.transforms)
-        if request.type == "pulumi:pulumi:Stack":
+        if request.type == STACK_TYPE:
             return resource_pb2.RegisterResourceResponse(urn=urn)
         outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
         return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
@@ -715,7 +723,7 @@ def services(recorder: Recorder):
             recorder.check_registration(request, "registration")
             if request.packageRef and request.packageRef not in recorder.packages:
                 recorder.fail(f"{request.type} {request.name!r}: unknown provider package {request.packageRef[:100]!r}")
-            urn = recorder.make_urn(request.parent, request.type, request.name)
+            urn = make_urn(recorder.stack, recorder.project, request.parent, request.type, request.name)
             for callback in request.transforms:
                 recorder.callback(callback, f"a transform of {request.type} {request.name!r}")
             inherited = recorder.inherited_transforms(request.parent)
@@ -726,7 +734,7 @@ def services(recorder: Recorder):
         @guarded
         def ReadResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "read")
-            urn = recorder.make_urn(request.parent, request.type, request.name)
+            urn = make_urn(recorder.stack, recorder.project, request.parent, request.type, request.name)
             recorder.record(request, urn, decode(_to_dict(request.properties)), read_id=request.id)
             return resource_pb2.ReadResourceResponse(urn=urn, id=request.id,  # read at preview too: its id is known
                                                      properties=_struct(read_outputs(request.type, request.id)))
@@ -737,7 +745,7 @@ def services(recorder: Recorder):
                 recorder.fail(f"the outputs of {request.urn[:200]} are {request.ByteSize():,} bytes, over the "
                               f"limit of {recorder.limits.max_input_bytes:,} (--max-input-bytes raises it)")
             parts = request.urn.split("::")
-            if len(parts) > 2 and parts[2] == "pulumi:pulumi:Stack":
+            if len(parts) > 2 and parts[2] == STACK_TYPE:
                 with recorder.lock:
                     recorder.outputs.update(decode(_to_dict(request.outputs)))
                     recorder.completed = True

@@ -136,12 +136,38 @@ def recorded_names(root: Path, stack: str) -> dict[str, str]:
     try:
         document = json.loads(path.read_text())
         resources = document["deployment"]["resources"]
+        urns = _engine_urns(resources)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise PlanValueError(f"{path}: not a rehearsal record (delete it; `pubsubguard apply --emulator` writes it again)") from None
-    return {r["urn"]: r["outputs"]["name"] for r in resources
+    return {urns[r["urn"]]: r["outputs"]["name"] for r in resources
             if r.get("type") in _NAMED and isinstance(r.get("outputs"), dict) and r["outputs"].get("name")}
+
+
+def _engine_urns(resources: list[dict]) -> dict[str, str]:
+    """urn -> the engine's URN of each recorded resource. A record written before the plan gave the engine's
+    URNs holds the SDK mocks' form (`pulumi:pulumi:Stack$` before a top-level type, only the parent's last
+    type before a child's); rebuilt from the record's parents, its names stay the resources' names."""
+    from pubsubguard.core.engine import make_urn
+
+    if not any(f"::{state.STACK_TYPE}$" in r["urn"] for r in resources):  # the engine's form never has it
+        return {r["urn"]: r["urn"] for r in resources}
+    by_urn = {r["urn"]: r for r in resources}
+    rebuilt: dict[str, str] = {}
+
+    def engine_urn(urn: str) -> str:
+        if urn not in rebuilt:
+            resource = by_urn.get(urn)
+            if resource is None or resource["type"] == state.STACK_TYPE:
+                rebuilt[urn] = urn
+            else:
+                rebuilt[urn] = ""  # a parent cycle (a record edited by hand) ends as a top-level resource
+                stack, project, _, name = urn.removeprefix("urn:pulumi:").split("::", 3)
+                rebuilt[urn] = make_urn(stack, project, engine_urn(resource.get("parent") or ""), resource["type"], name)
+        return rebuilt[urn]
+
+    return {urn: engine_urn(urn) for urn in by_urn}
 
 
 def for_apply(plan: dict, root: Path) -> tuple[dict, dict[str, str], list[str]]:

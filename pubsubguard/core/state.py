@@ -41,14 +41,13 @@ from typing import Any
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
-from pubsubguard.core.engine import RESOURCE_SIG, SECRET_SIG, SIG
+from pubsubguard.core.engine import RESOURCE_SIG, SECRET_SIG, SIG, STACK_TYPE
 from pubsubguard.core.errors import UserError, json_problem
 
 DEPLOYMENT_VERSION = 3
 EXPORT_HINT = "expected the file `pulumi stack export --file state.json` writes"
 PUBSUB_TYPES = (facts.TOPIC, facts.SUBSCRIPTION)
 PROVIDER_PREFIX = "pulumi:providers:"
-STACK_TYPE = "pulumi:pulumi:Stack"
 # Outputs that describe the provider's bookkeeping, not the resource on the service.
 _PROVIDER_ONLY = {"id", "urn", "pulumiLabels", "effectiveLabels", "deletionPolicy", "etag"}
 
