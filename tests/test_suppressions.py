@@ -174,6 +174,43 @@ def test_a_baseline_fails_only_on_new_violations(team, tmp_path):
     assert document["baseline"]["known"] >= 1
 
 
+def test_a_baseline_written_with_the_earlier_urn_form_still_holds(team, tmp_path):
+    """Before URNs followed the engine, a top-level resource's type chain began with the stack's type and a nested
+    one named only its parent's own type. Such a baseline keeps its known violations known and none gone."""
+    main = team / "__main__.py"  # a top-level topic too (its advisory violations: a chain of one type)
+    main.write_text(main.read_text() + '\nimport pulumi_gcp as gcp\n\nloose = gcp.pubsub.Topic("loose")\n')
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", "--create-baseline", str(baseline), cwd=team).returncode == 1
+    document = json.loads(baseline.read_text())
+
+    def earlier(print_: str) -> str:
+        policy, rest = print_.split("::", 1)
+        chain, name = rest.rsplit("::", 1)
+        types = chain.split("$")
+        return f"{policy}::{'$'.join(['pulumi:pulumi:Stack'] + types if len(types) == 1 else types[-2:])}::{name}"
+
+    changed = [e for e in document["violations"] if earlier(e["fingerprint"]) != e["fingerprint"]]
+    assert changed and any("$" not in e["fingerprint"].split("::")[1] for e in changed)  # a top-level one too
+    for entry in document["violations"]:
+        entry["fingerprint"] = earlier(entry["fingerprint"])
+    baseline.write_text(json.dumps(document))
+    known = cli("check", "--baseline", str(baseline), "--format", "json", cwd=team)
+    assert known.returncode == 0, known.stdout + known.stderr
+    result = json.loads(known.stdout)
+    assert result["baseline"]["known"] == len(document["violations"]) and result["baseline"]["gone"] == []
+
+
+def test_the_form_both_urn_forms_share_keeps_the_parent_and_drops_the_stack():
+    from pubsubguard.check.suppressions import same_resource
+
+    now = "rule::team:index:Outer$team:index:Channel$gcp:pubsub/topic:Topic::orders"
+    assert same_resource(now) == same_resource("rule::team:index:Channel$gcp:pubsub/topic:Topic::orders")
+    assert same_resource("rule::gcp:pubsub/topic:Topic::t") == same_resource(
+        "rule::pulumi:pulumi:Stack$gcp:pubsub/topic:Topic::t")
+    assert same_resource(now) != same_resource("rule::team:index:Other$gcp:pubsub/topic:Topic::orders")
+    assert same_resource(now) != same_resource(now.replace("::orders", "::payments"))
+
+
 def test_a_broken_baseline_is_one_line(team, tmp_path):
     path = tmp_path / "baseline.json"
     path.write_text("[]")

@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 
 from pubsubguard.check.result import BaselineUse, Judgement, Suppression
+from pubsubguard.core.engine import STACK_TYPE
 from pubsubguard.core.errors import UserError, read_mapping
 from pubsubguard.core.project import source_lines
 
@@ -131,6 +132,18 @@ def fingerprint(violation) -> str:
     return f"{violation.policy}::{parts[2] if len(parts) == 3 else violation.urn}"
 
 
+def same_resource(print_: str) -> str:
+    """A fingerprint in a form both URN forms share: its rule, its name and the last two types of its type chain
+    without the stack's. Baselines written before 0.1's URNs followed the engine (their chain: the stack's type
+    at the top, else only the parent's own type; now: every ancestor's but the stack's) still match."""
+    policy, _, rest = print_.partition("::")
+    chain, sep, name = rest.rpartition("::")
+    if not sep:
+        return print_
+    types = [t for t in chain.split("$") if t and t != STACK_TYPE]
+    return f"{policy}::{'$'.join(types[-2:])}::{name}"
+
+
 def baseline_document(violations, stack: str) -> str:
     from pubsubguard.core import __version__
 
@@ -161,11 +174,15 @@ def match(judgement: Judgement, plan: dict, *, from_file: list[Suppression] = ()
                                    "which the program does not declare (a resource name or URN)")
     suppressed: dict[int, Suppression] = {}
     known, seen = 0, set()
+    # an entry written with the earlier URN form is found by the form both share
+    recorded = {same_resource(print_): print_ for print_ in baseline or ()}
     for index, violation in enumerate(judgement.violations):
         found = next((s for s, urns in from_source if s.rule == violation.policy and violation.urn in urns), None)
         found = found or next((s for s in from_file if s.rule == violation.policy
                                and s.resource in (violation.urn, violation.resource_name)), None)
         print_ = fingerprint(violation)
+        if baseline is not None and print_ not in baseline:
+            print_ = recorded.get(same_resource(print_), print_)
         if found is None and baseline is not None and print_ in baseline:
             found = Suppression(violation.policy, violation.urn, f"known violation, in the baseline {baseline_file}",
                                 "external", str(baseline_file), baseline=True)
