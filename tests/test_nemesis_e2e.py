@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 
 import pyarrow.compute as pc
@@ -282,3 +283,64 @@ def test_packet_fault_link_is_removed_when_the_run_is_interrupted(spark, emulato
         except OSError:
             continue
     assert relays == []
+
+
+def test_the_layer_holds_a_bounded_buffer_for_a_stream_whose_client_reads_nothing(emulator):
+    """A client that stops reading its stream (the client library does when its flow control pauses it) leaves
+    the layer's send waiting; the target pushes on regardless (here: no outstanding-message limit asked, and a
+    10 s deadline, so everything is pushed again and again). The layer then stops reading the target once
+    STREAM_BUFFER responses wait for the client, as a plain forward does. Unbounded, it held all the target
+    pushed: the 20-minute soak's driver grew to 6 GiB while draining."""
+    import threading
+
+    import grpc
+    from google.cloud import pubsub_v1
+    from google.pubsub_v1 import types
+
+    from pubsubguard.validation import endpoints, nemesis
+
+    project = f"projects/pubsubguard-b{uuid.uuid4().hex[:10]}"
+    topic, path = f"{project}/topics/paused", f"{project}/subscriptions/paused"
+    # a kill an hour away: the subscription is the layer's (its streams go through it), nothing happens to it
+    schedule = nemesis.parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "paused", "after_s": 3600,
+                                                   "every_s": 3600}]}, "test")
+    layer = nemesis.Nemesis(schedule, twins={path: "paused"}, topics={topic: "paused-topic"}, seed="0")
+    layer.start()
+    listeners = endpoints.Listeners({"pubsub.googleapis.com:443": emulator.host}, layer, streams=4).start()
+    channel = grpc.insecure_channel(listeners.mapping["pubsub.googleapis.com:443"])
+    call, ended = None, threading.Event()
+    try:
+        admin = pubsub_v1.SubscriberClient(client_options={"api_endpoint": listeners.mapping["pubsub.googleapis.com:443"]})
+        publisher = pubsub_v1.PublisherClient(client_options={"api_endpoint": listeners.mapping["pubsub.googleapis.com:443"]})
+        publisher.create_topic(name=topic)
+        admin.create_subscription(request={"name": path, "topic": topic, "ack_deadline_seconds": 10})
+        # a StreamingPull that asks for everything and then reads nothing (its request stream stays open)
+        first = types.StreamingPullRequest(subscription=path, stream_ack_deadline_seconds=10, client_id="paused")
+
+        def requests():
+            yield first
+            ended.wait()
+
+        call = channel.stream_stream("/google.pubsub.v1.Subscriber/StreamingPull",
+                                     request_serializer=types.StreamingPullRequest.serialize,
+                                     response_deserializer=types.StreamingPullResponse.deserialize)(requests(), timeout=300)
+        payload = b"x" * 4096
+        for batch in range(40):
+            for result in [publisher.publish(topic, payload, batch=str(batch)) for _ in range(100)]:
+                result.result(timeout=60)
+        deadline, most = time.monotonic() + 25, 0
+        while time.monotonic() < deadline:
+            with layer.lock:
+                streams = list(layer.streams)
+            most = max([most] + [s.out.qsize() for s in streams])
+            time.sleep(0.2)
+        state = f"{call.code()} {call.details()}" if call.done() else "open"
+        assert streams, f"the stream did not go through the layer ({state})"
+        assert most <= nemesis.STREAM_BUFFER, most
+    finally:
+        ended.set()
+        if call is not None:
+            call.cancel()
+        channel.close()
+        listeners.stop()
+        layer.stop()

@@ -368,7 +368,7 @@ class _Forward:
                 error = err
             except Exception as err:  # noqa: BLE001 - a response the layer could not parse: ends the stream
                 error = err
-            stream.out.put((ended, error))
+            stream.put((ended, error))  # dropped once killed or closed: the loop below ends the call itself
 
         reader = threading.Thread(target=read, name="nemesis-stream", daemon=True)
         reader.start()
@@ -376,7 +376,7 @@ class _Forward:
         try:
             while True:
                 item = stream.out.get()
-                if item is None:  # killed (kill_stream, partition)
+                if item is None or stream.killed is not None:  # killed (kill_stream, partition)
                     call.cancel()
                     status = "UNAVAILABLE"
                     context.abort(grpc.StatusCode.UNAVAILABLE, f"pubsubguard nemesis: {stream.killed}")
