@@ -70,7 +70,8 @@ CHUNK_ROWS = 1 << 16
 #           xxhash64(message_id)) tells a publish-side duplicate (the same key and seq under a second
 #           message id: a retried publish) from a redelivery (the same message id); a dead-letter row's
 #           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
-#           from others at the same time)
+#           from others at the same time). In the kept sorted input (`sorted_input`) an id's rank among
+#           its message's ids stands for its hash (`with_id_ranks`)
 INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
 SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
 ID_SHIFT, ID_BITS = 24, 38  # a delivery's message id hash in `att`: bits 24..62 (the attempt below it)
@@ -175,7 +176,7 @@ def check_partition(
         if pending_rows < chunk_rows:
             continue
         table = pa.Table.from_batches(pending).combine_chunks()
-        cut = _last_key_start(table)
+        cut = last_key_start(table)
         if cut == 0:  # one key so far: keep reading
             continue
         yield _check_chunk(table.slice(0, cut), config, skew_us, (partition << 40) + offset, latencies)
@@ -193,7 +194,7 @@ def check_partition(
         yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
-def _last_key_start(table: pa.Table) -> int:
+def last_key_start(table: pa.Table) -> int:
     """Index of the first row of the table's last (subscription, key); 0 if it holds one key. Rows
     are sorted by (h, h2): binary searches, where comparing every row took ~18% of the NumPy pass."""
     h = ints(table, "h")
@@ -252,8 +253,7 @@ class Chunk:
 
         # boundaries: keys (subscription, key) and messages (subscription, key, seq)
         self.first_of_key = key_starts(self.h, self.h2)
-        self.first_of_message = first_of_message = self.first_of_key.copy()
-        first_of_message[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
+        self.first_of_message = first_of_message = _message_starts(self.first_of_key, seq)
         self.message = seg_ids(first_of_message)
         self.message_start = message_start = np.flatnonzero(first_of_message)
         self.key_start = key_start = np.flatnonzero(self.first_of_key)
@@ -379,9 +379,21 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     message = chunk.message  # each row's message
     not_dead_lettered = chunk.message_dead_letters[message] == 0
     ided = chunk.publish_id_hash > 0
-    # (message, id hash) of every delivery; ids are ID_BITS wide, so a message index below 2**24 fits beside them
-    delivered = np.unique((message[chunk.is_delivery] << (ID_BITS + 1)) | chunk.id_hash[chunk.is_delivery])
-    undelivered_id = ided & not_dead_lettered & ~np.isin((message << (ID_BITS + 1)) | chunk.publish_id_hash, delivered)
+    # an id is delivered when a delivery of its message carries it: most messages are delivered under
+    # one id (their deliveries' least and greatest ids are equal), compared with it; the others' ids are
+    # looked up among (message, id hash) of their deliveries (ids are ID_BITS wide, so a message index
+    # below 2**24 fits beside them)
+    ids = chunk.id_hash.astype(np.float64)  # exact: below 2**53
+    messages = len(chunk.message_start)
+    least = flagged_min(ids, chunk.is_delivery, message, messages)[message]
+    one_id = least == flagged_max(ids, chunk.is_delivery, message, messages)[message]  # False: no delivery
+    delivered_id = one_id & (chunk.publish_id_hash == least)
+    several = ided & ~one_id & (chunk.message_deliveries[message] > 0)
+    if several.any():
+        of_several = chunk.is_delivery & np.isin(message, message[several])
+        delivered = np.unique((message[of_several] << (ID_BITS + 1)) | chunk.id_hash[of_several])
+        delivered_id[several] = np.isin((message[several] << (ID_BITS + 1)) | chunk.publish_id_hash[several], delivered)
+    undelivered_id = ided & not_dead_lettered & ~delivered_id
     without_ids = flagged_count(ided, message, len(chunk.message_start)) == 0
     # only where a final read proved it (else: unsettled, which leaves completeness inconclusive)
     lost = np.flatnonzero(chunk.lost_proven & (undelivered_id | (
@@ -581,6 +593,51 @@ def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
 GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = check_table(GUARANTEES, globals())
 
 
+def _message_starts(first_of_key: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """Rows that start a message (subscription, key, seq): a key's first row, or a seq (NaN = null)
+    other than the previous row's."""
+    starts = first_of_key.copy()
+    starts[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
+    return starts
+
+
+def with_id_ranks(table: pa.Table) -> pa.Table:
+    """The rows (whole keys, sorted as the pass sorts them) with each message id hash in `att` (of a
+    delivery, or of a publish with status ok) replaced by the id's rank among the ids of its message:
+    1, 2, ... in hash order. The pass compares ids only within a message (equal or not, and their
+    order: `_grouped_by_message_id`, `Chunk`'s units, `completeness`), so it judges these rows as it
+    judges the hashes: the kept sorted input (`sorted_input.tee`) holds them, a few bits a row where
+    a hash takes ID_BITS that no compression shrinks."""
+    meta = ints(table, "meta").astype(np.int64)
+    kind = meta & 3
+    raw = arrow_column(table, "att")
+    att = pc.fill_null(raw, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ided = ((kind == DELIVERY) | ((kind == PUBLISH) & (((meta >> 4) & 1) == 1))) & ((att >> ID_SHIFT) != 0)
+    rows = np.flatnonzero(ided)
+    if not len(rows):
+        return table
+    ids = att[rows] >> ID_SHIFT
+    message = seg_ids(_message_starts(key_starts(ints(table, "h"), meta >> 32), floats(arrow_column(table, "seq"))))[rows]
+    first = np.ones(len(rows), bool)
+    first[1:] = message[1:] != message[:-1]
+    starts = np.flatnonzero(first)
+    # most messages carry one id: rank 1; the others (publish-side duplicates) are ranked by a sort
+    mixed = np.repeat(np.minimum.reduceat(ids, starts) != np.maximum.reduceat(ids, starts), np.diff(np.append(starts, len(rows))))
+    rank = np.ones(len(rows), np.int64)
+    if mixed.any():
+        some = np.flatnonzero(mixed)
+        order = some[np.lexsort((ids[some], message[some]))]
+        new_message = np.ones(len(order), bool)
+        new_message[1:] = message[order][1:] != message[order][:-1]
+        new_id = new_message.copy()
+        new_id[1:] |= ids[order][1:] != ids[order][:-1]
+        distinct = np.cumsum(new_id)
+        rank[order] = distinct - distinct[np.flatnonzero(new_message)][seg_ids(new_message)] + 1
+    att[rows] = (rank << ID_SHIFT) | (att[rows] & ((1 << ID_SHIFT) - 1))
+    i = table.schema.get_field_index("att")
+    return table.set_column(i, table.schema.field(i), pc.if_else(pa.array(ided), pa.array(att, pa.int64()), raw))
+
+
 def _grouped_by_message_id(table: pa.Table) -> pa.Table:
     """The chunk with each message's deliveries grouped by message id (each id's in time order, the
     message's other rows first), when some message was delivered under more than one id (a publish-side
@@ -594,9 +651,7 @@ def _grouped_by_message_id(table: pa.Table) -> pa.Table:
     same_message = (h[1:] == h[:-1]) & (h2[1:] == h2[:-1]) & ((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
     if not (same_message & (id_hash[1:] != id_hash[:-1])).any():
         return table
-    first_of_message = key_starts(ints(table, "h"), meta >> 32)
-    all_seq = floats(arrow_column(table, "seq"))
-    first_of_message[1:] |= ~((all_seq[1:] == all_seq[:-1]) | (np.isnan(all_seq[1:]) & np.isnan(all_seq[:-1])))
+    first_of_message = _message_starts(key_starts(ints(table, "h"), meta >> 32), floats(arrow_column(table, "seq")))
     group = np.zeros(table.num_rows, np.int64)
     group[delivery] = id_hash
     return table.take(np.lexsort((np.arange(table.num_rows), group, seg_ids(first_of_message))))
