@@ -486,19 +486,3 @@ def test_the_driver_footprint_is_sampled_from_start_to_end_and_said_in_one_line(
     assert said.startswith("the driver while probing: resident memory ") and f"{len(samples)} samples" in said
     assert sentence(samples[:1]) is None
     del held
-
-
-def test_the_final_reads_quiet_time_counts_only_gaps_after_stalled_streams_were_closed(tmp_path):
-    """While a stalled ordered subscription is read by a StreamingPull the emulator serves the others every 10 s:
-    a 10 s gap then must not make the final read (which reads no stalled stream) wait 15 s for quiet; a gap after
-    the close still does."""
-    from pubsubguard.validation.drain import CLOSE_TAKES_S, FINAL_READ_QUIET_S, final_read_quiet_s
-
-    bursts = [delivery(seq, T + at * S, "ack") for seq, at in enumerate((1, 11, 21, 22, 23))]  # 10 s gaps until 21
-    evidence(tmp_path, 5, bursts)
-    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 0.0})
-    tally.refresh()
-    assert final_read_quiet_s(tally, T) == 15.0  # nothing closed: the bursts count
-    closed = T + int((20.5 - CLOSE_TAKES_S) * S)  # closed so that it took effect at 20.5 s
-    assert final_read_quiet_s(tally, T, closed) == FINAL_READ_QUIET_S
-    assert final_read_quiet_s(tally, T, T + 2 * S) == 15.0  # closed before the bursts: they were the target's own

@@ -43,7 +43,6 @@ MIN_RATE = 1.0  # messages settled per second assumed at least, when the run mea
 IN_FLIGHT_PAIRS = 2000  # message-subscription pairs published and not settled, at most, while publishing
 MEASURE_S = 10.0  # the drain's own settle rate counts once measured over this long
 FINAL_READ_QUIET_S = 5.0  # the final read ends once the target delivered nothing for this long (healed)
-CLOSE_TAKES_S = 2.0  # the subscriber tasks close the streams the driver names within this (they look every 0.5 s)
 
 
 def ceiling_s(base_s: float, remaining: int, settled_per_s: float) -> float:
@@ -60,15 +59,10 @@ def final_read_bound_s(windows_s: dict[str, float], lease_s: float) -> float:
     return lease_s + max(windows_s.values(), default=0.0) + FINAL_READ_QUIET_S
 
 
-def final_read_quiet_s(tally, drain_started_us: int, closed_at_us: int | None = None) -> float:
+def final_read_quiet_s(gap_us: int) -> float:
     """How long the final read waits without a delivery before it ends: FINAL_READ_QUIET_S, or 1.5 x the longest
     gap between two deliveries seen during the drain (a target that serves in bursts -- the emulator, every 10 s
-    while a stalled subscription is read -- must not look quiet between two of them), at most 30 s. Only gaps
-    after the last stalled subscription's streams were closed (`closed_at_us`, + CLOSE_TAKES_S for the tasks to
-    close them) count: the bursts that close ends say nothing of the final read, which reads no stalled stream
-    (at 1x they made it wait 15 s instead of 5 s for nothing)."""
-    since_us = max(drain_started_us, closed_at_us + int(CLOSE_TAKES_S * 1e6) if closed_at_us is not None else 0)
-    gap_us = tally.delivery_gap_us(since_us=since_us)
+    while a stalled subscription is read -- must not look quiet between two of them), at most 30 s."""
     return round(min(30.0, max(FINAL_READ_QUIET_S, 1.5 * gap_us / 1e6)), 1)
 
 

@@ -275,7 +275,6 @@ class ProbeDriver:
         self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
         self.close_file = storage.join(evidence_dir, "_close")  # twins whose streams the subscriber tasks close
         self.closed: set[str] = set()
-        self.closed_at_us: int | None = None  # when the driver last named streams to close
         self.drain_base_s = setup.drain_base_s
         self.observations = observations
         self.probed = probed
@@ -746,7 +745,6 @@ class ProbeDriver:
         new = stalled - self.closed
         if new:
             self.closed |= new
-            self.closed_at_us = time.time_ns() // 1000
             storage.write_text(self.close_file, json.dumps(sorted(t["path"] for t in self.twins
                                                                   if t["declared_name"] in self.closed)))
             start_us = min(tally.published_us.values(), default=0)
@@ -791,7 +789,7 @@ class ProbeDriver:
         lease_s = round(max([(latest_due - started_us) / 1e6 + STUCK_GRACE_S if latest_due else 0.0] + [
             deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S for name in reading if tally.never_delivered(name)]
             + [0.0]), 1)
-        quiet_s = final_read_quiet_s(tally, self.drain_started_us, self.closed_at_us)
+        quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us))
         bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
         while time.monotonic() - started < bound:
