@@ -75,6 +75,7 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel: launched
     # while gRPC's threads ran, it failed now and then ("Java gateway process exited").
     session = spark or spark_session(config.master, log_dir=setup.report)
+    endpoints.calm_grpc_waits()  # the listener forwards every stream of the run: see there
     link = netem.start_link(nemesis, setup.upstreams)  # packet faults (netem entries): None without
     try:
         # every subscriber task streams every twin; one more task's worth for a crashed task's replacement

@@ -126,6 +126,7 @@ def _use_target(spec: dict) -> None:
         os.environ["PUBSUB_EMULATOR_HOST"] = spec["emulator_host"]
     if spec.get("storage_emulator_host"):
         os.environ[storage.EMULATOR_ENV] = spec["storage_emulator_host"]
+    endpoints.calm_grpc_waits()  # every task keeps streams or calls open: see there
 
 
 def abandoned_retry(thread_name: str, error: BaseException) -> bool:
