@@ -83,4 +83,24 @@ def spark_session(
         builder = builder.config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    _quiet_accumulator_server(session.sparkContext)
     return session
+
+
+def _quiet_accumulator_server(context) -> None:
+    """PySpark's accumulator server (a socketserver thread of this process) reads updates from the JVM
+    until `SparkContext.stop` shuts it down. When the JVM goes first -- Ctrl-C ends Spark's JVM before the
+    job's `finally` stops the context, or the JVM dies -- its read ends in EOFError and socketserver prints
+    the whole traceback to stderr after the command's own one line. That end of the connection is the
+    JVM's end, which the command reports on its own; any other error in the server is one line."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None or not hasattr(server, "handle_error"):
+        return
+
+    def handle_error(_request, _address) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (EOFError, ConnectionError)):
+            return
+        print(f"pubsubguard: Spark's accumulator server: {type(error).__name__}: {error}", file=sys.stderr)
+
+    server.handle_error = handle_error
