@@ -486,3 +486,21 @@ def test_the_driver_footprint_is_sampled_from_start_to_end_and_said_in_one_line(
     assert said.startswith("the driver while probing: resident memory ") and f"{len(samples)} samples" in said
     assert sentence(samples[:1]) is None
     del held
+
+
+def test_subscriber_tasks_share_every_twin_up_to_the_bound_and_split_them_beyond():
+    """Up to STREAMS_PER_TASK twins every subscriber task streams all of them (competing clients on every
+    subscription, the main job's shape); beyond, each twin is read by exactly one task, the shares differing
+    by one at most, and a replacement task is given the share of the task it replaces (driver)."""
+    from pubsubguard.validation.driver import STREAMS_PER_TASK, twins_of_task
+
+    few = [{"path": f"t{i}"} for i in range(STREAMS_PER_TASK)]
+    assert all(twins_of_task(few, index, 2) == few for index in range(2))
+    many = [{"path": f"t{i}"} for i in range(300)]
+    shares = [twins_of_task(many, index, 2) for index in range(2)]
+    paths = [[t["path"] for t in share] for share in shares]
+    assert sorted(paths[0] + paths[1]) == sorted(t["path"] for t in many)  # every twin read, none twice
+    assert not set(paths[0]) & set(paths[1]) and {len(p) for p in paths} == {150}
+    three = [len(twins_of_task(many[:100], index, 3)) for index in range(3)]
+    assert sum(three) == 100 and max(three) - min(three) <= 1
+    assert twins_of_task(many, 0, 1) == many  # one task reads everything

@@ -61,6 +61,11 @@ WARM_UP_AFTER_S = 3.0  # the checks are warmed up this long after publishing end
 # A subscriber task ends by itself this long after it started at the latest (the stop flag ends it first):
 # the drain's ceiling (drain.CEILING_MAX_S), its final read and the publishing before it fit well inside.
 SUBSCRIBER_MAX_S = 3 * 3600.0
+# A subscriber task streams every twin while they are at most this many; beyond, each twin is read by one task
+# (`twins_of_task`). Each stream holds a consumer, a leaser, a heartbeater, a dispatcher and a callback pool in
+# the task and two threads in the listener: at 100 topics (300 twins, 2 tasks) 600 streams held 2,811 threads in
+# one task and the machine's load reached 836 on 2 cores (docs/performance.md, the 100-topic estate).
+STREAMS_PER_TASK = 64
 PUBLISH_JOB_GROUP = "pubsubguard-publish"  # + the run id: the Spark job group of its publisher job
 
 
@@ -78,7 +83,8 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
     endpoints.calm_grpc_waits()  # the listener forwards every stream of the run: see there
     link = netem.start_link(nemesis, setup.upstreams)  # packet faults (netem entries): None without
     try:
-        # every subscriber task streams every twin; one more task's worth for a crashed task's replacement
+        # at most: every subscriber task streams every twin (up to STREAMS_PER_TASK twins; beyond, each twin has
+        # one reader), and one more task's worth for a crashed task's replacement
         streams = len(setup.twin_specs) * (config.subscribers + 1)
         listeners = endpoints.Listeners(setup.upstreams, nemesis, dial=link.dial if link else None,
                                         streams=streams).start()
@@ -254,6 +260,15 @@ def _jobs_ended(session, timeout_s: float = 30.0) -> None:
         time.sleep(0.2)
 
 
+def twins_of_task(twins: list[dict], index: int, subscribers: int, bound: int = STREAMS_PER_TASK) -> list[dict]:
+    """The twins subscriber task `index` (of `subscribers`) streams: all of them while they are at most
+    `bound`, so every twin has competing subscriber clients; beyond, every `subscribers`-th from `index` on,
+    so each twin is read by exactly one task and the tasks' shares differ by one at most."""
+    if len(twins) <= bound or subscribers <= 1:
+        return list(twins)
+    return list(twins[index % subscribers::subscribers])
+
+
 class ProbeDriver:
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
@@ -356,12 +371,15 @@ class ProbeDriver:
         finally:
             self.publish_done.set()
 
-    def _subscriber_spec(self, crash_after: int | None) -> dict:
+    def _subscriber_spec(self, crash_after: int | None, twins: list[dict] | None = None) -> dict:
+        """A subscriber task's spec; `twins`: those it reads (default: the first task's share, see
+        `twins_of_task`; a replacement reads what the task it replaces read)."""
         with self.lock:
             task_id = f"sub-{self.task_counter}"
             self.task_counter += 1
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
-        return {**self.base, "task_id": task_id, "twins": self.twins, "twin_to_declared": self.twin_to_declared,
+        twins = twins_of_task(self.twins, 0, self.config.subscribers) if twins is None else twins
+        return {**self.base, "task_id": task_id, "twins": twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
                 "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
                 "close_file": self.close_file, "crash_hold": 3,
@@ -388,7 +406,7 @@ class ProbeDriver:
             else:
                 self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text} "
                                          f"(full text: {failure_file})")
-            replacement = self._subscriber_spec(None)
+            replacement = self._subscriber_spec(None, spec["twins"])
             self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
             self._start(self._subscriber_job, replacement)
 
@@ -567,8 +585,16 @@ class ProbeDriver:
             self.nemesis.start()  # the clock of the schedule's time selectors
         self._start(self._publish_job)
         self._wait_for_publisher_slot()
+        shared = len(twins_of_task(self.twins, 0, self.config.subscribers)) == len(self.twins)
+        if not shared:
+            self.observations.append(
+                f"each of the {len(self.twins)} pull twins is read by one of the {self.config.subscribers} subscriber "
+                f"tasks (dealt in turn), not by all of them: a task streams every twin only up to {STREAMS_PER_TASK} "
+                "twins (validation/driver.py STREAMS_PER_TASK), so competing subscriber clients are not exercised "
+                "on these subscriptions")
         for index in range(self.config.subscribers):
-            spec = self._subscriber_spec(crash_after if index < self.faults.crash else None)
+            spec = self._subscriber_spec(crash_after if index < self.faults.crash else None,
+                                         twins_of_task(self.twins, index, self.config.subscribers))
             self._start(self._subscriber_job, spec)
             if spec["crash_after"] is not None:
                 # The crashing task must have its slot (and be reading) before the others are submitted:
