@@ -149,3 +149,29 @@ def test_an_unexpected_error_in_the_spark_submit_entry_is_one_line_and_exit_2(mo
     monkeypatch.setenv("PUBSUBGUARD_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         job.main(["--from-evidence", str(tmp_path)])
+
+
+def test_the_summary_leads_with_what_does_not_hold_and_folds_a_large_estates_holding_rows(capsys, tmp_path):
+    """An estate of 100 topics prints 300 rows in name order, the violated ones scattered among them: the
+    terminal's summary says the counts first, lists violated then inconclusive subscriptions before the rest,
+    and beyond SUMMARY_ROWS folds the subscriptions where every tested guarantee holds into one line."""
+    from pubsubguard.validation import evidence
+    from pubsubguard.validation.report import SUMMARY_ROWS, print_summary
+
+    def sub(status: str) -> dict:
+        return {"guarantees": {g: (status if g == "ordering" else "holds") for g in evidence.GUARANTEES},
+                "findings": {"out_of_order": [{}]} if status != "holds" else {}, "figures": {"delivered": 10}}
+
+    subs = {f"t{i:03d}": sub("violated" if i % 50 == 7 else "inconclusive" if i == 60 else "holds")
+            for i in range(SUMMARY_ROWS + 60)}
+    result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],
+              "verdict_reason": "violated", "subscriptions": subs}
+    print_summary(result, tmp_path)
+    out = capsys.readouterr().out
+    assert f"{len(subs)} subscriptions: 2 with a guarantee violated, 1 inconclusive, {len(subs) - 3} holding" in out
+    rows = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+    assert rows == ["t007", "t057", "t060", f"… {len(subs) - 3} more"], rows
+    few = {name: subs[name] for name in ("t000", "t007", "t060")}
+    print_summary({**result, "subscriptions": few}, tmp_path)
+    rows = [line.split("│")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert rows == ["t007", "t060", "t000"], rows  # a small estate keeps every row, the failing ones first

@@ -294,6 +294,35 @@ def _console():
     return Console(width=max(shutil.get_terminal_size((SUMMARY_MIN_WIDTH, 24)).columns, SUMMARY_MIN_WIDTH))
 
 
+SUMMARY_ROWS = 40  # beyond this many subscriptions the terminal's table folds those where every tested guarantee holds
+
+
+def _standing(sub: dict) -> int:
+    """0: a guarantee violated, 1: one inconclusive, 2: every tested guarantee holds (or none was tested)."""
+    statuses = set(sub["guarantees"].values())
+    return 0 if "violated" in statuses else 1 if "inconclusive" in statuses else 2
+
+
+def summary_rows(subscriptions: dict) -> tuple[list[str], list[str]]:
+    """The terminal table's rows, what is not `holds` first (violated, then inconclusive, each in name order,
+    then the rest), and the rows folded into one line: those holding every tested guarantee, once the estate has
+    more than SUMMARY_ROWS subscriptions. report.html and report.json keep every subscription."""
+    ordered = sorted(subscriptions, key=lambda name: (_standing(subscriptions[name]), name))
+    if len(ordered) <= SUMMARY_ROWS:
+        return ordered, []
+    return ([n for n in ordered if _standing(subscriptions[n]) < 2],
+            [n for n in ordered if _standing(subscriptions[n]) == 2])
+
+
+def summary_headline(subscriptions: dict) -> str:
+    """`300 subscriptions: 92 with a guarantee violated, 0 inconclusive, 208 holding every tested guarantee`."""
+    counts = [0, 0, 0]
+    for sub in subscriptions.values():
+        counts[_standing(sub)] += 1
+    return (f"{len(subscriptions)} subscription{'s' if len(subscriptions) != 1 else ''}: {counts[0]} with a guarantee "
+            f"violated, {counts[1]} inconclusive, {counts[2]} holding every tested guarantee")
+
+
 def print_summary(result: dict, report: Path | str) -> None:
     from rich.table import Table
 
@@ -308,12 +337,18 @@ def print_summary(result: dict, report: Path | str) -> None:
     table.add_column("delivered", justify="right", no_wrap=True)
     table.add_column("p50/p95/p99 ms", justify="right", no_wrap=True)
     style = {"holds": "green", "violated": "bold red", "inconclusive": "yellow", "not_tested": "dim"}
-    for name, sub in result["subscriptions"].items():
+    shown, folded = summary_rows(result["subscriptions"])
+    console.print(summary_headline(result["subscriptions"]), highlight=False)
+    for name in shown:
+        sub = result["subscriptions"][name]
         fig = sub["figures"] or {}
         lat = "/".join("–" if fig.get(k) is None else f"{fig[k]:.0f}" for k in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"))
         kinds = ", ".join(f"{k}×{len(v)}" for k, v in sorted(sub["findings"].items())) or "–"
         table.add_row(name, *[f"[{style[sub['guarantees'][g]]}]{sub['guarantees'][g]}[/]" for g in evidence.GUARANTEES],
                       kinds, str(fig.get("delivered", "–")), lat)
+    if folded:
+        table.add_row(f"… {len(folded)} more", *["" for _ in evidence.GUARANTEES],
+                      "every tested guarantee holds (all rows: report.html)", "", "")
     console.print(table)
     console.print(access_line(result), markup=False)
     for observation in result["observations"]:
