@@ -291,3 +291,30 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
             subscriber.delete_subscription(subscription=twin["path"])
         publisher.delete_topic(topic=topic)
         publisher.delete_topic(topic=idle)
+
+
+@pytest.mark.emulator
+def test_the_publisher_goes_seq_by_seq_across_topics_so_every_topic_has_traffic_all_along(emulator, tmp_path):
+    """Under a --rate (the soak) the publisher went topic by topic: the soak's last topic got nothing for its
+    first 13 minutes. Now seq by seq across every topic and key: each (topic, key) in order, every topic in
+    the first round of publishes."""
+    import pyarrow.parquet as pq
+    from google.cloud import pubsub_v1
+
+    from pubsubguard.validation.probe import publish_partition
+
+    publisher = pubsub_v1.PublisherClient()
+    names = [f"interleave-{uuid.uuid4().hex[:8]}-{n}" for n in ("a", "b", "c")]
+    for name in names:
+        publisher.create_topic(name=f"projects/pubsubguard-dev/topics/{name}")
+    endpoint = "pubsub.googleapis.com:443"
+    spec = {"evidence_dir": str(tmp_path), "run_id": "r1", "messages_per_key": 3, "rate": 200, "poison": {},
+            "endpoints": {endpoint: emulator.host}, "ready_timeout_s": 0,
+            "topics": [{"name": n, "path": f"projects/pubsubguard-dev/topics/{n}", "endpoint": endpoint} for n in names]}
+    [summary] = publish_partition(spec, ["k0", "k1"])
+    assert summary["ok"] == 3 * 2 * 3 and summary["error"] == 0, summary
+    rows = sorted(pq.read_table(tmp_path / "publishes").to_pylist(), key=lambda r: r["publish_time_us"])
+    assert {r["topic"] for r in rows[:6]} == set(names), [(r["topic"], r["key"], r["seq"]) for r in rows]
+    for name in names:
+        for key in ("k0", "k1"):
+            assert [r["seq"] for r in rows if r["topic"] == name and r["key"] == key] == [0, 1, 2]
