@@ -318,3 +318,30 @@ def test_the_publisher_goes_seq_by_seq_across_topics_so_every_topic_has_traffic_
     for name in names:
         for key in ("k0", "k1"):
             assert [r["seq"] for r in rows if r["topic"] == name and r["key"] == key] == [0, 1, 2]
+
+
+def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in_the_report(tmp_path):
+    """On an exactly-once subscription the client library drops a received message whose receipt modack the
+    target answers INVALID_ACK_ID, without a callback, and says so only at DEBUG on its `expiry` logger: the
+    probe had no row for it and could not tell it from a message never delivered (the soak's 7,331 `lost` on
+    orders-exactly-once may be such deliveries). Each dropped delivery is now a line of the task's client log,
+    which the report counts."""
+    import logging
+
+    from google.cloud.pubsub_v1.subscriber._protocol import streaming_pull_manager
+
+    from pubsubguard.validation.failures import client_log_summary
+    from pubsubguard.validation.probe import CLIENT_LOG_PREFIX, DROPPED_ON_RECEIPT, EXPIRY_LOGGER, _ClientLog
+
+    assert streaming_pull_manager._EXPIRY_LOGGER.name == EXPIRY_LOGGER  # the library's own logger
+    expiry = logging.getLogger(EXPIRY_LOGGER)
+    before = expiry.level
+    log = _ClientLog(str(tmp_path / f"{CLIENT_LOG_PREFIX}sub-9.txt"))
+    try:
+        streaming_pull_manager._EXPIRY_LOGGER.debug("ack ids %s were dropped as they have already expired.",
+                                                    {"ack-a", "ack-b", "ack-c"})
+    finally:
+        log.close()
+    [line] = client_log_summary(tmp_path)
+    assert "logged 3 warnings/errors" in line and DROPPED_ON_RECEIPT[:80] in line and "x3" in line, line
+    assert expiry.level == before and not expiry.handlers  # a reused Python worker gets the logger back as it was

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -142,7 +143,6 @@ def log_abandoned_ack_retries() -> None:
     """Log a retry thread's death after its stream closed (`abandoned_retry`) as the client library's warning
     (the probe's client log, counted in the report) instead of a traceback on the terminal; other threads'
     errors keep the default hook."""
-    import logging
 
     default = threading.excepthook
 
@@ -883,13 +883,37 @@ class ProbeSubscriber:
         return [{"task": self.task, "received": self.received, "written": self.writer.written}]
 
 
+# The client library's logger for deliveries it drops on receipt (google-cloud-pubsub, streaming_pull_manager
+# `_EXPIRY_LOGGER`): on an exactly-once subscription a received message whose receipt modack the target answers
+# INVALID_ACK_ID is dropped without a callback, said only at DEBUG ("ack ids %s were dropped as they have already
+# expired."), so the probe writes no row for it.
+EXPIRY_LOGGER = "expiry"
+DROPPED_ON_RECEIPT = ("a received delivery dropped by the client library without a callback: the target answered its "
+                      "receipt modack INVALID_ACK_ID (exactly-once), so it has no evidence row")
+
+
+class _DroppedOnReceipt(logging.Handler):
+    """On EXPIRY_LOGGER: one WARNING line per dropped delivery in the task's client log (the report counts them)."""
+
+    def __init__(self, sink: logging.Handler):
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        ack_ids = args[0] if args else None
+        count = len(ack_ids) if isinstance(ack_ids, (set, frozenset, list, tuple)) else 1
+        for _ in range(count):
+            self.sink.handle(logging.LogRecord("google.cloud.pubsub_v1.subscriber", logging.WARNING, record.pathname,
+                                               record.lineno, DROPPED_ON_RECEIPT, None, None))
+
+
 class _ClientLog:
     """The client library's warnings (e.g. rejected lease modacks) go to `<evidence>/client-log-<task>.txt`,
     not the terminal; the driver counts them in the report. Logged to a local file (the task's working
     directory on a remote store) and, for a remote store, written there when the task ends or crashes."""
 
     def __init__(self, location: str):
-        import logging
         import tempfile
 
         self.location = location
@@ -902,13 +926,20 @@ class _ClientLog:
             logger = logging.getLogger(name)
             logger.addHandler(self.handler)
             logger.propagate = False
+        self.dropped = _DroppedOnReceipt(self.handler)
+        expiry = logging.getLogger(EXPIRY_LOGGER)
+        self.expiry_level = expiry.level
+        expiry.setLevel(logging.DEBUG)
+        expiry.addHandler(self.dropped)
 
     def close(self) -> None:
-        import logging
         import sys
 
         for name in ("google.cloud.pubsub_v1", "google.api_core"):
             logging.getLogger(name).removeHandler(self.handler)  # a reused Python worker runs other tasks
+        expiry = logging.getLogger(EXPIRY_LOGGER)
+        expiry.removeHandler(self.dropped)
+        expiry.setLevel(self.expiry_level)
         self.handler.close()
         if storage.is_remote(self.location):
             try:
