@@ -335,7 +335,7 @@ def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in
 
     assert streaming_pull_manager._EXPIRY_LOGGER.name == EXPIRY_LOGGER  # the library's own logger
     expiry = logging.getLogger(EXPIRY_LOGGER)
-    before = expiry.level
+    before = (expiry.level, expiry.propagate)
     log = _ClientLog(str(tmp_path / f"{CLIENT_LOG_PREFIX}sub-9.txt"))
     try:
         streaming_pull_manager._EXPIRY_LOGGER.debug("ack ids %s were dropped as they have already expired.",
@@ -344,4 +344,4 @@ def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in
         log.close()
     [line] = client_log_summary(tmp_path)
     assert "logged 3 warnings/errors" in line and DROPPED_ON_RECEIPT[:80] in line and "x3" in line, line
-    assert expiry.level == before and not expiry.handlers  # a reused Python worker gets the logger back as it was
+    assert (expiry.level, expiry.propagate) == before and not expiry.handlers  # a reused Python worker gets it back

@@ -928,8 +928,9 @@ class _ClientLog:
             logger.propagate = False
         self.dropped = _DroppedOnReceipt(self.handler)
         expiry = logging.getLogger(EXPIRY_LOGGER)
-        self.expiry_level = expiry.level
-        expiry.setLevel(logging.DEBUG)
+        self.expiry_was = (expiry.level, expiry.propagate)
+        expiry.setLevel(logging.DEBUG)  # its DEBUG records reach this handler only, not the root's
+        expiry.propagate = False
         expiry.addHandler(self.dropped)
 
     def close(self) -> None:
@@ -939,7 +940,8 @@ class _ClientLog:
             logging.getLogger(name).removeHandler(self.handler)  # a reused Python worker runs other tasks
         expiry = logging.getLogger(EXPIRY_LOGGER)
         expiry.removeHandler(self.dropped)
-        expiry.setLevel(self.expiry_level)
+        expiry.setLevel(self.expiry_was[0])  # setLevel: the loggers' level caches are cleared
+        expiry.propagate = self.expiry_was[1]
         self.handler.close()
         if storage.is_remote(self.location):
             try:
