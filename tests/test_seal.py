@@ -295,3 +295,22 @@ def test_a_part_spark_cannot_read_is_one_line_naming_it(spark, tmp_path):
     line = str(error)
     assert line.startswith(f"{part}: damaged: Spark could not read it as Parquet (") and "\n" not in line
     assert unreadable_evidence(RuntimeError("no file named here"), tmp_path / "evidence") is None
+
+
+def test_the_refused_seek_observation_names_twins_with_a_count_and_counts_the_rest_of_a_large_estate():
+    """At 100 topics the observation listed 100 twins, each with 0: beyond SEEK_NAMES twins only those with
+    messages acknowledged are named, the rest counted; a small estate keeps every name."""
+    from types import SimpleNamespace
+
+    from pubsubguard.validation.isolation import SEEK_NAMES, Twins
+
+    def seeks(counts):
+        return [{"result": "acknowledged", "subscription": f"projects/p/subscriptions/t{i:03d}-probe-r", "acknowledged": n,
+                 "detail": "MethodNotImplemented"} for i, n in enumerate(counts)]
+
+    [said] = Twins.unseeked(SimpleNamespace(seeks=seeks([0] * 99 + [3])))
+    assert said.endswith("t099-probe-r 3, 0 on the other 99"), said
+    [said] = Twins.unseeked(SimpleNamespace(seeks=seeks([0] * 100)))
+    assert said.endswith("does): 0 on each of the 100"), said
+    [said] = Twins.unseeked(SimpleNamespace(seeks=seeks([0] * SEEK_NAMES)))
+    assert said.endswith(", ".join(f"t{i:03d}-probe-r 0" for i in range(SEEK_NAMES))), said

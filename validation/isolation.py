@@ -156,6 +156,9 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
     return twins
 
 
+SEEK_NAMES = 8  # the refused-Seek observation names every twin up to this many
+
+
 @dataclass
 class Twins:
     """Creates the twins and deletes them exactly once (finally / signal handler)."""
@@ -205,10 +208,15 @@ class Twins:
         said = []
         drained = [s for s in self.seeks if s["result"] == "acknowledged"]
         if drained:
+            # each twin with its count; beyond SEEK_NAMES twins, those with none are counted, not named
+            named = drained if len(drained) <= SEEK_NAMES else [s for s in drained if s["acknowledged"]]
+            counts = ", ".join(f"{short_name(s['subscription'])} {s['acknowledged']}" for s in named)
+            rest = len(drained) - len(named)
+            if rest:
+                counts += f"{', ' if counts else ''}0 on {'the other ' if named else 'each of the '}{rest}"
             said.append(f"the target refused Seek on {len(drained)} probe twin(s) ({drained[0]['detail']}); instead "
                         f"the messages published before the run that they received were acknowledged before the probe "
-                        "published (as a seek to the run's start does): "
-                        + ", ".join(f"{short_name(s['subscription'])} {s['acknowledged']}" for s in drained))
+                        f"published (as a seek to the run's start does): {counts}")
         failed = [s for s in self.seeks if s["result"] == "refused"]
         if failed:
             said.append(f"{len(failed)} of {len(self.seeks)} probe twins could not be seeked to the run's start "
