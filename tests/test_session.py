@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from types import SimpleNamespace
 
 
 def _speak_as_the_jvm(server, updates: int = 0) -> None:
@@ -20,10 +21,24 @@ def _speak_as_the_jvm(server, updates: int = 0) -> None:
 def test_the_jvm_hanging_up_on_the_accumulator_server_prints_no_traceback(spark, capfd):
     """Interrupted soak runs ended "pubsubguard run: interrupted" followed by a PySpark traceback
     (accumulators.py read_int: EOFError) that socketserver printed from the server's thread. The JVM's
-    end of that connection is reported by the command itself; the server says nothing about it."""
-    server = spark.sparkContext._accumulatorServer
-    _speak_as_the_jvm(server)
-    err = capfd.readouterr().err
-    assert "Traceback" not in err and "EOFError" not in err, err
-    assert server.server_address  # still serving: a later task's updates are still read
-    _speak_as_the_jvm(server, updates=0)
+    end of that connection is reported by the command itself; the server says nothing about it.
+
+    The session's own server serves one connection at a time and the JVM holds it once a task has sent
+    updates, so the hang-up is played on a server of the same kind, quietened as the session's is."""
+    import secrets
+
+    from pyspark.accumulators import _start_update_server
+
+    from pubsubguard.validation.session import _quiet_accumulator_server
+
+    own = spark.sparkContext._accumulatorServer
+    assert getattr(own.handle_error, "__qualname__", "").startswith("_quiet_accumulator_server")  # spark_session did it
+    server = _start_update_server(secrets.token_hex(16), False)
+    try:
+        _quiet_accumulator_server(SimpleNamespace(_accumulatorServer=server))
+        _speak_as_the_jvm(server)
+        err = capfd.readouterr().err
+        assert "Traceback" not in err and "EOFError" not in err, err
+        _speak_as_the_jvm(server)  # still serving: a later connection's updates are still read
+    finally:
+        server.shutdown()
