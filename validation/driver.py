@@ -371,14 +371,13 @@ class ProbeDriver:
         finally:
             self.publish_done.set()
 
-    def _subscriber_spec(self, crash_after: int | None, twins: list[dict] | None = None) -> dict:
-        """A subscriber task's spec; `twins`: those it reads (default: the first task's share, see
-        `twins_of_task`; a replacement reads what the task it replaces read)."""
+    def _subscriber_spec(self, crash_after: int | None, twins: list[dict]) -> dict:
+        """A subscriber task's spec; `twins`: those it reads (its share, `twins_of_task`; a replacement reads
+        what the task it replaces read)."""
         with self.lock:
             task_id = f"sub-{self.task_counter}"
             self.task_counter += 1
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
-        twins = twins_of_task(self.twins, 0, self.config.subscribers) if twins is None else twins
         return {**self.base, "task_id": task_id, "twins": twins, "twin_to_declared": self.twin_to_declared,
                 "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
                 "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
