@@ -237,10 +237,8 @@ def test_the_terminal_says_each_unsettled_cause_once_with_what_explains_it():
                          "  e: 1 never settled: no scenario explains it"]
 
 
-def test_keys_silent_since_the_last_stream_reset_are_told_apart(tmp_path):
-    """A stream the fault layer reset (kill_stream): the emulator keeps the reset stream as a member and never
-    again delivers the keys it hashes there. Only unsettled messages (not poison) of keys with no delivery
-    after the last reset count; a key delivered after it does not."""
+def _two_keys_around_a_reset(tmp_path) -> EvidenceTally:
+    """Keys a (seqs 0, 1, 3: 0 acked at +1 s, 3 poison) and b (seqs 2, 4: 2 nacked at +9 s) of topic t, read by s."""
     (tmp_path / "publishes").mkdir()
     (tmp_path / "deliveries").mkdir()
     rows = [{**publish(s), "key": key, "poison": s == 3} for s, key in ((0, "a"), (1, "a"), (2, "b"), (3, "a"), (4, "b"))]
@@ -249,10 +247,41 @@ def test_keys_silent_since_the_last_stream_reset_are_told_apart(tmp_path):
     pq.write_table(pa.Table.from_pylist(deliveries, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
     tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
     tally.refresh()
+    return tally
+
+
+def test_keys_silent_since_the_last_stream_reset_are_told_apart(tmp_path):
+    """A stream the fault layer reset (kill_stream): the emulator keeps the reset stream as a member and never
+    again delivers the keys it hashes there. Only unsettled messages (not poison) of keys with no delivery
+    after the last reset count; a key delivered after it does not."""
+    tally = _two_keys_around_a_reset(tmp_path)
     # unsettled: a/1, a/3 (poison), b/2, b/4; key a silent after the reset at +5 s, key b delivered at +9 s
     assert tally.silent_keys({"s": T + 5 * S}) == {"s": {"reset_us": T + 5 * S, "keys": ["a"], "messages": 1}}
     assert tally.silent_keys({"s": T + 10 * S})["s"]["keys"] == ["a", "b"]
     assert tally.silent_keys({}) == {} and tally.silent_keys({"other": T}) == {}
+
+
+def test_on_an_unordered_subscription_a_reset_counts_every_stuck_message_not_only_silent_keys(tmp_path):
+    """An unordered subscription's reset stream may hold any message (the emulator still dispatches to it), so a
+    key delivered after the reset counts too; poison messages never do, and an ordered one keeps the key rule."""
+    tally = _two_keys_around_a_reset(tmp_path)
+    # unsettled: a/1, a/3 (poison), b/2 (delivered after the reset), b/4
+    assert tally.silent_keys({"s": T + 5 * S}, frozenset({"s"})) == {
+        "s": {"reset_us": T + 5 * S, "keys": ["a", "b"], "messages": 3, "unordered": True}}
+    assert tally.silent_keys({"s": T + 5 * S}, frozenset({"other"}))["s"]["keys"] == ["a"]
+    assert tally.silent_keys({}, frozenset({"s"})) == {}
+
+
+def test_an_unordered_subscription_is_explained_by_the_unordered_reset_scenario_only():
+    from pubsubguard.validation.conformance import explained_by
+
+    finding = {"kind": "lost", "form": "after_stream_reset", "subscription": "o"}
+    both = {"ordered-stream-reset-keeps-delivering": "violated", "stream-reset-keeps-delivering": "violated"}
+    assert explained_by(finding, both, ordered=False) == ["stream-reset-keeps-delivering"]
+    assert explained_by(finding, both, ordered=True) == ["ordered-stream-reset-keeps-delivering",
+                                                         "stream-reset-keeps-delivering"]
+    assert explained_by(finding, {**both, "stream-reset-keeps-delivering": "holds"}, ordered=False) == []
+    assert explained_by({**finding, "form": None}, both, ordered=False) == []
 
 
 def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenario():

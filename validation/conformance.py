@@ -82,6 +82,9 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # stream the fault layer reset, on keys it delivered nothing of after the last reset
     # (`progress.EvidenceTally.silent_keys`)
     "ordered-stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
+    # the same forms on an unordered subscription: its unsettled messages (not poison) stuck when the drain ended,
+    # on a subscription whose streams were reset (`progress.EvidenceTally.silent_keys`)
+    "stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }

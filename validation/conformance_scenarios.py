@@ -1,4 +1,4 @@
-"""The eighteen conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
+"""The conformance scenarios, each citing its fact in docs/pubsub-facts.md (registered with
 `pubsubguard.validation.conformance_harness.scenario`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
@@ -331,6 +331,56 @@ def ordered_stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
                           f"keys were delivered within {DELIVERY_WINDOW_S:g} s; never: {missing} (as if the reset "
                           "stream still held them)")
     return HOLDS, f"after the reset, every one of the {len(keys)} keys was delivered on the new stream"
+
+
+RESET_MESSAGES = 16  # published after the reset; a target that still dispatches to the reset stream keeps some
+# at least once its deadline has passed, a message the target sent to a stream that is gone is due again
+RESET_WINDOW_S = ACK_DEADLINE_S + EXPIRY_MARGIN_S + DELIVERY_WINDOW_S
+
+
+@scenario("stream-reset-keeps-delivering",
+          f"at-least-once: a subscriber's StreamingPull reset by the client (cancelled) and opened again still "
+          f"receives every message: {RESET_MESSAGES} messages published after the reset are all delivered on the new "
+          f"stream within the ack deadline ({ACK_DEADLINE_S} s) + {EXPIRY_MARGIN_S + DELIVERY_WINDOW_S:g} s",
+          f"{FACTS_DOC} § Exactly-once delivery: a message is outstanding until its ack deadline expires or it is "
+          f"nacked, then delivered again (at-least-once, § Ordering, holds for every subscription); a stream error is "
+          f"retried by the client on a new stream. {DOC_SUBSCRIPTION_API}")
+def stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
+    import queue
+
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S)
+    got: queue.Queue = queue.Queue()
+
+    def callback(message) -> None:
+        got.put((message.message_id, time.monotonic()))
+        message.ack()
+
+    with probe.streaming(subscription, callback):
+        probe.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
+    with probe.streaming(subscription, callback):
+        probe.sleep(1.0)
+        published = time.monotonic()
+        wanted = {probe.publish(topic, f"m{i}".encode()) for i in range(RESET_MESSAGES)}
+        deadline = time.monotonic() + RESET_WINDOW_S
+        seen: dict[str, float] = {}
+        while not wanted <= set(seen) and (left := deadline - time.monotonic()) > 0:
+            try:
+                message_id, at = got.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if probe.session.stop.is_set():
+                    raise Interrupted() from None
+                continue
+            seen.setdefault(message_id, at - published)
+    delivered = wanted & set(seen)
+    if delivered != wanted:
+        return VIOLATED, (f"after the first StreamingPull was reset and a second opened, {len(delivered)} of "
+                          f"{len(wanted)} messages published then were delivered within {RESET_WINDOW_S:g} s (the ack "
+                          f"deadline is {ACK_DEADLINE_S} s); the other {len(wanted - delivered)} were not, as if the "
+                          "reset stream still held them")
+    latest = max(seen[m] for m in wanted)
+    return HOLDS, (f"after the reset, all {len(wanted)} messages were delivered on the new stream, the latest "
+                   f"{latest:.1f} s after the first publish")
 
 
 def _ordered_dead_lettering(probe: Probe, attempts_max: int) -> tuple[str, str]:

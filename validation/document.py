@@ -275,8 +275,8 @@ UNSETTLED_FORMS = {
               "redelivering them; see 'What the target did'",
     "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "
                "observation): the target stopped delivering it; see 'What the target did'",
-    "after_stream_reset": "keys the subscription delivered nothing of after the fault layer last reset its streams "
-                          "(see the observation)",
+    "after_stream_reset": "the subscription's streams were reset: on an ordered one, keys it delivered nothing of after "
+                          "the last reset; on an unordered one, messages stuck when the drain ended (see the observation)",
     "held_in_client": "the probe's client library held messages of this subscription it never handed to the probe "
                       "(or its flow control paused the stream) when the final read began, on a stream the final read "
                       "kept (ordered): a consequence of the probe's own client, not of the target (see the observation)",
@@ -478,8 +478,8 @@ def describe(finding: dict, start_us: int | None = None) -> str:
     if kind == "lost":
         return (f"published at {at('published_us')} (status ok) and never delivered nor dead-lettered"
                 + (", on a subscription that stopped delivering after a poison message's last attempt"
-                   if form == "stalled" else ", on a key delivered nothing of after the subscription's streams were "
-                   "last reset" if form == "after_stream_reset" else ""))
+                   if form == "stalled" else ", on a subscription whose streams were reset (on a key it delivered "
+                   "nothing of after the last reset, if ordered)" if form == "after_stream_reset" else ""))
     if kind == "unexpected":
         if form == "foreign":
             return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"

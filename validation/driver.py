@@ -499,6 +499,10 @@ class ProbeDriver:
             name = twin_of.get(path)
             if name is not None and name not in self.closed:
                 resets[name] = max(resets.get(name, 0), at)
+        # a reset stream of an unordered subscription may hold any message: told only of messages found stuck (a
+        # drain cut by its ceiling left them moving)
+        unordered = frozenset(t["declared_name"] for t in self.twins if not t["ordered"]) \
+            if ended != "ceiling" else frozenset()
         lost_replies: dict[str, dict[str, list[int]]] = {}  # Acknowledge replies the layer dropped, by message id
         for row in (self.nemesis.as_dict()["applied"] if self.nemesis is not None else ()):
             if row["kind"] in ("kill_stream", "partition") and row["rpc"] == "StreamingPull" and row["subscription"] \
@@ -509,7 +513,7 @@ class ProbeDriver:
                     lost_replies.setdefault(row["subscription"], {}).setdefault(message_id, []).append(row["entry"])
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
                 "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {},
-                "after_stream_reset": tally.silent_keys(resets), "after_lost_reply": tally.after_lost_replies(lost_replies)}
+                "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
     @staticmethod
     def _stall_text(tally: EvidenceTally, drain: dict) -> list[str]:
@@ -533,7 +537,12 @@ class ProbeDriver:
                   f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset "
                   f"({at(silent['reset_us'])}: by the fault layer, or a StreamingPull seen by the listeners to end other "
                   f"than OK): {silent['messages']} messages (not poison)"
-                  for name, silent in sorted(drain["after_stream_reset"].items())]
+                  for name, silent in sorted(drain["after_stream_reset"].items()) if not silent.get("unordered")]
+        lines += [f"{name} (unordered): {silent['messages']} unsettled messages (not poison, on {len(silent['keys'])} "
+                  f"keys) were stuck when the drain ended, and its streams had been reset (the last at "
+                  f"{at(silent['reset_us'])}: by the fault layer, or a StreamingPull seen by the listeners to end other "
+                  "than OK): a target that still dispatches to a reset stream holds them there"
+                  for name, silent in sorted(drain["after_stream_reset"].items()) if silent.get("unordered")]
         return lines
 
     @staticmethod

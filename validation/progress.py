@@ -171,10 +171,13 @@ class EvidenceTally:
                              "deliveries": len(times), "last_delivery_us": max(times, default=None)}
         return out
 
-    def silent_keys(self, last_reset_us: dict[str, int]) -> dict[str, dict]:
+    def silent_keys(self, last_reset_us: dict[str, int], unordered: frozenset[str] = frozenset()) -> dict[str, dict]:
         """Per subscription whose StreamingPull streams were reset (`last_reset_us`: subscription -> the last
         reset), only those with any: its keys with unsettled messages that it delivered nothing of after that
-        reset (`keys`), and those messages other than poison ones (`messages`)."""
+        reset (`keys`), and those messages other than poison ones (`messages`). On an `unordered` subscription
+        a reset stream holds messages, not keys (the emulator still dispatches to it: conformance scenario
+        stream-reset-keeps-delivering), so every key with unsettled messages counts, and all of those messages
+        (not poison); the caller names a subscription unordered only once its drain found them stuck."""
         out = {}
         for name, reset_us in sorted(last_reset_us.items()):
             topic = self.topic_of.get(name)
@@ -182,10 +185,12 @@ class EvidenceTally:
                 continue
             unsettled = [(key, seq) for key, seq in self.unsettled_of(name)
                          if (topic, key, seq) not in self.poison]
-            keys = sorted({key for key, _ in unsettled if self.key_last_us.get((name, key), 0) < reset_us})
+            keys = sorted({key for key, _ in unsettled
+                           if name in unordered or self.key_last_us.get((name, key), 0) < reset_us})
             if keys:
                 out[name] = {"reset_us": reset_us, "keys": keys,
-                             "messages": sum(1 for key, _ in unsettled if key in keys)}
+                             "messages": sum(1 for key, _ in unsettled if key in keys),
+                             **({"unordered": True} if name in unordered else {})}
         return out
 
     def after_lost_replies(self, lost: dict[str, dict[str, list[int]]]) -> dict[str, dict]:
