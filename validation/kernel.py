@@ -305,13 +305,9 @@ class Chunk:
         self.message_last_end = per_message_max(self.end, is_delivery)
         # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
         # each of its message ids; the last row breaks a tie, as the sort by row kind did)
-        delivery_rows = np.flatnonzero(is_delivery)
-        of = self.message[delivery_rows]
-        latest = np.lexsort((delivery_rows, t[delivery_rows], of))
-        last = np.ones(len(latest), bool)
-        last[:-1] = of[latest][1:] != of[latest][:-1]
-        last_delivery = np.full(messages, -1, np.int64)
-        last_delivery[of[latest][last]] = delivery_rows[latest][last]
+        latest_t = per_message_max(t, is_delivery)
+        last_row = per_message_max(rows.astype(np.float64), is_delivery & (t == latest_t[self.message]))
+        last_delivery = np.where(np.isnan(last_row), -1, last_row).astype(np.int64)
         self.message_last_delivery_acked = np.where(last_delivery >= 0, valid_ack[np.maximum(last_delivery, 0)], False)
 
         # per unit (one message id of a message) and the publish-side duplicates: per message with more than

@@ -69,6 +69,16 @@ def flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments:
     """Per segment, the min of v over its flagged rows ignoring NaN (NaN when none), for `segment`, each
     row's segment (sorted), of `segments`: reduces the flagged rows only (a reduceat costs per segment: most have no flagged
     row of a rare kind, e.g. dead letters)."""
+    return _flagged(np.fmin, v, flags, segment, segments)
+
+
+def flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
+    """As `flagged_min`, the max."""
+    return _flagged(np.fmax, v, flags, segment, segments)
+
+
+def _flagged(reduce: np.ufunc, v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
+    """`reduce` (np.fmin or np.fmax: NaN only where every value is) over each segment's flagged rows."""
     out = np.full(segments, np.nan)
     rows = np.flatnonzero(flags)
     if len(rows) == 0:
@@ -77,15 +87,8 @@ def flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments:
     first = np.ones(len(rows), bool)
     first[1:] = of[1:] != of[:-1]
     firsts = np.flatnonzero(first)
-    values = v[rows]
-    r = np.minimum.reduceat(np.where(np.isnan(values), np.inf, values), firsts)
-    r[np.isinf(r)] = np.nan
-    out[of[firsts]] = r
+    out[of[firsts]] = reduce.reduceat(v[rows].astype(np.float64, copy=False), firsts)
     return out
-
-
-def flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    return -flagged_min(-v, flags, segment, segments)
 
 
 def flagged_count(flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
