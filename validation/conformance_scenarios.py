@@ -333,8 +333,8 @@ def ordered_stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
     return HOLDS, f"after the reset, every one of the {len(keys)} keys was delivered on the new stream"
 
 
-RESET_MESSAGES = 16  # published after the reset; a target that still dispatches to the reset stream keeps some
-# at least once its deadline has passed, a message the target sent to a stream that is gone is due again
+RESET_MESSAGES = 16  # published after the reset: a target still dispatching to the reset stream sends it some
+# how long they may take: a message sent to a stream that is gone is due again once its ack deadline has passed
 RESET_WINDOW_S = ACK_DEADLINE_S + EXPIRY_MARGIN_S + DELIVERY_WINDOW_S
 
 

@@ -499,8 +499,8 @@ class ProbeDriver:
             name = twin_of.get(path)
             if name is not None and name not in self.closed:
                 resets[name] = max(resets.get(name, 0), at)
-        # a reset stream of an unordered subscription may hold any message: told only of messages found stuck (a
-        # drain cut by its ceiling left them moving)
+        # a reset stream of an unordered subscription may hold any of its messages; counted only when the drain found
+        # them stuck (a drain cut at its ceiling left them still moving)
         unordered = frozenset(t["declared_name"] for t in self.twins if not t["ordered"]) \
             if ended != "ceiling" else frozenset()
         lost_replies: dict[str, dict[str, list[int]]] = {}  # Acknowledge replies the layer dropped, by message id
