@@ -14,8 +14,8 @@ from pubsubguard.validation import job, selftest
 
 pytestmark = pytest.mark.emulator
 
-# plain and exactly-once subscriptions; the exactly-once one keeps Pub/Sub's default 60 s ack deadline
-ESTATE = """config:
+# one topic on the self-test project; each estate adds its subscriptions
+_TOPIC = """config:
   gcp:project: pubsubguard-selftest
   pubsubguard:projectNumber: "100000000001"
   pubsubguard:estate:
@@ -23,7 +23,9 @@ ESTATE = """config:
     topics:
       - name: {t}
         subscriptions:
-          - name: {t}-plain
+"""
+# plain and exactly-once subscriptions; the exactly-once one keeps Pub/Sub's default 60 s ack deadline
+ESTATE = _TOPIC + """          - name: {t}-plain
             ack_deadline_seconds: 10
           - name: {t}-eod
             exactly_once: true
@@ -101,3 +103,36 @@ def test_an_ack_lie_is_found_whatever_the_ack_deadline(spark, emulator, tmp_path
     assert [(f["key"], f["seq"]) for f in found] == [("key-000", 4)]
     assert found[0]["planted_by"] and len(found[0]["evidence"]) >= 2
     assert result["parameters"]["drain"]["clock"]["drained_s"] >= 55
+
+
+ORDERED_DEAD_LETTERING = _TOPIC + """          - name: {t}-ordered
+            ordering: true
+            ack_deadline_seconds: 30
+            dead_letter: {{max_delivery_attempts: 5}}
+"""
+
+
+def test_a_stalled_subscription_whose_streams_were_closed_ends_the_drain_without_a_final_read(spark, emulator, tmp_path):
+    """The emulator's ordered dead-lettering subscription delivers nothing after a poison message's last attempt
+    (conformance ordered-dead-letter-keeps-delivering): the drain closes its streams once it made no progress for
+    its window, and from then on nothing reads it, so its unsettled messages are stuck at once -- not one 30 s ack
+    deadline after the poison's last nack -- and there is nothing for a final read to read."""
+    topic = f"dr-{uuid.uuid4().hex[:8]}"
+    plan, plan_file = selftest.estate_plan(tmp_path, topic, "test", ORDERED_DEAD_LETTERING)
+    apply_plan(plan)
+    report = tmp_path / "report"
+    code = job.main(["--plan", str(plan_file), "--target", "emulator", "--keys", "2", "--messages-per-key", "6",
+                     "--faults", "poison=0.01", "--report", str(report), "--no-progress"], spark=spark)
+    result = json.loads((report / "report.json").read_text())
+    drain = result["parameters"]["drain"]
+    name = f"{topic}-ordered"
+    assert drain["ended"] == "stuck" and set(drain["stalled"]) == {name}
+    final = drain["final_read"]
+    assert final["ended"] == "closed" and final["closed"] == [name] and final["seconds"] == 0.0
+    assert drain["unproven"] == []  # what the closed subscription never delivered is proven, as before
+    stall = drain["stalled"][name]
+    # stuck from the close: the drain did not wait for the poison's ack deadline (30 s) after its last nack
+    ended_us = final["started_us"]
+    assert ended_us < stall["since_us"] + 30_000_000, (ended_us - stall["since_us"]) / 1e6
+    assert "no final read: every unsettled subscription" in " ".join(result["observations"])
+    assert code == 1

@@ -24,11 +24,15 @@ rate it settles, not flooded with a backlog its subscribers' leases cannot cover
 A planted effect (the redelivery after an `ack_lie`, one ack deadline of its subscription later) is always
 waited for: no end comes before the fault layer's `quiet_after`.
 
+A subscription whose streams the drain closed (it stalled after a poison message's last attempt: nothing
+reads it any more) counts its unsettled messages stuck from the close.
+
 Then, unless everything settled, the final read (Jepsen's healed final read): the fault layer applies
 nothing more, the subscriber tasks inject no fault, settle every delivery and read on fresh streams
 (an ordered subscription keeps its stream), and
 the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
-accepted and never delivered after that is proven `lost`; a subscription whose final read was cut (the
+accepted and never delivered after that is proven `lost`. When every unsettled subscription has its streams
+closed there is nothing to read: the final read ends at once (`closed`). A subscription whose final read was cut (the
 ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as
 unsettled (completeness `inconclusive`), never `lost` (`kernel.completeness`).
 """
@@ -181,7 +185,10 @@ def clock_sentence(drain: dict) -> str:
                 f"{clock['extended']['drain_settled_per_s']:,.1f} settled per second")
     final = drain.get("final_read")
     tail = ""
-    if final:
+    if final and final["ended"] == "closed":
+        tail = (f"; no final read: every unsettled subscription ({', '.join(final['closed'])}) stalled and has its "
+                "streams closed, so nothing reads it")
+    elif final:
         tail = (f"; final read (faults off) {final['ended']} after {final['seconds']:.0f}s: "
                 f"{final['deliveries']:,} deliveries, {final['settled']:,} messages settled")
     return (f"drain {drain['ended']} after {clock.get('drained_s') or 0:.0f}s (ceiling {ceiling or 0:.0f}s = {how}); "

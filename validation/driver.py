@@ -674,11 +674,16 @@ class ProbeDriver:
                     continue
                 unsettled = tally.unsettled()
                 stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+                # nothing reads a subscription whose streams the drain closed (it stalled): what it has not
+                # settled yet stays so, stuck from the close, not one ack deadline after its last event
+                closed = {name: unsettled[name] for name in sorted(self.closed) if name in unsettled}
+                stuck.update(closed)
                 ended = clock.end(now, unsettled, stuck) if planted_due else None
                 if ended == "stuck":
+                    on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
                     why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
-                           f"after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded event, and no progress on "
-                           "their subscription for its window" if stuck == unsettled else
+                           f"after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
+                           "progress on their subscription for its window" if stuck == unsettled else
                            f"their subscriptions stopped -- no message delivered for the first time and none settled "
                            f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
                     self.observations.append(
@@ -698,7 +703,7 @@ class ProbeDriver:
             self.drain = {"clock": clock.record(time.monotonic(), ended, tally)}
             if ended == "stuck":
                 final = self._final_read(tally, progress, drain_bar, deadline_us)
-                proven = final["ended"] in ("quiet", "settled")
+                proven = final["ended"] in ("quiet", "settled", "closed")
             else:
                 final, proven = None, False
             unsettled = tally.unsettled()
@@ -827,6 +832,8 @@ class ProbeDriver:
         quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us))
         bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
+        if not reading:  # every unsettled subscription stalled and has its streams closed: nothing to read
+            bound, ended = 0.0, "closed"
         while time.monotonic() - started < bound:
             time.sleep(0.5)
             tally.refresh()
