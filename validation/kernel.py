@@ -42,7 +42,7 @@ from pubsubguard.validation.aggregates import (
 from pubsubguard.validation.evidence import FINDING_KINDS
 from pubsubguard.validation.guarantees import GUARANTEES, check_table
 from pubsubguard.validation.scans import (
-    arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, nullable_ints, seg_cummax,
+    Flagged, arrow_column, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, nullable_ints, seg_cummax,
     seg_cummin_after, seg_ids, settle_prefix, whole_segments,
 )
 
@@ -292,41 +292,48 @@ class Chunk:
 
         # per message
         self.message_known = per_message_count(is_publish) > 0
-        self.message_published_ok = per_message_count(is_publish & self.ok) > 0
-        self.message_published_us = per_message_min(t, is_publish & self.ok)
-        self.message_deliveries = per_message_count(is_delivery)
+        published_ok = Flagged(is_publish & self.ok, self.message, messages)
+        self.message_published_ok = published_ok.count() > 0
+        self.message_published_us = published_ok.min(t)
+        # each message's delivery rows, found once for the reductions over them (here and in `completeness`)
+        self.deliveries_of_message = deliveries = Flagged(is_delivery, self.message, messages)
+        self.message_deliveries = deliveries.count()
         self.message_dead_letters = per_message_count(is_dead_letter)
-        self.message_first_received = per_message_min(t, is_delivery)
-        self.message_max_attempt = per_message_max(att, is_delivery)
+        self.message_first_received = deliveries.min(t)
+        self.message_max_attempt = deliveries.max(att)
         self.message_max_forwarded_count = per_message_max(att, is_dead_letter)
         self.message_forwarded_us = per_message_min(t, is_dead_letter)
         self.message_settled_by_ack = per_message_min(ack_t, acked)
         self.message_first_valid_ack = per_message_min(ack_t, valid_ack)
-        self.message_last_end = per_message_max(self.end, is_delivery)
+        self.message_last_end = deliveries.max(self.end)
         # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
         # each of its message ids; the last row breaks a tie, as the sort by row kind did)
-        latest_t = per_message_max(t, is_delivery)
-        last_row = per_message_max(rows.astype(np.float64), is_delivery & (t == latest_t[self.message]))
-        last_delivery = np.where(np.isnan(last_row), -1, last_row).astype(np.int64)
-        self.message_last_delivery_acked = np.where(last_delivery >= 0, valid_ack[np.maximum(last_delivery, 0)], False)
+        latest_t = deliveries.max(t)
+        latest = deliveries.rows[t[deliveries.rows] == latest_t[self.message[deliveries.rows]]]  # ascending
+        of = self.message[latest]
+        last_of = np.ones(len(latest), bool)
+        last_of[:-1] = of[1:] != of[:-1]
+        self.message_last_delivery_acked = np.zeros(messages, bool)
+        self.message_last_delivery_acked[of[last_of]] = valid_ack[latest[last_of]]
 
         # per unit (one message id of a message) and the publish-side duplicates: per message with more than
         # one delivered id, the first delivery of each id but the earliest-received one
         units = len(self.unit_start)
         unit_message = self.message[self.unit_start]
-        self.unit_deliveries = unit_deliveries = flagged_count(is_delivery, self.unit, units)
+        unit_delivery_rows = Flagged(is_delivery, self.unit, units)
+        self.unit_deliveries = unit_deliveries = unit_delivery_rows.count()
         delivered = np.flatnonzero(unit_deliveries > 0)
         self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
         self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
         np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
         self.unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
         twice = delivered[self.message_delivered_ids[unit_message[delivered]] > 1]
-        unit_first_row = flagged_min(rows.astype(np.float64), is_delivery, self.unit, units)
-        unit_first_t = flagged_min(t, is_delivery, self.unit, units)
-        order = twice[np.lexsort((twice, unit_first_t[twice], unit_message[twice]))]
+        # a unit's first delivery row is its earliest received (sorted by time within each message id)
+        unit_first_row = unit_delivery_rows.first_row()
+        order = twice[np.lexsort((twice, t[unit_first_row[twice]], unit_message[twice]))]
         later = np.zeros(len(order), bool)
         later[1:] = unit_message[order][1:] == unit_message[order][:-1]
-        self.publish_duplicate_rows = unit_first_row[order[later]].astype(np.int64)
+        self.publish_duplicate_rows = unit_first_row[order[later]]
         self.message_exists = self.message_known & (
             self.message_published_ok | (self.message_deliveries > 0) | (self.message_dead_letters > 0)
         )
@@ -381,8 +388,8 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     # below 2**24 fits beside them)
     ids = chunk.id_hash.astype(np.float64)  # exact: below 2**53
     messages = len(chunk.message_start)
-    least = flagged_min(ids, chunk.is_delivery, message, messages)[message]
-    one_id = least == flagged_max(ids, chunk.is_delivery, message, messages)[message]  # False: no delivery
+    least = chunk.deliveries_of_message.min(ids)[message]
+    one_id = least == chunk.deliveries_of_message.max(ids)[message]  # False: no delivery
     delivered_id = one_id & (chunk.publish_id_hash == least)
     several = ided & ~one_id & (chunk.message_deliveries[message] > 0)
     if several.any():

@@ -65,6 +65,45 @@ def seg_cummin_after(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return -seg_cummax(-v[::-1], ends[::-1], exclusive=True)[::-1]
 
 
+class Flagged:
+    """The flagged rows of each segment, found once for several reductions over them: `segment`, each row's
+    segment (sorted), of `segments`. A reduction reads the flagged rows only (a reduceat costs per segment:
+    most have no flagged row of a rare kind, e.g. dead letters)."""
+
+    def __init__(self, flags: np.ndarray, segment: np.ndarray, segments: int):
+        self.segments = segments
+        self.rows = np.flatnonzero(flags)  # ascending
+        of = segment[self.rows]
+        first = np.ones(len(of), bool)
+        first[1:] = of[1:] != of[:-1]
+        self.firsts = np.flatnonzero(first)  # into `rows`: each flagged segment's first flagged row
+        self.targets = of[self.firsts]  # the segments with a flagged row
+
+    def min(self, v: np.ndarray) -> np.ndarray:
+        """Per segment, the min of v over its flagged rows ignoring NaN (NaN when none)."""
+        return self._reduce(np.fmin, v)
+
+    def max(self, v: np.ndarray) -> np.ndarray:
+        return self._reduce(np.fmax, v)
+
+    def count(self) -> np.ndarray:
+        out = np.zeros(self.segments, np.int64)
+        out[self.targets] = np.diff(self.firsts, append=len(self.rows))
+        return out
+
+    def first_row(self) -> np.ndarray:
+        """Per segment, its first flagged row (-1 when none)."""
+        out = np.full(self.segments, -1, np.int64)
+        out[self.targets] = self.rows[self.firsts]
+        return out
+
+    def _reduce(self, reduce: np.ufunc, v: np.ndarray) -> np.ndarray:
+        out = np.full(self.segments, np.nan)
+        if len(self.rows):
+            out[self.targets] = reduce.reduceat(v[self.rows].astype(np.float64, copy=False), self.firsts)
+        return out
+
+
 def flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
     """Per segment, the min of v over its flagged rows ignoring NaN (NaN when none), for `segment`, each
     row's segment (sorted), of `segments`: reduces the flagged rows only (a reduceat costs per segment: most have no flagged
@@ -79,16 +118,7 @@ def flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments:
 
 def _flagged(reduce: np.ufunc, v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
     """`reduce` (np.fmin or np.fmax: NaN only where every value is) over each segment's flagged rows."""
-    out = np.full(segments, np.nan)
-    rows = np.flatnonzero(flags)
-    if len(rows) == 0:
-        return out
-    of = segment[rows]
-    first = np.ones(len(rows), bool)
-    first[1:] = of[1:] != of[:-1]
-    firsts = np.flatnonzero(first)
-    out[of[firsts]] = reduce.reduceat(v[rows].astype(np.float64, copy=False), firsts)
-    return out
+    return Flagged(flags, segment, segments)._reduce(reduce, v)
 
 
 def flagged_count(flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
