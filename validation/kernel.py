@@ -794,13 +794,15 @@ def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> 
                 _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=(used + base).tolist(),
                             bin_counts=per_bin[used].tolist())
     crash = t[delivery & (chunk.action_ext == EXT_CRASH)]
-    ends = np.fmax(chunk.t, chunk.ack_t)[delivery | chunk.is_dead_letter]
-    publish_t, published_t = t[chunk.is_publish], t[published]
+    # masked reductions: no copy of the rows they read
+    last = np.max(np.fmax(chunk.t, chunk.ack_t), where=delivery | chunk.is_dead_letter, initial=-np.inf)
+    never = np.iinfo(np.int64).max
+    first_publish, first_ok_publish = (int(np.min(t, where=rows, initial=never)) for rows in (chunk.is_publish, published))
     _append_row(
         out, series="extent",
-        first_publish_us=int(publish_t.min()) if len(publish_t) else None,
-        first_ok_publish_us=int(published_t.min()) if len(published_t) else None,
-        last_us=int(ends.max()) if len(ends) else None,
+        first_publish_us=first_publish if first_publish != never else None,
+        first_ok_publish_us=first_ok_publish if first_ok_publish != never else None,
+        last_us=int(last) if last != -np.inf else None,
         crash_first_us=int(crash.min()) if len(crash) else None,
         crash_last_us=int(crash.max()) if len(crash) else None,
     )
