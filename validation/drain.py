@@ -32,7 +32,8 @@ nothing more, the subscriber tasks inject no fault, settle every delivery and re
 (an ordered subscription keeps its stream), and
 the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
 accepted and never delivered after that is proven `lost`. When every unsettled subscription has its streams
-closed there is nothing to read: the final read ends at once (`closed`). A subscription whose final read was cut (the
+closed there is nothing to read: the healed probe only settles what the target still sends until it is quiet for
+`FINAL_READ_QUIET_S` (`closed`), so the client library holds nothing when the tasks stop. A subscription whose final read was cut (the
 ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as
 unsettled (completeness `inconclusive`), never `lost` (`kernel.completeness`).
 """
@@ -186,8 +187,9 @@ def clock_sentence(drain: dict) -> str:
     final = drain.get("final_read")
     tail = ""
     if final and final["ended"] == "closed":
-        tail = (f"; no final read: every unsettled subscription ({', '.join(final['closed'])}) stalled and has its "
-                "streams closed, so nothing reads it")
+        tail = (f"; nothing for a final read to read: every unsettled subscription ({', '.join(final['closed'])}) "
+                f"stalled and has its streams closed; the healed probe settled what still came until the target was "
+                f"quiet for {final['quiet_s']:.0f}s ({final['seconds']:.0f}s: {final['deliveries']:,} deliveries)")
     elif final:
         tail = (f"; final read (faults off) {final['ended']} after {final['seconds']:.0f}s: "
                 f"{final['deliveries']:,} deliveries, {final['settled']:,} messages settled")

@@ -32,7 +32,7 @@ from pubsubguard.validation.canary import filter_canary
 from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.validation.conformance_beside import ConformanceBeside
 from pubsubguard.validation.drain import (
-    IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s, final_read_quiet_s,
+    FINAL_READ_QUIET_S, IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s, final_read_quiet_s,
 )
 from pubsubguard.validation.footprint import Footprint
 from pubsubguard.validation.footprint import sentence as footprint_sentence
@@ -809,13 +809,14 @@ class ProbeDriver:
         subscription with never-delivered messages -- any lease the target still holds on them runs out and they
         must come back -- and until the target delivers nothing for FINAL_READ_QUIET_S (at most
         `final_read_bound_s`), or everything settled."""
-        if self.nemesis is not None:
-            self.nemesis.heal()
         # every subscription that stopped delivering after a poison message's last attempt has its streams closed
         # for the final read (while read by a StreamingPull, a stalled one slows every other on the emulator)
         stalled = self._close_stalled(tally, None)
         # the streams the final read itself cancels and opens anew are no reset of the target's
         self.stream_ends_before_heal = self.listeners.stream_ends() if self.listeners is not None else {}
+        reading = [name for name in tally.unsettled() if name not in stalled]
+        if self.nemesis is not None:
+            self.nemesis.heal()
         self.heal_file.set()
         if self.push is not None:
             self.push.healed = True
@@ -824,16 +825,17 @@ class ProbeDriver:
         # at least until every unsettled message's next delivery came due (+ grace) -- a rejected ack or a nack
         # leaves the message with the target until its deadline (+ backoff) -- and one ack deadline (+ margin and
         # grace) of every subscription with never-delivered messages: any lease still held on them runs out
-        reading = [name for name in tally.unsettled() if name not in stalled]
         latest_due = tally.latest_due_us(reading, deadline_us)
         lease_s = round(max([(latest_due - started_us) / 1e6 + STUCK_GRACE_S if latest_due else 0.0] + [
             deadline_us[name] / 1e6 + EXPIRE_MARGIN_S + STUCK_GRACE_S for name in reading if tally.never_delivered(name)]
             + [0.0]), 1)
-        quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us))
+        # nothing to read when every unsettled subscription stalled and has its streams closed: the healed tasks
+        # only settle what the target still sends (redeliveries of settled messages) until it is quiet for
+        # FINAL_READ_QUIET_S, so the client library holds nothing when they stop
+        quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us)) if reading \
+            else FINAL_READ_QUIET_S
         bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s
         last_rows, quiet_since, ended = tally.delivery_rows, started, "bound"
-        if not reading:  # every unsettled subscription stalled and has its streams closed: nothing to read
-            bound, ended = 0.0, "closed"
         while time.monotonic() - started < bound:
             time.sleep(0.5)
             tally.refresh()
@@ -844,7 +846,7 @@ class ProbeDriver:
             if tally.delivery_rows != last_rows:
                 last_rows, quiet_since = tally.delivery_rows, time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_s and time.monotonic() - started >= lease_s:
-                ended = "quiet"
+                ended = "quiet" if reading else "closed"
                 break
         return {"started_us": started_us, "ended_us": time.time_ns() // 1000, "ended": ended,
                 "seconds": round(time.monotonic() - started, 1), "lease_s": lease_s, "bound_s": bound,
