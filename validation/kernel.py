@@ -292,7 +292,7 @@ class Chunk:
 
         # per message
         self.message_known = per_message_count(is_publish) > 0
-        published_ok = Flagged(is_publish & self.ok, self.message, messages)
+        self.published_ok = published_ok = Flagged(is_publish & self.ok, self.message, messages)
         self.message_published_ok = published_ok.count() > 0
         self.message_published_us = published_ok.min(t)
         # each message's delivery rows, found once for the reductions over them (here and in `completeness`)
@@ -304,7 +304,6 @@ class Chunk:
         self.message_max_forwarded_count = per_message_max(att, is_dead_letter)
         self.message_forwarded_us = per_message_min(t, is_dead_letter)
         self.message_settled_by_ack = per_message_min(ack_t, acked)
-        self.message_first_valid_ack = per_message_min(ack_t, valid_ack)
         self.message_last_end = deliveries.max(self.end)
         # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
         # each of its message ids; the last row breaks a tie, as the sort by row kind did)
@@ -326,7 +325,10 @@ class Chunk:
         self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
         self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
         np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
-        self.unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
+        self.unit_first_valid_ack = unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
+        # a message's first valid ack: the first of its units' (a message's units are consecutive)
+        self.message_first_valid_ack = Flagged(~np.isnan(unit_first_valid_ack), unit_message, messages).min(
+            unit_first_valid_ack)
         twice = delivered[self.message_delivered_ids[unit_message[delivered]] > 1]
         # a unit's first delivery row is its earliest received (sorted by time within each message id)
         unit_first_row = unit_delivery_rows.first_row()
@@ -520,7 +522,7 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
             chunk.message_first_of_key[ordered_messages], chunk.message_seq[ordered_messages],
         )
 
-    received = selected[np.lexsort((seq[selected], t[selected], chunk.key[selected]))]  # per key, receive order
+    received = selected[_receive_order(chunk.key[selected], chunk.t_us[selected], seq[selected])]
     key_of = chunk.key[received]
     run_of_key = np.ones(len(received), bool)
     run_of_key[1:] = key_of[1:] != key_of[:-1]
@@ -557,6 +559,19 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
             evidence_seqs=(previous, np.where(form == _REWIND, previous + 1, blocking)),
         )
     ]
+
+
+def _receive_order(key: np.ndarray, t_us: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The order of rows (given sorted by key, then seq) per key by receive time, then seq: one stable sort
+    of the key and the time packed in an int64 (ties keep the given order: by seq), or, when they do not fit,
+    a lexsort (about twice the time)."""
+    if len(key) == 0:
+        return np.zeros(0, np.int64)
+    low = int(t_us.min())
+    time_bits = (int(t_us.max()) - low).bit_length()
+    if int(key[-1]).bit_length() + time_bits <= 62:
+        return np.argsort((key.astype(np.int64) << time_bits) | (t_us - low), kind="stable")
+    return np.lexsort((seq, t_us, key))
 
 
 def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
@@ -718,9 +733,10 @@ def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...
     def per_sub(ids):
         return np.bincount(ids, minlength=subscriptions)
 
-    published = per_sub(sub[chunk.is_publish & chunk.ok])
-    poison = per_sub(sub[chunk.is_publish & chunk.ok & chunk.poison])
-    delivered = per_sub(sub[chunk.is_delivery])
+    published_rows = chunk.published_ok.rows
+    published = per_sub(sub[published_rows])
+    poison = per_sub(sub[published_rows[chunk.poison[published_rows]]])
+    delivered = per_sub(sub[chunk.deliveries_of_message.rows])
     distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
     acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
     dead_lettered = per_sub(message_sub[known & (chunk.message_dead_letters > 0)])
