@@ -355,3 +355,20 @@ def test_report_sentences_are_rendered_from_the_fields(judged):
         f"forwarded at {clock(T + 2 * S, T)} after 1 delivery attempts, fewer than the declared 5"
     )
     assert clock(T + 2 * S + 5 * MS, T).endswith(" UTC (+2.005 s)") and clock(T - S, T).endswith(" UTC (-1.000 s)")
+
+
+def test_receive_order_packed_in_one_sort_is_the_lexsort_order():
+    """`kernel._receive_order` sorts key and time packed in an int64 (stable: ties keep the seq order the rows
+    come in); where they do not fit it falls back to the lexsort. Both give the lexsort's order."""
+    import numpy as np
+
+    from pubsubguard.validation.kernel import _receive_order
+
+    rng = np.random.default_rng(7)
+    key = np.sort(rng.integers(0, 300, 5000))
+    seq = np.concatenate([np.sort(rng.integers(0, 50, n)) for n in np.bincount(key, minlength=300)])
+    for span in (1_000, 2**55):  # packed; too wide to pack beside the keys (9 bits): the lexsort
+        t_us = 1_795_000_000_000_000 + rng.integers(0, span, len(key))
+        t_us[::7] = t_us[0]  # ties in time: by seq, then as given
+        expected = np.lexsort((seq, t_us, key))
+        assert np.array_equal(_receive_order(key, t_us, seq), expected)
