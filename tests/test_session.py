@@ -42,3 +42,33 @@ def test_the_jvm_hanging_up_on_the_accumulator_server_prints_no_traceback(spark,
         _speak_as_the_jvm(server)  # still serving: a later connection's updates are still read
     finally:
         server.shutdown()
+
+
+def test_a_jvm_launched_first_is_the_session_made_later_with_its_settings(tmp_path):
+    """`pubsubguard run` launches Spark's JVM before it opens gRPC channels and makes the session beside plan,
+    check and apply (`session.launch`, then `spark_session` in a thread): the JVM must have been launched with
+    the session's settings -- the driver's memory is fixed at launch -- and log where the session says."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "from pubsubguard.validation.session import launch, spark_session\n"
+        "logs = Path(sys.argv[1])\n"
+        "launch('local[1]', log_dir=logs)\n"
+        "made = {}\n"
+        "thread = threading.Thread(target=lambda: made.update(s=spark_session('local[1]', log_dir=logs)))\n"
+        "thread.start(); thread.join()\n"
+        "sc = made['s'].sparkContext\n"
+        "print(sc.master, sc._jvm.java.lang.Runtime.getRuntime().maxMemory() // 2**20, (logs / 'spark.log').exists())\n"
+        "made['s'].stop()\n"
+    )
+    env = {**os.environ, "PUBSUBGUARD_DRIVER_MEMORY": "600m"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    master, heap_mib, logged = done.stdout.split()[-3:]
+    assert master == "local[1]" and int(heap_mib) <= 600 and logged == "True", done.stdout

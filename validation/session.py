@@ -48,11 +48,10 @@ def _log_to_file(log_dir: Path) -> None:
     )
 
 
-def spark_session(
-    master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8, log_dir: Path | None = None
-):
+def _settings(master: str | None, app_name: str, shuffle_partitions: int) -> list[tuple[str, str]]:
+    """What the session is made with (and its JVM launched with). Sets up the environment the JVM is
+    launched in: the executors' Python, and loopback in local mode."""
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
     # Executors must run the same interpreter as the driver (the project's virtualenv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -60,27 +59,56 @@ def spark_session(
     configured = configured_master()
     chosen = configured or master or DEFAULT_MASTER
     local = chosen.startswith("local")
-    if configured is None and SparkContext._jvm is None:  # this process launches the JVM
-        if local:
-            os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-        if log_dir is not None:
-            _log_to_file(Path(log_dir))
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # rich draws the progress bars
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", os.environ.get("PUBSUBGUARD_DRIVER_MEMORY", "2g"))
+    if configured is None and SparkContext._jvm is None and local:  # this process launches the JVM
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    settings = [
+        ("spark.app.name", app_name),
+        ("spark.sql.shuffle.partitions", str(shuffle_partitions)),
+        ("spark.ui.enabled", "false"),
+        ("spark.ui.showConsoleProgress", "false"),  # rich draws the progress bars
+        ("spark.sql.session.timeZone", "UTC"),
+        ("spark.driver.memory", os.environ.get("PUBSUBGUARD_DRIVER_MEMORY", "2g")),
         # Arrow batches to Python are bounded by rows (maxRecordsPerBatch, 10,000: a few hundred KiB
         # of the checks' narrow rows). A byte bound other than INT_MAX makes Spark measure the batch
         # after every row (ArrowWriter.sizeInBytes), ~15% of the checks' pass in a JFR profile.
-        .config("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
-    )
+        ("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1)),
+    ]
     if configured is None:
-        builder = builder.master(chosen)
+        settings.append(("spark.master", chosen))
     if local:
-        builder = builder.config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
+        settings += [("spark.driver.host", LOOPBACK), ("spark.driver.bindAddress", LOOPBACK)]
+    return settings
+
+
+def launch(master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8,
+           log_dir: Path | None = None) -> None:
+    """Launch Spark's JVM now (one fork and exec of spark-submit, then its gateway) with the settings
+    `spark_session` makes the session with, which it then finds running: the session's own start (several
+    seconds) can go on in another thread while this process opens gRPC channels, which a fork must come
+    before. Nothing when a JVM is already there (under spark-submit, or launched before)."""
+    from pyspark import SparkConf, SparkContext
+
+    settings = _settings(master, app_name, shuffle_partitions)
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    if log_dir is not None:
+        _log_to_file(Path(log_dir))
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(settings))
+
+
+def spark_session(
+    master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8, log_dir: Path | None = None
+):
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    launching = SparkContext._jvm is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    settings = _settings(master, app_name, shuffle_partitions)
+    if launching and log_dir is not None:  # this process launches the JVM
+        _log_to_file(Path(log_dir))
+    builder = SparkSession.builder
+    for key, value in settings:
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     _quiet_accumulator_server(session.sparkContext)

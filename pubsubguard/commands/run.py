@@ -111,10 +111,16 @@ def run(args) -> int:
     started = time.monotonic()
 
     # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel (check,
-    # apply and verify all do): launched while gRPC's threads ran, it failed now and then.
-    from pubsubguard.validation.session import spark_session
+    # apply and verify all do): launched while gRPC's threads ran, it failed now and then. The session
+    # itself (a few seconds in the JVM) is made beside plan, check and apply; verify gets it.
+    from concurrent.futures import ThreadPoolExecutor
 
-    spark_session(args.master, log_dir=report)  # what verify uses by default (it gets this session); Spark logs to report/
+    from pubsubguard.validation.session import launch, spark_session
+
+    launch(args.master, log_dir=report)  # Spark logs to report/
+    starting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-session")
+    session = starting.submit(spark_session, args.master, log_dir=report)
+    starting.shutdown(wait=False)
     if deployed:
         from pubsubguard.core.state import describe
 
@@ -149,6 +155,7 @@ def run(args) -> int:
         if applied != 0:
             return applied
         _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
+        session.result()  # raises what making it raised
         verdict = run_command("verify", verify_argv)
     finally:
         if emulator is not None:
