@@ -33,7 +33,7 @@ nothing more, the subscriber tasks inject no fault, settle every delivery and re
 the drain goes on until the target delivers nothing for `FINAL_READ_QUIET_S` (at most `final_read_bound_s`). A message the target
 accepted and never delivered after that is proven `lost`. When every unsettled subscription has its streams
 closed there is nothing to read: the healed probe only settles what the target still sends until it is quiet for
-`FINAL_READ_QUIET_S` (`closed`), so the client library holds nothing when the tasks stop. A subscription whose final read was cut (the
+`FINAL_READ_QUIET_S` (`closed`) before the tasks stop. A subscription whose final read was cut (the
 ceiling, or the bound while it still delivered) is `unproven`: its never-delivered messages are counted as
 unsettled (completeness `inconclusive`), never `lost` (`kernel.completeness`).
 """

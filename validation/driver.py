@@ -831,7 +831,7 @@ class ProbeDriver:
             + [0.0]), 1)
         # nothing to read when every unsettled subscription stalled and has its streams closed: the healed tasks
         # only settle what the target still sends (redeliveries of settled messages) until it is quiet for
-        # FINAL_READ_QUIET_S, so the client library holds nothing when they stop
+        # FINAL_READ_QUIET_S before they stop
         quiet_s = final_read_quiet_s(tally.delivery_gap_us(since_us=self.drain_started_us)) if reading \
             else FINAL_READ_QUIET_S
         bound = final_read_bound_s(self._windows_s(), lease_s) + quiet_s

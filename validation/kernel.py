@@ -564,7 +564,7 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
 def _receive_order(key: np.ndarray, t_us: np.ndarray, seq: np.ndarray) -> np.ndarray:
     """The order of rows (given sorted by key, then seq) per key by receive time, then seq: one stable sort
     of the key and the time packed in an int64 (ties keep the given order: by seq), or, when they do not fit,
-    a lexsort (about twice the time)."""
+    the lexsort it stands for."""
     if len(key) == 0:
         return np.zeros(0, np.int64)
     low = int(t_us.min())
