@@ -105,20 +105,13 @@ class Flagged:
 
 
 def flagged_min(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    """Per segment, the min of v over its flagged rows ignoring NaN (NaN when none), for `segment`, each
-    row's segment (sorted), of `segments`: reduces the flagged rows only (a reduceat costs per segment: most have no flagged
-    row of a rare kind, e.g. dead letters)."""
-    return _flagged(np.fmin, v, flags, segment, segments)
+    """`Flagged(flags, segment, segments).min(v)`, for one reduction over these flags."""
+    return Flagged(flags, segment, segments).min(v)
 
 
 def flagged_max(v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
     """As `flagged_min`, the max."""
-    return _flagged(np.fmax, v, flags, segment, segments)
-
-
-def _flagged(reduce: np.ufunc, v: np.ndarray, flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
-    """`reduce` (np.fmin or np.fmax: NaN only where every value is) over each segment's flagged rows."""
-    return Flagged(flags, segment, segments)._reduce(reduce, v)
+    return Flagged(flags, segment, segments).max(v)
 
 
 def flagged_count(flags: np.ndarray, segment: np.ndarray, segments: int) -> np.ndarray:
