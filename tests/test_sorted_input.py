@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import histories as H
-from pubsubguard.validation import kernel, seal, sorted_input
+from pubsubguard.validation import checks, kernel, seal, sorted_input
 from pubsubguard.validation.checks import run_checks
 from pubsubguard.validation.evidence import DeclaredSubscription, EvidenceError
 from pubsubguard.validation.evidence_store import read_evidence
@@ -60,7 +60,8 @@ def check(spark, directory, subscriptions=None, keep=True, **options):
 
 
 @pytest.mark.parametrize("seed,chunk_rows,name", [(0, None, "evidence"), (7, 3, "run 7 évidence%20")])
-def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(spark, tmp_path, seed, chunk_rows, name):
+def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(spark, tmp_path, monkeypatch, seed,
+                                                                                chunk_rows, name):
     directory = written(tmp_path, merged_history(seed), name)  # a path Spark's file URIs must escape
     options = {"chunk_rows": chunk_rows} if chunk_rows else {}
     shuffled = check(spark, directory, keep=False, **options)
@@ -74,9 +75,23 @@ def test_a_re_check_reads_the_kept_input_and_finds_what_the_shuffle_pass_finds(s
     assert manifest["rows"] == sum(p["rows"] for p in manifest["parts"]) > len(H.History.delivery_table(merged_history(seed)))
     assert verdict(first) == expected
 
+    # the re-check names the keys of its findings from the names kept with the input: no read of the log's keys
+    key_reads = []
+    read_key_names = checks._key_names
+    monkeypatch.setattr(checks, "_key_names", lambda *args: key_reads.append(args) or read_key_names(*args))
+    assert manifest["names"]["keys"], "the findings' keys are named in the manifest"
     again = check(spark, directory, **options)
     assert again.sorted_input.startswith("checks: read the sorted input an earlier check kept")
     assert verdict(again) == expected
+    assert key_reads == []
+
+    # names that do not cover what the re-check wants (none kept here): it reads them from the log
+    manifest["names"] = {"wanted": [], "keys": []}
+    (directory / sorted_input.DIRNAME / sorted_input.MANIFEST).write_text(json.dumps(manifest))
+    unnamed = check(spark, directory, **options)
+    assert unnamed.sorted_input.startswith("checks: read the sorted input an earlier check kept")
+    assert verdict(unnamed) == expected
+    assert len(key_reads) == 1
 
 
 def test_what_the_kept_input_was_not_made_from_sends_the_check_back_to_the_shuffle(spark, tmp_path):

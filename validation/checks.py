@@ -323,12 +323,22 @@ def _kept_pass(
     return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
 
 
+@dataclass
+class _Passed:
+    """The pass's output as Arrow; the key names kept with the sorted input it read (or None); and
+    `finish(names)`, which keeps its sorted input with the key names the check read (when it keeps it)
+    and says what became of it (a sentence, or None when there is no local evidence directory)."""
+
+    table: pa.Table
+    names: "sorted_input.KeyNames | None"
+    finish: object
+    abandon: object = lambda: None  # when the check fails before `finish`: nothing half-kept stays
+
+
 def _judged(
     publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int,
     chunk_rows: int, evidence_dir, unproven: frozenset = frozenset(),
-) -> tuple[pa.Table, str | None]:
-    """The pass's output as Arrow, and what became of the sorted input (a sentence, or None when
-    there is no local evidence directory to keep it in)."""
+) -> _Passed:
     spark = publishes.sparkSession
 
     def sources():  # what the frames read now (Spark lists their files when they are made)
@@ -336,12 +346,13 @@ def _judged(
         return sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel), read)
 
     kept = sources() if evidence_dir else None
-    parts = kept.find() if kept is not None else None
+    found = kept.find() if kept is not None else None
     unreadable = ""
-    if parts is not None:
+    if found is not None:
         try:
-            passed = _kept_pass(spark, parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
-            return passed, f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+            passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
+            sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+            return _Passed(passed, found.names, lambda names: sentence)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
             unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
@@ -353,16 +364,21 @@ def _judged(
             writing.discard()
         raise
     if kept is None:
-        return passed, None if evidence_dir is None else (
+        sentence = None if evidence_dir is None else (
             f"checks: nothing kept in {evidence_dir}: its part files could not be listed, or are not the files checked")
+        return _Passed(passed, None, lambda names: sentence)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
         writing = None
-    kept_bytes = writing.commit() if writing is not None else None
-    if kept_bytes is None:
-        return passed, f"{unreadable or 'checks: '}could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
-    size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
-    return passed, f"{unreadable or 'checks: '}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
+
+    def finish(names: sorted_input.KeyNames) -> str:
+        kept_bytes = writing.commit(names) if writing is not None else None
+        if kept_bytes is None:
+            return f"{unreadable or 'checks: '}could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
+        size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
+        return f"{unreadable or 'checks: '}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
+
+    return _Passed(passed, None, finish, writing.discard if writing is not None else (lambda: None))
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -460,6 +476,22 @@ def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
     )
 
 
+def _named(
+    publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], wanted: set,
+    kept: "sorted_input.KeyNames | None",
+) -> dict:
+    """(subscription, h, h2) -> key name of the wanted key hashes ((h, whether the key has publish rows)):
+    from the names kept with the sorted input the pass read when they cover them, else a read of the log."""
+    if not wanted:
+        return {}
+    if kept is not None and kept.covers(wanted):
+        return kept.of(wanted)
+    published_h = sorted({h for h, published in wanted if published})
+    delivered_h = sorted({h for h, published in wanted if not published})
+    key_names = _key_names(publishes, deliveries, subscriptions, published_h, delivered_h)
+    return {(r.subscription, r.h, r.h2): r.key for r in key_names.collect()}
+
+
 def run_checks(
     publishes: DataFrame,
     deliveries: DataFrame,
@@ -489,25 +521,27 @@ def run_checks(
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
-    passed, kept = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven))
-    is_finding = pc.is_valid(passed["kind"])
-    is_plot = pc.is_valid(passed["series"])
-    stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
-    plot = aggregates.plot_aggregates(passed.filter(is_plot))
-    plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
-    poison_published = {name: stats[name].pop("poison_published") for name in names}
-    found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
-    # the names of the keys with findings and of the hottest keys: a read of the key columns (of
-    # the publish log only, unless some of those keys were never published)
-    coordinates = list(zip(*(found[n].to_pylist() for n in ("subscription", "h", "h2"))))
-    wanted = set(zip(found["h"].to_pylist(), found["key_published"].to_pylist()))
-    wanted |= {(h, published) for name in names for h, _, _, published in stats[name]["hottest"]}
-    named = {}
-    if wanted:
-        published_h = sorted({h for h, published in wanted if published})
-        delivered_h = sorted({h for h, published in wanted if not published})
-        key_names = _key_names(publishes, deliveries, subscriptions, published_h, delivered_h)
-        named = {(r.subscription, r.h, r.h2): r.key for r in key_names.collect()}
+    judged = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven))
+    try:  # until the sorted input is kept or not (`finish`): a failure leaves nothing half-kept
+        passed = judged.table
+        is_finding = pc.is_valid(passed["kind"])
+        is_plot = pc.is_valid(passed["series"])
+        stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
+        plot = aggregates.plot_aggregates(passed.filter(is_plot))
+        plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
+        poison_published = {name: stats[name].pop("poison_published") for name in names}
+        found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
+        # the names of the keys with findings and of the hottest keys: a read of the key columns (of
+        # the publish log only, unless some of those keys were never published), or the names kept with
+        # the sorted input the pass read
+        coordinates = list(zip(*(found[n].to_pylist() for n in ("subscription", "h", "h2"))))
+        wanted = set(zip(found["h"].to_pylist(), found["key_published"].to_pylist()))
+        wanted |= {(h, published) for name in names for h, _, _, published in stats[name]["hottest"]}
+        named = _named(publishes, deliveries, subscriptions, wanted, judged.names)
+    except BaseException:
+        judged.abandon()
+        raise
+    kept = judged.finish(sorted_input.KeyNames(wanted, named))
     found = found.append_column("key", pa.array([named.get(c) for c in coordinates], pa.string()))
     guarantee = "map(" + ", ".join(f"'{k}', '{g}'" for k, (g, _) in FINDING_KINDS.items()) + ")[kind]"
     core_schema = from_arrow_schema(found.schema)

@@ -93,9 +93,9 @@ class Kept:
                    "code": digest.hexdigest()}
         return cls(evidence_dir / DIRNAME, _plain(sources))
 
-    def find(self) -> list[tuple[int, str]] | None:
-        """(partition, file) of the kept input when it was made from exactly these sources; else None.
-        EvidenceError naming the file when it was, but is damaged."""
+    def find(self) -> "Found | None":
+        """The kept input (its parts and the key names kept with it) when it was made from exactly these
+        sources; else None. EvidenceError naming the file when it was, but is damaged."""
         from pubsubguard.validation.evidence import EvidenceError, read_record
 
         location = self.directory / MANIFEST
@@ -127,7 +127,9 @@ class Kept:
                 if _sha256(path) != part["sha256"]:
                     raise EvidenceError(f"{path}: damaged kept sorted input (its SHA-256 is not the manifest's); {remedy}")
                 parts.append((int(part["partition"]), str(path)))
-            return parts
+            names = manifest.get("names") or {"wanted": [], "keys": []}
+            return Found(parts, KeyNames({(int(h), bool(published)) for h, published in names["wanted"]},
+                                         {(s, int(h), int(h2)): key for s, h, h2, key in names["keys"]}))
         except (KeyError, TypeError, ValueError) as err:
             raise EvidenceError(f"{location}: damaged kept sorted input: {type(err).__name__}: {err}; {remedy}") from None
 
@@ -139,6 +141,33 @@ class Kept:
         except OSError:
             return None
         return Writing(self, generation, spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyNames:
+    """The key names a check read from the log (`checks._key_names`): for each wanted key hash (h, whether
+    the key has publish rows), the names of every (subscription, h, h2) of it. Kept with the sorted input
+    its pass judged: a re-check of the same input finds the same findings and hottest keys, so it names
+    them from here instead of reading the log's key columns again (`covers`; else it reads them)."""
+
+    wanted: set  # {(h, published)}
+    keys: dict  # {(subscription, h, h2): key}
+
+    def covers(self, wanted: set) -> bool:
+        return wanted <= self.wanted
+
+    def of(self, wanted: set) -> dict:
+        """The names a read for `wanted` (covered) would give."""
+        hashes = {h for h, _ in wanted}
+        return {coordinates: key for coordinates, key in self.keys.items() if coordinates[1] in hashes}
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A kept input that matches: (partition, file) of its parts, and the key names kept with it."""
+
+    parts: list
+    names: KeyNames
 
 
 @dataclasses.dataclass
@@ -154,9 +183,9 @@ class Writing:
     def path(self) -> str:
         return str(self.kept.directory / self.generation)
 
-    def commit(self) -> int | None:
-        """Write the manifest (last) when the files hold every row the pass read, once; drop older
-        generations. The bytes kept, or None when nothing was kept."""
+    def commit(self, names: "KeyNames | None" = None) -> int | None:
+        """Write the manifest (last) when the files hold every row the pass read, once, with the key names
+        the check read (`names`); drop older generations. The bytes kept, or None when nothing was kept."""
         import pyarrow.parquet as pq
 
         generation = self.kept.directory / self.generation
@@ -168,8 +197,12 @@ class Writing:
             if rows != self.seen.value or self.written.value != self.seen.value:
                 self.discard()
                 return None
+            names = names or KeyNames(set(), {})
             manifest = {"format": FORMAT, "generation": self.generation, "sources": self.kept.sources,
-                        "parts": parts, "rows": rows}
+                        "parts": parts, "rows": rows,
+                        "names": {"wanted": sorted([h, published] for h, published in names.wanted),
+                                  "keys": sorted(([*coordinates, key] for coordinates, key in names.keys.items()),
+                                                 key=lambda row: row[:3])}}
             temporary = self.kept.directory / f".{MANIFEST}.{self.generation}"
             temporary.write_text(json.dumps(manifest, indent=1))
             os.replace(temporary, self.kept.directory / MANIFEST)
