@@ -16,14 +16,14 @@ need_py() {
   }
 }
 
-# make_venv DIR STAMP_SOURCE... -- PIP_ARGS...
+# make_venv DIR STAMP_SOURCE... -- PIP_ARGS... (rebuilt when a source or an argument changed)
 make_venv() {
   local dir="$1"; shift
   local sources=()
   while [ "$1" != "--" ]; do sources+=("$1"); shift; done
   shift
   local stamp
-  stamp="$(cat "${sources[@]}" | sha256sum | cut -c1-16)"
+  stamp="$({ cat "${sources[@]}"; printf '%s\n' "$@"; } | sha256sum | cut -c1-16)"
   if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
@@ -38,7 +38,8 @@ make_venv() {
 need_py
 venvs_only=false
 [ "${1:-}" = "--venvs-only" ] && venvs_only=true  # e.g. PR review: no Spark or emulator needed
-make_venv .venv pyproject.toml -- -e ".[test]"
+# pytest-xdist: scripts/test.sh runs the tests in several processes (pytest -n); a test tool, beside [test]'s.
+make_venv .venv pyproject.toml -- -e ".[test]" "pytest-xdist>=3.6,<4"
 make_venv policies/venv policies/requirements.txt policies/requirements-dev.txt -- \
   -r policies/requirements.txt -r policies/requirements-dev.txt
 # bubblewrap confines the Pulumi programs that `check` and `plan` run (no network, read-only file

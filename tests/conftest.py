@@ -1,10 +1,13 @@
-"""Shared fixtures: one Spark session and one Pub/Sub emulator per test session."""
+"""Shared fixtures: one Spark session and one Pub/Sub emulator per test session (per worker under `pytest -n`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,14 +29,142 @@ if collect_ignore:  # the project's own virtualenv (the pack's tests run from th
 os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """How many generated histories and mutations the property tests checked (a report, not a test)."""
-    import sys
+# --- pytest -n N (pytest-xdist, scripts/test.sh) -----------------------------------------------------
+# Each worker is a pytest process of its own, with its own session fixtures below (a Spark session, an
+# emulator on a free port, each under the worker's own temporary directory). Caches shared between workers
+# are built under a lock (tests/nodejs_projects.py: ensure).
+#
+# `--dist loadgroup` here: a test goes to whichever worker is free, but the tests of a group run in one
+# worker, one after another, in file order. A group: the tests of a module that share a module-scoped
+# fixture of that module, as in one process: it is set up once (a Spark cluster and the bundle it runs, the
+# conformance run, three rehearsals), and a test may rely on what an earlier one left in it
+# (test_wheel.py: the pack's virtualenv made by one check, reused by the next); but those in SPREAD. And
+# the tests marked `xdist_group(NAME)` (tests that must not run beside each other). The workers collect the
+# tests and write their groups to a file the controller's scheduler reads (GroupScheduling):
+# pytest-xdist's own loadgroup tags node ids with the group, which pytest 9.2's structured node ids no
+# longer take (pytest-xdist issue 1386): it would run marked tests anywhere.
+GROUPS_INPUT = "pubsubguard_test_groups"  # the file, in each worker's workerinput
+# Module-scoped fixtures whose tests may go to any worker (each worker sets them up for itself): cheap,
+# and no test relies on another having run first; a group would be a long chain of slow tests.
+SPREAD = {
+    ("tests/test_corpus.py", "user_cache"): "a path; each wheel test drops the line saying the pack's virtualenv is made",
+    ("tests/test_hostile_programs.py", "installed_user_cache"): "a path; each wheel test makes the pack's virtualenv "
+                                                                "(`pack path`) before it times the check",
+    ("tests/test_team_environments.py", "library"): "two files; the environments are cached by their contents",
+}
 
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): under pytest -n N --dist loadgroup, run in one worker "
+                                       "with the other tests of that group")
+
+
+def _group(item) -> str | None:
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+    if names:
+        return "_".join(names)  # as pytest-xdist joins several
+    module = item.getparent(pytest.Module)
+    info = getattr(item, "_fixtureinfo", None)
+    if module is not None and info is not None and any(
+            d.scope == "module" and d.baseid == module.nodeid and (module.nodeid, name) not in SPREAD
+            for name in info.names_closure for d in info.name2fixturedefs.get(name, ())):
+        return module.nodeid
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist tells the controller the collection is complete
+def pytest_collection_finish(session):
+    target = getattr(session.config, "workerinput", {}).get(GROUPS_INPUT)
+    if target:  # a worker under --dist loadgroup; each collects the same tests, so each writes the same file
+        groups = {item.nodeid: group for item in session.items if (group := _group(item)) is not None}
+        staged = Path(f"{target}.{session.config.workerinput['workerid']}")
+        staged.write_text(json.dumps(groups))
+        staged.replace(target)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, in the controller
+def pytest_configure_node(node):
+    if node.config.getoption("dist") == "loadgroup":
+        node.workerinput[GROUPS_INPUT] = str(_groups_file(node.config))
+
+
+def _groups_file(config) -> Path:
+    if "file" not in _SCHEDULING:
+        folder = Path(tempfile.mkdtemp(prefix="pubsubguard-test-groups-"))
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        _SCHEDULING["file"] = folder / "groups.json"
+    return _SCHEDULING["file"]
+
+
+_SCHEDULING: dict = {}  # the controller's: the groups' file, then the groups read from it
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, in the controller
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupScheduling(LoadGroupScheduling):
+        """Work units: a group's tests, or one test. Larger units go first (pytest-xdist's default)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            if "groups" not in _SCHEDULING:  # first called once every worker has collected
+                path = _groups_file(config)  # (none: no worker collected, the run stops anyway)
+                _SCHEDULING["groups"] = json.loads(path.read_text()) if path.exists() else {}
+            group = _SCHEDULING["groups"].get(nodeid)
+            return f"group {group}" if group is not None else super()._split_scope(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def _histories_counts() -> dict | None:
+    """What tests/test_histories.py counted in this process (None: not run here)."""
     histories = sys.modules.get("test_histories")
-    if histories is not None and histories.COUNTS["histories"]:
+    return histories.COUNTS if histories is not None else None
+
+
+def pytest_sessionfinish(session):
+    """A worker (pytest-xdist) hands its counts to the controller, which reports them (pytest_testnodedown)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and _histories_counts() is not None:
+        workeroutput["histories_counts"] = _histories_counts()
+
+
+_WORKERS = {"counts": [], "lost": []}  # the controller's: each worker's counts, and workers that died
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get("histories_counts")
+    if counts is not None:
+        _WORKERS["counts"].append(counts)
+    if error:
+        _WORKERS["lost"].append(node.gateway.id)
+
+
+def _added(total: dict, counts: dict) -> dict:
+    for key, value in counts.items():
+        if isinstance(value, dict):
+            _added(total.setdefault(key, {}), value)
+        else:
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many generated histories and mutations the property tests checked (a report, not a test): this
+    process's, or under pytest-xdist the sum of the workers'."""
+    counts = _histories_counts()
+    if _WORKERS["counts"]:
+        counts = {}
+        for each in _WORKERS["counts"]:
+            _added(counts, each)
+    if counts and counts["histories"]:
         terminalreporter.write_sep("-", "property tests")
-        terminalreporter.write_line(f"checked {histories.COUNTS}")
+        terminalreporter.write_line(f"checked {counts}")
+    if _WORKERS["lost"]:  # their counts are not in the sum
+        terminalreporter.write_line(f"property tests: no counts from {', '.join(_WORKERS['lost'])} (the worker died)")
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,10 @@ tool), and programs that each run in a virtualenv of their own, named by their P
 
 Everything slow is built once per machine and kept under the user's cache directory
 (`~/.cache/pubsubguard-tests/`): the installed tool by a digest of the sources that go into the wheel
-(a change of the code builds it anew), a program environment by its pins. A program's own virtualenv is
-a copy of such an environment made of hard links (instant, and its files stay the cached ones)."""
+(a change of the code builds it anew), a program environment by its pins (and a local library's
+contents). A program's own virtualenv is a copy of such an environment made of hard links (instant, and its
+files stay the cached ones). Concurrent test processes (`pytest -n N`) build each entry once, under a lock,
+and never see one half built (`nodejs_projects.ensure`)."""
 
 from __future__ import annotations
 
@@ -21,17 +23,14 @@ from pathlib import Path
 
 import yaml
 
+from nodejs_projects import cache_root, ensure, remove_stale
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "pubsubguard", "infra", "validation", "policies")
 IGNORED = shutil.ignore_patterns("__pycache__", "venv", ".venv", "*.egg-info", "build", "*.pyc")
 # The checkout's own pins: a program environment with them differs from the checkout's only in what is
 # installed beside the tool, so any other verdict is the tool's install at fault.
 CHECKOUT_PINS = tuple(f"{name}=={metadata.version(name)}" for name in ("pulumi", "pulumi-gcp"))
-
-
-def cache_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pubsubguard-tests"
 
 
 def run(command, **kwargs) -> subprocess.CompletedProcess:
@@ -41,16 +40,21 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def _sources_digest() -> str:
-    digest = hashlib.sha256(sys.version.encode())
-    for name in SOURCES:
-        path = ROOT / name
+def _files_digest(root: Path, names, digest) -> None:
+    """Each file's path (relative to `root`) and bytes into `digest`, in a fixed order; IGNORED skipped."""
+    for name in names:
+        path = root / name
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for file in files:
-            relative = file.relative_to(ROOT)
+            relative = file.relative_to(root)
             if any(IGNORED("", [part]) for part in relative.parts):
                 continue
             digest.update(str(relative).encode() + b"\0" + file.read_bytes() + b"\0")
+
+
+def _sources_digest() -> str:
+    digest = hashlib.sha256(sys.version.encode())
+    _files_digest(ROOT, SOURCES, digest)
     return digest.hexdigest()[:16]
 
 
@@ -66,10 +70,9 @@ def build(source: Path, out: Path) -> list[Path]:
 def installed_tool() -> tuple[Path, Path]:
     """(the wheel, the bin/ of a fresh virtualenv with pubsubguard installed from it alone)."""
     folder = cache_root() / "installed" / _sources_digest()
-    if not (folder / ".complete").exists():
-        shutil.rmtree(folder, ignore_errors=True)
-        for stale in (cache_root() / "installed").glob("*"):  # earlier code: never used again
-            shutil.rmtree(stale, ignore_errors=True)
+
+    def make() -> None:
+        remove_stale(folder)  # earlier code's: never used again
         source = folder / "source"  # a copy, so the build writes nothing into the checkout
         source.mkdir(parents=True)
         for name in SOURCES:
@@ -84,22 +87,34 @@ def installed_tool() -> tuple[Path, Path]:
         run([folder / "venv" / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel],
             cwd=folder)
         (folder / ".complete").write_text(wheel.name)
+
+    ensure(folder, make)
     [wheel] = sorted((folder / "dist").glob("*.whl"))
     return wheel, folder / "venv" / "bin"
 
 
+def _key_part(argument: str) -> str:
+    """A pip argument as an environment's key holds it: a local folder (a library, which pip installs as a
+    copy) by its contents, not by where it is (a test's temporary folder, another on every run)."""
+    path = Path(argument)
+    if not path.is_dir():
+        return argument
+    digest = hashlib.sha256()
+    _files_digest(path, sorted(p.name for p in path.iterdir()), digest)
+    return f"folder:{digest.hexdigest()}"
+
+
 def environment(pins: tuple[str, ...], *extra: str) -> Path:
     """A virtualenv with `pins` (and `extra` pip arguments, e.g. a local library), built once."""
-    key = hashlib.sha256(json.dumps([pins, extra, sys.version]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([pins, [_key_part(e) for e in extra], sys.version]).encode()).hexdigest()[:16]
     folder = cache_root() / "envs" / key
-    if (folder / ".complete").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "venv", folder])
-    run([folder / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins, *extra])
-    (folder / ".complete").write_text("\n".join(pins))
-    return folder
+
+    def make() -> None:
+        run([sys.executable, "-m", "venv", folder])
+        run([folder / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins, *extra])
+        (folder / ".complete").write_text("\n".join(pins))
+
+    return ensure(folder, make)
 
 
 def own_virtualenv(environment_folder: Path, destination: Path) -> Path:

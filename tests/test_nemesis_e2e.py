@@ -180,6 +180,10 @@ def _every_accepted_id_must_be_delivered(spark, evidence_dir, topic: str, lost_i
         assert {f["subscription"] for f in findings if f["kind"] == "out_of_order"} <= ordered, findings
 
 
+# Under pytest -n N (--dist loadgroup) the two packet-fault runs share one worker: the interrupted one asserts
+# that no netem relay process and no new pubsubguard-netem-* socket directory exists anywhere on the machine,
+# which another worker's packet-fault run would make while it runs.
+@pytest.mark.xdist_group("netem")
 def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tmp_path):
     """netem entries (validation/netem.py): the layer's upstream bytes cross a network namespace the run makes;
     packets on its lo are dropped (and delayed, where the kernel has netem) for a window. Each window applied is
@@ -228,6 +232,7 @@ def test_packet_faults_refused_where_unavailable_in_one_line():
     assert netem.availability_line("no tc", ()) == "packet faults: unavailable (no tc) — proxy faults only"
 
 
+@pytest.mark.xdist_group("netem")  # see test_packet_faults_on_the_upstream_link_hold_the_verdict
 def test_packet_fault_link_is_removed_when_the_run_is_interrupted(spark, emulator, tmp_path):
     """SIGTERM while a netem window is on: the run ends (130) and leaves no namespace, relay or socket behind."""
     import glob
