@@ -167,11 +167,29 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"property tests: no counts from {', '.join(_WORKERS['lost'])} (the worker died)")
 
 
+def pytest_sessionstart(session):
+    """Spark's JVM is launched first, in each process that runs tests, before any test opens a gRPC channel.
+    PySpark forks spark-submit with a `preexec_fn`, and a fork after gRPC has started its threads can lose
+    the child before it execs. Under `pytest -n 2` that was a whole worker's `spark` fixture failing
+    ("Java gateway process exited before sending its port number", after gRPC's "epoll_wait error: Bad
+    file descriptor"). The `spark` fixture then finds the JVM running, as the CLI's session does
+    (`validation/session.py` launch)."""
+    config = session.config
+    in_tests = hasattr(config, "workerinput") or config.getoption("dist", default="no") == "no"  # not xdist's controller
+    if collect_ignore and in_tests and importlib.util.find_spec("pyspark") is not None:
+        from pubsubguard.validation.session import launch
+
+        launch(*SPARK)
+
+
+SPARK = ("local[2]", "pubsubguard-tests", 4)  # master, app name, shuffle partitions: the tests' session
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pubsubguard.validation.session import spark_session
 
-    session = spark_session("local[2]", app_name="pubsubguard-tests", shuffle_partitions=4)
+    session = spark_session(*SPARK)
     yield session
     session.stop()
 
