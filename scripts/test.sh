@@ -2,8 +2,9 @@
 # The test command (README): sets everything up, then runs the project's tests in the project's
 # virtualenv and the policy pack's unit tests in the pack's own virtualenv, and prints one total.
 # Extra arguments go to the main pytest run (e.g. `-k plan`, `-x`).
-# The main run is spread over WORKERS pytest processes (pytest-xdist, `-n`): most tests wait on timers (ack
-# deadlines, drains, Pulumi programs, Spark), so they overlap well even on 2 cores. `--dist loadgroup`: a
+# The main run is spread over WORKERS pytest processes (pytest-xdist, `-n`): the timed waits (ack deadlines,
+# drains) overlap, but most of the run is CPU (Pulumi programs, Spark: about 60 CPU-minutes, measured), so
+# more workers than cores only slow each test down. `--dist loadgroup`: a
 # test goes to whichever worker is free, but tests sharing a module-scoped fixture stay together
 # (tests/conftest.py). PUBSUBGUARD_TEST_WORKERS=0 (or `-n 0` among the arguments) runs them in one process.
 set -uo pipefail
