@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_load.py --points 1x 10x --busy 2   # both cores kept busy beside it
     .venv/bin/python benchmarks/bench_load.py --points estate100        # 100 topics x 3 subscriptions
     .venv/bin/python benchmarks/bench_load.py --points soak             # 20 minutes at 25 msg/s under a nemesis
+    .venv/bin/python benchmarks/bench_load.py --points 1x --repeat 5    # the main job five times in a row
     .venv/bin/python benchmarks/bench_load.py --points 50x-cluster      # 50x on a standalone cluster of 2 workers
 
 Each point runs `pubsubguard run -s dev --keys K --messages-per-key M` (the main job: emulator, plan, check,
@@ -194,35 +195,38 @@ def standalone_cluster(work: Path):
                     os.killpg(proc.pid, signal.SIGKILL)
 
 
-def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str]) -> dict:
+def run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str], label: str | None = None) -> dict:
+    """One run of point `name`, written under `out/<label>` (default: the point's name)."""
+    label = label or name
     if name.endswith("-cluster"):
-        with standalone_cluster(out / f"{name}-cluster") as (url, workers):
-            return _run_point(name, keys, per_key, out, [*extra, "--master", url], workers)
-    return _run_point(name, keys, per_key, out, extra)
+        with standalone_cluster(out / f"{label}-cluster") as (url, workers):
+            return _run_point(name, keys, per_key, out, [*extra, "--master", url], label, workers)
+    return _run_point(name, keys, per_key, out, extra, label)
 
 
-def _run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str], workers: tuple[int, ...] = ()) -> dict:
+def _run_point(name: str, keys: int, per_key: int, out: Path, extra: list[str], label: str,
+               workers: tuple[int, ...] = ()) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}  # the job starts its own
     if workers:
         env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver, as the cluster, on loopback only
-    log = out / f"{name}.log"
+    log = out / f"{label}.log"
     started = time.monotonic()
     with log.open("w") as sink:
         process = subprocess.Popen([str(ROOT / ".venv/bin/pubsubguard"), "run", *point_args(name, out), "--keys",
-                                    str(keys), "--messages-per-key", str(per_key), "--out", str(out / name), *extra],
+                                    str(keys), "--messages-per-key", str(per_key), "--out", str(out / label), *extra],
                                    cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
         sampler = MemorySampler(process.pid, executor_roots=workers)
         sampler.thread.start()
         code = process.wait()
         sampler.done.set()
     wall = time.monotonic() - started
-    report = out / name / "report" / "report.json"
+    report = out / label / "report" / "report.json"
     if not report.exists():
         return {"point": name, "exit": code, "wall_s": round(wall, 1), "error": f"no report: see {log}"}
     result = json.loads(report.read_text())
     drain = result["parameters"]["drain"]
     clock = drain.get("clock") or {}
-    client_log = sum(1 for f in (out / name / "report" / "evidence").glob("client-log-*.txt")
+    client_log = sum(1 for f in (out / label / "report" / "evidence").glob("client-log-*.txt")
                      for _ in f.open(errors="replace"))
     return {"point": name, "exit": code, "wall_s": round(wall, 1), "pairs": keys * per_key * len(result["subscriptions"]),
             "drain": drain["ended"], "drained_s": clock.get("drained_s"), "ceiling_s": clock.get("ceiling_s"),
@@ -258,6 +262,55 @@ def bare(messages: int) -> tuple[float, float]:
         os.environ.pop("PUBSUB_EMULATOR_HOST", None)
 
 
+def run_and_print(name: str, index: int, args, out: Path, extra: list[str]) -> dict:
+    """Run number `index` of point `name`, written to `out/<name>` (`out/<name>-<index+1>` with --repeat), printed."""
+    keys, per_key = POINTS[name]
+    label = name if args.repeat == 1 else f"{name}-{index + 1}"
+    print(f"\n== {label}: --keys {keys} --messages-per-key {per_key} · load average {os.getloadavg()[0]:.2f} "
+          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}", flush=True)
+    busy = burners(args.busy)
+    try:
+        row = run_point(name, keys, per_key, out, extra, label)
+    finally:
+        for burner in busy:
+            burner.kill()
+    if busy:
+        print(f"({args.busy} cores kept busy by other processes during the point)")
+    if "error" in row:
+        print(f"{label}: exit {row['exit']} after {row['wall_s']} s, {row['error']}")
+        return row
+    rates = row["rates"]
+    print(f"wall {row['wall_s']} s · exit {row['exit']} · {row['pairs']:,} message-subscription pairs · drain "
+          f"{row['drain']} after {row['drained_s']} s (ceiling {row['ceiling_s']} s; final read {row['final_read']})")
+    print(f"publish {rates.get('publish_per_s')} msg/s over {rates.get('publish_s')} s · settled "
+          f"{rates.get('settled_per_s')} pairs/s while publishing, {rates.get('drain_settled_per_s')} during the drain")
+    print(f"lost {row['lost']} · unexplained findings {row['findings']} · unexplained causes {row['causes']} · "
+          f"unsettled (all causes) {row['unsettled_causes']} · client library log lines {row['client_log_lines']}")
+    print(f"peak resident memory: driver {row['peak_mib']['driver']} MiB, executors {row['peak_mib']['executors']} MiB")
+    if row["footprint"]:
+        print("driver footprint each minute (s: MiB / threads / open files): " + ", ".join(
+            f"{f['t_s']:.0f}: {f['rss_mib']:.0f}/{f['threads']}/{f['open_files']}" for f in row["footprint"]))
+    print("guarantees not holding: " + (", ".join(f"{n} {s}" for s, n in sorted(row["not_holds"].items())) or "none"))
+    if not args.no_bare:
+        messages = rates.get("messages") or 0
+        publish, e2e = bare(messages)
+        print(f"bare client loop, {messages:,} messages: publish {publish:.0f} msg/s, end to end {e2e:.0f} msg/s · "
+              f"probe/bare publish {(rates.get('publish_per_s') or 0) / publish:.2f}")
+    return row
+
+
+def repeat_summary(name: str, runs: list[dict]) -> str:
+    """One line over the runs of a point: wall times (min, median, max) and the worst of what is counted."""
+    done = [r for r in runs if "error" not in r]
+    walls = sorted(r["wall_s"] for r in done)
+    if not walls:
+        return f"{name}: no run reached a report"
+    worst = {k: max(r[k] for r in done) for k in ("lost", "findings", "causes")}
+    return (f"{name} over {len(runs)} runs ({len(runs) - len(done)} without a report): wall min {walls[0]} s, median "
+            f"{walls[len(walls) // 2]} s, max {walls[-1]} s; at most {worst['lost']} lost, {worst['findings']} "
+            f"unexplained findings, {worst['causes']} unexplained causes in one run")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", nargs="+", choices=sorted(POINTS), default=["1x", "10x", "50x"])
@@ -265,42 +318,16 @@ def main() -> int:
     parser.add_argument("--no-bare", action="store_true", help="skip the bare client loop")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N cores busy with other processes during each point")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run each point N times in a row (out/<point>-<i>) and print one line over them")
     args, extra = parser.parse_known_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"bench_load: runs in {out}")
     for name in args.points:
-        keys, per_key = POINTS[name]
-        print(f"\n== {name}: --keys {keys} --messages-per-key {per_key} · load average {os.getloadavg()[0]:.2f} "
-              f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}", flush=True)
-        busy = burners(args.busy)
-        try:
-            row = run_point(name, keys, per_key, out, extra)
-        finally:
-            for burner in busy:
-                burner.kill()
-        if busy:
-            print(f"({args.busy} cores kept busy by other processes during the point)")
-        if "error" in row:
-            print(f"{name}: exit {row['exit']} after {row['wall_s']} s, {row['error']}")
-            continue
-        rates = row["rates"]
-        print(f"wall {row['wall_s']} s · exit {row['exit']} · {row['pairs']:,} message-subscription pairs · drain "
-              f"{row['drain']} after {row['drained_s']} s (ceiling {row['ceiling_s']} s; final read {row['final_read']})")
-        print(f"publish {rates.get('publish_per_s')} msg/s over {rates.get('publish_s')} s · settled "
-              f"{rates.get('settled_per_s')} pairs/s while publishing, {rates.get('drain_settled_per_s')} during the drain")
-        print(f"lost {row['lost']} · unexplained findings {row['findings']} · unexplained causes {row['causes']} · "
-              f"unsettled (all causes) {row['unsettled_causes']} · client library log lines {row['client_log_lines']}")
-        print(f"peak resident memory: driver {row['peak_mib']['driver']} MiB, executors {row['peak_mib']['executors']} MiB")
-        if row["footprint"]:
-            print("driver footprint each minute (s: MiB / threads / open files): " + ", ".join(
-                f"{f['t_s']:.0f}: {f['rss_mib']:.0f}/{f['threads']}/{f['open_files']}" for f in row["footprint"]))
-        print("guarantees not holding: " + (", ".join(f"{n} {s}" for s, n in sorted(row["not_holds"].items())) or "none"))
-        if not args.no_bare:
-            messages = rates.get("messages") or 0
-            publish, e2e = bare(messages)
-            print(f"bare client loop, {messages:,} messages: publish {publish:.0f} msg/s, end to end {e2e:.0f} msg/s · "
-                  f"probe/bare publish {(rates.get('publish_per_s') or 0) / publish:.2f}")
+        runs = [run_and_print(name, i, args, out, extra) for i in range(args.repeat)]
+        if args.repeat > 1:
+            print(repeat_summary(name, runs))
     return 0
 
 
