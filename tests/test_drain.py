@@ -4,10 +4,18 @@ after a nack) + a grace since their last event -- and which are still in play.""
 
 from __future__ import annotations
 
+import threading
+import time
+from types import SimpleNamespace
+
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from pubsubguard.validation.driver import ProbeDriver
 from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA
+from pubsubguard.validation.failures import VerifyError
+from pubsubguard.validation.probe import PUBLISHING_PREFIX
 from pubsubguard.validation.progress import EvidenceTally
 
 S = 1_000_000
@@ -533,3 +541,22 @@ def test_subscriber_tasks_share_every_twin_up_to_the_bound_and_split_them_beyond
     three = [len(twins_of_task(many[:100], index, 3)) for index in range(3)]
     assert sum(three) == 100 and max(three) - min(three) <= 1
     assert twins_of_task(many, 0, 1) == many  # one task reads everything
+
+
+def test_the_subscribers_wait_for_the_publishers_marker_not_for_sparks_status_store(tmp_path):
+    """The driver submits the subscriber tasks once a publisher task says it runs (`_publishing-<task>`), as soon
+    as it does: Spark's status tracker showed a task that started at once up to an executor heartbeat (10 s) late.
+    No Spark context is given: a wait that asked the tracker fails here."""
+    state = SimpleNamespace(evidence_dir=tmp_path, publish_done=threading.Event(),
+                            sc=SimpleNamespace(master="local[3]", defaultParallelism=3))
+    marker = tmp_path / f"{PUBLISHING_PREFIX}pub-key-000-1"
+    threading.Timer(0.3, marker.touch).start()
+    started = time.monotonic()
+    ProbeDriver._wait_for_publisher_slot(state, timeout_s=30)
+    assert marker.exists() and time.monotonic() - started < 5
+
+    marker.unlink()
+    with pytest.raises(VerifyError, match="got no Spark slot within"):
+        ProbeDriver._wait_for_publisher_slot(state, timeout_s=0.2)
+    state.publish_done.set()  # the publisher ended (or failed) before any marker: nothing to wait for
+    ProbeDriver._wait_for_publisher_slot(state, timeout_s=0.2)

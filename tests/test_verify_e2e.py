@@ -166,6 +166,7 @@ def test_verify_crash_holds_few_messages_and_they_come_back_elsewhere(spark, emu
     assert "Python worker exited unexpectedly" in crashed[0]
     assert list(evidence.glob("failure-sub-*.txt")), "the Spark failure's full text is kept with the evidence"
     assert not list(evidence.glob("_ready-*")), "the subscribers' readiness markers are removed"
+    assert not list(evidence.glob("_publishing-*")), "the publishers' markers are removed"
     deliveries = ds.dataset(evidence / "deliveries").to_table().to_pylist()
     held = [d for d in deliveries if d["action"] == "crash"]
     # The crashing task pulls driver.CRASH_PREFETCH messages per twin at a time and dies after holding a

@@ -24,7 +24,8 @@ recorded). Messages carrying `CloudPubSubDeadLetterSource*` attributes are recor
 `kind=dead_letter` for the source subscription. A task chosen to crash streams with a small prefetch
 (`crash_prefetch` messages per twin, so a dead client holds a few messages, not the whole backlog),
 holds a few deliveries without acking, flushes its evidence and ends its Python worker with
-`os._exit`. A task announces that its streams are open with `<evidence>/_ready-<task>`; every publisher
+`os._exit`. A publisher task says it runs with `<evidence>/_publishing-<task>` (the driver then submits the
+subscriber tasks); a subscriber task announces that its streams are open with `<evidence>/_ready-<task>`; every publisher
 task waits for `ready_subscribers` of them (all the subscriber tasks the master has slots for beside
 the publisher; up to `ready_timeout_s`) so publish->delivery latency does not include a subscriber's
 start-up. `publish_time_us` is stamped before `publish()` is called, `result_time_us` when its result
@@ -158,6 +159,9 @@ def log_abandoned_ack_retries() -> None:
 
 
 READY_PREFIX = "_ready-"
+# <evidence>/_publishing-<task>: a publisher task is running (holds its Spark slot); the driver submits the
+# subscriber tasks after it (Spark's status tracker can say so up to an executor heartbeat, 10 s, late)
+PUBLISHING_PREFIX = "_publishing-"
 CLIENT_LOG_PREFIX = "client-log-"  # <evidence>/client-log-<task>.txt: the client library's warnings
 CLIENT_STATE_PREFIX = "client-state-"  # <evidence>/client-state-<task>.json: what the client library held at the final read
 NOTES_PREFIX = "notes-"  # <evidence>/notes-<task>.txt: what a task saw the target do, one line each (report)
@@ -245,6 +249,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     _use_target(spec)
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
+    storage.Marker(storage.join(spec["evidence_dir"], f"{PUBLISHING_PREFIX}{task}")).set()
     writer = PartWriter(storage.join(spec["evidence_dir"], "publishes"), evidence.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
     wait_for_subscribers(spec["evidence_dir"], spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
