@@ -444,7 +444,7 @@ class ProbeDriver:
         tasks are running could leave the publisher without a slot until they end. A publisher task says it
         runs with `<evidence>/_publishing-<task>` (probe.PUBLISHING_PREFIX), not Spark's status tracker: the
         store it reads sees a task that started right after its stage only at the next flush, an executor
-        heartbeat (10 s) later at worst (a job of 2 tasks, local[3]: seen 0.8-8.6 s after it was submitted;
+        heartbeat (10 s) later at worst (benchmarks/spark_status_lag.py: seen 0.8-8.6 s after a job was submitted;
         a main job's first publish came 13-17 s after the twins instead of 3-4 s, docs/performance.md)."""
         deadline = time.monotonic() + timeout_s
         interval = 0.25 if storage.is_remote(self.evidence_dir) else 0.05  # each look at a remote store is a request
