@@ -201,9 +201,48 @@ def test_after_a_stall_other_subscriptions_unsettled_messages_with_later_events_
     tally = EvidenceTally(tmp_path, {"e": "t", "s": "t"}, RUN)
     tally.refresh()
     assert tally.unsettled()["e"] == 3  # seqs 1, 2 (latest at +12 s) and 3 (latest at +1 s)
-    assert tally.after_stall(T + 2 * S, {"s"}) == {"e": {"since_us": T + 2 * S, "messages": 2, "poison": 1,
-                                                         "deliveries": 3, "last_delivery_us": T + 22 * S}}
-    assert tally.after_stall(T + 30 * S, {"s"}) == {}  # nothing of theirs came after
+    assert tally.after_stall(T + 12 * S, {"s"}) == {"e": {"since_us": T + 12 * S, "messages": 2, "poison": 1,
+                                                          "deliveries": 3, "last_delivery_us": T + 22 * S}}
+    # seq 3, nacked at +1 s, was owed its next row until +11 s (its 10 s deadline: the expire fault may hold that
+    # delivery): after a stall at +2 s
+    assert tally.after_stall(T + 2 * S, {"s"})["e"]["messages"] == 3
+    assert tally.after_stall(T + 30 * S, {"s"}) == {}  # nothing of theirs came after, nothing was owed after
+
+
+def test_a_poison_message_nacked_on_a_dead_lettering_subscription_is_owed_one_backoff_later(tmp_path):
+    """The probe nacks a poison message at once on every delivery of a dead-lettering subscription, before any
+    fault: its next row is owed one retry backoff after the nack, not one ack deadline (+ backoff) -- the drain
+    then waited 60 s + 10 s on orders-exactly-once for poison messages the emulator no longer redelivered (main-job
+    runs of 130-138 s). Any other nack (or a poison one elsewhere) keeps the deadline: the expire fault may hold
+    the next delivery that long before its row is written; a delivery held by the crashing task keeps its own."""
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    pq.write_table(pa.Table.from_pylist([{**publish(s), "poison": s in (0, 2)} for s in range(3)], schema=PUBLISH_SCHEMA),
+                   tmp_path / "publishes" / "part-0.parquet")
+    rows = [delivery(0, T + 1 * S, "nack"),  # poison: owed 1 s + 10 s backoff (+ the nack's 1 ms)
+            delivery(1, T + 1 * S, "nack"),  # not poison: the deadline too
+            delivery(2, T + 1 * S, "nack"), {**delivery(2, T + 3 * S, "crash", "none"), "ack_time_us": None}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    deadline = {"s": 10 * S}
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0}, frozenset({"s"}))
+    tally.refresh()
+    grace = 5 * S
+    assert tally.stuck(T + 16 * S, grace, deadline) == {}
+    assert tally.stuck(T + 17 * S, grace, deadline) == {"s": 1}  # seq 0 only
+    assert tally.stuck(T + 19 * S, grace, deadline) == {"s": 2}  # seq 2: held by the crash at +3 s, its 10 s deadline
+    assert tally.stuck(T + 26 * S, grace, deadline) == {"s": 2}
+    assert tally.stuck(T + 27 * S, grace, deadline) == {"s": 3}  # seq 1: 1 s + 10 s deadline + 10 s backoff + grace
+    # the same rows where the subscription does not dead-letter: every nack keeps the deadline
+    elsewhere = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0})
+    elsewhere.refresh()
+    assert elsewhere.stuck(T + 26 * S, grace, deadline) == {}  # seqs 0 and 2 too: their nack at +1 s
+    assert elsewhere.stuck(T + 27 * S, grace, deadline) == {"s": 3}
+    # a rejected nack leaves the message leased until its deadline, poison or not
+    (tmp_path / "deliveries" / "part-1.parquet").unlink(missing_ok=True)
+    pq.write_table(pa.Table.from_pylist([delivery(0, T + 2 * S, "nack", "invalid_ack_id")], schema=DELIVERY_SCHEMA),
+                   tmp_path / "deliveries" / "part-1.parquet")
+    tally.refresh()
+    assert tally.latest_due_us(["s"], deadline) == T + 2 * S + 1000 + 10 * S + 10 * S
 
 
 def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():

@@ -74,9 +74,9 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # delivered nothing after a poison message's max-th nack (`progress.EvidenceTally.stalls`)
     # ("lost", "stalled"): never delivered there, published after it stalled (`verdict.drain_forms`)
     "ordered-dead-letter-keeps-delivering": (("unsettled", "stalled"), ("lost", "stalled")),
-    # ("unsettled", "after_stall"): unsettled messages of another subscription whose latest event came after a
-    # subscription stalled (`progress.EvidenceTally.after_stall`): the emulator then serves every subscription
-    # only every 10 s
+    # ("unsettled", "after_stall"): unsettled messages of another subscription whose latest event, or the next
+    # delivery owed them, came after a subscription stalled (`progress.EvidenceTally.after_stall`): the emulator
+    # then serves every subscription only every 10 s
     "ordered-dead-letter-spares-other-subscriptions": (("unsettled", "after_stall"),),
     # ("unsettled", "after_stream_reset"): unsettled messages (not poison) of an ordered subscription whose
     # stream the fault layer reset, on keys it delivered nothing of after the last reset

@@ -269,8 +269,8 @@ UNSETTLED_FORMS = {
     "after_lost_reply": "the fault layer dropped the target's reply to their ack (the schedule entries named): the target "
                         "may have applied it, the client never learned so and recorded no success; a consequence of "
                         "the run's own fault, not of the target",
-    "after_stall": "their latest event came after another subscription stopped delivering (see the observation); see "
-                   "'What the target did'",
+    "after_stall": "their latest event, or the next delivery the target owed them, came after another subscription "
+                   "stopped delivering (see the observation); see 'What the target did'",
     "poison": "unsettled poison messages: the target neither forwarded them to the dead-letter topic nor stopped "
               "redelivering them; see 'What the target did'",
     "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "

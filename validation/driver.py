@@ -614,8 +614,10 @@ class ProbeDriver:
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
         declared = {t["declared_name"]: t for t in self.twins + self.push_twins}
         deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
+        # a push twin's nack is an HTTP error, redelivered on the service's own push schedule: pull twins only
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
-                              {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed})
+                              {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed},
+                              frozenset(t["declared_name"] for t in self.twins if t.get("dead_lettering")))
         published_target = len(self.keys) * self.config.messages_per_key * len(self.topics)
         warm_up = WarmUp(self.spark, self.evidence_dir, self.run_id)
         try:
@@ -682,7 +684,8 @@ class ProbeDriver:
                 if ended == "stuck":
                     on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
                     why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
-                           f"after a nack) + {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
+                           "after a nack; a poison message nacked on a dead-lettering subscription: the backoff alone) "
+                           f"+ {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
                            "progress on their subscription for its window" if stuck == unsettled else
                            f"their subscriptions stopped -- no message delivered for the first time and none settled "
                            f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")

@@ -11,9 +11,11 @@ from pubsubguard.core import storage
 class EvidenceTally:
     """Reads the flushed part files incrementally: what is published and what is settled per subscription."""
 
-    def __init__(self, directory: Path | str, topic_of: dict[str, str], run_id: str, backoff_s: dict[str, float] | None = None):
+    def __init__(self, directory: Path | str, topic_of: dict[str, str], run_id: str, backoff_s: dict[str, float] | None = None,
+                 dead_lettering: frozenset[str] = frozenset()):
         """topic_of: probed subscription -> its declared topic; backoff_s: subscription -> the longest
-        redelivery backoff after a nack its retry policy allows (0 without one)."""
+        redelivery backoff after a nack its retry policy allows (0 without one); dead_lettering: the probed
+        subscriptions with a dead-letter policy (the probe nacks their poison messages at once, on every delivery)."""
         self.directory = directory
         self.run_id = run_id
         self.topic_of = dict(topic_of)
@@ -25,9 +27,13 @@ class EvidenceTally:
         self.publish_rows = 0
         self.delivery_rows = 0
         self.settled: dict[str, set] = {name: set() for name in topic_of}
+        self.dead_lettering = frozenset(dead_lettering) & set(topic_of)
         # (subscription, key, seq) -> until when its last recorded event may still have a sequel: one ack
-        # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack
+        # deadline after it (a redelivery, or a held delivery's row), plus the retry backoff after a nack;
+        # the nacks the target answered with success are kept apart (`nacked_us`): see `_due`
         self.due_us: dict[tuple, int] = {}
+        # (subscription, key, seq) -> (its latest nack answered with success, that delivery's ack deadline in us)
+        self.nacked_us: dict[tuple, tuple[int, int]] = {}
         self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
         self.receive_us: dict[str, list[int]] = {}  # subscription -> when each of its deliveries was received
         self.key_last_us: dict[tuple, int] = {}  # (subscription, key) -> its latest delivery there
@@ -66,10 +72,15 @@ class EvidenceTally:
                         message = (row["subscription"], row["key"], row["seq"])
                         # a later delivery may be held up to one deadline before its row is written (expire)
                         last = max(row["receive_time_us"], row["ack_time_us"] or 0)
-                        due = last + row["ack_deadline_s"] * 1_000_000
-                        if row["action"] == "nack":
-                            due += self.backoff_us[row["subscription"]]
-                        self.due_us[message] = max(self.due_us.get(message, 0), due)
+                        deadline = row["ack_deadline_s"] * 1_000_000
+                        if row["action"] == "nack" and row["ack_result"] == "success":
+                            nacked = self.nacked_us.get(message, (0, 0))
+                            self.nacked_us[message] = (max(nacked[0], last), max(nacked[1], deadline))
+                        else:
+                            due = last + deadline
+                            if row["action"] == "nack":  # not applied: the message stays leased until its deadline
+                                due += self.backoff_us[row["subscription"]]
+                            self.due_us[message] = max(self.due_us.get(message, 0), due)
                         event = (row["receive_time_us"], row["action"], row["ack_result"])
                         self.deliveries[row["subscription"]] += 1
                         self.ids.setdefault(message, set()).add(row["message_id"])
@@ -155,14 +166,16 @@ class EvidenceTally:
     def after_stall(self, since_us: int, stalled: set[str]) -> dict[str, dict]:
         """Per probed subscription other than the `stalled` ones (only those with any): its unsettled messages
         whose latest recorded event (delivery, or publish when never delivered) came at or after `since_us`,
-        when a subscription stalled (`stalls`) -- counted (`messages`), the poison ones among them (`poison`),
-        its deliveries from then on (`deliveries`) and the latest of them (`last_delivery_us`, None without)."""
+        when a subscription stalled (`stalls`), or, delivered, whose next delivery the target owed then or later
+        (`_due`: a nacked message's redelivery, a held one's after its deadline) -- counted (`messages`), the
+        poison ones among them (`poison`), its deliveries from then on (`deliveries`) and the latest of them
+        (`last_delivery_us`, None without)."""
         out = {}
         for name, topic in self.topic_of.items():
             if name in stalled:
                 continue
             late = [(key, seq) for key, seq in self.unsettled_of(name)
-                    if (self.last[(name, key, seq)][0] if (name, key, seq) in self.last
+                    if (max(self.last[(name, key, seq)][0], self._due(name, key, seq, {})) if (name, key, seq) in self.last
                         else self.published_us[(topic, key, seq)]) >= since_us]
             if late:
                 times = [t for t in self.receive_us.get(name, ()) if t >= since_us]
@@ -222,8 +235,17 @@ class EvidenceTally:
 
     def _due(self, name: str, key: str, seq: int, deadline_us: dict[str, int]) -> int:
         """When the target owes an unsettled message's next delivery at the latest: one ack deadline (+ the retry
-        backoff after a nack) after its last recorded event, or, never delivered, after its publish."""
-        due = self.due_us.get((name, key, seq))
+        backoff after a nack) after its last recorded event, or, never delivered, after its publish. The deadline
+        after a nack stands for the next delivery's row, which the expire fault may hold back that long; a poison
+        message of a dead-lettering subscription is nacked at once on every delivery, before any fault
+        (`probe.ProbeSubscriber.callback`), so after a nack the target answered its next row is owed one retry
+        backoff later (the grace covers the nack's answer and the flush)."""
+        message = (name, key, seq)
+        due, nacked = self.due_us.get(message), self.nacked_us.get(message)
+        if nacked is not None:
+            at, deadline = nacked
+            held = 0 if name in self.dead_lettering and (self.topic_of[name], key, seq) in self.poison else deadline
+            due = max(due or 0, at + held + self.backoff_us[name])
         return self.published_us[(self.topic_of[name], key, seq)] + deadline_us[name] if due is None else due
 
     def latest_due_us(self, names, deadline_us: dict[str, int]) -> int | None:
