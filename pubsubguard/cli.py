@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from pubsubguard.commands import options
-from pubsubguard.core.errors import DEBUG_ENV, UserError, debugging, unexpected
+from pubsubguard.core.errors import DEBUG_ENV, INTERRUPTED_EXIT, UserError, debugging, unexpected
 
 COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
 EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
@@ -53,13 +53,7 @@ def build_parser() -> options.Parser:
         if name in extras.NEEDS_VERIFY and extras.verify_missing():
             extras.register_stub(subparsers, name)  # its options need the extra's modules
             continue
-        try:
-            module = importlib.import_module(f"pubsubguard.commands.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"pubsubguard.commands.{name}":
-                continue  # not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"pubsubguard.commands.{name}").register(subparsers)
     return parser
 
 
@@ -187,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
               f"date or broken: run `bash scripts/setup.sh`; {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 2
     _quiet_libraries(args.command)
-    atexit.unregister(_close_stray_event_loops)  # once, also when `run` calls main for each step
+    atexit.unregister(_close_stray_event_loops)  # registered once, however often one process calls main (the tests do)
     atexit.register(_close_stray_event_loops)
     prefix = f"pubsubguard {args.command}:"
     try:
@@ -223,7 +217,7 @@ def _interrupted_exit(prefix: str) -> int:
     _interrupted.set()
     _end_children()
     print(f"{prefix} interrupted", file=sys.stderr)
-    return 130
+    return INTERRUPTED_EXIT
 
 
 def _close_stray_event_loops() -> None:

@@ -25,7 +25,8 @@ from pubsubguard.core import apply as applying
 from pubsubguard.core import emulator as emulator_module
 from pubsubguard.core import readback
 from pubsubguard.core.errors import UserError
-from pubsubguard.core.plan import UNKNOWN, make_plan, resources_of
+from pubsubguard.core.plan import UNKNOWN, make_plan
+from pubsubguard.core.plan_file import resources_of
 
 EMULATOR_SUBSCRIPTION_RETENTION_MAX_S = 7 * 24 * 3600  # observed: 604801s is "out of bounds"
 
@@ -37,7 +38,7 @@ def dev_plan() -> dict:
 
 def isolated(plan: dict, project: str | None = None) -> dict:
     """The plan with every reference to its GCP project moved to a fresh one."""
-    from pubsubguard.core.plan import retarget
+    from pubsubguard.core.plan_file import retarget
 
     return retarget(plan, project or f"pubsubguard-t{uuid.uuid4().hex[:12]}")
 
@@ -149,7 +150,7 @@ def test_drift_is_detected_and_a_mutable_setting_is_updated_back(emulator, dev_p
 
     result = applying.apply_plan(plan, target=emulator.host)
     assert [o for o in result.outcomes if o.action == applying.UPDATED] == [
-        applying.Outcome(path, "subscription", applying.UPDATED, "ack_deadline_seconds")
+        applying.ResourceOutcome(path, "subscription", applying.UPDATED, "ack_deadline_seconds")
     ]
     assert readback.differences(wanted, readback.actual(wanted)) == observed_differences(plan)
 

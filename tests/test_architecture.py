@@ -161,3 +161,45 @@ def test_only_public_names_cross_modules(tmp_path):
     planted = tmp_path / "planted.py"  # the finder finds one
     planted.write_text("import os\nfrom pubsubguard.validation.probe import ProbeSubscriber, _hidden\n")
     assert private_imports(planted) == ["2: pubsubguard.validation.probe._hidden"]
+
+
+RUNS_PROGRAMS = {"pubsubguard.core.plan", "pubsubguard.core.engine", "pubsubguard.core.langhost",
+                 "pubsubguard.core.langhost_node"}
+
+
+def reached(edges: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_reading_a_plan_runs_no_program():
+    """Issue 47: the plan file (written, read back, retargeted) is apart from the program runner; reading a plan
+    reaches neither the language host nor the engine, and the commands and the job that only read plans
+    (`run`'s steps, the target's retarget) import the plan file, not the runner."""
+    edges = graph()
+    assert not reached(edges, "pubsubguard.core.plan_file") & RUNS_PROGRAMS
+    for reader in ("pubsubguard.validation.target", "pubsubguard.commands.run"):
+        assert "pubsubguard.core.plan_file" in edges[reader] and "pubsubguard.core.plan" not in edges[reader], reader
+    # the guard can fail: the runner planted among the plan file's imports is reached
+    planted = {k: set(v) for k, v in edges.items()}
+    planted["pubsubguard.core.signatures"].add("pubsubguard.core.engine")
+    assert reached(planted, "pubsubguard.core.plan_file") & RUNS_PROGRAMS
+
+
+def test_no_command_imports_another():
+    """Issue 47: what commands share (options, the pre-flight, `run_command`) lives beside them, never in one of
+    them: a command module imports no other command module."""
+    from pubsubguard.cli import COMMANDS
+
+    edges = graph()
+    commands = {f"pubsubguard.commands.{name}" for name in COMMANDS}
+    crossing = {module: sorted(edges[module] & commands) for module in sorted(commands) if edges[module] & commands}
+    assert crossing == {}
+    planted = {**edges, "pubsubguard.commands.run": edges["pubsubguard.commands.run"] | {"pubsubguard.commands.verify"}}
+    assert {m for m in commands if planted[m] & commands} == {"pubsubguard.commands.run"}  # the guard can fail

@@ -378,7 +378,8 @@ def test_apply_shows_each_resource_once_and_only_differences_by_default(emulator
     import uuid
 
     from pubsubguard.core import readback
-    from pubsubguard.core.plan import make_plan, retarget
+    from pubsubguard.core.plan import make_plan
+    from pubsubguard.core.plan_file import retarget
 
     project = f"pubsubguard-c{uuid.uuid4().hex[:12]}"
     plan = retarget(make_plan("dev", ROOT), project)

@@ -10,7 +10,8 @@ from pubsubguard.core import probe_contract
 
 from pubsubguard.core import declared
 from pubsubguard.core.errors import UserError
-from pubsubguard.core.plan import UNKNOWN, make_plan, resources_of
+from pubsubguard.core.plan import UNKNOWN, make_plan
+from pubsubguard.core.plan_file import resources_of
 from pubsubguard.validation.evidence import DeclaredSubscription
 from pubsubguard.validation.isolation import plan_twins
 from pubsubguard.validation.target import checked

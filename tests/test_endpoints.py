@@ -18,7 +18,8 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.errors import UserError
-from pubsubguard.core.plan import make_plan, retarget
+from pubsubguard.core.plan import make_plan
+from pubsubguard.core.plan_file import retarget
 from pubsubguard.validation import endpoints, job
 from pubsubguard.validation.evidence import DeclaredSubscription
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from pubsubguard.core.plan import project_root
+from pubsubguard.core.project import project_root
 from pubsubguard.validation import evidence, guarantees, kernel, verdict
 from pubsubguard.validation.evidence import DeclaredSubscription
 from pubsubguard.validation.guarantees import GUARANTEES, Guarantee, GuaranteeTableError, check_table

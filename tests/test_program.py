@@ -15,7 +15,8 @@ import yaml
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import probe_contract
-from pubsubguard.core.plan import UNKNOWN, PlanError, dumps, make_plan
+from pubsubguard.core.plan import UNKNOWN, PlanError, make_plan
+from pubsubguard.core.plan_file import dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = "serviceAccount:service-100000000001@gcp-sa-pubsub.iam.gserviceaccount.com"

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.core.plan import project_root
+from pubsubguard.core.project import project_root
 from pubsubguard.validation import job, locks, seal, sorted_input
 from pubsubguard.validation.guarantees import SETTLED_BY_DELIVERIES
 from test_verify_e2e import ONE_TOPIC_STACK, make_estate

@@ -58,7 +58,7 @@ def test_unknown_scheme_is_one_line_exit_2(tmp_path):
 
 def test_plan_read_from_gcs(gcs, tmp_path):
     plan = {"format": "pubsubguard-plan/1", "stack": "dev", "resources": [], "outputs": {}}
-    from pubsubguard.core.plan import PLAN_FORMAT
+    from pubsubguard.core.plan_file import PLAN_FORMAT
 
     plan["format"] = PLAN_FORMAT
     storage.write_text(f"gs://{BUCKET}/plans/plan.json", json.dumps(plan))

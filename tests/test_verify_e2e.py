@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.core.plan import make_plan, project_root
+from pubsubguard.core.plan import make_plan
+from pubsubguard.core.project import project_root
 from pubsubguard.validation import driver, job, warmup
 
 pytestmark = pytest.mark.emulator

@@ -82,10 +82,11 @@ def test_verify_reads_its_plan_once_and_hands_it_down(tmp_path, capsys, monkeypa
     and hands it to the job, which does not read it again."""
     import json
 
-    from pubsubguard.core import plan as planning
+    from pubsubguard.core import plan_file as plan_files
+    from pubsubguard.core.plan import make_plan
 
     monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
-    plan = planning.make_plan("dev")
+    plan = make_plan("dev")
     plan["outputs"]["probe_isolation"] = False  # refused once the estate is read: nothing is created
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
@@ -93,8 +94,8 @@ def test_verify_reads_its_plan_once_and_hands_it_down(tmp_path, capsys, monkeypa
     key.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "x", "refresh_token": "x"}))
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     reads = []
-    load_plan = planning.load_plan
-    monkeypatch.setattr(planning, "load_plan", lambda *a, **k: reads.append(a) or load_plan(*a, **k))
+    load_plan = plan_files.load_plan
+    monkeypatch.setattr(plan_files, "load_plan", lambda *a, **k: reads.append(a) or load_plan(*a, **k))
     code = cli.main(["verify", "-C", str(tmp_path), "--plan", str(plan_file), "--target", "gcp"])
     assert code == 2 and "does not declare probe_isolation" in capsys.readouterr().err
     assert reads == [(plan_file,)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.core.plan import project_root
+from pubsubguard.core.project import project_root
 from test_verify_e2e import make_estate, twins_left
 
 pytestmark = pytest.mark.emulator

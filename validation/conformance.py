@@ -41,7 +41,7 @@ from typing import Callable
 import pubsubguard.validation.conformance_scenarios  # noqa: F401  (importing it registers its scenarios in SCENARIOS)
 from pubsubguard.validation.conformance_docs import update_doc
 from pubsubguard.validation.conformance_harness import (
-    INCONCLUSIVE, PULL_TIMEOUT_S, RESULTS, SCENARIOS, UNSUPPORTED, VIOLATED, Interrupted, Outcome, Probe, Scenario,
+    INCONCLUSIVE, PULL_TIMEOUT_S, RESULTS, SCENARIOS, UNSUPPORTED, VIOLATED, ScenarioInterrupted, ScenarioEnded, Probe, Scenario,
     ScenarioRun, one_line, new_run_id,
 )
 from pubsubguard.core.errors import UserError
@@ -121,9 +121,9 @@ def run_one(session: ScenarioRun, spec: Scenario) -> dict:
     probe = Probe(session, spec.id)
     try:
         result, detail = spec.run(probe)
-    except Outcome as outcome:
+    except ScenarioEnded as outcome:
         result, detail = outcome.result, outcome.detail
-    except Interrupted:
+    except ScenarioInterrupted:
         result, detail = INCONCLUSIVE, "interrupted before it ended"
     except Exception as err:  # noqa: BLE001 - an unexpected answer is reported, not hidden
         result, detail = INCONCLUSIVE, f"the scenario could not finish: {one_line(err)}"

@@ -63,11 +63,11 @@ DOC_SUBSCRIPTION_API = "https://cloud.google.com/pubsub/docs/reference/rest/v1/p
 DOC_RESUME = "https://cloud.google.com/pubsub/docs/samples/pubsub-resume-publish-with-ordering-keys"
 
 
-class Interrupted(Exception):
+class ScenarioInterrupted(Exception):
     """The run is stopping (Ctrl-C / SIGTERM): a scenario ends at its next call or wait."""
 
 
-class Outcome(Exception):
+class ScenarioEnded(Exception):
     """Ends a scenario early with a result (`unsupported` setup, `inconclusive` timing)."""
 
     def __init__(self, result: str, detail: str):
@@ -136,7 +136,7 @@ class ScenarioRun:
                 (self._topics if kind == "topic" else self._subscriptions).append(path)
                 return
         self._delete(kind, path)
-        raise Interrupted()
+        raise ScenarioInterrupted()
 
     def _delete(self, kind: str, path: str) -> str | None:
         from google.api_core import exceptions
@@ -251,12 +251,12 @@ class Probe:
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0 and self.session.stop.wait(seconds):
-            raise Interrupted()
+            raise ScenarioInterrupted()
 
     def call(self, rpc: str, request: dict, function: Callable, summary: Callable = lambda response: None):
         """Run one request; record it with the response (summarised) or the error, and re-raise errors."""
         if self.session.stop.is_set():
-            raise Interrupted()
+            raise ScenarioInterrupted()
         entry = {"at_s": self.now(), "call": rpc, "request": request}
         self.evidence.append(entry)
         began = time.monotonic()
@@ -279,10 +279,10 @@ class Probe:
         try:
             self.call("CreateTopic", request_fields(request),
                       lambda: self.publisher.create_topic(request=request, timeout=30))
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - a refused setup is this scenario's result
-            raise Outcome(UNSUPPORTED, f"the target refused to create topic {self.name(part)}: {one_line(err)}") from None
+            raise ScenarioEnded(UNSUPPORTED, f"the target refused to create topic {self.name(part)}: {one_line(err)}") from None
         self.session.track("topic", path)
         return path
 
@@ -296,7 +296,7 @@ class Probe:
             created = self.call("CreateSubscription", request_fields(request),
                                 lambda: self.subscriber.create_subscription(request=request, timeout=30),
                                 request_fields)
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the caller judges the refusal
             return None, err
@@ -306,7 +306,7 @@ class Probe:
     def create_subscription(self, part: str, topic: str, **fields) -> str:
         created, err = self.try_create_subscription(part, topic, **fields)
         if err is not None:
-            raise Outcome(UNSUPPORTED, f"the target refused to create subscription {self.name(part)} "
+            raise ScenarioEnded(UNSUPPORTED, f"the target refused to create subscription {self.name(part)} "
                                        f"({_describe_fields(fields)}): {one_line(err)}")
         return created.name
 
@@ -335,7 +335,7 @@ class Probe:
                 lambda: self.subscriber.pull(request={"subscription": subscription, "max_messages": max_messages},
                                              timeout=PULL_TIMEOUT_S, retry=None),
                 lambda r: {"received_messages": [_delivery(m) for m in r.received_messages]})
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except exceptions.DeadlineExceeded:
             return []
@@ -381,7 +381,7 @@ class Probe:
             self.call("Acknowledge", {"subscription": subscription, "ack_ids": ack_ids},
                       lambda: self.subscriber.acknowledge(subscription=subscription, ack_ids=ack_ids, timeout=30,
                                                           retry=None))
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             return err
@@ -397,7 +397,7 @@ class Probe:
                       {"subscription": subscription, "ack_ids": ack_ids, "ack_deadline_seconds": seconds},
                       lambda: self.subscriber.modify_ack_deadline(subscription=subscription, ack_ids=ack_ids,
                                                                   ack_deadline_seconds=seconds, timeout=30, retry=None))
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             return err

@@ -9,7 +9,7 @@ from collections import Counter
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, Interrupted, Outcome, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, ack_status, as_duration_s, error_record, one_line, request_fields, seq_of, scenario
+from pubsubguard.validation.conformance_harness import ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_ORDERING, DOC_RESUME, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S, FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, ScenarioInterrupted, ScenarioEnded, PULL_TIMEOUT_S, Probe, UNSUPPORTED, VIOLATED, ack_status, as_duration_s, error_record, one_line, request_fields, seq_of, scenario
 
 
 # ------------------------------------------------------------------------------------ exactly-once
@@ -26,7 +26,7 @@ def _eod_subscription(probe: Probe) -> tuple[str, str]:
 def _first_delivery(probe: Probe, subscription: str, what: str):
     got = probe.pull_until(subscription, bool, DELIVERY_WINDOW_S)
     if not got:
-        raise Outcome(INCONCLUSIVE, f"{what} was not delivered within {DELIVERY_WINDOW_S:g} s")
+        raise ScenarioEnded(INCONCLUSIVE, f"{what} was not delivered within {DELIVERY_WINDOW_S:g} s")
     return got[0]
 
 
@@ -65,13 +65,13 @@ def eod_superseded_ack_rejected(probe: Probe) -> tuple[str, str]:
     first = _first_delivery(probe, subscription, "the message")
     err = probe.nack(subscription, [first.ack_id])
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the nack that should cause a redelivery failed: {one_line(err)}")
+        raise ScenarioEnded(INCONCLUSIVE, f"the nack that should cause a redelivery failed: {one_line(err)}")
     second = _first_delivery(probe, subscription, "the redelivery after a nack")
     if second.message.message_id != first.message.message_id:
-        raise Outcome(INCONCLUSIVE, f"expected a redelivery of {first.message.message_id}, "
+        raise ScenarioEnded(INCONCLUSIVE, f"expected a redelivery of {first.message.message_id}, "
                                     f"got message {second.message.message_id}")
     if second.ack_id == first.ack_id:
-        raise Outcome(INCONCLUSIVE, "the redelivery carried the same ack id, so no ack id was superseded")
+        raise ScenarioEnded(INCONCLUSIVE, "the redelivery carried the same ack id, so no ack id was superseded")
     err = probe.acknowledge(subscription, [first.ack_id])
     verdict = _ack_verdict(err, "ack with the first delivery's ack id after the redelivery")
     current = probe.acknowledge(subscription, [second.ack_id])
@@ -101,11 +101,11 @@ def eod_no_redelivery_after_ack(probe: Probe) -> tuple[str, str]:
         try:
             message = deliveries.get(timeout=DELIVERY_WINDOW_S)
         except queue.Empty:
-            raise Outcome(INCONCLUSIVE, f"the message was not delivered within {DELIVERY_WINDOW_S:g} s") from None
+            raise ScenarioEnded(INCONCLUSIVE, f"the message was not delivered within {DELIVERY_WINDOW_S:g} s") from None
         result = future_ack_result(message.ack_with_response())
         probe.note(f"ack_with_response() of message {message.message_id}: {result}")
         if result != "success":
-            raise Outcome(INCONCLUSIVE, f"the ack within the deadline did not succeed ({result}), so the guarantee "
+            raise ScenarioEnded(INCONCLUSIVE, f"the ack within the deadline did not succeed ({result}), so the guarantee "
                                         "for successful acks was not exercised")
         watch = ACK_DEADLINE_S + EXPIRY_MARGIN_S + 2
         probe.sleep(watch)
@@ -139,7 +139,7 @@ def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
                              DELIVERY_WINDOW_S)
     order = [seq_of(m) for m in first]
     if set(order) < {"0", "1", "2", "3"}:
-        raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: {order}")
+        raise ScenarioEnded(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: {order}")
     if order[:4] != ["0", "1", "2", "3"]:
         return VIOLATED, f"the first delivery of key A was not in publish order: {order}"
     by_seq = {seq_of(m): m for m in first}
@@ -148,7 +148,7 @@ def _ordered_redelivery(probe: Probe, nack: bool) -> tuple[str, str]:
     if nack:
         err = probe.nack(subscription, [by_seq["1"].ack_id])
         if err is not None:
-            raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
+            raise ScenarioEnded(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
         window = DELIVERY_WINDOW_S
         how = "nacked"
     else:
@@ -211,20 +211,20 @@ def ordered_eod_no_redelivery_while_outstanding(probe: Probe) -> tuple[str, str]
                              DELIVERY_WINDOW_S)
     by_seq = {seq_of(m): m for m in first}
     if set(by_seq) < {"0", "1", "2", "3"}:
-        raise Outcome(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: "
+        raise ScenarioEnded(INCONCLUSIVE, f"the first delivery of 0..3 was incomplete within {DELIVERY_WINDOW_S:g} s: "
                                     f"{[seq_of(m) for m in first]}")
     probe.acknowledge(subscription, [by_seq["0"].ack_id])
     err = probe.nack(subscription, [by_seq["1"].ack_id])
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
+        raise ScenarioEnded(INCONCLUSIVE, f"the nack of 1 failed: {one_line(err)}")
     window = ACK_DEADLINE_S + DELIVERY_WINDOW_S
     redelivered = probe.pull_until(subscription, lambda got: "1" in [seq_of(m) for m in got], window)
     if "1" not in [seq_of(m) for m in redelivered]:
-        raise Outcome(INCONCLUSIVE, f"1 was nacked and not redelivered within {window:g} s")
+        raise ScenarioEnded(INCONCLUSIVE, f"1 was nacked and not redelivered within {window:g} s")
     held = [m for m in redelivered if seq_of(m) == "1"][-1]
     err = probe.modify_ack_deadline(subscription, [held.ack_id], OUTSTANDING_S)
     if err is not None:
-        raise Outcome(INCONCLUSIVE, f"the ModifyAckDeadline({OUTSTANDING_S} s) of 1's redelivery failed: {one_line(err)}")
+        raise ScenarioEnded(INCONCLUSIVE, f"the ModifyAckDeadline({OUTSTANDING_S} s) of 1's redelivery failed: {one_line(err)}")
     held_at = time.monotonic()
     probe.note(f"1 redelivered with {[seq_of(m) for m in redelivered]}; its delivery is held ({OUTSTANDING_S} s "
                f"deadline, accepted), the others are left to expire ({ACK_DEADLINE_S} s)")
@@ -259,7 +259,7 @@ def ordering_immutable(probe: Probe) -> tuple[str, str]:
                    lambda: probe.subscriber.update_subscription(request=request, timeout=30, retry=None),
                    request_fields)
         refused = None
-    except Interrupted:
+    except ScenarioInterrupted:
         raise
     except Exception as err:  # noqa: BLE001 - the refusal is the expected answer
         refused = err
@@ -374,7 +374,7 @@ def stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
                 message_id, at = got.get(timeout=min(left, 0.5))
             except queue.Empty:
                 if probe.session.stop.is_set():
-                    raise Interrupted() from None
+                    raise ScenarioInterrupted() from None
                 continue
             seen.setdefault(message_id, at - published)
     delivered = wanted & set(seen)
@@ -427,9 +427,9 @@ def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
                 control = control or message.message.data == b"B0"
                 probe.acknowledge(subscription, [message.ack_id])
     if not control:
-        raise Outcome(INCONCLUSIVE, f"the control message B0 was not delivered ({len(attempts)} deliveries of A seen)")
+        raise ScenarioEnded(INCONCLUSIVE, f"the control message B0 was not delivered ({len(attempts)} deliveries of A seen)")
     if len(attempts) < attempts_max:
-        raise Outcome(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
+        raise ScenarioEnded(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
                                     f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
     probe.note(f"A nacked {len(attempts)} times (max_delivery_attempts {attempts_max}); now B1 on key B")
     probe.publish(topic, b"B1", ordering_key="B")
@@ -521,7 +521,7 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
 def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
     before = timings(b"before", DELIVERY_WINDOW_S)
     if None in before:
-        raise Outcome(INCONCLUSIVE, f"the control on the other subscription was not delivered and redelivered within "
+        raise ScenarioEnded(INCONCLUSIVE, f"the control on the other subscription was not delivered and redelivered within "
                                     f"{DELIVERY_WINDOW_S:g} s each: {before}")
     topic, subscription = _ordered_dead_lettering(probe, attempts_max)
     attempts: list[int] = []
@@ -537,7 +537,7 @@ def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
     with probe.streaming(subscription, nack_every_time):
         probe.publish(topic, b"poison", ordering_key="A")
         if not reached.wait(DELIVERY_WINDOW_S * 2):
-            raise Outcome(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
+            raise ScenarioEnded(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
                                         f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
         probe.sleep(STALL_SETTLE_S)
         # waited no longer than the slowest it may be (on the emulator the answer would come ~8 s later)
@@ -575,7 +575,7 @@ def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, s
             if forwarded:
                 break
             if not attempts:
-                raise Outcome(INCONCLUSIVE, f"the message was not delivered within {PULL_TIMEOUT_S:g} s")
+                raise ScenarioEnded(INCONCLUSIVE, f"the message was not delivered within {PULL_TIMEOUT_S:g} s")
             break  # no redelivery and nothing forwarded within a pull window: wait for the forward below
         attempts.append(got[0].delivery_attempt)
         probe.nack(subscription, [got[0].ack_id])
@@ -618,7 +618,7 @@ def _grant_service_agent(probe: Probe, dead_letter: str, subscription: str) -> N
         return
     number = probe.session.project_number
     if not number:
-        raise Outcome(INCONCLUSIVE, "without --project-number conform cannot grant the Pub/Sub service agent "
+        raise ScenarioEnded(INCONCLUSIVE, "without --project-number conform cannot grant the Pub/Sub service agent "
                                     "roles/pubsub.publisher on the dead-letter topic and roles/pubsub.subscriber on "
                                     "the subscription, and without them nothing is forwarded")
     member = f"serviceAccount:{facts.pubsub_service_agent(number)}"
@@ -774,10 +774,10 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         # The injected failure: a message with neither data nor attributes, which Pub/Sub refuses.
         try:
             probe.publish(topic, b"", ordering_key="A", publisher=publisher)
-            raise Outcome(INCONCLUSIVE, "the target accepted an empty message, so no publish failure was injected")
-        except Outcome:
+            raise ScenarioEnded(INCONCLUSIVE, "the target accepted an empty message, so no publish failure was injected")
+        except ScenarioEnded:
             raise
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the failure we wanted
             injected = one_line(err)
@@ -785,13 +785,13 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
             probe.publish(topic, b"1", ordering_key="A", publisher=publisher)
             problems.append("the publish after the failure on key A succeeded without resume_publish")
             paused = "not paused"
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - the expected pause
             paused = type(err).__name__
         try:
             probe.publish(topic, b"b", ordering_key="B", publisher=publisher)
-        except Interrupted:
+        except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - recorded
             problems.append(f"key B failed too while A was paused: {one_line(err)}")
@@ -800,7 +800,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         for seq in ("2", "3", "4"):
             try:
                 probe.publish(topic, seq.encode(), ordering_key="A", publisher=publisher)
-            except Interrupted:
+            except ScenarioInterrupted:
                 raise
             except Exception as err:  # noqa: BLE001 - recorded
                 problems.append(f"publish {seq} on A after resume_publish failed: {one_line(err)}")

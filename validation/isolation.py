@@ -41,7 +41,7 @@ TWIN_RE = re.compile(r".+-probe-[0-9a-f]{8}$")
 TWIN_TTL_S = facts.EXPIRATION_MIN_S
 
 
-class IsolationError(UserError):
+class TwinIsolationError(UserError):
     pass
 
 
@@ -49,7 +49,7 @@ def twin_name(name: str, run_id: str) -> str:
     twin = f"{name}-probe-{run_id[:8]}"
     problem = facts.name_problem(twin)
     if problem:
-        raise IsolationError(f"subscription {name!r}: its probe twin name is invalid: {problem}")
+        raise TwinIsolationError(f"subscription {name!r}: its probe twin name is invalid: {problem}")
     return twin
 
 
@@ -186,12 +186,12 @@ class Twins:
             try:
                 self.subscriber.create_subscription(request=spec.request(self.run_id), timeout=30)
             except exceptions.NotFound as err:
-                raise IsolationError(
+                raise TwinIsolationError(
                     f"cannot create probe twin {short_name(spec.path)}: {err.message} (is the estate applied? "
                     "run `pubsubguard apply` first)"
                 ) from None
             except exceptions.GoogleAPICallError as err:
-                raise IsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
+                raise TwinIsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
             self.created.append(spec.path)
             if spec.dead_letter_topic:
                 self._grant(spec)
@@ -234,7 +234,7 @@ class Twins:
         answer = grant_subscriber(self.subscriber, spec.path, self.service_agent)
         self.iam.append(answer.as_dict())
         if answer.result == "refused":
-            raise IsolationError(
+            raise TwinIsolationError(
                 f"cannot grant {facts.SUBSCRIBER_ROLE} to {self.service_agent} on probe twin {short_name(spec.path)} "
                 f"({answer.detail}); the run's identity needs pubsub.subscriptions.setIamPolicy on it"
             )

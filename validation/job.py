@@ -44,7 +44,7 @@ import tempfile
 from pathlib import Path
 
 from pubsubguard.core import storage
-from pubsubguard.core.errors import UserError, debugging, unexpected
+from pubsubguard.core.errors import INTERRUPTED_EXIT, UserError, debugging, unexpected
 from pubsubguard.validation.config import RunConfig, add_arguments
 from pubsubguard.validation.driver import probe
 from pubsubguard.validation.evidence_store import evidence_location
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print("verify: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT
     except Exception as err:  # noqa: BLE001 - a bug: one line and exit 2 (1 would read as "violated")
         if debugging():
             raise

@@ -569,9 +569,6 @@ class Nemesis:
         self.record(e, "StreamingPull", client=stream.client, key=e.key, seq=e.seq, message_ids=[first.message_id],
                     detail=f"NOT applied: seq {e.seq + 1} did not come within {SWAP_WAIT_S:g}s; seq {e.seq} released")
 
-    def planted_redelivery_ack(self, ack_id: str) -> bool:
-        return ack_id.startswith(PLANTED_ACK_PREFIX)
-
 
 def _int(text) -> int | None:
     return int(text) if isinstance(text, str) and text.isdigit() else None

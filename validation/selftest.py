@@ -117,7 +117,8 @@ def summary(verdict: dict) -> tuple[int, list[str]]:
 def estate_plan(directory: Path, topic: str, stack: str = "selftest", estate: str = STACK) -> tuple[dict, Path]:
     """The built-in estate (`STACK`, or `estate`: a stack file with `{t}` for the topic) on `topic`, planned:
     (the plan, `<directory>/plan.json`)."""
-    from pubsubguard.core.plan import make_plan, project_root
+    from pubsubguard.core.plan import make_plan
+    from pubsubguard.core.project import project_root
 
     root = directory / "project"
     root.mkdir(parents=True, exist_ok=True)

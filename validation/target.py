@@ -22,7 +22,8 @@ def declared_estate(config: RunConfig, plan: dict | None = None) -> tuple[Estate
     A state is what was deployed: its project is a fact, so `--project` must name it. A plan whose names a
     deploy decides (autonames) takes them from the emulator rehearsal (`pubsubguard.core.rehearsal`)."""
     from pubsubguard.core import rehearsal
-    from pubsubguard.core.plan import project_root, retarget
+    from pubsubguard.core.plan_file import retarget
+    from pubsubguard.core.project import project_root
 
     if plan is None:
         plan = plan_from(config.plan, config.stack, config.root, config.state)

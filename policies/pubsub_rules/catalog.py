@@ -23,6 +23,8 @@ HEADER = """# Policy reference: the `{pack}` pack
 Generated from `policies/pubsub_rules/` by `python -m pubsub_rules.catalog` (run in `policies/`);
 a test keeps this file and the code in step. Facts are those of `docs/pubsub-facts.md`.
 
+{counts}
+
 The pack judges raw pulumi-gcp resources, so it works on any organisation's Pulumi program, in
 `pulumi preview --policy-pack policies` and offline with `pubsubguard check`.
 
@@ -85,10 +87,19 @@ is not one region, or a region the topic's storage policy excludes).
 """
 
 
+def counts() -> str:
+    """The pack's rules counted, the one place a count of them is written (the READMEs point here)."""
+    mandatory = [rule for rule in RULES if rule.level == MANDATORY]
+    stack = sum(1 for rule in mandatory if rule.stack)
+    return (f"**{len(RULES)} rules**: {len(mandatory)} mandatory ({len(mandatory) - stack} per resource, {stack} over "
+            f"the whole stack) and {len(RULES) - len(mandatory)} advisory.")
+
+
 def markdown() -> str:
     import pubsub_facts as facts
 
-    text = HEADER.format(pack=PACK_NAME, publisher=facts.PUBLISHER_REGION_LABEL, consumer=facts.CONSUMER_REGION_LABEL)
+    text = HEADER.format(pack=PACK_NAME, publisher=facts.PUBLISHER_REGION_LABEL, consumer=facts.CONSUMER_REGION_LABEL,
+                         counts=counts())
     for rule in RULES:
         types = "whole stack" if rule.stack else ", ".join(f"`{t.split(':')[-1]}`" for t in rule.types)
         text += f"| [`{rule.name}`](#{rule.name}) | {'stack' if rule.stack else 'resource'} | {rule.level} | {types} |\n"

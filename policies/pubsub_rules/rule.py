@@ -61,12 +61,6 @@ class Rule:
     def settings(self, configured: Mapping[str, Any] | None) -> dict[str, Any]:
         return {**self.defaults(), **dict(configured or {})}
 
-    def run_resource(self, resource: Resource, configured: Mapping[str, Any] | None = None) -> list[str]:
-        return self.judge_resource(resource, configured)[0]
-
-    def run_stack(self, resources: list[Resource], configured: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
-        return self.judge_stack(resources, configured)[0]
-
     def judge_resource(self, resource: Resource, configured: Mapping[str, Any] | None = None
                        ) -> tuple[list[str], tuple[str, ...]]:
         """(messages, the unknown properties that kept the rule from deciding: empty when it decided)."""

@@ -211,10 +211,6 @@ def get(props: Any, *path: str) -> Any:
     return value
 
 
-def is_unknown(value: Any) -> bool:
-    return value is UNKNOWN
-
-
 def as_bool(value: Any) -> Any:
     """True/False (also from "true"/"false"), UNKNOWN, or None."""
     if value is UNKNOWN or isinstance(value, bool):
@@ -278,15 +274,6 @@ def resource_path_key(value: Any, collection: str) -> tuple[str | None, str] | N
     if "/" not in value:
         return None, value
     return None
-
-
-def same_key(left: tuple[str | None, str] | None, right: tuple[str | None, str] | None) -> bool:
-    """Two (project, name) keys name the same resource; a missing project matches any project."""
-    if left is None or right is None:
-        return False
-    if left[1] != right[1]:
-        return False
-    return left[0] is None or right[0] is None or left[0] == right[0]
 
 
 def display(props: Any, logical_name: str) -> str:

@@ -295,3 +295,10 @@ def materialize(source: Path) -> Path:
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return final
+
+
+def resolve(policy_pack) -> Path:
+    """The pack folder `check` and `pack` use: --policy-pack DIR (validated), else the bundled pack."""
+    if policy_pack:
+        return validate(policy_pack)
+    return default_pack_dir()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pubsubguard.core import plan as planning
+from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.engine import with_partial_strings
 from pubsubguard.check.result import PolicyInfo
 
@@ -32,7 +32,7 @@ def wire_value(value: Any) -> Any:
     """A plan value as the CLI marshals it: unknowns are the engine's unknown (string) sentinel."""
     from pulumi.runtime import rpc
 
-    if value == planning.UNKNOWN:
+    if value == UNKNOWN:
         return rpc.UNKNOWN  # the SDK's marshalled unknown, the same string the plan records
     if isinstance(value, dict):
         return {k: wire_value(v) for k, v in value.items()}

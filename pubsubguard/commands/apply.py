@@ -26,7 +26,6 @@ from pubsubguard.core import declared
 from pubsubguard.core import emulator as emu
 from pubsubguard.core import readback
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_stack_arguments
 from pubsubguard.core.errors import UserError
 
 DIFFERS = "≠"
@@ -42,7 +41,7 @@ def register(subparsers) -> None:
         example="pubsubguard emulator start && pubsubguard apply --emulator -s dev",
     )
     parser.add_argument("--emulator", action="store_true", help="target the running emulator (required)")
-    add_stack_arguments(parser)
+    options.add_stack_arguments(parser)
     parser.set_defaults(stack=None)  # to tell an explicit --stack from the default
     parser.add_argument("--plan", type=options.input_file, default=None, metavar="FILE",
                         help="apply this plan FILE instead of planning --stack (default: plan --stack dev)")

@@ -7,7 +7,6 @@ import sys
 
 from pubsubguard.validation import bundle
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_project_argument
 
 
 def register(subparsers) -> None:
@@ -17,7 +16,7 @@ def register(subparsers) -> None:
                     2: "bad option; the output directory is not writable; the environment cannot be built"},
         example="pubsubguard bundle --out out/bundle   # then run the spark-submit line it prints",
     )
-    add_project_argument(parser)
+    options.add_project_argument(parser)
     parser.add_argument("--out", type=options.output_directory, default=None, metavar="DIR",
                         help=f"write {bundle.ZIP_NAME} and {bundle.ENV_NAME} into DIR (default: <project>/out/bundle)")
     parser.add_argument("--master", default="spark://HOST:7077", help="the master shown in the printed spark-submit line")

@@ -10,12 +10,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pubsubguard.check import formats, judge, pack, summary, suppressions
+from pubsubguard.check import formats, judge, pack, packenv, summary, suppressions
 from pubsubguard.check.result import UNKNOWNS_MODES, Outcome, compose
 from pubsubguard.core import plan as planning
+from pubsubguard.core import plan_file as plan_files
 from pubsubguard.commands import options
-from pubsubguard.commands import pack as pack_command
-from pubsubguard.commands.plan import add_program_arguments, add_stack_arguments, run_options
 from pubsubguard.core.engine import InvokeResults
 from pubsubguard.core.errors import UserError
 
@@ -32,7 +31,7 @@ def register(subparsers) -> None:
                        "not a pack or its virtualenv cannot be made"},
         example="pubsubguard check -s dev --format sarif --out pubsubguard.sarif",
     )
-    add_stack_arguments(parser)
+    options.add_stack_arguments(parser)
     parser.add_argument("--plan", type=options.input_file, metavar="FILE",
                         help="judge this plan FILE (from `pubsubguard plan --out`) instead of planning --stack")
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
@@ -73,7 +72,7 @@ def register(subparsers) -> None:
                              "with $GITHUB_STEP_SUMMARY (default: none)")
     adopt.add_argument("--create-baseline", type=options.output_file, metavar="FILE",
                        help="write every violation found to this baseline FILE (the verdict is unchanged)")
-    add_program_arguments(parser)
+    options.add_program_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -96,7 +95,7 @@ def run(args) -> int:
 
 def _run(args, source: str) -> int:
     root = args.root
-    pack_dir = pack_command.resolve(args.policy_pack)
+    pack_dir = packenv.resolve(args.policy_pack)
     pack.pack_python(pack_dir)  # its virtualenv made now (first use), before the program runs
     from_file = suppressions.load_file(args.suppressions) if args.suppressions else []
     baseline = suppressions.load_baseline(args.baseline) if args.baseline else None
@@ -106,12 +105,12 @@ def _run(args, source: str) -> int:
     judging = dict(policy_config=config, invoke_results=invokes, source=source, config_source=config_source,
                    pack_dir=pack_dir)
     if args.plan:
-        plan = planning.load_plan(args.plan)
+        plan = plan_files.load_plan(args.plan)
         files = [args.plan]
         judgement, run, failure = judge.judge_plan(plan, **judging), None, None
     else:
         inputs = planning.read_inputs(root, args.stack)
-        judged = judge.judge_program(inputs, run_options=run_options(args), **judging)
+        judged = judge.judge_program(inputs, run_options=options.run_options(args), **judging)
         judgement, run, failure, plan = judged.judgement, judged.run, judged.failure, judged.run.plan
         files = [root / source] + inputs.project.program_files
     suppressed, baseline_use = suppressions.match(
@@ -131,12 +130,12 @@ def _run(args, source: str) -> int:
         text = formats.format_sarif(outcome, locate)
     else:
         text = formats.format_text(outcome, args.compact, locate, args.verbose, error_on_stderr=not args.out)
-    shown = (lambda text: text) if args.show_secrets else (lambda text: planning.mask(text, outcome.secrets))
+    shown = (lambda text: text) if args.show_secrets else (lambda text: plan_files.mask(text, outcome.secrets))
     _emit(args, shown(text), outcome)
     if args.summary:
         _append(args.summary, shown(summary.section(outcome, locate)))
     if outcome.error:
-        print(f"pubsubguard check: {outcome.error if args.show_secrets else planning.mask(outcome.error, outcome.secrets)}",
+        print(f"pubsubguard check: {outcome.error if args.show_secrets else plan_files.mask(outcome.error, outcome.secrets)}",
               file=sys.stderr)
     return outcome.exit_code
 

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_project_argument
 from pubsubguard.validation.access import check_credentials
 from pubsubguard.core.errors import UserError
 
@@ -32,7 +31,7 @@ def register(subparsers) -> None:
                     2: "bad option; no emulator, credentials or project"},
         example="pubsubguard conform --target emulator --report out/conform",
     )
-    add_project_argument(parser)
+    options.add_project_argument(parser)
     parser.add_argument("--target", choices=("emulator", "gcp"), default="emulator",
                         help="emulator: PUBSUB_EMULATOR_HOST, else one started for the run; gcp: Google Cloud "
                              "with application default credentials")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pubsubguard.core import emulator as emu
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_project_argument
 
 
 def register(subparsers) -> None:
@@ -27,7 +26,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("action", choices=("start", "stop", "status"),
                         help="start one (or reuse the running one), stop it, or say whether it runs")
-    add_project_argument(parser)
+    options.add_project_argument(parser)
     parser.add_argument("--project", default="pubsubguard-dev", help="Google Cloud project id the clients use")
     parser.add_argument("--port", type=options.port, default=None, help="loopback port (default: a free one)")
     parser.add_argument("--timeout", type=options.positive_seconds, default=90,

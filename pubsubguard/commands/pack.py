@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pubsubguard.check import packenv
 from pubsubguard.commands import options
-from pubsubguard.commands.plan import add_project_argument
 
 
 def register(subparsers) -> None:
@@ -22,19 +21,12 @@ def register(subparsers) -> None:
     parser.add_argument("what", choices=("path", "python"), help="path: the pack's folder; python: its interpreter")
     parser.add_argument("--policy-pack", metavar="DIR", default=None,
                         help="another pack (a team's fork) instead of pubsubguard's own (default: the bundled pack)")
-    add_project_argument(parser)  # as every command takes it; the pack does not depend on the project
+    options.add_project_argument(parser)  # as every command takes it; the pack does not depend on the project
     parser.set_defaults(run=run)
 
 
-def resolve(policy_pack) -> "packenv.Path":
-    """The pack folder `check` and `pack` use: --policy-pack DIR (validated), else the bundled pack."""
-    if policy_pack:
-        return packenv.validate(policy_pack)
-    return packenv.default_pack_dir()
-
-
 def run(args) -> int:
-    folder = resolve(args.policy_pack)
+    folder = packenv.resolve(args.policy_pack)
     python = packenv.pack_python(folder)  # made now, so the folder is complete when printed
     print(python if args.what == "python" else folder)
     return 0

@@ -13,12 +13,11 @@ import sys
 import time
 
 from pubsubguard.commands import options, run_command
-from pubsubguard.commands.plan import add_stack_arguments
+from pubsubguard.core.errors import INTERRUPTED_EXIT
 from pubsubguard.validation.config import MASTER_FORMS, endpoint_mapping, faults, nemesis_schedule, publish_rate, spark_master
 from pubsubguard.validation.session import DEFAULT_MASTER
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
-INTERRUPTED = 130  # a step's exit code when Ctrl-C or SIGTERM cut it short
 
 
 def register(subparsers) -> None:
@@ -29,7 +28,7 @@ def register(subparsers) -> None:
                     2: "bad option, project or stack file; no emulator or Java"},
         example="pubsubguard run -s dev --faults nack=0.1,crash=1 --keys 4",
     )
-    add_stack_arguments(parser)
+    options.add_stack_arguments(parser)
     parser.add_argument("--out", type=options.output_directory, default=None, metavar="DIR",
                         help="output DIRECTORY: plan.json, report/, emulator/ (default: <project>/out/<stack>)")
     parser.add_argument("--state", type=options.or_checkpoint(options.remote_or(options.input_file)), nargs="?", const="", default=None,
@@ -74,10 +73,10 @@ def _step(title: str) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard.commands import verify
+    from pubsubguard.commands.preflight import preflight
     from pubsubguard.validation.config import RunConfig
     from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator
-    from pubsubguard.core.plan import load_plan
+    from pubsubguard.core.plan_file import load_plan
 
     deployed = None
     if args.state is not None:  # read (and refused when bad) before anything starts
@@ -103,7 +102,7 @@ def run(args) -> int:
         *(["--master", args.master] if args.master else []),
     ]
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
-    verify.preflight(RunConfig(target="emulator", report=report))
+    preflight(RunConfig(target="emulator", report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
     if own_emulator:
         Emulator.command()  # raises (with the install hint) when the emulator or Java is missing
@@ -136,7 +135,7 @@ def run(args) -> int:
 
         _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
         checked = run_command("check", ["--plan", str(plan_file), "--format", "text"])
-        if checked == INTERRUPTED:
+        if checked == INTERRUPTED_EXIT:
             return checked
         if checked != 0:
             print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)

@@ -237,7 +237,7 @@ def _seconds(value: Any, where: str) -> float | int:
 
 
 def _known(value: Any, where: str) -> Any:
-    from pubsubguard.core.plan import UNKNOWN
+    from pubsubguard.core.project import UNKNOWN
 
     if value is None and where.endswith(".name"):
         raise PlanValueError(f"{where}: chosen at deploy (autonamed); rehearse with `pubsubguard apply --emulator`, "
@@ -340,7 +340,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
 
 def estate(plan: dict) -> Estate:
     """The plan's topics and subscriptions, read once (see the module docstring)."""
-    from pubsubguard.core.plan import resources_of
+    from pubsubguard.core.plan_file import resources_of
 
     for key in ("gcp_project", "resources"):
         if key not in plan:
@@ -390,7 +390,8 @@ def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = Non
     """The plan of `--plan FILE`, of `--state FILE|URI` (a deployed stack's state read as a plan,
     `pubsubguard.core.state`; `--state` without a value: `--stack`'s checkpoint in a self-managed backend), or
     one made offline from `--stack` (default dev). `--plan` with `--stack` or `--state` is a usage error."""
-    from pubsubguard.core import plan as planning
+    from pubsubguard.core import plan_file as plan_files
+    from pubsubguard.core.project import project_root
 
     if plan_file is not None and state is not None:
         raise UserError("--plan and --state: give one of them (a plan declares what to deploy, a state what was deployed)")
@@ -399,7 +400,9 @@ def plan_from(plan_file: Path | None, stack: str | None, root: Path | None = Non
     if state is not None:
         from pubsubguard.core import state as states
 
-        return states.load(state or None, stack, Path(root or planning.project_root()))
+        return states.load(state or None, stack, Path(root or project_root()))
     if plan_file is not None:
-        return planning.load_plan(plan_file)
+        return plan_files.load_plan(plan_file)
+    from pubsubguard.core import plan as planning  # runs the program: the language host and the engine
+
     return planning.make_plan(stack or "dev", root)

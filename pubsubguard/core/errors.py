@@ -7,6 +7,7 @@ from typing import Any
 
 
 DEBUG_ENV = "PUBSUBGUARD_DEBUG"  # set (not 0): an unexpected error raises with its traceback
+INTERRUPTED_EXIT = 130  # every command's exit code when Ctrl-C or SIGTERM cut it short (the shell's 128 + SIGINT)
 
 
 class UserError(Exception):

@@ -42,7 +42,7 @@ ENV_ALLOWLIST = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES"
 STREAM_KEEP = 64 * 1024  # bytes of each stream kept for the report; the rest is counted and dropped
 
 
-class IsolationError(UserError):
+class ConfinementError(UserError):
     """`--require-isolation` and a confinement this machine cannot give."""
 
 
@@ -415,7 +415,7 @@ def start(command: list[str], project: Project, scratch: Path, env: dict, *, mem
         message = (f"{why}: the program runs without network, file-system and PID isolation "
                    "(its environment is still an allowlist; install bubblewrap for the rest)")
         if require_isolation:
-            raise IsolationError(f"--require-isolation: {message}")
+            raise ConfinementError(f"--require-isolation: {message}")
         notes.append(message)
     limit = memory_mib * 1024 * 1024
     prlimit = shutil.which("prlimit")

@@ -11,26 +11,7 @@ registered). Config comes from `PULUMI_CONFIG` (`pubsubguard.core.project` reads
 file as the CLI does). A program that makes no progress for `IDLE_TIMEOUT_S` is stopped with an error
 naming the resource it waits for; a program that raises is reported with its own file and line.
 
-Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resources sorted by URN):
-
-    {"format": "pubsubguard-plan/1", "project": "pubsubguard", "stack": "dev",
-     "gcp_project": "pubsubguard-dev", "provider_config": {"project": ..., "region": ...},
-     "resources": [{"urn", "type", "name", "custom", "parent", "id", "provider", "inputs",
-                    "dependencies", "property_dependencies", "source" ({path, line} where
-                    the program constructs it), "external" (read with .get),
-                    "unknowns" ({dotted input path: [{urn, type, name, output, via}]}: where each
-                    value unknown at preview comes from: the resources its top-level property
-                    depends on (the engine's record), the output property (`id`, `email`, ...)
-                    and the `apply` / `all` chain it went through (reported by the program
-                    side; absent where it could not tell); [] for an unknown invoke result or a
-                    `secure:` config value)}...],
-     "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
-     "unknown_invokes": [{"token", "args"}...],
-     "secrets": "redacted" (present when secret values were written as "[secret]")}
-
-Values unknown at preview are `UNKNOWN` (the engine's sentinel string); secrets are the engine's
-secret envelope `{"4dabf1…": "1b4706…", "value": …}`, whose value a plan file shows as `[secret]`
-unless written with `--show-secrets` (read back, a redacted secret is unknown).
+The plan it writes, and how a plan file is read back: `pubsubguard.core.plan_file`.
 """
 
 from __future__ import annotations
@@ -45,30 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core import langhost, langhost_node, storage
-from pubsubguard.core.errors import read_mapping
-from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults, Limits, Recorder, serve
+from pubsubguard.core import langhost, langhost_node
+from pubsubguard.core.engine import InvokeResults, Limits, Recorder, serve
 from pubsubguard.core.langhost import Stream
+from pubsubguard.core.plan_file import plan_header, secret_strings
 from pubsubguard.core.project import (  # noqa: F401
-    UNKNOWN, PlanError, Project, StackConfig, read_project, read_stack_config,
+    UNKNOWN, PlanError, Project, StackConfig, project_root, read_project, read_stack_config,
 )
 
-PLAN_FORMAT = "pubsubguard-plan/1"
 IDLE_TIMEOUT_S = 60.0  # nothing constructed, registered or invoked, the thread waiting or blocked in one place this long: stuck
 MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "Array buffer allocation failed",
                 "Fatal process out of memory")  # Python's and Node.js's words for an allocation refused
 PARALLEL = 16  # the language host's --parallel: the SDK sends up to 4x this many RPCs at once
-
-
-def project_root() -> Path:
-    """pubsubguard's own project (the checkout holding this package): the default of callers that name no
-    project (tests, benchmarks); the command line always names one (the current directory, or -C)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def _gcp_project(values: dict[str, Any]) -> str | None:
-    project = values.get("gcp:project")
-    return project if isinstance(project, str) and project != UNKNOWN else None
 
 
 class ProgramFailed(PlanError):
@@ -224,18 +193,6 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
     return None
 
 
-def plan_header(project: Project, stack: str, config) -> dict:
-    """The plan's fields that come from the project and stack files alone."""
-    return {
-        "format": PLAN_FORMAT,
-        "project": project.name,
-        "stack": stack,
-        "gcp_project": _gcp_project(config.values) or "unknown-project",
-        "provider_config": {k.split(":", 1)[1]: v for k, v in sorted(config.values.items())
-                            if k.startswith("gcp:") and isinstance(v, str) and v != UNKNOWN},
-    }
-
-
 def _unique(invokes: list[dict]) -> list[dict]:
     seen = {}
     for invoke in invokes:
@@ -243,93 +200,3 @@ def _unique(invokes: list[dict]) -> list[dict]:
     return [seen[key] for key in sorted(seen)]
 
 
-REDACTED = "[secret]"
-
-
-def secret_strings(value: Any, inside: bool = False) -> set[str]:
-    """Every string inside a secret envelope of `value` (to mask them wherever text is shown)."""
-    found: set[str] = set()
-    if isinstance(value, dict):
-        if value.get(SIG) == SECRET_SIG:
-            return secret_strings(value.get("value"), True)
-        for item in value.values():
-            found |= secret_strings(item, inside)
-    elif isinstance(value, list):
-        for item in value:
-            found |= secret_strings(item, inside)
-    elif inside and isinstance(value, str) and value != UNKNOWN and len(value) >= 3:
-        found.add(value)
-    return found
-
-
-def mask(text: str, secrets: set[str]) -> str:
-    """`text` with every secret string shown as `[secret]` (longest first, so a secret that contains
-    another is masked whole)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-        escaped = json.dumps(secret)[1:-1]  # as it stands inside a JSON string
-        if escaped != secret:
-            text = text.replace(escaped, REDACTED)
-    return text
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, dict):
-        if value.get(SIG) == SECRET_SIG:
-            return {SIG: SECRET_SIG, "value": REDACTED}
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
-
-
-def _unredacted(value: Any) -> Any:
-    """A redacted plan's secrets read back as values unknown here (the rules cannot judge them)."""
-    if isinstance(value, dict):
-        if value.get(SIG) == SECRET_SIG and value.get("value") == REDACTED:
-            return {SIG: SECRET_SIG, "value": UNKNOWN}
-        return {k: _unredacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unredacted(v) for v in value]
-    return value
-
-
-def dumps(plan: dict, show_secrets: bool = False) -> str:
-    """The plan file's text. Secret values are written as `[secret]` (and the plan says
-    `"secrets": "redacted"`), as Pulumi shows them, unless `show_secrets`."""
-    if not show_secrets and secret_strings(plan):
-        plan = {**_redacted(plan), "secrets": "redacted"}
-    return json.dumps(plan, indent=2, sort_keys=True) + "\n"
-
-
-def load_plan(path: Path) -> dict:
-    plan = read_mapping(path, PlanError, language="JSON", read=storage.read_text,
-                        missing=f"{path}: no such plan file (make one with `pubsubguard plan --out {path}`)")
-    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
-        raise PlanError(f"{path}: format: expected {PLAN_FORMAT!r}, got {plan.get('format') if isinstance(plan, dict) else type(plan).__name__!r}")
-    if plan.get("secrets") == "redacted":
-        plan = _unredacted(plan)
-    return plan
-
-
-def retarget(plan: dict, project: str) -> dict:
-    """The plan moved to another GCP project: every resource path (`projects/OLD/...`) and `gcp_project`
-    name `project`; nothing else changes. Walks the plan's values (keys are property names, never paths)."""
-    prefix, moved_to = f"projects/{plan.get('gcp_project')}/", f"projects/{project}/"
-
-    def move(value: Any) -> Any:
-        if isinstance(value, str):
-            return value.replace(prefix, moved_to)
-        if isinstance(value, dict):
-            return {key: move(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [move(item) for item in value]
-        return value
-
-    moved = move(plan)
-    moved["gcp_project"] = project
-    return moved
-
-
-def resources_of(plan: dict, type_: str) -> list[dict]:
-    return [r for r in plan["resources"] if r["type"] == type_]

@@ -218,3 +218,9 @@ def source_lines(path: Path) -> list[str]:
             return handle.read().splitlines()
     except (SyntaxError, UnicodeDecodeError, LookupError):  # a bad declaration: what Python would refuse
         return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()
+
+
+def project_root() -> Path:
+    """pubsubguard's own project (the checkout holding this package): the default of callers that name no
+    project (tests, benchmarks); the command line always names one (the current directory, or -C)."""
+    return Path(__file__).resolve().parents[2]

@@ -1,0 +1,47 @@
+"""What `verify` decides before any Spark session or client exists (and `run` before its first step): a
+writable report directory, Java, credentials for `--target gcp`; and the plan or state read to learn the stack,
+which the job is handed rather than reading it again. Not a command: the commands that probe share it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pubsubguard.commands import options
+from pubsubguard.core.declared import plan_from
+from pubsubguard.core.errors import UserError
+from pubsubguard.validation.access import check_credentials
+from pubsubguard.validation.config import RunConfig
+
+JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
+             "and put `java` on PATH or set JAVA_HOME")
+
+
+def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
+    """What verify needs, checked before any Spark session or client exists; UserError otherwise. The
+    configuration with its default report directory, `<project>/out/<stack>/report` (from evidence: beside
+    it), and the plan or state read to learn that stack (`--plan FILE` or `--state` without `--stack`),
+    which the job is handed rather than reading it again (None: the job reads or makes it)."""
+    from pubsubguard.core.emulator import find_java
+
+    if config.target == "gcp" and not config.from_evidence and not loopback_only(config.endpoint):
+        check_credentials()  # with loopback stand-ins only, the probe decides once it knows the endpoints
+    if config.cleanup:  # deletes probe twins: no Spark, no report
+        return config, None
+    plan = None
+    if config.report is None and not config.from_evidence:
+        if config.stack is None and (config.plan is not None or config.state is not None):
+            plan = plan_from(config.plan, None, config.root, config.state)  # read once, handed to the job
+        stack = config.stack or (plan["stack"] if plan is not None else "dev")
+        config = config.but(report=Path(config.root or ".") / "out" / stack / "report")
+        options.require_writable(config.report, "--report", directory=True)
+    if find_java() is None:
+        raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
+    return config, plan
+
+
+def loopback_only(endpoint_items: list[str] | None) -> bool:
+    """`--endpoint` maps the global endpoint and every other one it names to loopback stand-ins."""
+    from pubsubguard.validation.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
+
+    mapping = parse_endpoint_map(endpoint_items)
+    return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())
