@@ -196,7 +196,8 @@ class SubscriptionSpec(_Strict):
             return value
         seconds = parse_duration(value)
         if seconds < facts.EXPIRATION_MIN_S:
-            raise ValueError(f"must be 'never' or at least {facts.EXPIRATION_MIN_S}s (1 day), got {seconds}s")
+            raise ValueError(f"must be 'never' or at least {facts.EXPIRATION_MIN_S}s "
+                             f"({facts.spoken_seconds(facts.EXPIRATION_MIN_S)}), got {seconds}s")
         return seconds
 
     @field_validator("filter")

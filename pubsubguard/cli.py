@@ -33,8 +33,9 @@ example (the whole flow on the local emulator):
 
 
 def version() -> str:
-    """`pubsubguard.__version__`, the one place the version is written (the wheel's metadata is built from it)."""
-    from pubsubguard import __version__
+    """`pubsubguard.core.__version__`, the one place the version is written (the wheel's metadata is built from it;
+    `pubsubguard.__version__` re-exports it)."""
+    from pubsubguard.core import __version__
 
     return __version__
 

@@ -285,7 +285,7 @@ def _catch(errors, function, *args):
 def test_a_rule_declares_the_setting_given_invoke_results_fill(pack):
     """dead-letter-service-agent-iam's projectNumbers come from given getProject results (its schema says
     so); a rule the user configures keeps the user's settings; no other rule changes."""
-    from pubsubguard.core.engine import InvokeResults
+    from pubsubguard.core.invokes import InvokeResults
 
     policies = policy_infos(pack.stub.GetAnalyzerInfo(empty_pb2.Empty()))
     token = "gcp:organizations/getProject:getProject"

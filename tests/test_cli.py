@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from one_line import one_line
 from pubsubguard import cli as cli_module
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,16 +29,6 @@ def cli(*argv: str, cwd: Path | None = None, env: dict | None = None, timeout: f
     )
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     return done
-
-
-def one_line(done: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
-    """The run failed with `code` and exactly one stderr line holding every fragment."""
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == code, done.stderr
-    assert len(lines) == 1, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture

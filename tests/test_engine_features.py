@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard.core import engine
+from pubsubguard.core import engine, invokes, recorder, signatures, wire_values
+from pubsubguard.core.project import UNKNOWN
 from test_nodejs_programs import judged, line_of, mandatory, node_project, pubsubguard, python_twin
 
 PUSH = {"push_endpoint": "https://orders.example.com/push",
@@ -179,7 +180,7 @@ def test_a_transformed_resource_keeps_its_dependencies_as_the_engine_rebuilds_th
     """)
     sub = inputs_of(root, "orders-sub")
     assert sub["inputs"]["ackDeadlineSeconds"] == 30
-    assert sub["inputs"]["topic"] == engine.UNKNOWN  # an autonamed topic's name, unknown at preview
+    assert sub["inputs"]["topic"] == UNKNOWN  # an autonamed topic's name, unknown at preview
     assert "urn:pulumi:dev::team::gcp:pubsub/topic:Topic::orders" in sub["dependencies"]
 
 
@@ -300,7 +301,7 @@ def test_urns_are_the_engines_the_parent_chain_qualifies_a_type_the_stack_does_n
     assert plan["outputs"]["computed"] == plan["outputs"]["urns"]["grandchild"]
     records = {r["urn"]: r for r in plan["resources"]}
     assert set(plan["outputs"]["urns"].values()) <= set(records)  # the pack sees the URNs the program read
-    stack = next(urn for urn, r in records.items() if r["type"] == engine.STACK_TYPE)
+    stack = next(urn for urn, r in records.items() if r["type"] == recorder.STACK_TYPE)
     assert stack == f"{prefix}pulumi:pulumi:Stack::{project}-dev"
     assert records[plan["outputs"]["urns"]["group"]]["parent"] == stack
     assert records[plan["outputs"]["urns"]["grandchild"]]["parent"] == plan["outputs"]["urns"]["queue"]
@@ -410,7 +411,7 @@ def test_an_invoke_that_depends_on_a_new_resource_is_unknown_as_at_preview(tmp_p
             opts=pulumi.InvokeOutputOptions(depends_on=[orders]))
         gcp.pubsub.TopicIAMPolicy("orders-policy", topic=orders.name, policy_data=policy.policy_data)
     """)
-    assert inputs_of(root, "orders-policy")["inputs"]["policyData"] == engine.UNKNOWN
+    assert inputs_of(root, "orders-policy")["inputs"]["policyData"] == UNKNOWN
 
 
 # --- Calls to component methods --------------------------------------------------------------------
@@ -473,7 +474,7 @@ def test_a_component_methods_result_is_unknown_and_depends_on_the_component_and_
     origins = {(s["type"], s["name"]) for s in entry["unknown_inputs"]["pushConfig.pushEndpoint"]}
     assert origins == {("channels:index:Channel", "orders-channel"), ("gcp:pubsub/topic:Topic", "orders")}
     plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
-    assert plan["outputs"].get("endpoint", engine.UNKNOWN) == engine.UNKNOWN
+    assert plan["outputs"].get("endpoint", UNKNOWN) == UNKNOWN
 
 
 @pytest.mark.parametrize("language", ["python", "typescript"])
@@ -522,17 +523,17 @@ def test_a_read_resources_id_and_name_are_known_and_the_rest_unknown_in_both_lan
     for root in (python, typescript):
         plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
         assert plan["outputs"]["dlq_name"] == "shared-dlq"
-        assert plan["outputs"].get("dlq_labels", engine.UNKNOWN) == engine.UNKNOWN
+        assert plan["outputs"].get("dlq_labels", UNKNOWN) == UNKNOWN
     assert judged(python) == judged(typescript)
 
 
 # --- A feature the engine cannot offer -------------------------------------------------------------
 def test_an_unsupported_feature_is_one_line_saying_the_program_is_fine():
-    recorder = engine.Recorder(project="p", stack="dev", invoke_results=engine.InvokeResults(), root=None,
-                               limits=engine.Limits())
-    recorder.log("error", "the program failed: __main__.py:3: Exception: The Pulumi CLI does not support "
-                          "teleportation. Please update the Pulumi CLI.")
-    (line,) = recorder.errors
+    record = recorder.Recorder(project="p", stack="dev", invoke_results=invokes.InvokeResults(), root=None,
+                               limits=recorder.Limits())
+    record.log("error", "the program failed: __main__.py:3: Exception: The Pulumi CLI does not support "
+                        "teleportation. Please update the Pulumi CLI.")
+    (line,) = record.errors
     assert "teleportation" in line and "the program itself is fine" in line
     assert "update the Pulumi CLI" not in line
     assert line.startswith("the program failed: __main__.py:3: Exception: ")
@@ -623,7 +624,7 @@ def test_a_data_source_reading_one_topic_answers_the_id_its_arguments_determine_
     for root in (python, typescript):
         plan = json.loads(pubsubguard(root, "plan", "-s", "dev").stdout)
         assert plan["outputs"]["dlq_id"] == "projects/proj-b/topics/shared-dlq", root
-        assert plan["outputs"].get("dlq_labels", engine.UNKNOWN) in (engine.UNKNOWN, None, {}), root
+        assert plan["outputs"].get("dlq_labels", UNKNOWN) in (UNKNOWN, None, {}), root
 
 
 # --- Packages, state migrations, invoke parents, byte strings --------------------------------------
@@ -689,9 +690,9 @@ def test_a_byte_string_is_judged_as_the_text_it_reads_as():
     they send instead): the engine's decoding of one."""
     import base64
 
-    wire = {engine.SIG: engine.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
-    assert engine.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
-    assert engine.decode({engine.SIG: engine.BYTE_STRING_SIG, "value": "not base64!"}) == engine.UNKNOWN
+    wire = {signatures.SIG: signatures.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
+    assert wire_values.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
+    assert wire_values.decode({signatures.SIG: signatures.BYTE_STRING_SIG, "value": "not base64!"}) == UNKNOWN
 
 
 def test_a_typescript_string_that_is_not_utf8_fails_the_program_in_one_line_naming_its_place(tmp_path):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from one_line import one_line
+
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pubsubguard", *args], cwd=root, capture_output=True, text=True,
@@ -21,14 +23,6 @@ def project(tmp_path: Path, program: str, stack: object = None) -> Path:
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack if stack is not None else {"config": {"gcp:project": "p"}}))
     (tmp_path / "__main__.py").write_text(program)
     return tmp_path
-
-
-def one_line(done: subprocess.CompletedProcess, code: int) -> str:
-    assert done.returncode == code, done.stderr
-    assert "Traceback" not in done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def test_a_syntax_error_names_the_programs_file_and_line(tmp_path):

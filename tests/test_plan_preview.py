@@ -14,7 +14,8 @@ import yaml
 
 from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard import cli
-from pubsubguard.core.engine import SECRET_SIG, SIG, InvokeResults
+from pubsubguard.core.invokes import InvokeResults
+from pubsubguard.core.signatures import SECRET_SIG, SIG
 from pubsubguard.core.plan import UNKNOWN, PlanError, make_plan
 
 

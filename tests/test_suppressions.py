@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from one_line import one_line
 from pubsubguard.check import suppressions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,14 +28,6 @@ def cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, "NO_GCE_CHECK": "true"})
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     return done
-
-
-def one_line(done, *fragments: str) -> str:
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -137,18 +130,18 @@ def test_a_suppressions_file_by_resource_name(team, tmp_path):
 ])
 def test_a_bad_comment_is_one_line(team, comment, says):
     comment_above(team, comment)
-    one_line(cli("check", cwd=team), "pubsubguard check: ", says)
+    one_line(cli("check", cwd=team), 2, "pubsubguard check: ", says)
 
 
 def test_a_comment_on_no_resource_is_one_line(team):
     comment_above(team, "# pubsubguard: ignore[topic-kms-key] reason", line="        child = pulumi.ResourceOptions(parent=self)\n")
-    one_line(cli("check", cwd=team), "is not on (or just above) a line that creates a resource")
+    one_line(cli("check", cwd=team), 2, "is not on (or just above) a line that creates a resource")
 
 
 def test_a_suppression_of_an_unknown_resource_is_one_line(team, tmp_path):
     path = tmp_path / "suppressions.yaml"
     path.write_text("suppressions:\n  - {rule: topic-kms-key, resource: no-such-topic, reason: r}\n")
-    one_line(cli("check", "--suppressions", str(path), cwd=team),
+    one_line(cli("check", "--suppressions", str(path), cwd=team), 2,
              "suppressions[0]: suppresses 'topic-kms-key' on 'no-such-topic', which the program does not declare")
 
 
@@ -214,11 +207,11 @@ def test_the_form_both_urn_forms_share_keeps_the_parent_and_drops_the_stack():
 def test_a_broken_baseline_is_one_line(team, tmp_path):
     path = tmp_path / "baseline.json"
     path.write_text("[]")
-    one_line(cli("check", "--baseline", str(path), cwd=team), f"--baseline {path}: expected a baseline")
+    one_line(cli("check", "--baseline", str(path), cwd=team), 2, f"--baseline {path}: expected a baseline")
 
 
 def test_a_policy_pack_that_is_not_a_pack_is_one_line(team, tmp_path):
-    one_line(cli("check", "--policy-pack", str(tmp_path), cwd=team), f"--policy-pack {tmp_path}: no PulumiPolicy.yaml")
+    one_line(cli("check", "--policy-pack", str(tmp_path), cwd=team), 2, f"--policy-pack {tmp_path}: no PulumiPolicy.yaml")
 
 
 # --- the outcome: one value, built once -----------------------------------------------------------------
@@ -281,6 +274,6 @@ def test_the_job_summary_is_rendered_from_the_same_outcome(team, tmp_path):
     assert len(rows) == len(sarif["runs"][0]["results"])  # every result of the SARIF run, once
     bad = tmp_path / "baseline.json"
     bad.write_text("[]")
-    one_line(cli("check", "-s", "dev", "--baseline", str(bad), "--summary", str(summary), cwd=team), "expected a baseline")
+    one_line(cli("check", "-s", "dev", "--baseline", str(bad), "--summary", str(summary), cwd=team), 2, "expected a baseline")
     assert summary.read_text().endswith("### Stack `dev`: ERROR (the program did not complete): 0 mandatory, 0 advisory, "
                                         "0 suppressed\n\n")

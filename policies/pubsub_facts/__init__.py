@@ -221,3 +221,13 @@ EXPORT_GRANT_TYPES = (
 )
 EXPIRATION_DEFAULT_S = 31 * 24 * 3600  # no expiration_policy: expires after 31 days of inactivity
 HTTPS_SCHEME = "https://"
+
+
+def spoken_seconds(seconds: int) -> str:
+    """A whole number of seconds as the rules' texts say it: the largest unit that divides it (600 -> "10 minutes",
+    86400 -> "1 day", 2678400 -> "31 days", 45 -> "45 seconds")."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"

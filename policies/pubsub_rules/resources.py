@@ -102,9 +102,11 @@ def _out_of_range(value: Any, low: float, high: float) -> bool:
 
 @rule(
     "max-delivery-attempts-in-range",
-    "Requires deadLetterPolicy.maxDeliveryAttempts to be from 5 to 100.",
+    f"Requires deadLetterPolicy.maxDeliveryAttempts to be from {facts.MAX_DELIVERY_ATTEMPTS_MIN} to "
+    f"{facts.MAX_DELIVERY_ATTEMPTS_MAX}.",
     MANDATORY,
-    "Dead-letter maxDeliveryAttempts must be 5..100 (default 5; 0 means the default).",
+    f"Dead-letter maxDeliveryAttempts must be {facts.MAX_DELIVERY_ATTEMPTS_MIN}..{facts.MAX_DELIVERY_ATTEMPTS_MAX} "
+    f"(default {facts.MAX_DELIVERY_ATTEMPTS_DEFAULT}; 0 means the default).",
     reads=("deadLetterPolicy.maxDeliveryAttempts",),
 )
 def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
@@ -120,9 +122,10 @@ def _max_delivery_attempts(sub: Resource, _config) -> Iterator[str]:
 
 @rule(
     "ack-deadline-in-range",
-    "Requires ackDeadlineSeconds to be from 10 to 600 seconds.",
+    f"Requires ackDeadlineSeconds to be from {facts.ACK_DEADLINE_MIN_S} to {facts.ACK_DEADLINE_MAX_S} seconds.",
     MANDATORY,
-    "ack_deadline_seconds must be 10..600 (0 means the default of 10).",
+    f"ack_deadline_seconds must be {facts.ACK_DEADLINE_MIN_S}..{facts.ACK_DEADLINE_MAX_S} (0 means the default of "
+    f"{facts.ACK_DEADLINE_DEFAULT_S}).",
     reads=("ackDeadlineSeconds",),
 )
 def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
@@ -137,9 +140,10 @@ def _ack_deadline(sub: Resource, _config) -> Iterator[str]:
 
 @rule(
     "retention-in-range",
-    "Requires messageRetentionDuration on topics and subscriptions to be from 10 minutes to 31 days.",
+    f"Requires messageRetentionDuration on topics and subscriptions to be from {facts.spoken_seconds(facts.RETENTION_MIN_S)} "
+    f"to {facts.spoken_seconds(facts.RETENTION_MAX_S)}.",
     MANDATORY,
-    "Message retention is 10 minutes..31 days.",
+    f"Message retention is {facts.spoken_seconds(facts.RETENTION_MIN_S)}..{facts.spoken_seconds(facts.RETENTION_MAX_S)}.",
     types=TOPIC_AND_SUB,
     unknowns="Reports nothing when the duration is unknown or not an API duration like \"600s\".",
     reads=("messageRetentionDuration",),
@@ -154,16 +158,16 @@ def _retention(resource: Resource, _config) -> Iterator[str]:
     if known(seconds) and not low <= seconds <= high:
         kind = "Subscription" if resource.type == facts.SUBSCRIPTION else "Topic"
         yield (
-            f"{kind} {resource.label} retains messages for {seconds:g} s, outside Pub/Sub's range of 10 minutes "
-            f"to 31 days; set messageRetentionDuration from \"{low}s\" to \"{high}s\"."
+            f"{kind} {resource.label} retains messages for {seconds:g} s, outside Pub/Sub's range of "
+            f"{facts.spoken_seconds(low)} to {facts.spoken_seconds(high)}; set messageRetentionDuration from \"{low}s\" to \"{high}s\"."
         )
 
 
 @rule(
     "expiration-ttl-at-least-one-day",
-    "Requires expirationPolicy.ttl to be at least 1 day, or \"\" for never.",
+    f"Requires expirationPolicy.ttl to be at least {facts.spoken_seconds(facts.EXPIRATION_MIN_S)}, or \"\" for never.",
     MANDATORY,
-    "expiration_policy.ttl is at least 1 day; \"\" means never expire.",
+    f"expiration_policy.ttl is at least {facts.spoken_seconds(facts.EXPIRATION_MIN_S)}; \"\" means never expire.",
     reads=("expirationPolicy.ttl",),
 )
 def _expiration_ttl(sub: Resource, _config) -> Iterator[str]:
@@ -173,16 +177,19 @@ def _expiration_ttl(sub: Resource, _config) -> Iterator[str]:
     seconds = as_duration(ttl)
     if known(seconds) and seconds < facts.EXPIRATION_MIN_S:
         yield (
-            f"Subscription {sub.label} sets expirationPolicy.ttl to {ttl!r}, but Pub/Sub's minimum is 1 day; "
+            f"Subscription {sub.label} sets expirationPolicy.ttl to {ttl!r}, but Pub/Sub's minimum is "
+            f"{facts.spoken_seconds(facts.EXPIRATION_MIN_S)}; "
             f"set a ttl of at least \"{facts.EXPIRATION_MIN_S}s\", or \"\" to never expire."
         )
 
 
 @rule(
     "retry-backoff-in-range",
-    "Requires retryPolicy backoffs to be from 0 to 600 seconds with the minimum at most the maximum.",
+    f"Requires retryPolicy backoffs to be from {facts.RETRY_BACKOFF_MIN_S} to {facts.RETRY_BACKOFF_MAX_S} seconds with "
+    "the minimum at most the maximum.",
     MANDATORY,
-    "Retry backoff is 0..600 s (defaults: minimum 10 s, maximum 600 s).",
+    f"Retry backoff is {facts.RETRY_BACKOFF_MIN_S}..{facts.RETRY_BACKOFF_MAX_S} s (defaults: minimum "
+    f"{facts.RETRY_MIN_BACKOFF_DEFAULT_S} s, maximum {facts.RETRY_MAX_BACKOFF_DEFAULT_S} s).",
     unknowns="Judges each known bound alone; compares minimum and maximum only when both are known.",
     reads=("retryPolicy.minimumBackoff", "retryPolicy.maximumBackoff"),
 )
@@ -211,9 +218,9 @@ def _retry_backoff(sub: Resource, _config) -> Iterator[str]:
 
 @rule(
     "filter-size-limit",
-    "Prohibits subscription filters over 256 bytes.",
+    f"Prohibits subscription filters over {facts.FILTER_MAX_BYTES} bytes.",
     MANDATORY,
-    "A subscription filter is at most 256 bytes and cannot be changed after creation.",
+    f"A subscription filter is at most {facts.FILTER_MAX_BYTES} bytes and cannot be changed after creation.",
     reads=("filter",),
 )
 def _filter_size(sub: Resource, _config) -> Iterator[str]:
@@ -451,7 +458,8 @@ def _push_oidc(sub: Resource, _config) -> Iterator[str]:
 
 @rule(
     "exactly-once-ack-deadline",
-    "Requires exactly-once subscriptions to have an ack deadline of at least 60 seconds (advisory).",
+    "Requires exactly-once subscriptions to have an ack deadline of at least "
+    f"{facts.EXACTLY_ONCE_MIN_RECOMMENDED_ACK_DEADLINE_S} seconds (advisory).",
     ADVISORY,
     "Exactly-once: an ack after the deadline fails with INVALID_ARGUMENT; default deadline 60 s.",
     unknowns="Reports nothing unless exactly-once is known to be on and the deadline is known.",
@@ -482,7 +490,8 @@ def _exactly_once_deadline(sub: Resource, config) -> Iterator[str]:
     "subscription-expires",
     "Prohibits subscriptions that expire after inactivity (advisory).",
     ADVISORY,
-    "Without expiration_policy a subscription expires after 31 days of inactivity; ttl \"\" = never.",
+    f"Without expiration_policy a subscription expires after {facts.spoken_seconds(facts.EXPIRATION_DEFAULT_S)} of "
+    "inactivity; ttl \"\" = never.",
     unknowns="Reports nothing when expirationPolicy or its ttl is unknown.",
     reads=("expirationPolicy.ttl",),
 )

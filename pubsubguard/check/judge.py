@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsubguard.core import plan as planning
-from pubsubguard.core.engine import InvokeResults
+from pubsubguard.core.invokes import InvokeResults
 from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
 from pubsubguard.check.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 
 from pubsubguard.check.result import BaselineUse, Judgement, Suppression
-from pubsubguard.core.engine import STACK_TYPE
+from pubsubguard.core.recorder import STACK_TYPE
 from pubsubguard.core.errors import UserError, read_mapping
 from pubsubguard.core.project import source_lines
 

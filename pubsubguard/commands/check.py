@@ -15,7 +15,7 @@ from pubsubguard.check.result import UNKNOWNS_MODES, Outcome, compose
 from pubsubguard.core import plan as planning
 from pubsubguard.core import plan_file as plan_files
 from pubsubguard.commands import options
-from pubsubguard.core.engine import InvokeResults
+from pubsubguard.core.invokes import InvokeResults
 from pubsubguard.core.errors import UserError
 
 FORMATS = ("text", "json", "sarif")

@@ -139,7 +139,7 @@ def env_name(text: str) -> str:
 
 def add_program_arguments(parser) -> None:
     """How the program runs (pubsubguard.core.langhost): its Python, its environment, its limits."""
-    from pubsubguard.core.engine import Limits
+    from pubsubguard.core.recorder import Limits
 
     defaults = Limits()
     group = parser.add_argument_group("the program's process (see docs/security.md)")
@@ -164,7 +164,7 @@ def add_program_arguments(parser) -> None:
 
 
 def run_options(args) -> dict:
-    from pubsubguard.core.engine import Limits
+    from pubsubguard.core.recorder import Limits
 
     return {
         "python": args.python, "pass_env": tuple(args.pass_env), "require_isolation": args.require_isolation,

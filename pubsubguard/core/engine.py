@@ -25,347 +25,19 @@ records every registration and answers the program the way `pulumi preview` does
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pubsubguard.core import callbacks, request_reader
-from pubsubguard.core.errors import read_mapping
-from pubsubguard.core.project import UNKNOWN, PlanError
-from pubsubguard.core.signatures import (  # noqa: F401 - re-exported: the wire's names
-    BYTE_STRING_SIG, OUTPUT_SIG, RESOURCE_SIG, SECRET_SIG, SIG,
+from pubsubguard.core.project import UNKNOWN
+from pubsubguard.core.recorder import STACK_TYPE, Recorder, Refused, make_urn
+from pubsubguard.core.wire_values import (
+    decode, fields_of, output_dependencies, partial_strings, read_outputs, reference_urn, struct, to_dict,
+    with_documented_forms,
 )
-from pubsubguard.policies import pubsub_facts as facts
 
-GET_IAM_POLICY = "gcp:organizations/getIAMPolicy:getIAMPolicy"
-STACK_TYPE = "pulumi:pulumi:Stack"  # the root resource's type
-
-
-# --- Values on the wire ----------------------------------------------------------------------------
-def decode(value: Any) -> Any:
-    """Plain JSON data from a property value as `json_format.MessageToDict` gives it (see module doc)."""
-    if isinstance(value, str):
-        return UNKNOWN if UNKNOWN in value else value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    if isinstance(value, dict):
-        sig = value.get(SIG)
-        if sig == SECRET_SIG:
-            return {SIG: SECRET_SIG, "value": decode(value.get("value"))}
-        if sig == RESOURCE_SIG:
-            if "id" in value:  # a custom resource: providers that take no references get its id
-                ref_id = value.get("id")
-                return ref_id if isinstance(ref_id, str) and ref_id and UNKNOWN not in ref_id else UNKNOWN
-            return value.get("urn", UNKNOWN)
-        if sig == OUTPUT_SIG:
-            if "value" not in value:
-                return UNKNOWN
-            inner = decode(value["value"])
-            return {SIG: SECRET_SIG, "value": inner} if value.get("secret") else inner
-        if sig == BYTE_STRING_SIG:  # judged as the text it reads as (undecodable bytes as U+FFFD)
-            return _byte_string(value.get("value"))
-        if sig is not None:
-            return value  # assets and archives: kept as they are
-        return {str(k): decode(v) for k, v in sorted(value.items()) if v is not None}
-    return value
-
-
-def _reference_urn(value: Any) -> str | None:
-    """The URN of a resource reference on the wire (also inside an output value), else None."""
-    if isinstance(value, dict) and value.get(SIG) == OUTPUT_SIG:
-        value = value.get("value")
-    if isinstance(value, dict) and value.get(SIG) == RESOURCE_SIG and isinstance(value.get("urn"), str):
-        return value["urn"]
-    return None
-
-
-def _output_dependencies(value: Any):
-    """The URNs the output values in a property value on the wire depend on."""
-    if isinstance(value, list):
-        for item in value:
-            yield from _output_dependencies(item)
-    elif isinstance(value, dict):
-        if value.get(SIG) == OUTPUT_SIG:
-            yield from (urn for urn in value.get("dependencies") or [] if isinstance(urn, str))
-        for item in value.values():
-            yield from _output_dependencies(item)
-
-
-def _byte_string(encoded: Any) -> str:
-    import base64
-    import binascii
-
-    try:
-        return base64.b64decode(str(encoded or ""), validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
-        return UNKNOWN
-
-
-def contains_unknown(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(contains_unknown(v) for v in value.values())
-    if isinstance(value, list):
-        return any(contains_unknown(v) for v in value)
-    return value == UNKNOWN
-
-
-def _unknown_paths(value: Any, path: str):
-    """Dotted paths of the unknown leaves of `value` (list items as `path[i]`)."""
-    if value == UNKNOWN:
-        yield path
-    elif isinstance(value, dict):
-        if value.get(SIG) == SECRET_SIG:
-            yield from _unknown_paths(value.get("value"), path)
-            return
-        for key, item in value.items():
-            yield from _unknown_paths(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _unknown_paths(item, f"{path}[{index}]")
-
-
-def partial_strings(value: Any, path: tuple = ()) -> list[dict]:
-    """The strings of a property value (as on the wire, before `decode`) that are built from an unknown
-    and a known part: `[{path: [key or index, ...], value: the string with the sentinel in it}]`. The
-    recorded inputs keep them unknown; the pack also gets them as they are, so that a rule may judge by
-    the known part alone (a URL's scheme, a service agent's form). Secrets stay wholly unknown."""
-    if isinstance(value, str):
-        return [{"path": list(path), "value": value}] if UNKNOWN in value and value != UNKNOWN else []
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in partial_strings(item, (*path, index))]
-    if isinstance(value, dict):
-        sig = value.get(SIG)
-        if sig == OUTPUT_SIG and not value.get("secret"):
-            return partial_strings(value.get("value"), path)
-        if sig is not None:
-            return []  # a secret's known part is never shown to the pack (it could end up in a message)
-        return [found for key, item in sorted(value.items()) for found in partial_strings(item, (*path, str(key)))]
-    return []
-
-
-def _opened(value: Any) -> Any:
-    return value["value"] if isinstance(value, dict) and value.get(SIG) == SECRET_SIG else value
-
-
-def with_partial_strings(inputs: dict, partial: list[dict]) -> dict:
-    """`inputs` (recorded, unknowns collapsed) with the partial strings put back where they were."""
-    if not partial:
-        return inputs
-    inputs = json.loads(json.dumps(inputs))
-    for entry in partial:
-        *where, last = entry["path"]
-        try:
-            holder = inputs
-            for step in where:
-                holder = _opened(holder)[step]
-            holder = _opened(holder)
-            if isinstance(holder[last], dict) and holder[last].get(SIG) == SECRET_SIG:
-                holder[last]["value"] = entry["value"]
-            else:
-                holder[last] = entry["value"]
-        except (KeyError, IndexError, TypeError):
-            continue  # a plan file edited by hand: that value stays unknown
-    return inputs
-
-
-def _put_where_absent(holder: Any, path: tuple, value: str) -> None:
-    """Put `value` at `path` (keys and list indices) unless a value is there already."""
-    *steps, last = path
-    for step, following in zip(steps, path[1:]):
-        empty: Any = [] if isinstance(following, int) else {}
-        if isinstance(holder, dict):
-            if holder.get(step) in (None, UNKNOWN):
-                holder[step] = empty
-        elif isinstance(holder, list) and step <= len(holder):
-            if step == len(holder):
-                holder.append(empty)
-        else:
-            return
-        holder = _opened(holder[step])
-    if isinstance(holder, dict) and holder.get(last) in (None, UNKNOWN):
-        holder[last] = value
-    elif isinstance(holder, list) and last == len(holder):
-        holder.append(value)
-
-
-def with_documented_forms(type_: str, inputs: dict) -> dict:
-    """A new resource's outputs at preview: its inputs, and the outputs whose form is documented
-    (`facts.documented_forms`) in that form, the sentinel where the value is not known yet."""
-    forms = facts.documented_forms(type_, inputs)
-    if not forms:
-        return inputs
-    outputs = json.loads(json.dumps(inputs))
-    for path, form in forms.items():
-        _put_where_absent(outputs, path, form.replace("{}", UNKNOWN))
-    return outputs
-
-
-READ_ID_FORMS = {  # what a read resource's id determines (the provider's import formats): type -> collection
-    facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions",
-}
-
-
-def read_outputs(type_: str, id_: str) -> dict:
-    """What the engine knows of a resource read with `.get(name, id)` offline: what its id determines (a
-    topic's name and project from `projects/P/topics/N`, `P/N` or `N`); every other output is unknown
-    (the SDK reads an absent output as unknown at preview)."""
-    collection = READ_ID_FORMS.get(type_)
-    if collection is None or not id_ or UNKNOWN in id_:
-        return {}
-    parts = id_.split("/")
-    if len(parts) == 4 and parts[0] == "projects" and parts[2] == collection:
-        return {"project": parts[1], "name": parts[3]}
-    if len(parts) == 2:
-        return {"project": parts[0], "name": parts[1]}
-    return {"name": id_} if len(parts) == 1 else {}
-
-
-READ_INVOKES = {"gcp:pubsub/getTopic:getTopic": "topics", "gcp:pubsub/getSubscription:getSubscription": "subscriptions"}
-
-
-def read_invoke_id(token: str, args: dict) -> dict:
-    """The id a data source that reads one resource answers, where its arguments determine it
-    (`getTopic({name, project})`: `projects/P/topics/N`), as for a resource read with `.get`."""
-    collection = READ_INVOKES.get(token)
-    name, project = args.get("name"), args.get("project")
-    if collection is None or not isinstance(name, str) or UNKNOWN in name:
-        return {}
-    if name.startswith("projects/") and name.count("/") == 3:
-        return {"id": name}
-    if isinstance(project, str) and project and UNKNOWN not in project:
-        return {"id": f"projects/{project}/{collection}/{name}"}
-    return {}
-
-
-def unsecret(value: Any) -> Any:
-    """The value with secret envelopes opened (for evaluating invokes)."""
-    if isinstance(value, dict):
-        if value.get(SIG) == SECRET_SIG:
-            return unsecret(value.get("value"))
-        return {k: unsecret(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unsecret(v) for v in value]
-    return value
-
-
-def _struct(values: dict):
-    from google.protobuf import struct_pb2
-
-    struct = struct_pb2.Struct()
-    struct.update(values)
-    return struct
-
-
-def _fields_of(message) -> set[str]:
-    return set(message.DESCRIPTOR.fields_by_name)
-
-
-def _to_dict(message) -> dict:
-    from google.protobuf import json_format
-
-    return json_format.MessageToDict(message)
-
-
-# --- Invokes ---------------------------------------------------------------------------------------
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def make_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
-    """The URN `pulumi preview` gives: a child's type is qualified by its parent's whole qualified type
-    (every ancestor's), except the root stack's, which none carries (the engine's `generateURN`; the
-    SDKs' mocks build another form). The program can read a URN (`.urn`, aliases, hooks), so it must be
-    the engine's."""
-    if parent:
-        parent_type = parent.split("::")[2]  # a registered URN: no name or type holds "::"
-        if parent_type != STACK_TYPE:
-            type_ = f"{parent_type}${type_}"
-    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
-
-
-class InvokeResults:
-    """Given results of invokes: `[{token, args (optional: any args), result}, ...]` from a JSON or
-    YAML file (`--invoke-results FILE`)."""
-
-    def __init__(self, entries: list[dict] | None = None, source: str = ""):
-        self.source = source
-        self.exact: dict[tuple[str, str], dict] = {}
-        self.any_args: dict[str, dict] = {}
-        for entry in entries or []:
-            if entry.get("args") is None:
-                self.any_args[entry["token"]] = entry["result"]
-            else:
-                self.exact[(entry["token"], canonical(entry["args"]))] = entry["result"]
-
-    @classmethod
-    def load(cls, path: Path | None) -> "InvokeResults":
-        if path is None:
-            return cls()
-        data = read_mapping(path, PlanError, where=f"--invoke-results {path}", language="JSON or YAML")
-        if isinstance(data, dict) and isinstance(data.get("invokes"), list):
-            data = data["invokes"]
-        if not isinstance(data, list):
-            raise PlanError(f"--invoke-results {path}: expected a list of {{token, args, result}} entries")
-        for index, entry in enumerate(data):
-            if not (isinstance(entry, dict) and isinstance(entry.get("token"), str)
-                    and isinstance(entry.get("result"), dict)
-                    and (entry.get("args") is None or isinstance(entry.get("args"), dict))):
-                raise PlanError(
-                    f"--invoke-results {path}: entry {index}: expected {{token: 'pkg:module/fn:fn', "
-                    "args: {...} (optional), result: {...}}"
-                )
-        return cls(data, str(path))
-
-    def lookup(self, token: str, args: dict) -> dict | None:
-        found = self.exact.get((token, canonical(args)))
-        return found if found is not None else self.any_args.get(token)
-
-
-def iam_policy_data(args: dict) -> dict:
-    """`gcp.organizations.getIAMPolicy` evaluated: the policy JSON its bindings and audit configs make."""
-    bindings = []
-    for binding in args.get("bindings") or []:
-        entry = {"members": sorted(binding.get("members") or []), "role": binding.get("role")}
-        if binding.get("condition"):
-            entry["condition"] = binding["condition"]
-        bindings.append(entry)
-    policy: dict[str, Any] = {}
-    if args.get("auditConfigs"):
-        policy["auditConfigs"] = [
-            {"auditLogConfigs": [{k: v for k, v in c.items()} for c in a.get("auditLogConfigs") or []],
-             "service": a.get("service")}
-            for a in args["auditConfigs"]
-        ]
-    if bindings:
-        policy["bindings"] = bindings
-    data = json.dumps(policy, sort_keys=True, separators=(",", ":"))
-    return {
-        "policyData": data,
-        "id": str(int(hashlib.sha256(data.encode()).hexdigest()[:8], 16)),
-        "bindings": args.get("bindings") or [],
-        "auditConfigs": args.get("auditConfigs") or [],
-    }
-
-
-UNKNOWN_RESULT = "pubsubguard:unknown-result"  # langhost_exec.UNKNOWN_RESULT
-
-
-def unknown_result(args: dict) -> dict:
-    """The answer to an invoke nobody can know offline: the arguments it was given (a data source's
-    result echoes them) and the mark that every other field is unknown. The program side makes that an
-    instance of the result type of the program's own provider package with those fields unknown
-    (`langhost_exec`), so the answer does not depend on what is installed beside pubsubguard."""
-    return {**args, UNKNOWN_RESULT: True}
-
-
-# --- The engine's services ------------------------------------------------------------------------
 FEATURES = (  # what the engine offers a program (`SupportsFeature`), as `pulumi preview` does: callbacks into the
     # program (transforms, hooks) are served through `callbacks`; options that matter only once a stack has a
     # state (replace_with, replacement triggers, deleted_with, aliases) are taken and recorded
@@ -375,289 +47,7 @@ FEATURES = (  # what the engine offers a program (`SupportsFeature`), as `pulumi
 MONITOR_FEATURES = FEATURES + (  # also listed by `GetDeploymentInfo` (SDKs that ask by enum)
     "byteString", "invokeDependsOn", "invokeParent", "stateMigrations", "callOutputValues", "invokeOutputValues",
 )
-UNSUPPORTED_FEATURE = re.compile(r"The Pulumi CLI does not support (?P<feature>[^.]+)\. Please update the Pulumi CLI\.?")
-TYPE_TOKEN = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-/]*)?:[A-Za-z0-9_.\-]+$")
-MAX_NAME = 1024
-MAX_MESSAGES = 200  # warnings and infos kept from the program's log
 PROVENANCE = "pubsubguard:provenance "  # langhost_exec.PROVENANCE: the program side's report of Output origins
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one program may do (`check --max-resources`, `--max-input-bytes`, ...)."""
-    max_resources: int = 50_000
-    max_input_bytes: int = 1_000_000
-    timeout_s: float = 600.0
-    memory_mib: int = 3072
-    idle_timeout_s: float = 60.0
-
-
-def unsupported_feature(found: re.Match) -> str:
-    """The SDK's "update the Pulumi CLI" for a feature this engine does not offer, said as it is: the
-    program is fine, `pulumi preview` runs it; pubsubguard's offline engine cannot."""
-    return (f"the program uses {found['feature']}, which pubsubguard's offline engine does not offer (the program "
-            "itself is fine: `pulumi preview` runs it)")
-
-
-class Refused(Exception):
-    """A call the engine answers with an error status (the program sees it as the RPC's error)."""
-    code = "FAILED_PRECONDITION"
-
-
-class Breach(Refused):
-    """The program crossed a limit or sent what no SDK sends; the message names which."""
-
-
-def source_position(request, root_prefix: str | None) -> dict | None:
-    """Where the program constructed the resource, relative to the project (the SDK's source position).
-    `root_prefix` is the project's resolved path with a trailing separator."""
-    position = getattr(request, "sourcePosition", None)
-    if not root_prefix or position is None or not position.uri.startswith("file://"):
-        return None
-    from urllib.parse import unquote
-
-    path = unquote(position.uri[len("file://"):])
-    if not path.startswith(root_prefix) or "/site-packages/" in path or "/dist-packages/" in path:
-        return None  # outside the project, or an installed library (a virtualenv inside the project)
-    return {"path": path[len(root_prefix):], "line": position.line}
-
-
-class Recorder:
-    """What the program told the engine: registrations (validated), stack outputs, invokes it asked,
-    its log. Shared by the two services; every method may run on any of the server's threads."""
-
-    def __init__(self, *, project: str, stack: str, invoke_results: InvokeResults, root: Path | None,
-                 limits: Limits, on_resource=None, on_breach=None):
-        self.project, self.stack, self.invoke_results, self.limits = project, stack, invoke_results, limits
-        self.root_prefix = str(Path(root).resolve()).rstrip("/") + "/" if root is not None else None
-        self.on_resource, self.on_breach = on_resource, on_breach
-        self.lock = threading.Lock()
-        self.records: dict[str, dict] = {}
-        self.outputs: dict[str, Any] = {}
-        self.unknown_invokes: list[dict] = []
-        self.errors: list[str] = []  # error-level log lines: the program failed
-        self.messages: list[tuple[str, str]] = []  # (severity, text): warnings and infos
-        self.dropped_messages = 0
-        self.completed = False  # the stack's outputs were registered (the SDK does it when the program ends)
-        self.breach: str | None = None
-        self.root_urn = ""
-        self.traced: dict[tuple[str, str], dict] = {}  # (type, name) -> {input path: {from, via}} (the child's)
-        self.program = callbacks.Program(None)  # the program's callbacks server (set by `Server`)
-        self.stack_transforms: list = []  # Callbacks, in registration order
-        self.invoke_transforms: list = []
-        self.own_transforms: dict[str, list] = {}  # urn -> the resource's own transforms (for its children)
-        self.hooks = callbacks.Hooks()
-        self.packages: set[str] = set()  # refs given by RegisterPackage
-        self.component_hooks: dict[str, tuple] = {}  # urn -> (after_create hook names, its registration)
-
-    # -- validation --
-    def fail(self, message: str):
-        with self.lock:
-            if self.breach is None:
-                self.breach = message
-        if self.on_breach is not None:
-            self.on_breach()
-        raise Breach(message)
-
-    def check_registration(self, request, kind: str) -> None:
-        type_, name = request.type, request.name
-        # A custom resource's type names its provider package (`pkg:module:Type`); a component's is any
-        # token the program chooses (`pkg:gcp:storage:Bucket`, `my-component`), as the engine takes it.
-        custom = bool(getattr(request, "custom", True)) or kind == "read"
-        if not (isinstance(type_, str) and 0 < len(type_) <= 256 and "::" not in type_
-                and not any(ord(c) < 32 for c in type_) and (TYPE_TOKEN.match(type_) or not custom)):
-            what = "a custom resource's type token is pkg:module:Type" if custom else "a type token"
-            self.fail(f"the program sent a {kind} with an invalid type token {type_[:80]!r} ({what})")
-        if not name or len(name) > MAX_NAME or any(ord(c) < 32 for c in name) or "::" in name:
-            self.fail(f"the program sent a {kind} of {type_} with an invalid name {name[:80]!r}")
-        size = request.ByteSize()
-        if size > self.limits.max_input_bytes:
-            self.fail(f"{type_} {name!r}: its inputs are {size:,} bytes, over the limit of "
-                      f"{self.limits.max_input_bytes:,} (--max-input-bytes raises it)")
-        if request.parent and request.parent not in self.records:
-            self.fail(f"{type_} {name!r}: its parent {request.parent[:200]!r} was never registered")
-        if len(self.records) >= self.limits.max_resources:
-            self.fail(f"the program registered more than {self.limits.max_resources:,} resources "
-                      "(--max-resources raises the limit)")
-
-    def inherited_transforms(self, parent: str) -> list:
-        """The transforms a child of `parent` gets after its own: its ancestors' (nearest first), then the
-        stack's (the engine's order)."""
-        if not self.own_transforms:
-            return list(self.stack_transforms)
-        found, seen = [], set()
-        while parent and parent not in seen:
-            seen.add(parent)
-            found += self.own_transforms.get(parent, [])
-            parent = (self.records.get(parent) or {}).get("parent") or ""
-        return found + self.stack_transforms
-
-    def callback(self, callback, what: str):
-        """A callback the program registers, checked: the engine calls only the program's own server."""
-        if not self.program.allowed(callback.target):
-            self.fail(f"the program registered {what} at {callback.target[:100]!r}, where its callbacks "
-                      "server does not listen in this offline engine")
-        return callback
-
-    def unresolved(self, urns) -> bool:
-        """Whether a custom resource among `urns` (a component: its descendants, down to the first custom
-        resource of each branch) has not been created: at preview, every new one (a read one exists)."""
-        frontier, seen = list(urns), set()
-        children: dict[str, list[str]] | None = None
-        while frontier:
-            urn = frontier.pop()
-            record = self.records.get(urn)
-            if record is None or urn in seen:
-                continue
-            seen.add(urn)
-            if record["custom"]:
-                if not record.get("external"):
-                    return True
-                continue
-            if children is None:
-                children = {}
-                for child in self.records.values():
-                    children.setdefault(child["parent"] or "", []).append(child["urn"])
-            frontier += children.get(urn, [])
-        return False
-
-    # -- registrations --
-    def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None,
-               partial: list[dict] | None = None) -> None:
-        provider = request.provider.rsplit("::", 1)[0] if request.provider else None
-        record = {
-            "urn": urn,
-            "type": request.type,
-            "name": request.name,
-            "custom": bool(getattr(request, "custom", True)) if read_id is None else True,
-            "parent": request.parent or None,
-            "id": read_id,
-            "provider": provider,
-            "dependencies": sorted(getattr(request, "dependencies", [])),
-            "property_dependencies": {
-                key: sorted(value.urns)
-                for key, value in sorted(getattr(request, "propertyDependencies", {}).items())
-                if value.urns
-            },
-            "inputs": inputs,
-        }
-        source = source_position(request, self.root_prefix)
-        if source:
-            record["source"] = source
-        if partial:
-            record["partial"] = partial
-        unknowns = self.provenance(inputs, record["property_dependencies"], request.type, request.name)
-        if unknowns:
-            record["unknowns"] = unknowns
-        if read_id is not None:
-            record["external"] = True
-        with self.lock:
-            if urn in self.records:
-                duplicate = True
-            else:
-                duplicate = False
-                self.records[urn] = record
-                if self.on_resource is not None:
-                    self.on_resource(record)  # under the lock: in registration order
-        if duplicate:
-            self.fail(f"Duplicate resource URN '{urn}'; try giving it a unique name")
-
-    def provenance(self, inputs: dict, dependencies: dict[str, list[str]], type_: str = "",
-                   name: str = "") -> dict[str, list[dict]]:
-        """Where each unknown input comes from: `{dotted path: [{urn, type, name, output, via}]}`, the
-        resources its top-level property depends on (the SDK sends dependencies per top-level property: the
-        engine's own record), with the output property and the `apply` / `Output.all` chain where the
-        program side reported them (`trace`). An unknown with no dependency comes from an unknown invoke
-        result or a `secure:` config value."""
-        found: dict[str, list[dict]] = {}
-        for key, value in inputs.items():
-            paths = list(_unknown_paths(value, key))
-            if not paths:
-                continue
-            sources = []
-            for urn in dependencies.get(key, []):
-                record = self.records.get(urn)
-                sources.append({"urn": urn, "type": record["type"], "name": record["name"]} if record else {"urn": urn})
-            for path in paths:
-                found[path] = [dict(source) for source in sources]
-        return found
-
-    def invoke(self, token: str, args: dict) -> dict:
-        if token == "pulumi:pulumi:getResource":
-            record = self.records.get(args.get("urn"))
-            if record is None:
-                raise Breach(f"unknown resource {args.get('urn')}")
-            return {"urn": record["urn"], "id": record["id"] or UNKNOWN, "state": record["inputs"]}
-        given = self.invoke_results.lookup(token, unsecret(args))
-        if given is not None:
-            return given
-        if token == GET_IAM_POLICY and not contains_unknown(args):
-            return iam_policy_data(unsecret(args))
-        with self.lock:
-            self.unknown_invokes.append({"token": token, "args": args})
-        return {**unknown_result(args), **read_invoke_id(token, args)}
-
-    def call(self, token: str, args: dict) -> dict | None:
-        """A method of a component (or of a provider resource), as a component's provider would answer it at
-        preview: the result given with `--invoke-results`, else None (nothing offline can run the method: the
-        result is unknown), recorded among the invokes whose results were unknown."""
-        given = self.invoke_results.lookup(token, unsecret(args))
-        if given is not None:
-            return given
-        with self.lock:
-            self.unknown_invokes.append({"token": token, "args": args})
-        return None
-
-    def trace(self, message: str) -> None:
-        """The program side's report of where a resource's Output inputs come from (`langhost_exec`):
-        which resource's output property, through which `apply` / `Output.all`. Attached to the inputs the
-        engine records as unknown; never used to judge (the child could say anything)."""
-        try:
-            batch = json.loads(message)
-        except ValueError:
-            return
-        for data in batch if isinstance(batch, list) else []:
-            try:
-                key, inputs = (str(data["type"]), str(data["name"])), data["inputs"]
-            except (KeyError, TypeError):
-                continue
-            if isinstance(inputs, dict) and len(self.traced) < self.limits.max_resources:
-                with self.lock:
-                    self.traced[key] = inputs
-
-    def attach_traced(self) -> None:
-        """Name each unknown input's output property and `apply` chain from the program side's reports
-        (they arrive in batches, after the resources registered): called once the program ended."""
-        for record in self.records.values():
-            for path, sources in (record.get("unknowns") or {}).items():
-                traced = self.traced_origin(record["type"], record["name"], path)
-                for origin in (traced or {}).get("from") or []:
-                    for source in sources:
-                        if (source.get("type"), source.get("name")) == (origin.get("type"), origin.get("name")):
-                            source["output"] = origin.get("output")
-                            source["via"] = list((traced or {}).get("via") or [])
-
-    def traced_origin(self, type_: str, name: str, path: str) -> dict | None:
-        """The child's report for `path` (or the nearest enclosing path it reported), if any."""
-        inputs = self.traced.get((type_, name)) or {}
-        while path:
-            if isinstance(inputs.get(path), dict):
-                return inputs[path]
-            path = path.rsplit(".", 1)[0] if "." in path else ""
-        return None
-
-    def log(self, severity: str, message: str) -> None:
-        message = message.strip()
-        if severity == "error":
-            message = UNSUPPORTED_FEATURE.sub(unsupported_feature, message)
-        with self.lock:
-            if severity == "error":
-                if len(self.errors) < MAX_MESSAGES:
-                    self.errors.append(message[:4000])
-            elif len(self.messages) < MAX_MESSAGES:
-                self.messages.append((severity, message[:4000]))
-            else:
-                self.dropped_messages += 1
 
 
 def services(recorder: Recorder):
@@ -670,14 +60,14 @@ def services(recorder: Recorder):
         "RESOURCE_MONITOR_FEATURE_" + re.sub(r"(?<!^)([A-Z])", r"_\1", f).upper() for f in MONITOR_FEATURES)
         if hasattr(resource_pb2, name))
 
-    hooks_field = "hooks" in _fields_of(resource_pb2.RegisterResourceRequest())  # an SDK's protocol with hooks
+    hooks_field = "hooks" in fields_of(resource_pb2.RegisterResourceRequest())  # an SDK's protocol with hooks
 
     def guarded(method):  # the servicers' methods run inline in the server's event loop (`_asynchronous`)
         return method
 
     def register(request, urn: str):
         """Record a registration (after its transforms) and answer it."""
-        wire = _to_dict(request.object)
+        wire = to_dict(request.object)
         inputs = decode(wire)
         recorder.record(request, urn, inputs, partial=partial_strings(wire))
         if request.transforms:
@@ -685,7 +75,7 @@ def services(recorder: Recorder):
         if request.type == STACK_TYPE:
             return resource_pb2.RegisterResourceResponse(urn=urn)
         outputs = with_documented_forms(request.type, inputs) if request.custom else inputs
-        return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=_struct(outputs))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=request.importId or "", object=struct(outputs))
 
     async def register_with_callbacks(request, urn: str, inherited: list):
         what = f"{request.type} {request.name!r}"
@@ -735,9 +125,9 @@ def services(recorder: Recorder):
         def ReadResource(self, request, context):  # noqa: N802
             recorder.check_registration(request, "read")
             urn = make_urn(recorder.stack, recorder.project, request.parent, request.type, request.name)
-            recorder.record(request, urn, decode(_to_dict(request.properties)), read_id=request.id)
+            recorder.record(request, urn, decode(to_dict(request.properties)), read_id=request.id)
             return resource_pb2.ReadResourceResponse(urn=urn, id=request.id,  # read at preview too: its id is known
-                                                     properties=_struct(read_outputs(request.type, request.id)))
+                                                     properties=struct(read_outputs(request.type, request.id)))
 
         @guarded
         def RegisterResourceOutputs(self, request, context):  # noqa: N802
@@ -747,7 +137,7 @@ def services(recorder: Recorder):
             parts = request.urn.split("::")
             if len(parts) > 2 and parts[2] == STACK_TYPE:
                 with recorder.lock:
-                    recorder.outputs.update(decode(_to_dict(request.outputs)))
+                    recorder.outputs.update(decode(to_dict(request.outputs)))
                     recorder.completed = True
             if request.urn in recorder.component_hooks:
                 return component_after_create(request)
@@ -768,7 +158,7 @@ def services(recorder: Recorder):
         def RegisterPackage(self, request, context):  # noqa: N802
             ref = f"{request.name}@{request.version}"
             for kind in ("parameterization", "extension"):
-                if kind in _fields_of(request) and request.HasField(kind):
+                if kind in fields_of(request) and request.HasField(kind):
                     ref += f"/{kind}:{getattr(request, kind).name}@{getattr(request, kind).version}"
             recorder.packages.add(ref)
             return resource_pb2.RegisterPackageResponse(ref=ref)
@@ -822,26 +212,26 @@ def services(recorder: Recorder):
         depend on, so a value built from it is traced to them."""
         from pulumi.runtime.proto import provider_pb2
 
-        wire = _to_dict(request.args)
-        receiver = _reference_urn(wire.pop("__self__", None))
+        wire = to_dict(request.args)
+        receiver = reference_urn(wire.pop("__self__", None))
         if receiver is not None and receiver not in recorder.records:
             raise Refused(f"{request.tok}: unknown resource {receiver[:200]}")  # the engine's check of `__self__`
         if request.packageRef and request.packageRef not in recorder.packages:
             raise Refused(f"{request.tok}: unknown provider package {request.packageRef[:100]!r}")
         depends = {urn for deps in request.argDependencies.values() for urn in deps.urns}
-        depends |= set(_output_dependencies(wire)) | ({receiver} if receiver else set())
+        depends |= set(output_dependencies(wire)) | ({receiver} if receiver else set())
         result = recorder.call(request.tok, decode(wire))
-        returned = _struct(result if result is not None else {"result": UNKNOWN})
+        returned = struct(result if result is not None else {"result": UNKNOWN})
         urns = provider_pb2.CallResponse.ReturnDependencies(urns=sorted(depends))
         return provider_pb2.CallResponse(**{"return": returned},
                                          returnDependencies={key: urns for key in returned.fields} if depends else {})
 
     def answer_invoke(request):
-        depends_on = list(request.dependsOn) if "dependsOn" in _fields_of(request) else []
+        depends_on = list(request.dependsOn) if "dependsOn" in fields_of(request) else []
         if depends_on and recorder.unresolved(depends_on):  # as the engine: pending dependencies, unknown result
             return resource_pb2.ResourceInvokeResponse(unknown=True)
-        result = recorder.invoke(request.tok, decode(_to_dict(request.args)))
-        return resource_pb2.ResourceInvokeResponse(**{"return": _struct(result)})
+        result = recorder.invoke(request.tok, decode(to_dict(request.args)))
+        return resource_pb2.ResourceInvokeResponse(**{"return": struct(result)})
 
     async def invoke_with_callbacks(request):
         try:

@@ -80,7 +80,7 @@ def _unknowns_print_as_sentinel():
     Unknown.__format__ = lambda self, spec: UNKNOWN
 
 
-UNKNOWN_RESULT = "pubsubguard:unknown-result"  # engine.UNKNOWN_RESULT: the engine cannot know this invoke
+UNKNOWN_RESULT = "pubsubguard:unknown-result"  # invokes.UNKNOWN_RESULT: the engine cannot know this invoke
 
 
 def _unknown_fields_of_typed_values():

@@ -24,10 +24,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pubsubguard.core import langhost, langhost_node
-from pubsubguard.core.engine import InvokeResults, Limits, Recorder, serve
+from pubsubguard.core.engine import serve
+from pubsubguard.core.invokes import InvokeResults
+from pubsubguard.core.recorder import Limits, Recorder
 from pubsubguard.core.langhost import Stream
 from pubsubguard.core.plan_file import plan_header, secret_strings
 from pubsubguard.core.project import (  # noqa: F401

@@ -82,7 +82,7 @@ def autonamed(plan: dict) -> list[dict]:
 
 def needs_deploy(plan: dict) -> bool:
     """Whether the plan has names or references a deploy would decide (nothing to resolve otherwise)."""
-    from pubsubguard.core.engine import contains_unknown
+    from pubsubguard.core.wire_values import contains_unknown
 
     return "state" not in plan and (bool(autonamed(plan)) or any(
         contains_unknown(r.get("inputs", {})) for r in plan["resources"] if r["type"] in (*_NAMED, *facts.IAM_TYPES)))
@@ -149,7 +149,7 @@ def _engine_urns(resources: list[dict]) -> dict[str, str]:
     """urn -> the engine's URN of each recorded resource. A record written before the plan gave the engine's
     URNs holds the SDK mocks' form (`pulumi:pulumi:Stack$` before a top-level type, only the parent's last
     type before a child's); rebuilt from the record's parents, its names stay the resources' names."""
-    from pubsubguard.core.engine import make_urn
+    from pubsubguard.core.recorder import make_urn
 
     if not any(f"::{state.STACK_TYPE}$" in r["urn"] for r in resources):  # the engine's form never has it
         return {r["urn"]: r["urn"] for r in resources}

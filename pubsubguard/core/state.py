@@ -41,7 +41,8 @@ from typing import Any
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
-from pubsubguard.core.engine import RESOURCE_SIG, SECRET_SIG, SIG, STACK_TYPE
+from pubsubguard.core.recorder import STACK_TYPE
+from pubsubguard.core.signatures import RESOURCE_SIG, SECRET_SIG, SIG
 from pubsubguard.core.errors import UserError, json_problem
 
 DEPLOYMENT_VERSION = 3
