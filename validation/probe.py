@@ -420,7 +420,8 @@ class _PulledMessage:
 
     Acks and nacks are unary `Acknowledge` / `ModifyAckDeadline(0)` calls; their futures are complete."""
 
-    def __init__(self, client, subscription: str, received):
+    def __init__(self, client, subscription: str, received, received_at: float):
+        """`received_at`: when the Pull that returned it answered (time.time()), the receipt the row records."""
         self._client = client
         self._subscription = subscription
         message = received.message
@@ -430,7 +431,7 @@ class _PulledMessage:
         self.ordering_key = message.ordering_key
         self.ack_id = received.ack_id
         self.delivery_attempt = received.delivery_attempt or None  # as the streaming Message: None for 0
-        self._received_timestamp = time.time()
+        self._received_timestamp = received_at
 
     def _call(self, call):
         from concurrent.futures import Future
@@ -780,27 +781,30 @@ class ProbeSubscriber:
         def pull(twin: dict):
             client = self.clients[twin["consumer_endpoint"]]
             try:
-                return twin, client, client.pull(subscription=twin["path"], max_messages=batch,
-                                                  return_immediately=True, timeout=UNARY_PULL_TIMEOUT_S, retry=None)
+                response = client.pull(subscription=twin["path"], max_messages=batch, return_immediately=True,
+                                       timeout=UNARY_PULL_TIMEOUT_S, retry=None)
+                # when it answered: the round hands its messages over only once every twin's Pull answered, and
+                # the target's deadline runs from its answer, not from then (seen 1.25 s apart in a loaded test run)
+                return twin, client, response, time.time()
             except exceptions.DeadlineExceeded:
-                return twin, client, None
+                return twin, client, None, None
             except exceptions.GoogleAPICallError as err:
                 self.note(f"unary Pull on {twin['declared_name']} (probe twin {twin['path'].rsplit('/', 1)[-1]}) "
                           f"failed: {type(err).__name__}: {str(err)[:200]}")
-                return twin, client, ()
+                return twin, client, (), None
 
         twins = self.spec["twins"]
         with ThreadPoolExecutor(max_workers=max(1, min(PULL_WORKERS, len(twins))),
                                 thread_name_prefix="probe-unary-pull") as pool:
             while time.time() < end and not stop_file.is_set():
                 got = 0
-                for twin, client, response in pool.map(pull, twins):
+                for twin, client, response, answered in pool.map(pull, twins):
                     if response is None:
                         unanswered += 1
                         continue
                     for received in getattr(response, "received_messages", ()):
                         got += 1
-                        self.callback(twin, _PulledMessage(client, twin["path"], received))
+                        self.callback(twin, _PulledMessage(client, twin["path"], received, answered))
                 # the whole round first: a message pulled and not yet handed to the callback would be held by the
                 # dead task unrecorded, at its subscription's full deadline (the callback records it as held)
                 if self.should_crash():
