@@ -175,8 +175,7 @@ class EvidenceTally:
             if name in stalled:
                 continue
             late = [(key, seq) for key, seq in self.unsettled_of(name)
-                    if (max(self.last[(name, key, seq)][0], self._due(name, key, seq, {})) if (name, key, seq) in self.last
-                        else self.published_us[(topic, key, seq)]) >= since_us]
+                    if (self._owed_us(name, key, seq) or self.published_us[(topic, key, seq)]) >= since_us]
             if late:
                 times = [t for t in self.receive_us.get(name, ()) if t >= since_us]
                 out[name] = {"since_us": since_us, "messages": len(late),
@@ -240,13 +239,18 @@ class EvidenceTally:
         message of a dead-lettering subscription is nacked at once on every delivery, before any fault
         (`probe.ProbeSubscriber.callback`), so after a nack the target answered its next row is owed one retry
         backoff later (the grace covers the nack's answer and the flush)."""
+        due = self._owed_us(name, key, seq)
+        return self.published_us[(self.topic_of[name], key, seq)] + deadline_us[name] if due is None else due
+
+    def _owed_us(self, name: str, key: str, seq: int) -> int | None:
+        """`_due` of a delivered message, from its rows (never before its latest delivery); None: never delivered."""
         message = (name, key, seq)
         due, nacked = self.due_us.get(message), self.nacked_us.get(message)
         if nacked is not None:
             at, deadline = nacked
             held = 0 if name in self.dead_lettering and (self.topic_of[name], key, seq) in self.poison else deadline
             due = max(due or 0, at + held + self.backoff_us[name])
-        return self.published_us[(self.topic_of[name], key, seq)] + deadline_us[name] if due is None else due
+        return due
 
     def latest_due_us(self, names, deadline_us: dict[str, int]) -> int | None:
         """The latest `_due` among the unsettled messages of `names` (None: none unsettled)."""
@@ -260,7 +264,6 @@ class EvidenceTally:
         why the drain still waits for them."""
         from collections import Counter
 
-        topic = self.topic_of[name]
         outcomes = Counter()
         for key, seq in self.unsettled_of(name):
             last = self.last.get((name, key, seq))
