@@ -149,7 +149,8 @@ def test_a_subscription_silent_after_a_poison_messages_last_attempt_is_stalled(t
     assert tally.unsettled() == {"s": 3} and tally.unsettled_poison({"s"}) == {"s": 1}
     stalled = tally.stalls({"s": 5}, S)
     assert stalled == {"s": {"since_us": T + 2 * S, "key": "k", "seq": 1, "attempt": 5, "max_delivery_attempts": 5,
-                             "last_delivery_us": T + 2 * S - 1000, "unsettled": 2}}
+                             "last_delivery_us": T + 2 * S - 1000, "on_way_us": 16 * S // 10 - 1000,
+                             "unsettled": 2}}  # on its way: the poison's own first delivery took 1.6 s
     assert tally.stalls({}, S) == {}  # not dead-lettering: no poison message's last attempt to stop at
 
 
@@ -160,6 +161,42 @@ def test_no_stall_when_the_subscription_delivered_afterwards_or_the_poison_had_a
     assert _stall_evidence(tmp_path / "a", T + 4 * S).stalls({"s": 5}, S) == {}  # a delivery 2 s after the nack
     assert _stall_evidence(tmp_path / "b", T + 2 * S + S // 2).stalls({"s": 5}, S) != {}  # within the slack
     assert _stall_evidence(tmp_path / "c", None, attempts=4).stalls({"s": 5}, S) == {}  # 4 of 5 attempts
+
+
+def test_what_was_on_its_way_at_the_last_nack_is_as_long_as_the_latency_just_before(tmp_path):
+    """Issue 44: at 50x the emulator's stalled subscription delivered once more 1.2 s after the poison's 5th nack, its
+    messages just before having taken 1.24-1.78 s from publish to delivery; a fixed 1 s called it still delivering,
+    and its 9,214 unsettled messages were judged lost. What was on its way is bounded by that latency, not a clock."""
+    def tally_with(directory, latency: int, later: int) -> EvidenceTally:
+        """seq 1 poison, published at +6 s, nacked 5 times from +7 s to +11 s; seq 0, 2, 3 delivered at +8 s, `latency`
+        after their publish; seq 4 (published at T) first delivered `later` after the last nack; seq 5 never."""
+        directory.mkdir()
+        (directory / "publishes").mkdir()
+        (directory / "deliveries").mkdir()
+        publish_at = {0: 8 * S - latency, 1: 6 * S, 2: 8 * S - latency, 3: 8 * S - latency}
+        rows = [{**publish(s), "poison": s == 1, "publish_time_us": T + publish_at.get(s, 0)} for s in range(6)]
+        pq.write_table(pa.Table.from_pylist(rows, schema=PUBLISH_SCHEMA), directory / "publishes" / "part-0.parquet")
+        deliveries = [delivery(s, T + 8 * S, "ack") for s in (0, 2, 3)]
+        deliveries += [{**delivery(1, T + (6 + attempt) * S - 1000, "nack"), "delivery_attempt": attempt}
+                       for attempt in range(1, 6)]
+        deliveries.append(delivery(4, T + 11 * S - 1000 + later, "ack"))
+        pq.write_table(pa.Table.from_pylist(deliveries, schema=DELIVERY_SCHEMA), directory / "deliveries" / "part-0.parquet")
+        tally = EvidenceTally(directory, {"s": "t"}, RUN)
+        tally.refresh()
+        return tally
+
+    nack = T + 11 * S
+    slow = tally_with(tmp_path / "slow", 1_780_000, 1_200_000)  # the 50x run's figures
+    assert slow.latency_before_us("s", nack) == 1_780_000
+    stall = slow.stalls({"s": 5}, S)["s"]
+    assert (stall["since_us"], stall["on_way_us"], stall["unsettled"]) == (nack, 1_780_000, 1)
+    # a delivery later than the latency just before was no longer on its way: the subscription still delivered
+    assert tally_with(tmp_path / "later", 1_780_000, 2_500_000).stalls({"s": 5}, S) == {}
+    # with a fast target the floor stands: 1.2 s after the nack is a delivery the target sent afterwards
+    assert tally_with(tmp_path / "fast", 200_000, 1_200_000).stalls({"s": 5}, S) == {}
+    # only first deliveries up to the nack count, and only those of the window before it
+    assert slow.latency_before_us("s", T + 8 * S - 1) == S - 1000  # the poison's first delivery
+    assert slow.latency_before_us("s", T + 30 * S) == 0
 
 
 def test_stalled_messages_are_a_cause_of_their_own_explained_only_by_the_violated_scenario():

@@ -53,7 +53,8 @@ from pubsubguard.validation.warmup import WarmUp
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
 STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
 # A delivery received this long after the nack that gave a poison message its last attempt was already on
-# its way: a subscription whose latest delivery came no later has stopped delivering (`EvidenceTally.stalls`).
+# its way, at least; longer when the subscription's messages took longer than that from publish to delivery just
+# before the nack: a subscription whose latest delivery came no later has stopped delivering (`EvidenceTally.stalls`).
 STALL_SLACK_S = 1.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
@@ -524,8 +525,9 @@ class ProbeDriver:
         def at(us: int) -> str:
             return f"+{(us - start_us) / 1e6:.1f}s"
 
-        lines = [f"{name} delivered nothing after {at(stall['since_us'])} (its latest delivery: "
-                 f"{at(stall['last_delivery_us'])}), when {stall['key']} seq {stall['seq']} (poison) was nacked on "
+        lines = [f"{name} delivered nothing after {at(stall['since_us'])} but what was on its way then (its latest "
+                 f"delivery: {at(stall['last_delivery_us'])}; on its way: up to {stall['on_way_us'] / 1e6:.1f} s, its "
+                 f"messages' latest latency just before), when {stall['key']} seq {stall['seq']} (poison) was nacked on "
                  f"delivery attempt {stall['attempt']} (max_delivery_attempts {stall['max_delivery_attempts']}): of its "
                  f"unsettled messages, {stall['unsettled']} are not poison"
                  for name, stall in sorted(drain["stalled"].items())]

@@ -7,6 +7,10 @@ from pathlib import Path
 
 from pubsubguard.core import storage
 
+# The deliveries whose latency says how long a message the target had sent was still on its way (`stalls`):
+# those first delivered this long before the nack at most.
+LATENCY_WINDOW_US = 10_000_000
+
 
 class EvidenceTally:
     """Reads the flushed part files incrementally: what is published and what is settled per subscription."""
@@ -42,6 +46,8 @@ class EvidenceTally:
         self.first_deliveries: dict[str, int] = {name: 0 for name in topic_of}  # messages delivered at least once
         self.deliveries: dict[str, int] = {name: 0 for name in topic_of}  # delivery rows
         self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
+        # subscription -> [(receive time, its latency from the publish call)] of each message's first delivery
+        self.first_latency: dict[str, list[tuple[int, int]]] = {}
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -86,6 +92,12 @@ class EvidenceTally:
                         self.ids.setdefault(message, set()).add(row["message_id"])
                         if message not in self.last:
                             self.first_deliveries[row["subscription"]] += 1
+                            # from the publish call, else (its row not flushed yet) from the target's publish time
+                            published = self.published_us.get((self.topic_of[row["subscription"]], row["key"], row["seq"]),
+                                                              row["publish_time_us"])
+                            if published is not None:
+                                self.first_latency.setdefault(row["subscription"], []).append(
+                                    (row["receive_time_us"], row["receive_time_us"] - published))
                         self.last[message] = max(self.last.get(message, event), event)
                         self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
                         by_key = (row["subscription"], row["key"])
@@ -140,12 +152,15 @@ class EvidenceTally:
 
     def stalls(self, max_attempts: dict[str, int], slack_us: int) -> dict[str, dict]:
         """Dead-lettering subscriptions (`max_attempts`: subscription -> max_delivery_attempts) that delivered
-        nothing after a poison message's delivery number max_delivery_attempts was nacked (more than `slack_us`
-        after it: deliveries already on their way), and have unsettled messages: the subscription stopped
-        delivering there (the emulator's ordered dead-lettering subscriptions do: conformance scenario
-        `ordered-dead-letter-keeps-delivering`). Per subscription: the nack (`since_us`, `key`, `seq`,
-        `attempt`), `last_delivery_us`, and `unsettled`: its unsettled messages other than poison ones
-        (those are `unsettled_poison`'s)."""
+        nothing after a poison message's delivery number max_delivery_attempts was nacked, beyond the deliveries
+        already on their way then, and have unsettled messages: the subscription stopped delivering there (the
+        emulator's ordered dead-lettering subscriptions do: conformance scenario
+        `ordered-dead-letter-keeps-delivering`). On its way means received at most `on_way_us` after the nack:
+        the longest time from publish to first delivery of the subscription's messages first delivered in the
+        LATENCY_WINDOW_US before it (a message the target sent before the nack spent no longer in the client
+        than that; `latency_before_us`), at least `slack_us`. Per subscription: the nack (`since_us`, `key`,
+        `seq`, `attempt`), `last_delivery_us`, `on_way_us`, and `unsettled`: its unsettled messages other than
+        poison ones (those are `unsettled_poison`'s)."""
         out = {}
         for name, limit in sorted(max_attempts.items()):
             if name not in self.topic_of:
@@ -154,14 +169,22 @@ class EvidenceTally:
             last = max(self.receive_us.get(name, ()), default=0)
             at_max = sorted(nack for nack in self.nacks.get(name, ())
                             if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
-            since = next((nack for nack in at_max if last <= nack[0] + slack_us), None)
+            since = next((nack for nack in at_max
+                          if last <= nack[0] + max(slack_us, self.latency_before_us(name, nack[0]))), None)
             unsettled = self.unsettled_of(name)
             if since is None or not unsettled:
                 continue
             out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
                          "max_delivery_attempts": limit, "last_delivery_us": last,
+                         "on_way_us": max(slack_us, self.latency_before_us(name, since[0])),
                          "unsettled": sum(1 for key, seq in unsettled if (topic, key, seq) not in self.poison)}
         return out
+
+    def latency_before_us(self, name: str, at_us: int) -> int:
+        """The longest publish-to-first-delivery latency of a subscription's messages first delivered in the
+        LATENCY_WINDOW_US up to `at_us` (0 without any)."""
+        return max((latency for received, latency in self.first_latency.get(name, ())
+                    if at_us - LATENCY_WINDOW_US <= received <= at_us), default=0)
 
     def after_stall(self, since_us: int, stalled: set[str]) -> dict[str, dict]:
         """Per probed subscription other than the `stalled` ones (only those with any): its unsettled messages
