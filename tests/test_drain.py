@@ -150,7 +150,7 @@ def test_a_subscription_silent_after_a_poison_messages_last_attempt_is_stalled(t
     stalled = tally.stalls({"s": 5}, S)
     assert stalled == {"s": {"since_us": T + 2 * S, "key": "k", "seq": 1, "attempt": 5, "max_delivery_attempts": 5,
                              "last_delivery_us": T + 2 * S - 1000, "on_way_us": 16 * S // 10 - 1000,
-                             "unsettled": 2}}  # on its way: the poison's own first delivery took 1.6 s
+                             "target_failures": 0, "unsettled": 2}}  # on its way: the poison's own first delivery took 1.6 s
     assert tally.stalls({}, S) == {}  # not dead-lettering: no poison message's last attempt to stop at
 
 
@@ -194,6 +194,17 @@ def test_what_was_on_its_way_at_the_last_nack_is_as_long_as_the_latency_just_bef
     assert tally_with(tmp_path / "later", 1_780_000, 2_500_000).stalls({"s": 5}, S) == {}
     # with a fast target the floor stands: 1.2 s after the nack is a delivery the target sent afterwards
     assert tally_with(tmp_path / "fast", 200_000, 1_200_000).stalls({"s": 5}, S) == {}
+    # the target's own sign decides where the latency does not: it failed the streams 3 times after the nack and
+    # the latest delivery (the emulator's stalled subscription, docs/emulator.md); 2, or failures before that
+    # delivery, say nothing
+    later = tally_with(tmp_path / "failed", 200_000, 2_500_000)
+    assert later.stalls({"s": 5}, S) == {}
+    after_last = [nack + 2_500_000 + i * S // 2 for i in (1, 2, 3)]
+    stall = later.stalls({"s": 5}, S, {"s": after_last})["s"]
+    assert (stall["since_us"], stall["target_failures"]) == (nack, 3)
+    assert later.stalls({"s": 5}, S, {"s": after_last[:2]}) == {}
+    assert later.stalls({"s": 5}, S, {"s": [nack + S // 2, nack + S, *after_last[:2]]}) == {}
+    assert later.stalls({"s": 5}, S, {"other": after_last}) == {}
     # only first deliveries up to the nack count, and only those of the window before it
     assert slow.latency_before_us("s", T + 8 * S - 1) == S - 1000  # the poison's first delivery
     assert slow.latency_before_us("s", T + 30 * S) == 0

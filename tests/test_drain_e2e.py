@@ -133,6 +133,9 @@ def test_a_stalled_subscription_whose_streams_were_closed_is_stuck_from_the_clos
     assert final["ended"] == "closed" and final["closed"] == [name] and final["quiet_s"] == 5.0
     assert drain["unproven"] == []  # what the closed subscription never delivered is proven, as before
     stall = drain["stalled"][name]
+    # the target's own sign, seen on the wire by the run's listeners: the emulator fails the stalled subscription's
+    # StreamingPulls (UNKNOWN) again and again until the drain closes them
+    assert stall["target_failures"] >= 3, stall
     # stuck from the close: the drain did not wait for the poison's ack deadline (30 s) after its last nack
     ended_us = final["started_us"]
     assert ended_us < stall["since_us"] + 30_000_000, (ended_us - stall["since_us"]) / 1e6

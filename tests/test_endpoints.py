@@ -105,6 +105,22 @@ def test_nothing_is_judged_without_observed_traffic():
 
 # ------------------------------------------------------------------------------ the listener
 @pytest.mark.emulator
+def test_only_a_stream_the_target_failed_counts_as_its_failure_not_a_cancel_or_the_fault_layers_kill():
+    """The stall's second sign (`progress.EvidenceTally.stalls`): StreamingPulls that ended UNKNOWN, each timed."""
+    listeners = endpoints.Listeners({EAST: "127.0.0.1:9"})
+    listener = listeners.listeners[EAST]
+    method, sub = "/google.pubsub.v1.Subscriber/StreamingPull", "projects/p/subscriptions/s"
+    try:
+        for status in ("UNKNOWN", "CANCELLED", "UNAVAILABLE", "OK", "UNKNOWN"):
+            listener.record("sub-0", method, sub, "peer", status=status)
+        listener.record("sub-0", "/google.pubsub.v1.Subscriber/Pull", sub, "peer", status="UNKNOWN")
+        failures = listeners.target_failures()
+    finally:
+        listener.channel.close()
+    assert list(failures) == [sub] and len(failures[sub]) == 2 and failures[sub] == sorted(failures[sub])
+    assert set(listeners.stream_ends()) == {sub}  # every end other than OK still counts as a reset
+
+
 def test_listener_forwards_and_records_calls_and_the_emulators_iam_answers(emulator):
     from google.api_core import exceptions
 

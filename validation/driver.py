@@ -486,7 +486,7 @@ class ProbeDriver:
         message's last attempt (`stalled`; `_stall_text` says each)."""
         dead_lettering = self._dead_lettering()
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
-        stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6))
+        stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
         # streams the fault layer reset (kill_stream, partition): the last reset per subscription
         # streams reset: by the fault layer (kill_stream, partition), or seen by the listeners to end other than
@@ -516,6 +516,18 @@ class ProbeDriver:
                 "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {},
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
+    def _target_failures(self) -> dict[str, list[int]]:
+        """Probed subscription -> when each StreamingPull of its twins ended UNKNOWN, as the listeners saw (the
+        target failed it), sorted; empty without listeners."""
+        if self.listeners is None:
+            return {}
+        twin_of = {t["path"]: t["declared_name"] for t in self.twins}
+        out: dict[str, list[int]] = {}
+        for path, times in self.listeners.target_failures().items():
+            if path in twin_of:
+                out.setdefault(twin_of[path], []).extend(times)
+        return {name: sorted(times) for name, times in out.items()}
+
     @staticmethod
     def _stall_text(tally: EvidenceTally, drain: dict) -> list[str]:
         """One observation per stalled subscription, and one per other subscription with unsettled messages
@@ -525,9 +537,11 @@ class ProbeDriver:
         def at(us: int) -> str:
             return f"+{(us - start_us) / 1e6:.1f}s"
 
-        lines = [f"{name} delivered nothing after {at(stall['since_us'])} but what was on its way then (its latest "
-                 f"delivery: {at(stall['last_delivery_us'])}; on its way: up to {stall['on_way_us'] / 1e6:.1f} s, its "
-                 f"messages' latest latency just before), when {stall['key']} seq {stall['seq']} (poison) was nacked on "
+        lines = [f"{name} stopped delivering at {at(stall['since_us'])} (its latest delivery: "
+                 f"{at(stall['last_delivery_us'])}, what was on its way then arriving within "
+                 f"{stall['on_way_us'] / 1e6:.1f} s, its messages' latest latency just before; the target failed its "
+                 f"StreamingPulls {stall['target_failures']} times after), when {stall['key']} seq {stall['seq']} "
+                 f"(poison) was nacked on "
                  f"delivery attempt {stall['attempt']} (max_delivery_attempts {stall['max_delivery_attempts']}): of its "
                  f"unsettled messages, {stall['unsettled']} are not poison"
                  for name, stall in sorted(drain["stalled"].items())]
@@ -785,7 +799,7 @@ class ProbeDriver:
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())
                   if self.estate.subscriptions[name].ordering}
         now = time.monotonic()
-        stalled = {name for name in tally.stalls(limits, int(STALL_SLACK_S * 1e6))
+        stalled = {name for name in tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
                    if clock is None or clock.stopped(name, now)}
         new = stalled - self.closed
         if new:

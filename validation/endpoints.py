@@ -187,6 +187,9 @@ class Listener:
         self.upstream = upstream
         self.lock = threading.Lock()
         self.stream_ends: dict[str, int] = {}  # subscription -> when a StreamingPull of it last ended other than OK
+        # subscription -> when each of its StreamingPulls ended UNKNOWN: the target's own failure (the fault layer
+        # ends a stream UNAVAILABLE, a client's cancel is CANCELLED)
+        self.target_failures: dict[str, list[int]] = {}
         self.traffic: dict[tuple, dict] = defaultdict(
             lambda: {"requests": 0, "messages": 0, "request_bytes": 0, "response_bytes": 0, "calls": 0,
                      "peers": set(), "status": defaultdict(int)})
@@ -224,6 +227,8 @@ class Listener:
                 row["status"][status] += 1
                 if status != "OK" and method.endswith("/StreamingPull") and resource:
                     self.stream_ends[resource] = time.time_ns() // 1000
+                    if status == "UNKNOWN":
+                        self.target_failures.setdefault(resource, []).append(self.stream_ends[resource])
 
     def rows(self) -> list[dict]:
         """What passed, one row per (client, method, resource): the evidence `pinning_findings` reads."""
@@ -452,6 +457,16 @@ class Listeners:
                 for resource, at in listener.stream_ends.items():
                     out[resource] = max(out.get(resource, 0), at)
         return out
+
+    def target_failures(self) -> dict[str, list[int]]:
+        """Subscription path -> when each of its StreamingPull calls ended UNKNOWN (the target failed it), sorted,
+        over every listener."""
+        out: dict[str, list[int]] = {}
+        for listener in self.listeners.values():
+            with listener.lock:
+                for resource, times in listener.target_failures.items():
+                    out.setdefault(resource, []).extend(times)
+        return {resource: sorted(times) for resource, times in out.items()}
 
 
 def observable_upstreams(endpoints: set[str], mapping: dict[str, str], emulator_host: str | None) -> dict[str, str]:

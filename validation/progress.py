@@ -10,6 +10,9 @@ from pubsubguard.core import storage
 # The deliveries whose latency says how long a message the target had sent was still on its way (`stalls`):
 # those first delivered this long before the nack at most.
 LATENCY_WINDOW_US = 10_000_000
+# A subscription whose StreamingPulls the target failed this many times after a poison message's last nack and
+# after its latest delivery stopped delivering (`stalls`): more than its streams (2 at the dev stack) failing once.
+TARGET_FAILURES = 3
 
 
 class EvidenceTally:
@@ -150,33 +153,43 @@ class EvidenceTally:
                 out[name] = count
         return out
 
-    def stalls(self, max_attempts: dict[str, int], slack_us: int) -> dict[str, dict]:
-        """Dead-lettering subscriptions (`max_attempts`: subscription -> max_delivery_attempts) that delivered
-        nothing after a poison message's delivery number max_delivery_attempts was nacked, beyond the deliveries
-        already on their way then, and have unsettled messages: the subscription stopped delivering there (the
-        emulator's ordered dead-lettering subscriptions do: conformance scenario
-        `ordered-dead-letter-keeps-delivering`). On its way means received at most `on_way_us` after the nack:
-        the longest time from publish to first delivery of the subscription's messages first delivered in the
-        LATENCY_WINDOW_US before it (a message the target sent before the nack spent no longer in the client
-        than that; `latency_before_us`), at least `slack_us`. Per subscription: the nack (`since_us`, `key`,
-        `seq`, `attempt`), `last_delivery_us`, `on_way_us`, and `unsettled`: its unsettled messages other than
-        poison ones (those are `unsettled_poison`'s)."""
+    def stalls(self, max_attempts: dict[str, int], slack_us: int,
+               target_failures: dict[str, list[int]] | None = None) -> dict[str, dict]:
+        """Dead-lettering subscriptions (`max_attempts`: subscription -> max_delivery_attempts) that stopped
+        delivering after a poison message's delivery number max_delivery_attempts was nacked, and have unsettled
+        messages (the emulator's ordered dead-lettering subscriptions do: conformance scenario
+        `ordered-dead-letter-keeps-delivering`). Stopped, by either sign:
+        - nothing delivered after the nack but what was on its way then: received at most `on_way_us` after it,
+          the longest time from publish to first delivery of the subscription's messages first delivered in the
+          LATENCY_WINDOW_US before it (a message the target sent before it took the nack spent no longer in the
+          client than that; `latency_before_us`), at least `slack_us`;
+        - the target's own: it failed the subscription's StreamingPulls (`target_failures`: subscription -> when
+          each ended UNKNOWN) TARGET_FAILURES times after both the nack and the subscription's latest delivery
+          (the emulator fails every stream of a stalled subscription, again and again, docs/emulator.md).
+        Per subscription: the nack (`since_us`, `key`, `seq`, `attempt`), `last_delivery_us`, `on_way_us`,
+        `target_failures` (its streams' failures after the nack), and `unsettled`: its unsettled messages other
+        than poison ones (those are `unsettled_poison`'s)."""
         out = {}
         for name, limit in sorted(max_attempts.items()):
             if name not in self.topic_of:
                 continue
             topic = self.topic_of[name]
             last = max(self.receive_us.get(name, ()), default=0)
+            failures = (target_failures or {}).get(name, ())
             at_max = sorted(nack for nack in self.nacks.get(name, ())
                             if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
-            since = next((nack for nack in at_max
-                          if last <= nack[0] + max(slack_us, self.latency_before_us(name, nack[0]))), None)
+
+            def on_way(nack) -> int:
+                return max(slack_us, self.latency_before_us(name, nack[0]))
+
+            since = next((nack for nack in at_max if last <= nack[0] + on_way(nack)
+                          or sum(1 for t in failures if t > max(nack[0], last)) >= TARGET_FAILURES), None)
             unsettled = self.unsettled_of(name)
             if since is None or not unsettled:
                 continue
             out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
-                         "max_delivery_attempts": limit, "last_delivery_us": last,
-                         "on_way_us": max(slack_us, self.latency_before_us(name, since[0])),
+                         "max_delivery_attempts": limit, "last_delivery_us": last, "on_way_us": on_way(since),
+                         "target_failures": sum(1 for t in failures if t > since[0]),
                          "unsettled": sum(1 for key, seq in unsettled if (topic, key, seq) not in self.poison)}
         return out
 
