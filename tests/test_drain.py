@@ -249,12 +249,36 @@ def test_after_a_stall_other_subscriptions_unsettled_messages_with_later_events_
     tally = EvidenceTally(tmp_path, {"e": "t", "s": "t"}, RUN)
     tally.refresh()
     assert tally.unsettled()["e"] == 3  # seqs 1, 2 (latest at +12 s) and 3 (latest at +1 s)
-    assert tally.after_stall(T + 12 * S, {"s"}) == {"e": {"since_us": T + 12 * S, "messages": 2, "poison": 1,
-                                                          "deliveries": 3, "last_delivery_us": T + 22 * S}}
+    assert tally.after_stall(T + 12 * S, {"s"}) == {"e": {"since_us": T + 12 * S, "until_us": None, "messages": 2,
+                                                          "owed_later": 0, "poison": 1, "deliveries": 3,
+                                                          "last_delivery_us": T + 22 * S}}
     # seq 3, nacked at +1 s, was owed its next row until +11 s (its 10 s deadline: the expire fault may hold that
     # delivery): after a stall at +2 s
     assert tally.after_stall(T + 2 * S, {"s"})["e"]["messages"] == 3
     assert tally.after_stall(T + 30 * S, {"s"}) == {}  # nothing of theirs came after, nothing was owed after
+
+
+def test_what_the_target_owed_once_nothing_slowed_it_any_more_is_not_the_stalls(tmp_path):
+    """Issue 44: at 50x and 100x the emulator left 234 and 505 messages of orders-exactly-once unsettled, most after
+    2 delivery attempts, their redeliveries owed from one to seven minutes after the drain had closed the stalled
+    subscription's streams; the stall's slowing (every 10 s while it is read) explained them all. Only what was owed
+    while the target was slowed -- until one serving period (+ grace) after the close -- is the stall's."""
+    (tmp_path / "publishes").mkdir()
+    (tmp_path / "deliveries").mkdir()
+    pq.write_table(pa.Table.from_pylist([{**publish(s), "poison": s == 1} for s in range(4)], schema=PUBLISH_SCHEMA),
+                   tmp_path / "publishes" / "part-0.parquet")
+    # owed (10 s deadline after the nack): seq 1 and 2 at +22 s, seq 3 at +11 s
+    other = [{**delivery(s, at, "nack"), "subscription": "e"} for s, at in ((1, T + 12 * S), (2, T + 12 * S), (3, T + S))]
+    pq.write_table(pa.Table.from_pylist(other, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"e": "t", "s": "t"}, RUN)
+    tally.refresh()
+    late = tally.after_stall(T + 2 * S, {"s"}, T + 15 * S)["e"]
+    assert (late["until_us"], late["messages"], late["poison"], late["owed_later"]) == (T + 15 * S, 1, 0, 2)
+    assert tally.after_stall(T + 2 * S, {"s"}, T + 30 * S)["e"]["messages"] == 3  # all owed while slowed
+    # nothing owed while slowed, two owed afterwards: said, none counted
+    assert tally.after_stall(T + 12 * S, {"s"}, T + 15 * S)["e"] == {
+        "since_us": T + 12 * S, "until_us": T + 15 * S, "messages": 0, "owed_later": 2, "poison": 0, "deliveries": 2,
+        "last_delivery_us": T + 12 * S}
 
 
 def test_a_poison_message_nacked_on_a_dead_lettering_subscription_is_owed_one_backoff_later(tmp_path):

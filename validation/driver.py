@@ -56,6 +56,10 @@ STUCK_GRACE_S = EXPIRE_MARGIN_S + FLUSH_S + 2.0
 # its way, at least; longer when the subscription's messages took longer than that from publish to delivery just
 # before the nack: a subscription whose latest delivery came no later has stopped delivering (`EvidenceTally.stalls`).
 STALL_SLACK_S = 1.0
+# While a stalled subscription is read by a StreamingPull the emulator serves every other one only every 10 s
+# (conformance scenario ordered-dead-letter-spares-other-subscriptions): what the target owed another subscription
+# from the stall until this long after the drain closed the stalled streams (+ the grace) was slowed by it.
+SLOWED_PERIOD_S = 10.0
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
 READY_TIMEOUT_S = 60.0  # the publisher waits this long at most for a subscriber's open streams
@@ -293,6 +297,7 @@ class ProbeDriver:
         self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
         self.close_file = storage.join(evidence_dir, "_close")  # twins whose streams the subscriber tasks close
         self.closed: set[str] = set()
+        self.closed_at_us: dict[str, int] = {}  # a subscription whose streams the drain closed -> when
         self.drain_base_s = setup.drain_base_s
         self.observations = observations
         self.probed = probed
@@ -488,6 +493,11 @@ class ProbeDriver:
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
         stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
+        # the target was slowed until one serving period after the last stalled subscription's streams were closed
+        # (+ grace); a stall whose streams were never closed slowed it to the end
+        closes = [self.closed_at_us.get(name) for name in stalled]
+        slowed_until = None if not closes or None in closes else \
+            max(closes) + int((SLOWED_PERIOD_S + STUCK_GRACE_S) * 1e6)
         # streams the fault layer reset (kill_stream, partition): the last reset per subscription
         # streams reset: by the fault layer (kill_stream, partition), or seen by the listeners to end other than
         # OK (the target or the client library reset them), the subscriptions whose streams the drain closed aside
@@ -513,7 +523,7 @@ class ProbeDriver:
                 for message_id in row["message_ids"]:
                     lost_replies.setdefault(row["subscription"], {}).setdefault(message_id, []).append(row["entry"])
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
-                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled)) if since else {},
+                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled), slowed_until) if since else {},
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
     def _target_failures(self) -> dict[str, list[int]]:
@@ -545,9 +555,14 @@ class ProbeDriver:
                  f"delivery attempt {stall['attempt']} (max_delivery_attempts {stall['max_delivery_attempts']}): of its "
                  f"unsettled messages, {stall['unsettled']} are not poison"
                  for name, stall in sorted(drain["stalled"].items())]
-        lines += [f"{name}: {late['messages']} unsettled messages ({late['poison']} poison) had their latest event after "
-                  f"{at(late['since_us'])}, when a subscription stopped delivering; {name} had {late['deliveries']} "
-                  f"deliveries from then on" + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
+        lines += [f"{name}: {late['messages']} unsettled messages ({late['poison']} poison) had their latest event, or "
+                  f"the next delivery owed them, after {at(late['since_us'])}, when a subscription stopped delivering"
+                  + (f", and no later than {at(late['until_us'])}, one {SLOWED_PERIOD_S:g} s serving period (+ grace) "
+                     "after the drain closed its streams" if late["until_us"] is not None else "")
+                  + f"; {name} had {late['deliveries']} deliveries from then on"
+                  + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
+                  + (f"; {late['owed_later']} more were owed a delivery later than that, when nothing slowed the "
+                     "target any more, and never got it: the stall does not explain them" if late["owed_later"] else "")
                   for name, late in sorted(drain["after_stall"].items())]
         lines += [f"{name}: nothing of {len(silent['keys'])} keys with unsettled messages ({', '.join(silent['keys'][:8])}"
                   f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset "
@@ -804,6 +819,7 @@ class ProbeDriver:
         new = stalled - self.closed
         if new:
             self.closed |= new
+            self.closed_at_us.update({name: time.time_ns() // 1000 for name in new})
             storage.write_text(self.close_file, json.dumps(sorted(t["path"] for t in self.twins
                                                                   if t["declared_name"] in self.closed)))
             start_us = min(tally.published_us.values(), default=0)
