@@ -261,22 +261,27 @@ def test_after_a_stall_other_subscriptions_unsettled_messages_with_later_events_
 def test_what_the_target_owed_once_nothing_slowed_it_any_more_is_not_the_stalls(tmp_path):
     """Issue 44: at 50x and 100x the emulator left 234 and 505 messages of orders-exactly-once unsettled, most after
     2 delivery attempts, their redeliveries owed from one to seven minutes after the drain had closed the stalled
-    subscription's streams; the stall's slowing (every 10 s while it is read) explained them all. Only what was owed
-    while the target was slowed -- until one serving period (+ grace) after the close -- is the stall's."""
+    subscription's streams; the stall's slowing (every 10 s while it is read) explained them all. The slowing delays:
+    only what the reading could not have seen once the target was no longer slowed -- one serving period (+ grace)
+    after the close -- is the stall's; what was owed before the reading ended, and never came, is not."""
     (tmp_path / "publishes").mkdir()
     (tmp_path / "deliveries").mkdir()
     pq.write_table(pa.Table.from_pylist([{**publish(s), "poison": s == 1} for s in range(4)], schema=PUBLISH_SCHEMA),
                    tmp_path / "publishes" / "part-0.parquet")
-    # owed (10 s deadline after the nack): seq 1 and 2 at +22 s, seq 3 at +11 s
+    # owed (10 s deadline after the nack): seq 1 (poison) and 2 at +22 s, seq 3 at +11 s
     other = [{**delivery(s, at, "nack"), "subscription": "e"} for s, at in ((1, T + 12 * S), (2, T + 12 * S), (3, T + S))]
     pq.write_table(pa.Table.from_pylist(other, schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-0.parquet")
     tally = EvidenceTally(tmp_path, {"e": "t", "s": "t"}, RUN)
     tally.refresh()
-    late = tally.after_stall(T + 2 * S, {"s"}, T + 15 * S)["e"]
-    assert (late["until_us"], late["messages"], late["poison"], late["owed_later"]) == (T + 15 * S, 1, 0, 2)
-    assert tally.after_stall(T + 2 * S, {"s"}, T + 30 * S)["e"]["messages"] == 3  # all owed while slowed
-    # nothing owed while slowed, two owed afterwards: said, none counted
-    assert tally.after_stall(T + 12 * S, {"s"}, T + 15 * S)["e"] == {
+    # slowed until +15 s, the reading went on until +40 s: every one was owed, and could have come, before it ended
+    late = tally.after_stall(T + 2 * S, {"s"}, T + 15 * S, T + 40 * S)["e"]
+    assert (late["until_us"], late["messages"], late["poison"], late["owed_later"]) == (T + 15 * S, 0, 0, 3)
+    # the reading ended at +20 s: seq 1 and 2, owed at +22 s, it could not have seen; seq 3 (owed +11 s, slowed to +15 s) it could
+    late = tally.after_stall(T + 2 * S, {"s"}, T + 15 * S, T + 20 * S)["e"]
+    assert (late["messages"], late["poison"], late["owed_later"]) == (2, 1, 1)
+    # a stall whose streams were never closed slowed the target to the end: all three are its
+    assert tally.after_stall(T + 2 * S, {"s"}, None, T + 40 * S)["e"]["messages"] == 3
+    assert tally.after_stall(T + 12 * S, {"s"}, T + 15 * S, T + 40 * S)["e"] == {
         "since_us": T + 12 * S, "until_us": T + 15 * S, "messages": 0, "owed_later": 2, "poison": 0, "deliveries": 2,
         "last_delivery_us": T + 12 * S}
 

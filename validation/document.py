@@ -270,8 +270,9 @@ UNSETTLED_FORMS = {
                         "may have applied it, the client never learned so and recorded no success; a consequence of "
                         "the run's own fault, not of the target",
     "after_stall": "their latest event, or the next delivery the target owed them, came after another subscription "
-                   "stopped delivering, while that slowed the target (until one serving period after the drain closed "
-                   "its streams; see the observation); see 'What the target did'",
+                   "stopped delivering, and the drain ended before the target, no longer slowed by it (one serving "
+                   "period after the drain closed its streams), could deliver them; see the observation and 'What "
+                   "the target did'",
     "poison": "unsettled poison messages: the target neither forwarded them to the dead-letter topic nor stopped "
               "redelivering them; see 'What the target did'",
     "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "

@@ -494,7 +494,8 @@ class ProbeDriver:
         stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
         # the target was slowed until one serving period after the last stalled subscription's streams were closed
-        # (+ grace); a stall whose streams were never closed slowed it to the end
+        # (+ grace); a stall whose streams were never closed slowed it to the end. What it owed and the reading (it
+        # ends now) could have seen after that, never delivered, the slowing does not explain
         closes = [self.closed_at_us.get(name) for name in stalled]
         slowed_until = None if not closes or None in closes else \
             max(closes) + int((SLOWED_PERIOD_S + STUCK_GRACE_S) * 1e6)
@@ -523,7 +524,8 @@ class ProbeDriver:
                 for message_id in row["message_ids"]:
                     lost_replies.setdefault(row["subscription"], {}).setdefault(message_id, []).append(row["entry"])
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
-                "stalled": stalled, "after_stall": tally.after_stall(since, set(stalled), slowed_until) if since else {},
+                "stalled": stalled,
+                "after_stall": tally.after_stall(since, set(stalled), slowed_until, time.time_ns() // 1000) if since else {},
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
     def _target_failures(self) -> dict[str, list[int]]:
@@ -557,12 +559,14 @@ class ProbeDriver:
                  for name, stall in sorted(drain["stalled"].items())]
         lines += [f"{name}: {late['messages']} unsettled messages ({late['poison']} poison) had their latest event, or "
                   f"the next delivery owed them, after {at(late['since_us'])}, when a subscription stopped delivering"
-                  + (f", and no later than {at(late['until_us'])}, one {SLOWED_PERIOD_S:g} s serving period (+ grace) "
-                     "after the drain closed its streams" if late["until_us"] is not None else "")
+                  + (f", and the drain ended before the target, no longer slowed from {at(late['until_us'])} (one "
+                     f"{SLOWED_PERIOD_S:g} s serving period + grace after the drain closed the stalled streams), could "
+                     "deliver them" if late["until_us"] is not None else "")
                   + f"; {name} had {late['deliveries']} deliveries from then on"
                   + (f", the latest at {at(late['last_delivery_us'])}" if late["deliveries"] else "")
-                  + (f"; {late['owed_later']} more were owed a delivery later than that, when nothing slowed the "
-                     "target any more, and never got it: the stall does not explain them" if late["owed_later"] else "")
+                  + (f"; {late['owed_later']} more were owed a delivery the drain waited for after that, when "
+                     "nothing slowed the target any more, and never got it: the stall does not explain them"
+                     if late["owed_later"] else "")
                   for name, late in sorted(drain["after_stall"].items())]
         lines += [f"{name}: nothing of {len(silent['keys'])} keys with unsettled messages ({', '.join(silent['keys'][:8])}"
                   f"{', ...' if len(silent['keys']) > 8 else ''}) was delivered after its streams were last reset "

@@ -199,23 +199,28 @@ class EvidenceTally:
         return max((latency for received, latency in self.first_latency.get(name, ())
                     if at_us - LATENCY_WINDOW_US <= received <= at_us), default=0)
 
-    def after_stall(self, since_us: int, stalled: set[str], until_us: int | None = None) -> dict[str, dict]:
-        """Per probed subscription other than the `stalled` ones (only those with any of either): its unsettled messages
-        whose latest recorded event (delivery, or publish when never delivered) came at or after `since_us`,
-        when a subscription stalled (`stalls`), or, delivered, whose next delivery the target owed then or later
-        (`_due`: a nacked message's redelivery, a held one's after its deadline), and no later than `until_us`
-        (None: no bound), while the target was still slowed by the stall -- counted (`messages`), the poison ones
-        among them (`poison`), its deliveries from then on (`deliveries`) and the latest of them
-        (`last_delivery_us`, None without), with the bound (`until_us`). A message the target owed after that and
-        never delivered is no consequence of the slowing: it is not counted, only said (`owed_later`)."""
+    def after_stall(self, since_us: int, stalled: set[str], until_us: int | None = None,
+                    ended_us: int | None = None) -> dict[str, dict]:
+        """Per probed subscription other than the `stalled` ones (only those with any of either): its unsettled
+        messages whose latest recorded event (delivery, or publish when never delivered) came at or after
+        `since_us`, when a subscription stalled (`stalls`), or, delivered, whose next delivery the target owed
+        then or later (`_due`: a nacked message's redelivery, a held one's after its deadline), and which the
+        reading, ended at `ended_us`, could not have seen once the stall no longer slowed the target (`until_us`;
+        None: it slowed it to the end): counted (`messages`), the poison ones among them (`poison`), its deliveries
+        from then on (`deliveries`) and the latest of them (`last_delivery_us`, None without), with the bound
+        (`until_us`). The slowing delays what the target owes; a message owed before the reading ended with the
+        target no longer slowed, and never delivered, is no consequence of it: not counted, only said
+        (`owed_later`)."""
         out = {}
         for name, topic in self.topic_of.items():
             if name in stalled:
                 continue
             owed = [(key, seq, self._owed_us(name, key, seq) or self.published_us[(topic, key, seq)])
                     for key, seq in self.unsettled_of(name)]
-            late = [(key, seq) for key, seq, at in owed if since_us <= at and (until_us is None or at <= until_us)]
-            later = sum(1 for _, _, at in owed if until_us is not None and at > until_us)
+            after = [(key, seq, at) for key, seq, at in owed if at >= since_us]
+            late = [(key, seq) for key, seq, at in after
+                    if until_us is None or ended_us is None or ended_us < max(at, until_us)]
+            later = len(after) - len(late)
             if late or later:
                 times = [t for t in self.receive_us.get(name, ()) if t >= since_us]
                 out[name] = {"since_us": since_us, "until_us": until_us, "messages": len(late),
