@@ -296,7 +296,6 @@ class ProbeDriver:
         self.stream_ends_before_heal: dict[str, int] | None = None  # the final read's own stream resets left out
         self.flow_file = storage.join(evidence_dir, "_flow")  # the publishers' allowance (drain.allowed_per_task)
         self.close_file = storage.join(evidence_dir, "_close")  # twins whose streams the subscriber tasks close
-        self.closed: set[str] = set()
         self.closed_at_us: dict[str, int] = {}  # a subscription whose streams the drain closed -> when
         self.drain_base_s = setup.drain_base_s
         self.observations = observations
@@ -491,7 +490,7 @@ class ProbeDriver:
         message's last attempt (`stalled`; `_stall_text` says each)."""
         dead_lettering = self._dead_lettering()
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(dead_lettering)}
-        stalled = tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
+        stalled = self._stalls(tally, limits)
         since = min((stall["since_us"] for stall in stalled.values()), default=None)
         # the target was slowed until one serving period after the last stalled subscription's streams were closed
         # (+ grace); a stall whose streams were never closed slowed it to the end. What it owed and the reading (it
@@ -502,7 +501,7 @@ class ProbeDriver:
         # streams the fault layer reset (kill_stream, partition): the last reset per subscription
         # streams reset: by the fault layer (kill_stream, partition), or seen by the listeners to end other than
         # OK (the target or the client library reset them), the subscriptions whose streams the drain closed aside
-        twin_of = {t["path"]: t["declared_name"] for t in self.twins}
+        twin_of = self._declared_of_twin()
         resets: dict[str, int] = {}
         ends = self.stream_ends_before_heal
         if ends is None:
@@ -528,12 +527,25 @@ class ProbeDriver:
                 "after_stall": tally.after_stall(since, set(stalled), slowed_until, time.time_ns() // 1000) if since else {},
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
 
+    @property
+    def closed(self) -> set[str]:
+        """The subscriptions whose streams the drain closed (`_close_stalled`)."""
+        return set(self.closed_at_us)
+
+    def _declared_of_twin(self) -> dict[str, str]:
+        """A pulled twin's path -> the declared subscription it stands for."""
+        return {t["path"]: t["declared_name"] for t in self.twins}
+
+    def _stalls(self, tally: EvidenceTally, limits: dict[str, int]) -> dict[str, dict]:
+        """`EvidenceTally.stalls` of the subscriptions in `limits`, with the run's slack and the target's failures."""
+        return tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
+
     def _target_failures(self) -> dict[str, list[int]]:
         """Probed subscription -> when each StreamingPull of its twins ended UNKNOWN, as the listeners saw (the
         target failed it), sorted; empty without listeners."""
         if self.listeners is None:
             return {}
-        twin_of = {t["path"]: t["declared_name"] for t in self.twins}
+        twin_of = self._declared_of_twin()
         out: dict[str, list[int]] = {}
         for path, times in self.listeners.target_failures().items():
             if path in twin_of:
@@ -818,11 +830,10 @@ class ProbeDriver:
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())
                   if self.estate.subscriptions[name].ordering}
         now = time.monotonic()
-        stalled = {name for name in tally.stalls(limits, int(STALL_SLACK_S * 1e6), self._target_failures())
+        stalled = {name for name in self._stalls(tally, limits)
                    if clock is None or clock.stopped(name, now)}
         new = stalled - self.closed
         if new:
-            self.closed |= new
             self.closed_at_us.update({name: time.time_ns() // 1000 for name in new})
             storage.write_text(self.close_file, json.dumps(sorted(t["path"] for t in self.twins
                                                                   if t["declared_name"] in self.closed)))

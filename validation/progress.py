@@ -179,16 +179,14 @@ class EvidenceTally:
             at_max = sorted(nack for nack in self.nacks.get(name, ())
                             if nack[3] >= limit and (topic, nack[1], nack[2]) in self.poison)
 
-            def on_way(nack) -> int:
-                return max(slack_us, self.latency_before_us(name, nack[0]))
-
-            since = next((nack for nack in at_max if last <= nack[0] + on_way(nack)
+            on_way = {nack: max(slack_us, self.latency_before_us(name, nack[0])) for nack in at_max}
+            since = next((nack for nack in at_max if last <= nack[0] + on_way[nack]
                           or sum(1 for t in failures if t > max(nack[0], last)) >= TARGET_FAILURES), None)
             unsettled = self.unsettled_of(name)
             if since is None or not unsettled:
                 continue
             out[name] = {"since_us": since[0], "key": since[1], "seq": since[2], "attempt": since[3],
-                         "max_delivery_attempts": limit, "last_delivery_us": last, "on_way_us": on_way(since),
+                         "max_delivery_attempts": limit, "last_delivery_us": last, "on_way_us": on_way[since],
                          "target_failures": sum(1 for t in failures if t > since[0]),
                          "unsettled": sum(1 for key, seq in unsettled if (topic, key, seq) not in self.poison)}
         return out
