@@ -172,7 +172,7 @@ def test_verify_crash_holds_few_messages_and_they_come_back_elsewhere(spark, emu
     held = [d for d in deliveries if d["action"] == "crash"]
     # The crashing task pulls driver.CRASH_PREFETCH messages per twin at a time and dies after the round in which
     # it holds 3 (crash_hold): what it holds is bounded by one round of pulls (4 twins) beyond the 2 a round may
-    # hold without dying (seen in CI: 2 held in one round, 20 in the next), not by the backlog.
+    # hold without dying (CI on 9da5bc7 saw 22 held), not by the backlog.
     assert 1 <= len(held) <= driver.CRASH_PREFETCH * 4 + 2, held
     crasher = {d["subscriber_task"] for d in held}
     assert len(crasher) == 1
