@@ -31,7 +31,7 @@ ALL_IDS = [
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
     "ordered-eod-no-redelivery-while-outstanding", "ordered-dead-letter-keeps-delivering",
     "ordered-dead-letter-spares-other-subscriptions", "ordered-stream-reset-keeps-delivering",
-    "stream-reset-keeps-delivering",
+    "stream-reset-keeps-delivering", "redelivery-after-repeated-expiry",
 ]
 # What the emulator (cloud-pubsub-emulator 0.8.20) did in every run we made; docs/emulator.md explains each.
 # The timing-dependent scenarios are asserted too: on the emulator their outcome did not vary.
@@ -56,6 +56,7 @@ EMULATOR_OUTCOMES = {
     "ordered-dead-letter-spares-other-subscriptions": "violated",
     "ordered-stream-reset-keeps-delivering": "violated",
     "stream-reset-keeps-delivering": "violated",
+    "redelivery-after-repeated-expiry": "violated",
 }
 
 pytestmark = pytest.mark.emulator

@@ -427,6 +427,40 @@ def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenar
     assert [(c["count"], c["explained_by"]) for c in causes] == [(88, []), (2, [])]
 
 
+def test_unsettled_messages_once_held_past_their_deadline_are_told_apart_on_a_retry_policy_subscription(tmp_path):
+    # seq 0: expired (held, then its late ack rejected), redelivered, nacked, never again: the emulator's behaviour
+    # seq 1: only nacked, never redelivered: not this form; seq 2: expired, then settled; seq 3: held by the crash
+    evidence(tmp_path, 4, [delivery(0, T + 1 * S, "late_ack", "invalid_ack_id"), delivery(0, T + 11 * S, "nack"),
+                           delivery(1, T + 1 * S, "nack"),
+                           delivery(2, T + 1 * S, "expire", "none"), delivery(2, T + 11 * S, "ack"),
+                           delivery(3, T + 1 * S, "crash", "none")])
+    with_retry = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0})
+    with_retry.refresh()
+    assert with_retry.after_expiry() == {"s": {"messages": 2, "expiries": 2}}
+    without = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 0.0})  # the scenario held without a retry policy
+    without.refresh()
+    assert without.after_expiry() == {}
+
+
+def test_messages_once_held_past_their_deadline_are_explained_only_by_the_violated_reexpiry_scenario():
+    from pubsubguard.validation.document import explanations
+
+    def result(scenario_result: str) -> dict:
+        return {"target": "emulator",
+                "parameters": {"drain": {"ended": "stuck", "unsettled": {"e": 30}, "unsettled_poison": {"e": 4},
+                                         "stalled": {}, "after_stall": {}, "after_stream_reset": {},
+                                         "after_expiry": {"e": {"messages": 25, "expiries": 27}}}},
+                "conformance": {"scenarios": [{"id": "redelivery-after-repeated-expiry", "result": scenario_result}]},
+                "subscriptions": {"e": {"declared": {"ordering": False}, "figures": {},
+                                        "guarantees": {"completeness": "inconclusive"}}}}
+
+    causes = explanations(result("violated"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+        (25, {"after_expiry": 25}, ["redelivery-after-repeated-expiry"]), (4, {"poison": 4}, []), (1, {}, [])]
+    causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
+    assert [(c["count"], c["explained_by"]) for c in causes] == [(25, []), (4, []), (1, [])]
+
+
 # -- the drain clock (validation/drain.py): progress, not a clock alone ---------------------------------------
 class _Tally:
     """What the clock reads of an EvidenceTally: per-subscription progress, settled and expected counts."""

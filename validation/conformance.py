@@ -85,6 +85,9 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # the same forms on an unordered subscription: its unsettled messages (not poison) stuck when the drain ended,
     # on a subscription whose streams were reset (`progress.EvidenceTally.silent_keys`)
     "stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
+    # ("unsettled", "after_expiry"): unsettled messages of a subscription with a retry policy of which a delivery
+    # was held past its ack deadline (`progress.EvidenceTally.after_expiry`)
+    "redelivery-after-repeated-expiry": (("unsettled", "after_expiry"),),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }

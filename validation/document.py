@@ -262,8 +262,9 @@ def explanations(result: dict, groups: list[dict]) -> dict:
 
 # Unsettled messages told apart, in this order (each takes what the earlier left): those whose ack reply the
 # fault layer dropped (the run's own fault), those whose latest event came after another subscription stalled
-# (poison ones included), the remaining poison ones, those of a stalled subscription, those on keys silent since
-# the fault layer last reset the subscription's streams, the rest where the probe's client library held messages
+# (poison ones included), those of a subscription with a retry policy once held past their ack deadline
+# (`EvidenceTally.after_expiry`), the remaining poison ones, those of a stalled subscription, those on keys silent
+# since the fault layer last reset the subscription's streams, the rest where the probe's client library held messages
 # on the stream the final read kept, those never delivered when the drain was cut at its ceiling, the rest. Form -> what to do when no conformance scenario explains it.
 UNSETTLED_FORMS = {
     "after_lost_reply": "the fault layer dropped the target's reply to their ack (the schedule entries named): the target "
@@ -273,6 +274,9 @@ UNSETTLED_FORMS = {
                    "stopped delivering, and the drain ended before the target, no longer slowed by it (one serving "
                    "period after the drain closed its streams), could deliver them; see the observation and 'What "
                    "the target did'",
+    "after_expiry": "deliveries of theirs were held past their ack deadline (the expire fault, or the crashed task), "
+                    "and the target, which has a retry policy, delivered them no more after their next expiry or nack "
+                    "(see 'What the target did')",
     "poison": "unsettled poison messages: the target neither forwarded them to the dead-letter topic nor stopped "
               "redelivering them; see 'What the target did'",
     "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "
@@ -306,6 +310,7 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
                       - min(late.get("poison", 0), after_stall)),
         "stalled": stall.get("unsettled", 0),
         "after_stream_reset": silent.get("messages", 0),
+        "after_expiry": of("after_expiry").get("messages", 0),
         "held_in_client": unsettled if held else 0,
         "cut": (drain.get("cut") or {}).get(name, 0),
     }

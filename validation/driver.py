@@ -525,7 +525,9 @@ class ProbeDriver:
         return {"ended": ended, "unsettled": unsettled, "unsettled_poison": tally.unsettled_poison(dead_lettering),
                 "stalled": stalled,
                 "after_stall": tally.after_stall(since, set(stalled), slowed_until, time.time_ns() // 1000) if since else {},
-                "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies)}
+                "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies),
+                # a drain cut at its ceiling left them still moving: only a stuck one says the target delivers them no more
+                "after_expiry": tally.after_expiry() if ended != "ceiling" else {}}
 
     @property
     def closed(self) -> set[str]:

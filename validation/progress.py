@@ -13,6 +13,8 @@ LATENCY_WINDOW_US = 10_000_000
 # A subscription whose StreamingPulls the target failed this many times after a poison message's last nack and
 # after its latest delivery stopped delivering (`stalls`): more than its streams (2 at the dev stack) failing once.
 TARGET_FAILURES = 3
+# The probe's actions on a delivery it held until its ack deadline passed (`after_expiry`).
+HELD_PAST_DEADLINE = frozenset({"expire", "late_ack", "crash"})
 
 
 class EvidenceTally:
@@ -51,6 +53,9 @@ class EvidenceTally:
         self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
         # subscription -> [(receive time, its latency from the publish call)] of each message's first delivery
         self.first_latency: dict[str, list[tuple[int, int]]] = {}
+        # (subscription, key, seq) -> its deliveries held past their ack deadline: by the expire fault (`expire`,
+        # then `late_ack`) or by the crashed task (`crash`)
+        self.expired: dict[tuple, int] = {}
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -102,6 +107,8 @@ class EvidenceTally:
                                 self.first_latency.setdefault(row["subscription"], []).append(
                                     (row["receive_time_us"], row["receive_time_us"] - published))
                         self.last[message] = max(self.last.get(message, event), event)
+                        if row["action"] in HELD_PAST_DEADLINE:
+                            self.expired[message] = self.expired.get(message, 0) + 1
                         self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
                         by_key = (row["subscription"], row["key"])
                         self.key_last_us[by_key] = max(self.key_last_us.get(by_key, 0), row["receive_time_us"])
@@ -247,6 +254,20 @@ class EvidenceTally:
                 out[name] = {"reset_us": reset_us, "keys": keys,
                              "messages": sum(1 for key, _ in unsettled if key in keys),
                              **({"unordered": True} if name in unordered else {})}
+        return out
+
+    def after_expiry(self) -> dict[str, dict]:
+        """Per subscription with a retry policy (only those with any): its unsettled messages of which a delivery
+        was held past its ack deadline (`expired`) -- after such expiries this emulator redelivers a message no
+        more, after its next expiry or nack (conformance scenario redelivery-after-repeated-expiry). `messages`,
+        and `expiries`: how many of their deliveries expired in all."""
+        out = {}
+        for name in sorted(self.topic_of):
+            if not self.backoff_us.get(name):
+                continue
+            hit = [self.expired[(name, key, seq)] for key, seq in self.unsettled_of(name) if (name, key, seq) in self.expired]
+            if hit:
+                out[name] = {"messages": len(hit), "expiries": sum(hit)}
         return out
 
     def after_lost_replies(self, lost: dict[str, dict[str, list[int]]]) -> dict[str, dict]:
