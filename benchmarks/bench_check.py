@@ -66,11 +66,16 @@ def estate(topics: int) -> dict:
     return {"probe_isolation": True, "topics": items}
 
 
-def project(directory: Path, topics: int) -> None:
+def write_project(directory: Path, the_estate: dict, stack: str = "bench") -> None:
+    """A project in `directory` whose program is this repository's infra/, with stack `stack` declaring `the_estate`."""
     (directory / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "pubsubguard", "main": str(ROOT / "infra"),
         "runtime": {"name": "python", "options": {"virtualenv": sys.prefix}}}))  # this environment, as the CLI would
-    config = {"gcp:project": "bench-project", "pubsubguard:projectNumber": "100000000001", "pubsubguard:estate": estate(topics)}
-    (directory / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": config}))
+    config = {"gcp:project": "bench-project", "pubsubguard:projectNumber": "100000000001", "pubsubguard:estate": the_estate}
+    (directory / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+
+
+def project(directory: Path, topics: int) -> None:
+    write_project(directory, estate(topics))
 
 
 GOALS_S = {1000: 10.0, 10000: 60.0}

@@ -35,9 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 FAULT_SETS = ("nack=0.1,expire=0.03,poison=0.02,crash=0", "nack=0.1,expire=0.03,crash=0",
               "nack=0.1,poison=0.02,crash=0", "expire=0.03,poison=0.02,crash=0")
 MAX_ATTEMPTS = 5
@@ -48,16 +47,11 @@ SUBSCRIPTION = {"name": "orders-exactly-once", "exactly_once": True, "consumer_r
 
 def project(directory: Path) -> None:
     """A project whose program is this repository's infra/, with stack `repro`: one topic, one subscription."""
-    (directory / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "pubsubguard", "main": str(ROOT / "infra"),
-                                                           "runtime": {"name": "python", "options": {
-                                                               "toolchain": "pip",
-                                                               "virtualenv": str(ROOT / ".venv")}}}))
-    estate = {"probe_isolation": True, "topics": [
+    from bench_check import write_project
+
+    write_project(directory, {"probe_isolation": True, "topics": [
         {"name": "orders", "publisher_region": "us-east1", "persistence_regions": ["us-east1"],
-         "subscriptions": [SUBSCRIPTION]}]}
-    (directory / "Pulumi.repro.yaml").write_text(yaml.safe_dump({"config": {
-        "gcp:project": "pubsubguard-dev", "pubsubguard:projectNumber": "100000000001",
-        "pubsubguard:estate": estate}}))
+         "subscriptions": [SUBSCRIPTION]}]}, stack="repro")
 
 
 def rows(evidence: Path) -> list[dict]:

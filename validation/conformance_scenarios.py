@@ -389,7 +389,7 @@ def stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
 
 
 # messages received together whose deadline is set short in one ModifyAckDeadline, and left to expire, this
-# often: on the emulator (0.8.20, retry policy 1..10 s), after the second such expiry none of 5 came back in 240 s;
+# often: on the emulator (0.8.20, retry policy 1..10 s), all 5 came back twice and after the third none in 240 s;
 # one message alone came back 7 times of 7, and without a retry policy every time (docs/emulator.md)
 REEXPIRY_MESSAGES = 5
 REEXPIRY_ROUNDS = 3

@@ -53,8 +53,8 @@ class EvidenceTally:
         self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
         # subscription -> [(receive time, its latency from the publish call)] of each message's first delivery
         self.first_latency: dict[str, list[tuple[int, int]]] = {}
-        # (subscription, key, seq) -> its deliveries held past their ack deadline: by the expire fault (`expire`,
-        # then `late_ack`) or by the crashed task (`crash`)
+        # (subscription, key, seq) -> its deliveries held past their ack deadline: by the expire fault (row `late_ack`,
+        # or `expire` when the run ended before the late ack) or by the crashed task (`crash`)
         self.expired: dict[tuple, int] = {}
 
     def refresh(self) -> None:
