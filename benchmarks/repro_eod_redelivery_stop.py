@@ -16,9 +16,13 @@ of its own, with `--faults` set. It then reads the run's evidence and prints, pe
   dead-letter topic;
 - the report's verdict and the job's time.
 
-The behaviour reproduced: from one moment on, this emulator redelivers no nacked message and forwards none
-to the dead-letter topic, while it goes on with first deliveries and with redeliveries after an expired ack
-deadline. Measured 2026-12-02 (docs/emulator.md, docs/performance.md): both `nack` and `expire` are needed.
+The behaviour reproduced: from one moment on, this emulator never again redelivers a message nacked or expired
+after its first attempt, nor forwards one to the dead-letter topic, while it goes on with first deliveries and with
+first attempts' redeliveries. Its retry policy's timer stops for good at an ack id no longer outstanding: one
+scheduled twice (messages expired together) or acked meanwhile (a late ack); docs/emulator.md ("Redelivery stops
+for good"), scenarios redelivery-after-repeated-expiry, redelivery-after-late-ack, dead-letter-after-late-ack.
+Measured 2026-12-02 (docs/performance.md): both `nack` and `expire` are needed. The job tells these apart (form
+`after_backoff_stop`); `unexplained` is what report.json leaves unexplained (`bench_load.unexplained`).
 
 Measure on an idle machine, one run at a time: the load average is printed before each.
 """
@@ -102,8 +106,11 @@ def run(faults: str, keys: int, per_key: int, out: Path) -> dict:
     report = out / label / "report" / "report.json"
     if not report.exists():
         return {"faults": faults, "exit": code, "wall_s": wall, "error": f"no report: see {out / f'{label}.log'}"}
-    return {"faults": faults, "exit": code, "wall_s": wall, "verdict": json.loads(report.read_text())["verdict"],
-            **analyse(out / label / "report" / "evidence")}
+    from bench_load import unexplained
+
+    result = json.loads(report.read_text())
+    return {"faults": faults, "exit": code, "wall_s": wall, "verdict": result["verdict"],
+            "unexplained": unexplained(result), **analyse(out / label / "report" / "evidence")}
 
 
 def main() -> int:
@@ -124,7 +131,8 @@ def main() -> int:
         print(f"  {result['wall_s']} s, exit {result['exit']}, verdict {result['verdict']}\n"
               f"  nacks {result['nacks']}: redelivered {result['redelivered']}, not {result['not']}\n"
               f"  stop at: +{result['stop_at_s']} s, then {result['not_after_stop']} nacks never redelivered\n"
-              f"  fifth: {result['fifth']} poison nacked at attempt {MAX_ATTEMPTS}, {result['forwarded']} forwarded",
+              f"  fifth: {result['fifth']} poison nacked at attempt {MAX_ATTEMPTS}, {result['forwarded']} forwarded\n"
+              f"  unexplained: {result['unexplained']}",
               flush=True)
     print(f"runs: {out}")
     return 0

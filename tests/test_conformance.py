@@ -31,7 +31,8 @@ ALL_IDS = [
     "ordering-immutable", "retention-as-declared", "ordered-publish-failure-pauses-key",
     "ordered-eod-no-redelivery-while-outstanding", "ordered-dead-letter-keeps-delivering",
     "ordered-dead-letter-spares-other-subscriptions", "ordered-stream-reset-keeps-delivering",
-    "stream-reset-keeps-delivering", "redelivery-after-repeated-expiry",
+    "stream-reset-keeps-delivering", "redelivery-after-repeated-expiry", "redelivery-after-late-ack",
+    "dead-letter-after-late-ack",
 ]
 # What the emulator (cloud-pubsub-emulator 0.8.20) did in every run we made; docs/emulator.md explains each.
 # The timing-dependent scenarios are asserted too: on the emulator their outcome did not vary.
@@ -57,6 +58,8 @@ EMULATOR_OUTCOMES = {
     "ordered-stream-reset-keeps-delivering": "violated",
     "stream-reset-keeps-delivering": "violated",
     "redelivery-after-repeated-expiry": "violated",
+    "redelivery-after-late-ack": "violated",
+    "dead-letter-after-late-ack": "violated",
 }
 
 pytestmark = pytest.mark.emulator

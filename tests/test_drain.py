@@ -427,38 +427,88 @@ def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenar
     assert [(c["count"], c["explained_by"]) for c in causes] == [(88, []), (2, [])]
 
 
-def test_unsettled_messages_once_held_past_their_deadline_are_told_apart_on_a_retry_policy_subscription(tmp_path):
-    # seq 0: expired (held, then its late ack rejected), redelivered, nacked, never again: the emulator's behaviour
-    # seq 1: only nacked, never redelivered: not this form; seq 2: expired, then settled; seq 3: held by the crash
-    evidence(tmp_path, 4, [delivery(0, T + 1 * S, "late_ack", "invalid_ack_id"), delivery(0, T + 11 * S, "nack"),
-                           delivery(1, T + 1 * S, "nack"),
-                           delivery(2, T + 1 * S, "expire", "none"), delivery(2, T + 11 * S, "ack"),
-                           delivery(3, T + 1 * S, "crash", "none")])
-    with_retry = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0})
-    with_retry.refresh()
-    assert with_retry.after_expiry() == {"s": {"messages": 2, "expiries": 2}}
-    without = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 0.0})  # the scenario held without a retry policy
+def attempt(row: dict, delivery_attempt: int) -> dict:
+    return {**row, "delivery_attempt": delivery_attempt}
+
+
+def test_unsettled_redeliveries_are_told_apart_on_an_unordered_retry_policy_subscription(tmp_path):
+    # seq 0: delivered twice (attempt 2 nacked), never again: the emulator's stopped timer; seq 1: nacked at its first
+    # attempt, never again: not this form (the emulator puts a first attempt back at once); seq 2: redelivered, then
+    # settled; seq 3: one delivery at attempt 4, held by the crashed task; seq 4: a poison message nacked at attempt 5
+    evidence(tmp_path, 5, [attempt(delivery(0, T + 1 * S, "expire", "none"), 1), attempt(delivery(0, T + 4 * S, "nack"), 2),
+                           attempt(delivery(1, T + 1 * S, "nack"), 1),
+                           attempt(delivery(2, T + 1 * S, "nack"), 1), attempt(delivery(2, T + 2 * S, "ack"), 2),
+                           attempt(delivery(3, T + 1 * S, "crash", "none"), 4),
+                           attempt(delivery(4, T + 3 * S, "nack"), 5)])
+    publishes = pq.read_table(tmp_path / "publishes" / "part-0.parquet").to_pylist()
+    publishes[4]["poison"] = True
+    pq.write_table(pa.Table.from_pylist(publishes, schema=PUBLISH_SCHEMA), tmp_path / "publishes" / "part-0.parquet")
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0}, frozenset({"s"}))
+    tally.refresh()
+    stop = tally.after_backoff_stop(frozenset({"s"}))
+    assert stop == {"s": {"messages": 3, "poison": 1, "poison_messages": [["k", 4]],
+                          "owed_us": T + 1 * S + 1000 + 10 * S, "timer_ran_after": 0}}  # seq 3's: its deadline
+    assert tally.after_backoff_stop(frozenset()) == {}  # an ordered subscription: not this form
+    without = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 0.0})  # no retry policy: the scenarios hold there
     without.refresh()
-    assert without.after_expiry() == {}
+    assert without.after_backoff_stop(frozenset({"s"})) == {}
 
 
-def test_messages_once_held_past_their_deadline_are_explained_only_by_the_violated_reexpiry_scenario():
+def test_a_redelivery_after_the_backoff_later_than_an_unsettled_message_was_owed_leaves_it_to_other_forms(tmp_path):
+    # seq 0 nacked at attempt 2 at +1 s (owed by +12 s with its 10 s backoff); seq 1 delivered at attempt 3 at +30 s:
+    # the target's backoff redelivery still ran after seq 0 was owed, so that does not explain seq 0
+    evidence(tmp_path, 2, [attempt(delivery(0, T + 1 * S, "nack"), 2),
+                           attempt(delivery(1, T + 30 * S, "nack"), 3)])
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN, {"s": 10.0})
+    tally.refresh()
+    assert tally.after_backoff_stop(frozenset({"s"}))["s"] == {
+        "messages": 1, "poison": 0, "poison_messages": [], "owed_us": T + 30 * S + 1000 + 20 * S, "timer_ran_after": 1}
+
+
+def test_redeliveries_the_target_stopped_are_explained_only_by_a_violated_backoff_scenario_on_unordered_ones():
     from pubsubguard.validation.document import explanations
 
-    def result(scenario_result: str) -> dict:
+    def result(scenario: str, scenario_result: str, ordering: bool = False) -> dict:
         return {"target": "emulator",
-                "parameters": {"drain": {"ended": "stuck", "unsettled": {"e": 30}, "unsettled_poison": {"e": 4},
+                "parameters": {"drain": {"ended": "stuck", "unsettled": {"e": 30}, "unsettled_poison": {"e": 6},
                                          "stalled": {}, "after_stall": {}, "after_stream_reset": {},
-                                         "after_expiry": {"e": {"messages": 25, "expiries": 27}}}},
-                "conformance": {"scenarios": [{"id": "redelivery-after-repeated-expiry", "result": scenario_result}]},
-                "subscriptions": {"e": {"declared": {"ordering": False}, "figures": {},
+                                         "after_backoff_stop": {"e": {"messages": 25, "poison": 2,
+                                                                      "poison_messages": [["k", 1], ["k", 2]],
+                                                                      "owed_us": T, "timer_ran_after": 0}}}},
+                "conformance": {"scenarios": [{"id": scenario, "result": scenario_result}]},
+                "subscriptions": {"e": {"declared": {"ordering": ordering}, "figures": {},
                                         "guarantees": {"completeness": "inconclusive"}}}}
 
-    causes = explanations(result("violated"), [])["guarantees"][0]["causes"]
-    assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
-        (25, {"after_expiry": 25}, ["redelivery-after-repeated-expiry"]), (4, {"poison": 4}, []), (1, {}, [])]
-    causes = explanations(result("holds"), [])["guarantees"][0]["causes"]
-    assert [(c["count"], c["explained_by"]) for c in causes] == [(25, []), (4, []), (1, [])]
+    for scenario in ("redelivery-after-repeated-expiry", "redelivery-after-late-ack"):
+        causes = explanations(result(scenario, "violated"), [])["guarantees"][0]["causes"]
+        # the poison ones among the 25 are not counted again as poison
+        assert [(c["count"], c["forms"], c["explained_by"]) for c in causes] == [
+            (25, {"after_backoff_stop": 25}, [scenario]), (4, {"poison": 4}, []), (1, {}, [])]
+        causes = explanations(result(scenario, "holds"), [])["guarantees"][0]["causes"]
+        assert [(c["count"], c["explained_by"]) for c in causes] == [(25, []), (4, []), (1, [])]
+        causes = explanations(result(scenario, "violated", ordering=True), [])["guarantees"][0]["causes"]
+        assert causes[0]["explained_by"] == []
+    # the dead-letter scenario governs dead_letter_missing, not unsettled messages
+    causes = explanations(result("dead-letter-after-late-ack", "violated"), [])["guarantees"][0]["causes"]
+    assert causes[0]["explained_by"] == []
+
+
+def test_a_dead_letter_missing_message_of_a_stopped_backoff_takes_its_form_and_is_explained_by_the_dead_letter_scenario():
+    from pubsubguard.validation.conformance import explained_by
+    from pubsubguard.validation.verdict import drain_forms
+
+    drain = {"after_backoff_stop": {"e": {"messages": 3, "poison": 1, "poison_messages": [["k", 4]], "owed_us": T,
+                                          "timer_ran_after": 0}}}
+    findings = [{"kind": "dead_letter_missing", "subscription": "e", "key": "k", "seq": 4},
+                {"kind": "dead_letter_missing", "subscription": "e", "key": "k", "seq": 5},
+                {"kind": "dead_letter_missing", "subscription": "o", "key": "k", "seq": 4},
+                {"kind": "lost", "subscription": "e", "key": "k", "seq": 4}]
+    assert [f.get("form") for f in drain_forms(findings, drain)] == ["after_backoff_stop", None, None, None]
+    stopped = drain_forms(findings, drain)[0]
+    assert explained_by(stopped, {"dead-letter-after-late-ack": "violated"}) == ["dead-letter-after-late-ack"]
+    assert explained_by(stopped, {"dead-letter-after-late-ack": "holds"}) == []
+    assert explained_by(stopped, {"redelivery-after-late-ack": "violated"}) == []
+    assert explained_by(findings[1], {"dead-letter-after-late-ack": "violated"}) == []
 
 
 # -- the drain clock (validation/drain.py): progress, not a clock alone ---------------------------------------

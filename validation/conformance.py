@@ -85,9 +85,13 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # the same forms on an unordered subscription: its unsettled messages (not poison) stuck when the drain ended,
     # on a subscription whose streams were reset (`progress.EvidenceTally.silent_keys`)
     "stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
-    # ("unsettled", "after_expiry"): unsettled messages of a subscription with a retry policy of which a delivery
-    # was held past its ack deadline (`progress.EvidenceTally.after_expiry`)
-    "redelivery-after-repeated-expiry": (("unsettled", "after_expiry"),),
+    # ("unsettled", "after_backoff_stop"): unsettled messages of an unordered subscription with a retry policy whose
+    # latest delivery was a redelivery, none of the subscription's later ones owed after a backoff
+    # (`progress.EvidenceTally.after_backoff_stop`); ("dead_letter_missing", "after_backoff_stop"): such a message
+    # nacked at its max-th attempt (`verdict.drain_forms`)
+    "redelivery-after-repeated-expiry": (("unsettled", "after_backoff_stop"),),
+    "redelivery-after-late-ack": (("unsettled", "after_backoff_stop"),),
+    "dead-letter-after-late-ack": (("dead_letter_missing", "after_backoff_stop"),),
     "filter-enforced": (("unexpected", "foreign"),),
     "retention-as-declared": (("config_drift", "retention_seconds"),),
 }
@@ -98,6 +102,11 @@ ORDERED_ONLY = frozenset({"dead-letter-ordered-after-max-attempts", "ordered-eod
                           "ordered-dead-letter-keeps-delivering", "ordered-stream-reset-keeps-delivering"})
 
 
+# Scenarios that measure a behaviour of unordered subscriptions only (the emulator's ordered subscriptions keep a
+# backlog per key without the retry policy's timer: docs/emulator.md): they explain findings on those alone.
+UNORDERED_ONLY = frozenset({"redelivery-after-repeated-expiry", "redelivery-after-late-ack", "dead-letter-after-late-ack"})
+
+
 # Scenarios whose `unsupported` (the target refused the setting as declared) explains a config_drift of
 # that setting too: a target that refuses the declared value holds another one, which is the drift.
 EXPLAINS_WHEN_REFUSED = frozenset({"retention-as-declared"})
@@ -105,7 +114,8 @@ EXPLAINS_WHEN_REFUSED = frozenset({"retention-as-declared"})
 
 def explained_by(finding: dict, results: dict[str, str], ordered: bool = False) -> list[str]:
     """The ids of the scenarios, `violated` in `results` (scenario id -> result), whose behaviour
-    explains `finding` (EXPLAINS; ORDERED_ONLY ones only when the finding's subscription is `ordered`;
+    explains `finding` (EXPLAINS; ORDERED_ONLY ones only when the finding's subscription is `ordered`,
+    UNORDERED_ONLY ones only when not;
     EXPLAINS_WHEN_REFUSED ones also when `unsupported`, for config drift); empty when none does."""
     form = (finding.get("drift") or {}).get("setting") if finding["kind"] == "config_drift" else finding.get("form")
 
@@ -116,6 +126,7 @@ def explained_by(finding: dict, results: dict[str, str], ordered: bool = False) 
 
     return [scenario for scenario, governs in EXPLAINS.items()
             if deviates(scenario) and (ordered or scenario not in ORDERED_ONLY)
+            and not (ordered and scenario in UNORDERED_ONLY)
             and any(kind == finding["kind"] and wanted in (None, form) for kind, wanted in governs)]
 
 

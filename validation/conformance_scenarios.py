@@ -399,6 +399,11 @@ REEXPIRY_BACKOFF_S = (1, 10)  # the retry policy: orders-exactly-once's in the d
 REEXPIRY_WINDOW_S = REEXPIRY_DEADLINE_S + REEXPIRY_BACKOFF_S[1] + EXPIRY_MARGIN_S
 
 
+def _retry_policy(low: int, high: int) -> dict:
+    """A retry policy of backoff `low`..`high` s, as a subscription's field."""
+    return {"minimum_backoff": {"seconds": low}, "maximum_backoff": {"seconds": high}}
+
+
 @scenario("redelivery-after-repeated-expiry",
           f"at-least-once with a retry policy (backoff {REEXPIRY_BACKOFF_S[0]}..{REEXPIRY_BACKOFF_S[1]} s): "
           f"{REEXPIRY_MESSAGES} messages received together, their deadline set to {REEXPIRY_DEADLINE_S} s in one "
@@ -409,10 +414,10 @@ REEXPIRY_WINDOW_S = REEXPIRY_DEADLINE_S + REEXPIRY_BACKOFF_S[1] + EXPIRY_MARGIN_
           f"between deliveries by its maximum backoff. {DOC_SUBSCRIPTION_API}")
 def redelivery_after_repeated_expiry(probe: Probe) -> tuple[str, str]:
     topic = probe.create_topic("topic")
-    low, high = REEXPIRY_BACKOFF_S
+    high = REEXPIRY_BACKOFF_S[1]
     subscription = probe.create_subscription(
         "sub", topic, enable_exactly_once_delivery=True, ack_deadline_seconds=ACK_DEADLINE_S,
-        retry_policy={"minimum_backoff": {"seconds": low}, "maximum_backoff": {"seconds": high}})
+        retry_policy=_retry_policy(*REEXPIRY_BACKOFF_S))
     wanted = {str(n) for n in range(REEXPIRY_MESSAGES)}
     for data in sorted(wanted):
         probe.publish(topic, data.encode())
@@ -447,6 +452,137 @@ def redelivery_after_repeated_expiry(probe: Probe) -> tuple[str, str]:
     probe.acknowledge(subscription, [message.ack_id for message in latest.values()])
     return HOLDS, (f"all {REEXPIRY_MESSAGES} came back after each of {REEXPIRY_ROUNDS} expiries, in "
                    f"{', '.join(back_after)}")
+
+
+# An ack sent while the target waits out the retry policy's backoff before redelivering an expired delivery: the
+# emulator (0.8.20) accepts it, and from then on never again redelivers, nor forwards to a dead-letter topic, a
+# message nacked or expired after its first attempt on that subscription; first attempts are unaffected (measured
+# 2026-12-02 with a throwaway script, then these scenarios; docs/emulator.md)
+LATE_ACK_DEADLINE_S = REEXPIRY_DEADLINE_S
+# their retry policy: a minimum backoff longer than an empty Pull takes to answer (about 2 s on the emulator), so
+# the late ack, sent right after the Pull that lets the target see the expiry, lands while the redelivery waits
+LATE_ACK_BACKOFF_S = (5, 10)
+# how long a nacked message may take to come back: the maximum backoff + the margin + one pull window
+BACKOFF_WINDOW_S = LATE_ACK_BACKOFF_S[1] + EXPIRY_MARGIN_S + PULL_TIMEOUT_S
+
+
+def _late_ack_during_backoff(probe: Probe, topic: str, subscription: str) -> str:
+    """One message whose deadline is set to LATE_ACK_DEADLINE_S on its first and on its second delivery; after the
+    second expires, one Pull (the target sees the expiry), then an ack with that delivery's ack id. Returns how the
+    target answered it (a correct target refuses it with exactly-once, or ignores it; either way nothing follows)."""
+    data = b"late"
+    probe.publish(topic, data)
+    held = _first_delivery(probe, subscription, "the message to ack late")
+    for delivery in (1, 2):
+        err = probe.modify_ack_deadline(subscription, [held.ack_id], LATE_ACK_DEADLINE_S)
+        if err is not None:
+            raise ScenarioEnded(INCONCLUSIVE, f"the ModifyAckDeadline of delivery {delivery} failed: {one_line(err)}")
+        if delivery == 2:
+            break
+        again = [m for m in probe.pull_until(subscription, lambda got: any(m.message.data == data for m in got),
+                                             REEXPIRY_WINDOW_S) if m.message.data == data]
+        if not again:
+            raise ScenarioEnded(INCONCLUSIVE, f"the message was not delivered again within {REEXPIRY_WINDOW_S:g} s of "
+                                              f"its {LATE_ACK_DEADLINE_S} s deadline")
+        held = again[-1]
+    probe.sleep(LATE_ACK_DEADLINE_S + 0.5)
+    redelivered = [m for m in probe.pull(subscription) if m.message.data == data]  # the target sees the expiry
+    err = probe.acknowledge(subscription, [held.ack_id])
+    for message in redelivered:
+        probe.acknowledge(subscription, [message.ack_id])
+    answer = "answered OK" if err is None else f"answered {ack_status(err)}"
+    probe.note(f"the second delivery's ack id acked {LATE_ACK_DEADLINE_S + 0.5:g} s after its deadline was set: {answer}")
+    probe.sleep(EXPIRY_MARGIN_S)  # the backoff that held its redelivery ends
+    return f"an ack sent {LATE_ACK_DEADLINE_S + 0.5:g} s after a redelivery's {LATE_ACK_DEADLINE_S} s deadline was {answer}"
+
+
+def _deliveries_of(probe: Probe, subscription: str, message_id: str, within_s: float) -> list:
+    """The deliveries of one message within `within_s` (others pulled meanwhile are acked)."""
+    def settle(message) -> None:
+        if message.message.message_id != message_id:
+            probe.acknowledge(subscription, [message.ack_id])
+
+    return [m for m in probe.pull_until(subscription, lambda got: any(m.message.message_id == message_id for m in got),
+                                        within_s, on_message=settle) if m.message.message_id == message_id]
+
+
+@scenario("redelivery-after-late-ack",
+          f"at-least-once with a retry policy (backoff {LATE_ACK_BACKOFF_S[0]}..{LATE_ACK_BACKOFF_S[1]} s): after an "
+          f"ack of an expired redelivery, sent while its own redelivery waits, a message nacked twice comes back "
+          f"after each nack within the maximum backoff + {EXPIRY_MARGIN_S + PULL_TIMEOUT_S:g} s",
+          f"{FACTS_DOC} § Exactly-once delivery: a message is outstanding until its ack deadline expires or it is "
+          f"nacked, then delivered again (at-least-once); § Ranges and formats: the retry policy bounds the delay "
+          f"between deliveries by its maximum backoff. {DOC_SUBSCRIPTION_API}")
+def redelivery_after_late_ack(probe: Probe) -> tuple[str, str]:
+    topic = probe.create_topic("topic")
+    subscription = probe.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S,
+                                             retry_policy=_retry_policy(*LATE_ACK_BACKOFF_S))
+    before = _late_ack_during_backoff(probe, topic, subscription)
+    message_id = probe.publish(topic, b"fresh")
+    got = _deliveries_of(probe, subscription, message_id, DELIVERY_WINDOW_S)
+    if not got:
+        raise ScenarioEnded(INCONCLUSIVE, f"{before}; a message published then was not delivered within "
+                                          f"{DELIVERY_WINDOW_S:g} s")
+    back = []
+    for nack in (1, 2):
+        err = probe.nack(subscription, [got[-1].ack_id])
+        if err is not None:
+            raise ScenarioEnded(INCONCLUSIVE, f"{before}; nack {nack} of the message published then failed: "
+                                              f"{one_line(err)}")
+        nacked_at = time.monotonic()
+        got = _deliveries_of(probe, subscription, message_id, BACKOFF_WINDOW_S)
+        if not got:
+            earlier = f"; after nack 1 it came back in {back[0]}" if back else ""
+            return VIOLATED, (f"{before}; then a message published and nacked {nack} time{'s' if nack > 1 else ''} "
+                              f"was not delivered again within {BACKOFF_WINDOW_S:g} s of nack {nack} (maximum backoff "
+                              f"{LATE_ACK_BACKOFF_S[1]} s){earlier}")
+        back.append(f"{time.monotonic() - nacked_at:.1f} s (delivery_attempt {got[-1].delivery_attempt})")
+    probe.acknowledge(subscription, [got[-1].ack_id])
+    return HOLDS, f"{before}; then a message nacked twice came back after each nack, in {', '.join(back)}"
+
+
+@scenario("dead-letter-after-late-ack",
+          f"dead-letter with a retry policy: after an ack of an expired redelivery, sent while its own redelivery "
+          f"waits, a message nacked every time is still forwarded to the dead-letter topic after "
+          f"max_delivery_attempts ({facts.MAX_DELIVERY_ATTEMPTS_MIN})",
+          f"{FACTS_DOC} § Dead-letter topics: a message that could not be delivered max_delivery_attempts times is "
+          f"forwarded; § Ranges and formats: the retry policy bounds the delay between deliveries. {DOC_DEAD_LETTER}")
+def dead_letter_after_late_ack(probe: Probe) -> tuple[str, str]:
+    from google.pubsub_v1 import types
+
+    attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
+    topic = probe.create_topic("topic")
+    dead_letter = probe.create_topic("dead")
+    drain = probe.create_subscription("drain", dead_letter)
+    subscription = probe.create_subscription(
+        "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, retry_policy=_retry_policy(*LATE_ACK_BACKOFF_S),
+        dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
+    _grant_service_agent(probe, dead_letter, subscription)
+    before = _late_ack_during_backoff(probe, topic, subscription)
+    message_id = probe.publish(topic, b"poison")
+    attempts: list[int] = []
+    got = _deliveries_of(probe, subscription, message_id, DELIVERY_WINDOW_S)
+    while got and len(attempts) < attempts_max + 5:
+        attempts.append(got[-1].delivery_attempt)
+        probe.nack(subscription, [got[-1].ack_id])
+        got = _deliveries_of(probe, subscription, message_id, BACKOFF_WINDOW_S)
+    if not attempts:
+        raise ScenarioEnded(INCONCLUSIVE, f"{before}; a message published then was not delivered within "
+                                          f"{DELIVERY_WINDOW_S:g} s")
+    forwarded = [m for m in probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max
+                                             else PULL_TIMEOUT_S)]
+    for message in forwarded:
+        probe.acknowledge(drain, [message.ack_id])
+    seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"
+    if forwarded and len(attempts) >= attempts_max:
+        return HOLDS, f"{before}; then a message nacked every time was forwarded after {len(attempts)} deliveries ({seen})"
+    if forwarded:
+        return INCONCLUSIVE, f"{before}; then a message was forwarded after {len(attempts)} deliveries, fewer than " \
+                             f"max_delivery_attempts {attempts_max} (scenario dead-letter-after-max-attempts judges " \
+                             f"that); {seen}"
+    return VIOLATED, (f"{before}; then a message nacked every time was, after nack {len(attempts)} "
+                      f"(max_delivery_attempts {attempts_max}), neither delivered again within {BACKOFF_WINDOW_S:g} s "
+                      f"nor forwarded: {seen}")
 
 
 def _ordered_dead_lettering(probe: Probe, attempts_max: int) -> tuple[str, str]:

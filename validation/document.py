@@ -262,8 +262,8 @@ def explanations(result: dict, groups: list[dict]) -> dict:
 
 # Unsettled messages told apart, in this order (each takes what the earlier left): those whose ack reply the
 # fault layer dropped (the run's own fault), those whose latest event came after another subscription stalled
-# (poison ones included), those of a subscription with a retry policy once held past their ack deadline
-# (`EvidenceTally.after_expiry`), the remaining poison ones, those of a stalled subscription, those on keys silent
+# (poison ones included), those of an unordered subscription with a retry policy whose latest delivery was a
+# redelivery (`EvidenceTally.after_backoff_stop`, poison ones included), the remaining poison ones, those of a stalled subscription, those on keys silent
 # since the fault layer last reset the subscription's streams, the rest where the probe's client library held messages
 # on the stream the final read kept, those never delivered when the drain was cut at its ceiling, the rest. Form -> what to do when no conformance scenario explains it.
 UNSETTLED_FORMS = {
@@ -274,9 +274,10 @@ UNSETTLED_FORMS = {
                    "stopped delivering, and the drain ended before the target, no longer slowed by it (one serving "
                    "period after the drain closed its streams), could deliver them; see the observation and 'What "
                    "the target did'",
-    "after_expiry": "deliveries of theirs were held past their ack deadline (the expire fault, or the crashed task), "
-                    "and the target, which has a retry policy, delivered them no more after their next expiry or nack "
-                    "(see 'What the target did')",
+    "after_backoff_stop": "their latest delivery was a redelivery (delivery_attempt 2 or more), and the target, "
+                          "which has a retry policy, neither delivered them again nor forwarded them after their nack or "
+                          "expiry, while no other message of the subscription came back after its backoff either (see "
+                          "'What the target did')",
     "poison": "unsettled poison messages: the target neither forwarded them to the dead-letter topic nor stopped "
               "redelivering them; see 'What the target did'",
     "stalled": "the subscription delivered nothing after a poison message's last delivery attempt (see the "
@@ -301,16 +302,17 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
         return (drain.get(key) or {}).get(name) or {}
 
     late, stall, silent, replies = of("after_stall"), of("stalled"), of("after_stream_reset"), of("after_lost_reply")
+    stopped = of("after_backoff_stop")
     held = of("held_in_client")
     after_stall = min(unsettled, late.get("messages", 0))
     wanted = {
         "after_lost_reply": replies.get("messages", 0),
         "after_stall": late.get("messages", 0),
         "poison": max(0, min(unsettled, (drain.get("unsettled_poison") or {}).get(name, 0))
-                      - min(late.get("poison", 0), after_stall)),
+                      - min(late.get("poison", 0), after_stall) - stopped.get("poison", 0)),
         "stalled": stall.get("unsettled", 0),
         "after_stream_reset": silent.get("messages", 0),
-        "after_expiry": of("after_expiry").get("messages", 0),
+        "after_backoff_stop": stopped.get("messages", 0),
         "held_in_client": unsettled if held else 0,
         "cut": (drain.get("cut") or {}).get(name, 0),
     }

@@ -527,7 +527,8 @@ class ProbeDriver:
                 "after_stall": tally.after_stall(since, set(stalled), slowed_until, time.time_ns() // 1000) if since else {},
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies),
                 # a drain cut at its ceiling left them still moving: only a stuck one says the target delivers them no more
-                "after_expiry": tally.after_expiry() if ended != "ceiling" else {}}
+                "after_backoff_stop": tally.after_backoff_stop(frozenset(
+                    t["declared_name"] for t in self.twins + self.push_twins if not t["ordered"])) if ended != "ceiling" else {}}
 
     @property
     def closed(self) -> set[str]:

@@ -13,8 +13,12 @@ LATENCY_WINDOW_US = 10_000_000
 # A subscription whose StreamingPulls the target failed this many times after a poison message's last nack and
 # after its latest delivery stopped delivering (`stalls`): more than its streams (2 at the dev stack) failing once.
 TARGET_FAILURES = 3
-# The probe's actions on a delivery it held until its ack deadline passed (`after_expiry`).
-HELD_PAST_DEADLINE = frozenset({"expire", "late_ack", "crash"})
+# After a message's nack or expiry, the delivery that follows at this attempt or later is one the target schedules
+# after the retry policy's backoff (this emulator sends a first attempt's redelivery at once): `after_backoff_stop`.
+BACKOFF_ATTEMPT = 3
+# How long after the latest redelivery owed to a message a redelivery at BACKOFF_ATTEMPT or later still counts as
+# come before it (the emulator's retry timer runs once a second)
+BACKOFF_GRACE_US = 2_000_000
 
 
 class EvidenceTally:
@@ -53,9 +57,12 @@ class EvidenceTally:
         self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
         # subscription -> [(receive time, its latency from the publish call)] of each message's first delivery
         self.first_latency: dict[str, list[tuple[int, int]]] = {}
-        # (subscription, key, seq) -> its deliveries held past their ack deadline: by the expire fault (row `late_ack`,
-        # or `expire` when the run ended before the late ack) or by the crashed task (`crash`)
-        self.expired: dict[tuple, int] = {}
+        # (subscription, key, seq) -> (receive time, delivery_attempt or 0) of its latest delivery, and how many of its
+        # deliveries are recorded (a target without a dead-letter policy may send no attempt: `_latest_attempt`)
+        self.latest_attempt: dict[tuple, tuple[int, int]] = {}
+        self.delivered_times: dict[tuple, int] = {}
+        # subscription -> when it last delivered a message at BACKOFF_ATTEMPT or later (`after_backoff_stop`)
+        self.backoff_redelivery_us: dict[str, int] = {}
 
     def refresh(self) -> None:
         for kind in ("publishes", "deliveries"):
@@ -107,8 +114,12 @@ class EvidenceTally:
                                 self.first_latency.setdefault(row["subscription"], []).append(
                                     (row["receive_time_us"], row["receive_time_us"] - published))
                         self.last[message] = max(self.last.get(message, event), event)
-                        if row["action"] in HELD_PAST_DEADLINE:
-                            self.expired[message] = self.expired.get(message, 0) + 1
+                        self.delivered_times[message] = self.delivered_times.get(message, 0) + 1
+                        if self.latest_attempt.get(message, (-1, 0))[0] <= row["receive_time_us"]:
+                            self.latest_attempt[message] = (row["receive_time_us"], row["delivery_attempt"] or 0)
+                        if (row["delivery_attempt"] or 0) >= BACKOFF_ATTEMPT:
+                            self.backoff_redelivery_us[row["subscription"]] = max(
+                                self.backoff_redelivery_us.get(row["subscription"], 0), row["receive_time_us"])
                         self.receive_us.setdefault(row["subscription"], []).append(row["receive_time_us"])
                         by_key = (row["subscription"], row["key"])
                         self.key_last_us[by_key] = max(self.key_last_us.get(by_key, 0), row["receive_time_us"])
@@ -256,18 +267,39 @@ class EvidenceTally:
                              **({"unordered": True} if name in unordered else {})}
         return out
 
-    def after_expiry(self) -> dict[str, dict]:
-        """Per subscription with a retry policy (only those with any): its unsettled messages of which a delivery
-        was held past its ack deadline (`expired`) -- after such expiries this emulator redelivers a message no
-        more, after its next expiry or nack (conformance scenario redelivery-after-repeated-expiry). `messages`,
-        and `expiries`: how many of their deliveries expired in all."""
+    def after_backoff_stop(self, unordered: frozenset[str]) -> dict[str, dict]:
+        """Per `unordered` subscription with a retry policy (only those with any): its unsettled messages whose latest
+        delivery was a redelivery (delivery_attempt 2 or more), which the target delivers again, or forwards to a
+        dead-letter topic, only after the retry policy's backoff -- this emulator's timer for that stops for good at
+        an ack id no longer outstanding (scheduled twice, or acked meanwhile), and the subscription then delivers
+        such a message no more (conformance scenarios redelivery-after-repeated-expiry, redelivery-after-late-ack,
+        dead-letter-after-late-ack; docs/emulator.md). Counted only while no delivery at BACKOFF_ATTEMPT or later came
+        after the redelivery owed it (`_owed_us`, + BACKOFF_GRACE_US): one that did says the target's backoff
+        redelivery still ran, and the message is left to the other forms (`timer_ran_after`, counted). `messages`,
+        the `poison` ones among them and their (key, seq) (`poison_messages`: a dead_letter_missing finding of one is
+        this form), and `owed_us`: the earliest redelivery owed to them."""
         out = {}
         for name in sorted(self.topic_of):
-            if not self.backoff_us.get(name):
+            if not self.backoff_us.get(name) or name not in unordered:
                 continue
-            hit = [self.expired[(name, key, seq)] for key, seq in self.unsettled_of(name) if (name, key, seq) in self.expired]
-            if hit:
-                out[name] = {"messages": len(hit), "expiries": sum(hit)}
+            later = self.backoff_redelivery_us.get(name, 0)
+            hit, ran, owed = [], 0, []
+            for key, seq in sorted(self.unsettled_of(name)):
+                message = (name, key, seq)
+                if message not in self.latest_attempt or max(self.latest_attempt[message][1],
+                                                              self.delivered_times[message]) < 2:
+                    continue
+                due = self._owed_us(name, key, seq) or self.latest_attempt[message][0]
+                if later > due + BACKOFF_GRACE_US:
+                    ran += 1
+                    continue
+                hit.append((key, seq))
+                owed.append(due)
+            if hit or ran:
+                topic = self.topic_of[name]
+                poison = [[key, seq] for key, seq in hit if (topic, key, seq) in self.poison]
+                out[name] = {"messages": len(hit), "poison": len(poison), "poison_messages": poison,
+                             "owed_us": min(owed, default=None), "timer_ran_after": ran}
         return out
 
     def after_lost_replies(self, lost: dict[str, dict[str, list[int]]]) -> dict[str, dict]:

@@ -104,10 +104,14 @@ def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
     delivered by then -- published after, or waiting behind a key's earlier messages -- it never did;
     conformance scenario ordered-dead-letter-keeps-delivering); `after_stream_reset`, on a key the subscription
     delivered nothing of after its streams were last reset (`drain.after_stream_reset`; scenario
-    ordered-stream-reset-keeps-delivering). Only the form is set: the finding, its severity and the verdict are
-    what the checks said."""
+    ordered-stream-reset-keeps-delivering). A `dead_letter_missing` message is `after_backoff_stop` when its
+    subscription's backoff redelivery stopped before it was owed its forwarding (`drain.after_backoff_stop`, its
+    `poison_messages`; scenario dead-letter-after-late-ack). Only the form is set: the finding, its severity and the
+    verdict are what the checks said."""
     stalled = {name: stall["since_us"] for name, stall in (drain.get("stalled") or {}).items()}
     silent = {name: set(reset["keys"]) for name, reset in (drain.get("after_stream_reset") or {}).items()}
+    stopped = {name: {(key, seq) for key, seq in stop.get("poison_messages", ())}
+               for name, stop in (drain.get("after_backoff_stop") or {}).items()}
     out = []
     for f in findings:
         if f["kind"] == "lost" and not f.get("form"):
@@ -115,6 +119,9 @@ def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
                 f = {**f, "form": "stalled"}
             elif f.get("key") in silent.get(f["subscription"], ()):
                 f = {**f, "form": "after_stream_reset"}
+        elif f["kind"] == "dead_letter_missing" and not f.get("form") \
+                and (f.get("key"), f.get("seq")) in stopped.get(f["subscription"], ()):
+            f = {**f, "form": "after_backoff_stop"}
         out.append(f)
     return out
 
