@@ -569,8 +569,7 @@ def dead_letter_after_late_ack(probe: Probe) -> tuple[str, str]:
     if not attempts:
         raise ScenarioEnded(INCONCLUSIVE, f"{before}; a message published then was not delivered within "
                                           f"{DELIVERY_WINDOW_S:g} s")
-    forwarded = [m for m in probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max
-                                             else PULL_TIMEOUT_S)]
+    forwarded = probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else PULL_TIMEOUT_S)
     for message in forwarded:
         probe.acknowledge(drain, [message.ack_id])
     seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"

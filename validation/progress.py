@@ -47,7 +47,8 @@ class EvidenceTally:
         self.due_us: dict[tuple, int] = {}
         # (subscription, key, seq) -> (its latest nack answered with success, that delivery's ack deadline in us)
         self.nacked_us: dict[tuple, tuple[int, int]] = {}
-        self.last: dict[tuple, tuple] = {}  # (subscription, key, seq) -> (receive time, action, ack result) of its latest delivery
+        # (subscription, key, seq) -> (receive time, action, ack result, delivery_attempt or 0) of its latest delivery
+        self.last: dict[tuple, tuple] = {}
         self.receive_us: dict[str, list[int]] = {}  # subscription -> when each of its deliveries was received
         self.key_last_us: dict[tuple, int] = {}  # (subscription, key) -> its latest delivery there
         # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
@@ -57,9 +58,8 @@ class EvidenceTally:
         self.ids: dict[tuple, set] = {}  # (subscription, key, seq) -> the message ids it was delivered under
         # subscription -> [(receive time, its latency from the publish call)] of each message's first delivery
         self.first_latency: dict[str, list[tuple[int, int]]] = {}
-        # (subscription, key, seq) -> (receive time, delivery_attempt or 0) of its latest delivery, and how many of its
-        # deliveries are recorded (a target without a dead-letter policy may send no attempt: `_latest_attempt`)
-        self.latest_attempt: dict[tuple, tuple[int, int]] = {}
+        # (subscription, key, seq) -> how many of its deliveries are recorded (a target without a dead-letter policy
+        # may send no delivery_attempt: `after_backoff_stop`)
         self.delivered_times: dict[tuple, int] = {}
         # subscription -> when it last delivered a message at BACKOFF_ATTEMPT or later (`after_backoff_stop`)
         self.backoff_redelivery_us: dict[str, int] = {}
@@ -102,7 +102,7 @@ class EvidenceTally:
                             if row["action"] == "nack":  # not applied: the message stays leased until its deadline
                                 due += self.backoff_us[row["subscription"]]
                             self.due_us[message] = max(self.due_us.get(message, 0), due)
-                        event = (row["receive_time_us"], row["action"], row["ack_result"])
+                        event = (row["receive_time_us"], row["action"], row["ack_result"], row["delivery_attempt"] or 0)
                         self.deliveries[row["subscription"]] += 1
                         self.ids.setdefault(message, set()).add(row["message_id"])
                         if message not in self.last:
@@ -115,8 +115,6 @@ class EvidenceTally:
                                     (row["receive_time_us"], row["receive_time_us"] - published))
                         self.last[message] = max(self.last.get(message, event), event)
                         self.delivered_times[message] = self.delivered_times.get(message, 0) + 1
-                        if self.latest_attempt.get(message, (-1, 0))[0] <= row["receive_time_us"]:
-                            self.latest_attempt[message] = (row["receive_time_us"], row["delivery_attempt"] or 0)
                         if (row["delivery_attempt"] or 0) >= BACKOFF_ATTEMPT:
                             self.backoff_redelivery_us[row["subscription"]] = max(
                                 self.backoff_redelivery_us.get(row["subscription"], 0), row["receive_time_us"])
@@ -285,11 +283,10 @@ class EvidenceTally:
             later = self.backoff_redelivery_us.get(name, 0)
             hit, ran, owed = [], 0, []
             for key, seq in sorted(self.unsettled_of(name)):
-                message = (name, key, seq)
-                if message not in self.latest_attempt or max(self.latest_attempt[message][1],
-                                                              self.delivered_times[message]) < 2:
+                latest = self.last.get((name, key, seq))
+                if latest is None or max(latest[3], self.delivered_times[(name, key, seq)]) < 2:
                     continue
-                due = self._owed_us(name, key, seq) or self.latest_attempt[message][0]
+                due = self._owed_us(name, key, seq) or latest[0]
                 if later > due + BACKOFF_GRACE_US:
                     ran += 1
                     continue
