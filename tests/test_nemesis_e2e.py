@@ -49,14 +49,18 @@ def test_self_test_finds_exactly_the_planted_anomalies(spark, emulator, tmp_path
 
 # seed "0": each rate entry's draws are its own sequence (per entry and call), and the first Acknowledge call of
 # entries 2 and 5 is drawn (`faults.unit("0", 2, "lose_response", "call", 1)` = 0.04, `unit("0", 5, "delay",
-# "call", 1)` = 0.06): with a run's own seed, a run with few Acknowledge calls could draw none
+# "call", 1)` = 0.06): with a run's own seed, a run with few Acknowledge calls could draw none. The delayed
+# acks are those of `{t}-dl`, on which no other entry acts: an entry on `{t}-ordered` can find no Acknowledge
+# call at all, since the emulator delivers nothing more of the keys outstanding when an ordered stream is
+# reset (conformance scenario ordered-stream-reset-keeps-delivering) and the kill at +1.5 s may come before
+# the first delivery (seen in CI on a loaded machine: 30 of 30 never delivered, no ack to delay)
 NETWORK = {"seed": "0", "faults": [
     {"kind": "kill_stream", "subscription": "{t}-eod", "after_s": 1, "every_s": 4},
     {"kind": "kill_stream", "subscription": "{t}-ordered", "after_s": 1.5, "every_s": 4},
     {"kind": "lose_response", "rpc": "acknowledge", "subscription": "{t}-eod", "rate": 0.5},
     {"kind": "lose_response", "rpc": "modify_ack_deadline", "subscription": "{t}-plain", "rate": 1},
     {"kind": "delay", "rpc": "publish", "topic": "{t}", "ms": 20, "rate": 1},
-    {"kind": "delay", "rpc": "acknowledge", "subscription": "{t}-ordered", "ms": 100, "rate": 0.5},
+    {"kind": "delay", "rpc": "acknowledge", "subscription": "{t}-dl", "ms": 100, "rate": 0.5},
     {"kind": "partition", "subscription": "{t}-plain", "task": "sub-1", "after_s": 0.5, "for_s": 12},
 ]}
 
