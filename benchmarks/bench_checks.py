@@ -14,7 +14,7 @@ every time is printed):
 - Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
   collected -- the whole verdict, wall time -- three ways: the shuffle pass with nothing kept (the
   `ratio` line, comparable with earlier rounds); the first check of the evidence, which keeps the
-  pass's sorted input beside it (validation/sorted_input.py; removed before each such run); a
+  pass's sorted input beside it (validation/checks/sorted_input.py; removed before each such run); a
   re-check, which reads it (the findings and statistics of both are compared with the shuffle pass's);
 - floor: DuckDB (2 threads, in a subprocess) on the same files doing the least work any checker
   must do: read the columns the checks read, sort by (subscription, key, receive time), count
@@ -45,8 +45,9 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import histories as H  # noqa: E402
-from pubsubguard.validation import seal, sorted_input  # noqa: E402
-from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo  # noqa: E402
+from pubsubguard.validation.evidence import seal  # noqa: E402
+from pubsubguard.validation.checks import sorted_input
+from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo  # noqa: E402
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("bench-plain", "bench-plain-topic"),
@@ -177,8 +178,8 @@ def jvm_peak_mib(spark) -> float:
 
 def spark_checks(spark, directory: Path, keep: bool = False) -> dict:
     """`run_checks` and its findings and statistics collected. `keep`: with the evidence directory, so
-    the pass keeps its sorted input there or reads what an earlier check kept (validation/sorted_input.py)."""
-    from pubsubguard.validation.checks import run_checks
+    the pass keeps its sorted input there or reads what an earlier check kept (validation/checks/sorted_input.py)."""
+    from pubsubguard.validation.checks.run import run_checks
 
     run = RunInfo.read(directory)
     t = time.perf_counter()

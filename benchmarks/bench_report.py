@@ -14,9 +14,9 @@ floor, on the logs of `bench_checks.py` (made there, or here if missing):
     .venv/bin/python benchmarks/bench_report.py --from-evidence --sizes 1000000,10000000 --repeat 3
 
 Per size, after one untimed run of each side (warm: JIT, page cache; the first check, which keeps the
-pass's sorted input beside the evidence, validation/sorted_input.py), `--repeat` times: the checks
+pass's sorted input beside the evidence, validation/checks/sorted_input.py), `--repeat` times: the checks
 alone (`run_checks` reading the kept input, findings and statistics collected: bench_checks.py's
-re-check), the re-check as `verify --from-evidence` does it (pubsubguard.validation.document.of_evidence's
+re-check), the re-check as `verify --from-evidence` does it (pubsubguard.validation.report.document.of_evidence's
 steps: read the evidence and judge it; build the report and its plots' data; render and write
 report.html), and the floor. Prints every
 time, the best of each, the ratios (checks / floor, re-check / checks), the peaks of the driver and
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 import histories as H  # noqa: E402
-from pubsubguard.validation.evidence import DeclaredSubscription  # noqa: E402
+from pubsubguard.validation.evidence.records import DeclaredSubscription  # noqa: E402
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("plain", "t"),
@@ -64,11 +64,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_evidence:
         return prove_path([int(n) for n in args.sizes.split(",")], args.repeat)
-    from pubsubguard.validation import document
-    from pubsubguard.validation import report as reporting
-    from pubsubguard.validation.evidence_store import read_evidence
+    from pubsubguard.validation.report import document
+    from pubsubguard.validation.report import render as reporting
+    from pubsubguard.validation.evidence.store import read_evidence
     from pubsubguard.validation.session import spark_session
-    from pubsubguard.validation.verdict import run_verdict
+    from pubsubguard.validation.checks.verdict import run_verdict
 
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
     if args.evidence is None:
@@ -128,11 +128,11 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     """Per size: checks alone, the re-check from evidence to report.html (by stage) and the DuckDB floor."""
     from bench_checks import PythonWorkerPeak, build, first_check, floor, re_check
 
-    from pubsubguard.validation import document
-    from pubsubguard.validation import report as reporting
-    from pubsubguard.validation.evidence_store import read_evidence
+    from pubsubguard.validation.report import document
+    from pubsubguard.validation.report import render as reporting
+    from pubsubguard.validation.evidence.store import read_evidence
     from pubsubguard.validation.session import spark_session
-    from pubsubguard.validation.verdict import run_verdict
+    from pubsubguard.validation.checks.verdict import run_verdict
 
     print(f"before: {load()}", flush=True)
     out = ROOT / "benchmarks" / "out"
@@ -142,7 +142,7 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     report_dir = Path(tempfile.mkdtemp(prefix="bench-prove-"))
 
     def recheck(directory: Path) -> dict:
-        """pubsubguard.validation.document.of_evidence, then write: timed by stage."""
+        """pubsubguard.validation.report.document.of_evidence, then write: timed by stage."""
         t = time.perf_counter()
         info, publishes, deliveries, integrity = read_evidence(spark, directory)
         verdict = run_verdict(publishes, deliveries, info, directory, integrity)  # as of_evidence: the kept sorted input

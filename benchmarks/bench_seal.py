@@ -1,4 +1,4 @@
-"""What the evidence's seal (validation/seal.py) costs, against the main job (issue 37: at most 5 %).
+"""What the evidence's seal (validation/evidence/seal.py) costs, against the main job (issue 37: at most 5 %).
 
     .venv/bin/python benchmarks/bench_seal.py                      # runs `bash scripts/main.sh` once, then times the seal
     .venv/bin/python benchmarks/bench_seal.py --evidence out/dev/report/evidence --main-seconds 150
@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    from pubsubguard.validation import evidence, seal
+    from pubsubguard.validation.evidence import records as evidence, seal
 
     main_seconds = args.main_seconds
     if main_seconds is None:

@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histori
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from pubsubguard.validation import checks, kernel  # noqa: E402
-from pubsubguard.validation.config import DEFAULT_SKEW_US  # noqa: E402
-from pubsubguard.validation.evidence import RunInfo  # noqa: E402
+from pubsubguard.validation.checks import run as checks, kernel  # noqa: E402
+from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US  # noqa: E402
+from pubsubguard.validation.evidence.records import RunInfo  # noqa: E402
 from pubsubguard.validation.session import spark_session  # noqa: E402
 
 

@@ -53,7 +53,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "setup: bubblewrap is not installed; programs will run unconfined (apt-get install bubblewrap)" >&2
   fi
 fi
-# packet faults (`--nemesis` netem entries, validation/netem.py) need root, iproute2 (ip, tc) and, where the
+# packet faults (`--nemesis` netem entries, validation/wire/netem.py) need root, iproute2 (ip, tc) and, where the
 # kernel has no netem, iptables (loss alone); without them runs use the proxy's faults only and say so.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""

@@ -2,7 +2,7 @@
 
 `generate(subscriptions, workload, seed)` simulates, deterministically from `seed`, what Pub/Sub's
 documented semantics allow (`docs/pubsub-facts.md`) for each declared subscription, and
-returns the evidence a probe would have recorded (`pubsubguard.validation.evidence` schema):
+returns the evidence a probe would have recorded (`pubsubguard.validation.evidence.records` schema):
 
 - at-least-once: on subscriptions without exactly-once, an acked message may be delivered again;
   nacks, expiries, crashes and late acks lead to a redelivery after the nack / the deadline;
@@ -38,9 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pubsubguard.validation import seal
-from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
-from pubsubguard.validation.config import DEFAULT_SKEW_US
+from pubsubguard.validation.evidence import seal
+from pubsubguard.validation.evidence.records import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
+from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US
 
 FAULT_DEADLINE_S = 10  # the probe's default --fault-deadline (pubsubguard.validation.config.DEFAULT_FAULT_DEADLINE_S)
 
@@ -95,7 +95,7 @@ def write_evidence(
     row_group_size: int = 1_000_000,
 ) -> Path:
     """Write tables in the probe's layout: run.json, publishes/part-*.parquet, deliveries/part-*.parquet,
-    and seal them as a probe run does when it ends (pubsubguard.validation.seal)."""
+    and seal them as a probe run does when it ends (pubsubguard.validation.evidence.seal)."""
     directory = Path(directory)
     for name, table in (("publishes", publishes), ("deliveries", deliveries)):
         sub = directory / name

@@ -36,15 +36,20 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(path: Path, known: set[str]) -> set[str]:
-    """Project modules imported by the file."""
+def imports(path: Path, known: set[str], module: str = "") -> set[str]:
+    """Project modules imported by the file (`module`: its own name, which relative imports start from)."""
     found = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:  # `from ..checks import kernel`: from the package
+            base = ".".join(package.split(".")[:len(package.split(".")) - (node.level - 1)])
+            base = f"{base}.{node.module}" if node.module else base
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         for name in names:
             head = name.split(".")[0]
             if head in PACK_NAMES:
@@ -58,7 +63,7 @@ def imports(path: Path, known: set[str]) -> set[str]:
 
 def graph() -> dict[str, set[str]]:
     known = modules()
-    return {name: imports(path, set(known)) - {name} for name, path in known.items()}
+    return {name: imports(path, set(known), name) - {name} for name, path in known.items()}
 
 
 def cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -136,22 +141,78 @@ def test_the_build_maps_the_folders_so():
 
 def test_analysis_never_imports_rendering():
     """The checks, the verdict and the report's document are analysis: none of them imports the renderer
-    (`pubsubguard.validation.report`), which only renders the document it is given."""
+    (`pubsubguard.validation.report.render`), which only renders the document it is given."""
     edges = graph()
-    analysis = ("kernel", "checks", "verdict", "document", "evidence_store", "evidence")
-    for name in analysis:
-        module = f"pubsubguard.validation.{name}"
-        assert "pubsubguard.validation.report" not in edges[module], module
-    assert not edges["pubsubguard.validation.report"] & {f"pubsubguard.validation.{n}" for n in ("checks", "verdict", "evidence_store")}
+    render = "pubsubguard.validation.report.render"
+    analysis = [m for m in edges if m.startswith(("pubsubguard.validation.checks", "pubsubguard.validation.evidence"))]
+    analysis.append("pubsubguard.validation.report.document")
+    assert [m for m in analysis if render in edges[m]] == []
+    assert not edges[render] & {"pubsubguard.validation.checks.run", "pubsubguard.validation.checks.verdict",
+                                "pubsubguard.validation.evidence.store"}
+
+
+# validation/ by stage (issue 47): what each stage may never import. Every stage is beneath the job's own modules
+# (validation/*.py), which none of them imports.
+STAGES = ("probe", "wire", "evidence", "checks", "report", "conformance")
+NEVER = {"checks": {"probe", "wire"}, "report": {"probe", "wire"}, "evidence": set(STAGES) - {"evidence"},
+         "wire": {"probe", "checks", "report", "conformance"}}
+
+
+def stage_of(module: str) -> str | None:
+    """`pubsubguard.validation.checks.kernel` -> checks; a module of the job's own (validation/*.py) -> top."""
+    if not module.startswith("pubsubguard.validation."):
+        return None
+    parts = module.split(".")[2:]
+    return parts[0] if parts[0] in STAGES else "top"
+
+
+def stage_crossings(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that runs against the stage order: `module -> imported`."""
+    wrong = []
+    for module, targets in sorted(edges.items()):
+        stage = stage_of(module)
+        if stage in (None, "top"):
+            continue
+        for target in sorted(targets):
+            other = stage_of(target)
+            if other == "top" or (other in NEVER.get(stage, ()) and other != stage):
+                wrong.append(f"{module} -> {target}")
+    return wrong
+
+
+def test_validation_imports_follow_the_stage_order():
+    edges = graph()
+    assert {stage_of(m) for m in edges} >= {*STAGES, "top", None}  # every stage is a folder the graph reads
+    assert stage_crossings(edges) == []
+    # the guard can fail: the report's document reaching the fault layer, and evidence reaching the job, are found
+    planted = {k: set(v) for k, v in edges.items()}
+    planted["pubsubguard.validation.report.document"].add("pubsubguard.validation.wire.nemesis")
+    planted["pubsubguard.validation.evidence.seal"].add("pubsubguard.validation.config")
+    assert stage_crossings(planted) == ["pubsubguard.validation.evidence.seal -> pubsubguard.validation.config",
+                                        "pubsubguard.validation.report.document -> pubsubguard.validation.wire.nemesis"]
+
+
+def test_relative_imports_are_read():
+    """The stage rule rests on the relative imports inside validation/ being read as the modules they name."""
+    edges = graph()
+    assert "pubsubguard.validation.checks.kernel" in edges["pubsubguard.validation.checks.run"]
+    assert "pubsubguard.validation.evidence.records" in edges["pubsubguard.validation.checks.run"]
+    assert "pubsubguard.validation.probe.clients" in edges["pubsubguard.validation.driver"]
 
 
 def private_imports(path: Path) -> list[str]:
-    """`from <project module> import _name` in the file (line: module._name): a private name crossing a
-    module's border."""
-    return [f"{node.lineno}: {node.module}.{a.name}" for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.module
-            and node.module.split(".")[0] in {"pubsubguard", *PACK_NAMES}
-            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    """`from <project module> import _name` in the file, relative imports too (line: module._name): a private name
+    crossing a module's border."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0 and not (node.module and node.module.split(".")[0] in {"pubsubguard", *PACK_NAMES}):
+            continue
+        source = "." * node.level + (node.module or "")
+        found += [f"{node.lineno}: {source}{'' if source.endswith('.') else '.'}{a.name}" for a in node.names
+                  if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
 
 
 def test_only_public_names_cross_modules(tmp_path):
@@ -159,8 +220,9 @@ def test_only_public_names_cross_modules(tmp_path):
     crossing = {name: found for name, path in modules().items() if (found := private_imports(path))}
     assert crossing == {}
     planted = tmp_path / "planted.py"  # the finder finds one
-    planted.write_text("import os\nfrom pubsubguard.validation.probe import ProbeSubscriber, _hidden\n")
-    assert private_imports(planted) == ["2: pubsubguard.validation.probe._hidden"]
+    planted.write_text("import os\nfrom pubsubguard.validation.probe.clients import ProbeSubscriber, _hidden\n"
+                       "from ..checks import _kernel\n")
+    assert private_imports(planted) == ["2: pubsubguard.validation.probe.clients._hidden", "3: ..checks._kernel"]
 
 
 RUNS_PROGRAMS = {"pubsubguard.core.plan", "pubsubguard.core.engine", "pubsubguard.core.langhost",

@@ -10,8 +10,8 @@ import zipfile
 from pubsubguard.validation import bundle
 
 def test_the_zip_ships_what_the_job_and_its_tasks_import(tmp_path):
-    code = ("import sys, pubsubguard.validation.job, pubsubguard.validation.probe, pubsubguard.validation.checks, "
-            "pubsubguard.validation.kernel, pubsubguard.validation.report, pubsubguard.validation.verdict; "
+    code = ("import sys, pubsubguard.validation.job, pubsubguard.validation.probe.clients, pubsubguard.validation.checks.run, "
+            "pubsubguard.validation.checks.kernel, pubsubguard.validation.report.render, pubsubguard.validation.checks.verdict; "
             "mods = [m for m in sys.modules if m.split('.')[0] == 'pubsubguard']; "
             "print(' '.join(sorted({m if hasattr(sys.modules[m], '__path__') else m.rpartition('.')[0] for m in mods})))")
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -24,7 +24,7 @@ def test_the_zip_ships_what_the_job_and_its_tasks_import(tmp_path):
         prefix = package.replace(".", "/")
         expected = {f"{prefix}/{p.relative_to(folder).as_posix()}" for p in folder.glob("*.py")}
         assert expected <= set(names), package
-    assert "pubsubguard/validation/templates/report.html.j2" in names or any(n.startswith("pubsubguard/validation/templates/") for n in names)
+    assert "pubsubguard/validation/report/templates/report.html.j2" in names or any(n.startswith("pubsubguard/validation/report/templates/") for n in names)
     assert not [n for n in names if n.startswith(("pubsubguard/policies/pubsub_rules/", "pubsubguard/commands/",
                                                    "pubsubguard/check/", "pubsubguard/infra/"))]
 

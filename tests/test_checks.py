@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from pubsubguard.validation.checks import run_checks
-from pubsubguard.validation.verdict import guarantee_status
-from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
+from pubsubguard.validation.checks.run import run_checks
+from pubsubguard.validation.checks.verdict import guarantee_status
+from pubsubguard.validation.evidence.records import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription
 
 import pyarrow as pa
 
@@ -200,7 +200,7 @@ def test_chunks_of_whole_keys_do_not_change_the_verdict(inputs):
 def test_subscriptions_by_case_or_by_join_give_the_same_verdict(inputs, monkeypatch):
     """Few subscriptions are found by a CASE over their names, many by a join: same findings and
     statistics, a topic with two declared subscriptions included (its twin saw no delivery)."""
-    from pubsubguard.validation import checks
+    from pubsubguard.validation.checks import run as checks
 
     subs, publishes, deliveries = inputs
     twin = DeclaredSubscription("lost-twin", "t-lost")
@@ -331,9 +331,9 @@ def test_guarantee_status():
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):
-    """The report's sentences come from a finding's fields alone (pubsubguard.validation.document.describe)."""
-    from pubsubguard.validation.document import clock, describe
-    from pubsubguard.validation.verdict import finding_record
+    """The report's sentences come from a finding's fields alone (pubsubguard.validation.report.document.describe)."""
+    from pubsubguard.validation.report.document import clock, describe
+    from pubsubguard.validation.checks.verdict import finding_record
 
     _, findings, _ = judged
     by_case = {f["subscription"]: finding_record({k: (v.asDict() if hasattr(v, "asDict") else v) for k, v in f.items()})
@@ -362,7 +362,7 @@ def test_receive_order_packed_in_one_sort_is_the_lexsort_order():
     come in); where they do not fit it falls back to the lexsort. Both give the lexsort's order."""
     import numpy as np
 
-    from pubsubguard.validation.kernel import _receive_order
+    from pubsubguard.validation.checks.kernel import _receive_order
 
     rng = np.random.default_rng(7)
     key = np.sort(rng.integers(0, 300, 5000))

@@ -497,7 +497,7 @@ def test_ctrl_c_while_the_probe_and_the_scenarios_run_deletes_what_both_created(
     resources on the target, it deletes the twins and the scenarios' throwaway topics and subscriptions."""
     from google.cloud import pubsub_v1
 
-    from pubsubguard.validation.conformance_harness import NAME_PREFIX
+    from pubsubguard.validation.conformance.harness import NAME_PREFIX
 
     env = {"PUBSUB_EMULATOR_HOST": emulator.host}
     applied = subprocess.run([sys.executable, "-m", "pubsubguard", "apply", "--emulator", "-s", "dev"], cwd=ROOT,

@@ -36,7 +36,7 @@ import pyspark
 import pytest
 
 import histories as H
-from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.evidence.records import DeclaredSubscription
 
 SPARK_HOME = Path(pyspark.__file__).parent
 NO_PYTHON = "/nonexistent/python"

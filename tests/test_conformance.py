@@ -16,8 +16,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pubsubguard.validation import conformance, conformance_docs
-from pubsubguard.validation import conformance_harness as harness
+from pubsubguard.validation.conformance import runner as conformance, docs as conformance_docs
+from pubsubguard.validation.conformance import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "conformance.schema.json").read_text())

@@ -7,8 +7,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from pubsubguard.validation import conformance
-from pubsubguard.validation.conformance_harness import HOLDS, SCENARIOS, Scenario
+from pubsubguard.validation.conformance import runner as conformance
+from pubsubguard.validation.conformance.harness import HOLDS, SCENARIOS, Scenario
 
 
 def test_disturbing_scenarios_start_after_the_others_ended():

@@ -12,8 +12,8 @@ from pubsubguard.core import declared
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.plan import UNKNOWN, make_plan
 from pubsubguard.core.plan_file import resources_of
-from pubsubguard.validation.evidence import DeclaredSubscription
-from pubsubguard.validation.isolation import plan_twins
+from pubsubguard.validation.evidence.records import DeclaredSubscription
+from pubsubguard.validation.probe.twins import plan_twins
 from pubsubguard.validation.target import checked
 
 PROJECT = "pubsubguard-dev"

@@ -1,4 +1,4 @@
-"""The drain's measure of progress (pubsubguard.validation.progress.EvidenceTally): what is settled, and which
+"""The drain's measure of progress (pubsubguard.validation.probe.drain.EvidenceTally): what is settled, and which
 unsettled messages are provably stuck -- nothing recorded for one ack deadline (+ the retry backoff
 after a nack) + a grace since their last event -- and which are still in play."""
 
@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pubsubguard.validation.driver import ProbeDriver
-from pubsubguard.validation.evidence import DELIVERY_SCHEMA, PUBLISH_SCHEMA
-from pubsubguard.validation.failures import VerifyError
-from pubsubguard.validation.probe import PUBLISHING_PREFIX
-from pubsubguard.validation.progress import EvidenceTally
+from pubsubguard.validation.evidence.records import DELIVERY_SCHEMA, PUBLISH_SCHEMA
+from pubsubguard.core.errors import VerifyError
+from pubsubguard.validation.probe.clients import PUBLISHING_PREFIX
+from pubsubguard.validation.probe.drain import EvidenceTally
 
 S = 1_000_000
 T = 1_700_000_000 * S
@@ -75,8 +75,8 @@ def test_unsettled_outcomes_say_how_the_latest_delivery_ended(tmp_path):
 
 
 def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one():
-    from pubsubguard.validation.probe_setup import default_drain_timeout
-    from pubsubguard.validation.isolation import TwinSpec
+    from pubsubguard.validation.run_setup import default_drain_timeout
+    from pubsubguard.validation.probe.twins import TwinSpec
 
     eod = TwinSpec("p/s1", "p/t", "s1", exactly_once=True, ack_deadline_s=60, retry_max_backoff_s=10)
     push = TwinSpec("p/s2", "p/t", "s2", ack_deadline_s=20, push_endpoint="http://127.0.0.1:1/push")
@@ -106,7 +106,7 @@ def test_unsettled_poison_counts_only_dead_lettering_subscriptions(tmp_path):
 
 
 def test_unsettled_poison_is_a_cause_of_its_own_explained_like_dead_letter_missing():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator", "parameters": {"drain": {"ended": "stuck", "unsettled": {"o": 5},
@@ -211,7 +211,7 @@ def test_what_was_on_its_way_at_the_last_nack_is_as_long_as_the_latency_just_bef
 
 
 def test_stalled_messages_are_a_cause_of_their_own_explained_only_by_the_violated_scenario():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     def result(scenario_result: str, stalled: dict) -> dict:
         return {"target": "emulator",
@@ -323,7 +323,7 @@ def test_a_poison_message_nacked_on_a_dead_lettering_subscription_is_owed_one_ba
 
 
 def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator",
@@ -344,8 +344,8 @@ def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
 
 
 def test_the_terminal_says_each_unsettled_cause_once_with_what_explains_it():
-    from pubsubguard.validation.document import explanations
-    from pubsubguard.validation.report import explanation_lines
+    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.report.render import explanation_lines
 
     result = {"target": "emulator",
               "parameters": {"drain": {"ended": "timeout", "unsettled": {"e": 3}, "unsettled_poison": {},
@@ -397,7 +397,7 @@ def test_on_an_unordered_subscription_a_reset_counts_every_stuck_message_not_onl
 
 
 def test_an_unordered_subscription_is_explained_by_the_unordered_reset_scenario_only():
-    from pubsubguard.validation.conformance import explained_by
+    from pubsubguard.validation.conformance.explains import explained_by
 
     finding = {"kind": "lost", "form": "after_stream_reset", "subscription": "o"}
     both = {"ordered-stream-reset-keeps-delivering": "violated", "stream-reset-keeps-delivering": "violated"}
@@ -409,7 +409,7 @@ def test_an_unordered_subscription_is_explained_by_the_unordered_reset_scenario_
 
 
 def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenario():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator",
@@ -466,7 +466,7 @@ def test_a_redelivery_after_the_backoff_later_than_an_unsettled_message_was_owed
 
 
 def test_redeliveries_the_target_stopped_are_explained_only_by_a_violated_backoff_scenario_on_unordered_ones():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     def result(scenario: str, scenario_result: str, ordering: bool = False) -> dict:
         return {"target": "emulator",
@@ -494,8 +494,8 @@ def test_redeliveries_the_target_stopped_are_explained_only_by_a_violated_backof
 
 
 def test_a_dead_letter_missing_message_of_a_stopped_backoff_takes_its_form_and_is_explained_by_the_dead_letter_scenario():
-    from pubsubguard.validation.conformance import explained_by
-    from pubsubguard.validation.verdict import drain_forms
+    from pubsubguard.validation.conformance.explains import explained_by
+    from pubsubguard.validation.checks.verdict import drain_forms
 
     drain = {"after_backoff_stop": {"e": {"messages": 3, "poison": 1, "poison_messages": [["k", 4]], "owed_us": T,
                                           "timer_ran_after": 0}}}
@@ -511,7 +511,7 @@ def test_a_dead_letter_missing_message_of_a_stopped_backoff_takes_its_form_and_i
     assert explained_by(findings[1], {"dead-letter-after-late-ack": "violated"}) == []
 
 
-# -- the drain clock (validation/drain.py): progress, not a clock alone ---------------------------------------
+# -- the drain clock (validation/probe/drain_clock.py): progress, not a clock alone ---------------------------------------
 class _Tally:
     """What the clock reads of an EvidenceTally: per-subscription progress, settled and expected counts."""
 
@@ -530,7 +530,7 @@ class _Tally:
 
 
 def test_the_ceiling_grows_with_what_is_left_and_shrinks_with_the_measured_rate():
-    from pubsubguard.validation.drain import CEILING_FACTOR, CEILING_MAX_S, ceiling_s
+    from pubsubguard.validation.probe.drain_clock import CEILING_FACTOR, CEILING_MAX_S, ceiling_s
 
     assert ceiling_s(52, 0, 500) == 52  # everything settled while publishing: the faults' timing alone
     assert ceiling_s(52, 24_438, 200) == round(52 + CEILING_FACTOR * 24_438 / 200, 1)
@@ -539,7 +539,7 @@ def test_the_ceiling_grows_with_what_is_left_and_shrinks_with_the_measured_rate(
 
 
 def test_a_subscription_still_progressing_is_never_stopped_however_late_its_messages():
-    from pubsubguard.validation.drain import DrainClock
+    from pubsubguard.validation.probe.drain_clock import DrainClock
 
     clock = DrainClock({"s": 20.0, "u": 20.0}, base_s=52)
     tally = _Tally(1000, 100, {"s": 10, "u": 10})
@@ -554,7 +554,7 @@ def test_a_subscription_still_progressing_is_never_stopped_however_late_its_mess
 
 
 def test_past_the_ceiling_stopped_subscriptions_end_stuck_and_moving_ones_are_cut():
-    from pubsubguard.validation.drain import DrainClock
+    from pubsubguard.validation.probe.drain_clock import DrainClock
 
     clock = DrainClock({"s": 20.0, "u": 20.0}, base_s=30, floor_s=0.0)
     tally = _Tally(1000, 990, {"s": 0, "u": 0})
@@ -590,7 +590,7 @@ def test_latest_due_is_when_the_target_owes_the_last_unsettled_message(tmp_path)
 
 
 def test_the_ceiling_follows_the_rate_the_drain_itself_measures():
-    from pubsubguard.validation.drain import DrainClock
+    from pubsubguard.validation.probe.drain_clock import DrainClock
 
     clock = DrainClock({"s": 20.0}, base_s=30)
     tally = _Tally(1000, 900, {"s": 0})
@@ -610,7 +610,7 @@ def test_the_ceiling_follows_the_rate_the_drain_itself_measures():
 
 
 def test_the_publishers_allowance_counts_only_what_progressing_subscriptions_still_owe():
-    from pubsubguard.validation.drain import DrainClock, allowed_per_task
+    from pubsubguard.validation.probe.drain_clock import DrainClock, allowed_per_task
 
     class Tally(_Tally):
         def __init__(self):
@@ -634,7 +634,7 @@ def test_the_publishers_allowance_counts_only_what_progressing_subscriptions_sti
 
 
 def test_drain_timeout_replaces_the_derived_ceiling():
-    from pubsubguard.validation.drain import DrainClock
+    from pubsubguard.validation.probe.drain_clock import DrainClock
 
     clock = DrainClock({"s": 20.0}, base_s=52, override_s=42.0)
     clock.begin(_Tally(1000, 0, {"s": 0}), now=5.0, first_publish_us=T, now_us=T + S)
@@ -653,7 +653,7 @@ def test_progress_counts_first_deliveries_and_settlements_never_redeliveries(tmp
 
 
 def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lost():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     result = {"target": "emulator", "conformance": None,
               "parameters": {"drain": {"ended": "ceiling", "unsettled": {"s": 120}, "unsettled_poison": {},
@@ -668,7 +668,7 @@ def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lo
 
 
 def test_what_the_probes_client_held_on_a_kept_stream_is_caused_by_the_client_never_lost():
-    from pubsubguard.validation.document import explanations
+    from pubsubguard.validation.report.document import explanations
 
     held = {"leased": 1809, "on_hold": 676, "paused_tasks": ["sub-1"], "tasks": ["sub-1", "sub-2"]}
     result = {"target": "emulator", "conformance": None,
@@ -687,8 +687,8 @@ def test_what_the_probes_client_held_on_a_kept_stream_is_caused_by_the_client_ne
 
 
 def test_a_lost_message_takes_the_form_of_what_the_drain_saw_of_its_subscription():
-    from pubsubguard.validation.conformance import explained_by
-    from pubsubguard.validation.verdict import drain_forms
+    from pubsubguard.validation.conformance.explains import explained_by
+    from pubsubguard.validation.checks.verdict import drain_forms
 
     drain = {"stalled": {"o": {"since_us": 100}}, "after_stream_reset": {"e": {"keys": ["k1"], "reset_us": 50}}}
     findings = [

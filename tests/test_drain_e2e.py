@@ -1,4 +1,4 @@
-"""The drain on the real emulator, with real Spark and the client library (validation/drain.py): it waits while
+"""The drain on the real emulator, with real Spark and the client library (validation/probe/drain_clock.py): it waits while
 the target delivers, it proves `lost` with a healed final read, it never calls lost what a cut drain did not see
 delivered, and it waits for a planted effect however long the subscription's ack deadline."""
 

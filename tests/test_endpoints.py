@@ -1,4 +1,4 @@
-"""Endpoints exercised (pubsubguard.validation.endpoints) and the run's own access (pubsubguard.validation.access).
+"""Endpoints exercised (pubsubguard.validation.wire.endpoints) and the run's own access (pubsubguard.validation.probe.access).
 
 The check on recorded traffic is tested on records; the listener on the real emulator; the whole
 path with `pubsubguard.validation.job` on the dev stack (its topics and subscriptions declare us-east1): on the
@@ -20,8 +20,10 @@ from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.plan import make_plan
 from pubsubguard.core.plan_file import retarget
-from pubsubguard.validation import endpoints, job
-from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.wire import endpoints
+from pubsubguard.validation.checks import pinning
+from pubsubguard.validation import job
+from pubsubguard.validation.evidence.records import DeclaredSubscription
 
 EAST = facts.locational_endpoint("us-east1")
 WEST = facts.locational_endpoint("us-west1")
@@ -73,14 +75,14 @@ def record(*traffic, observed=(EAST, GLOBAL)):
 
 def test_pinning_holds_when_all_traffic_uses_the_declared_endpoints():
     rec = record((EAST, "Publish", TOPIC, 3, 10), (EAST, "StreamingPull", TWIN, 1, 0), (GLOBAL, "GetTopic", TOPIC, 1, 0))
-    assert endpoints.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10}) == []
-    assert endpoints.pinning_tested(rec, ORDERED) and endpoints.pinning_tested(rec, EOD)
-    assert not endpoints.pinning_tested(rec, PLAIN)
+    assert pinning.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10}) == []
+    assert pinning.pinning_tested(rec, ORDERED) and pinning.pinning_tested(rec, EOD)
+    assert not pinning.pinning_tested(rec, PLAIN)
 
 
 def test_a_publish_through_another_endpoint_is_a_mismatch_on_every_ordered_subscription():
     rec = record((EAST, "Publish", TOPIC, 2, 6), (GLOBAL, "Publish", TOPIC, 1, 4), (EAST, "StreamingPull", TWIN, 1, 0))
-    found = endpoints.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10})
+    found = pinning.pinning_findings(rec, [ORDERED, EOD, PLAIN], {"orders": 10})
     assert [(f["subscription"], f["form"], f["severity"]) for f in found] == [("orders-ordered", "publisher", "error")]
     assert found[0]["endpoint"] == {"declared": EAST, "used": GLOBAL, "resource": TOPIC, "requests": 1, "messages": 4}
     assert found[0]["guarantee"] == "endpoint_pinning"
@@ -88,7 +90,7 @@ def test_a_publish_through_another_endpoint_is_a_mismatch_on_every_ordered_subsc
 
 def test_publishes_seen_on_no_listener_and_a_consumer_elsewhere_are_mismatches():
     rec = record((EAST, "Publish", TOPIC, 1, 4), (WEST, "StreamingPull", TWIN, 1, 0), observed=(EAST, WEST, GLOBAL))
-    found = endpoints.pinning_findings(rec, [ORDERED, EOD], {"orders": 10})
+    found = pinning.pinning_findings(rec, [ORDERED, EOD], {"orders": 10})
     forms = {(f["subscription"], f["form"]) for f in found}
     assert forms == {("orders-ordered", "unobserved_publish"), ("orders-eod", "consumer"),
                      ("orders-eod", "unobserved_consumer")}
@@ -98,15 +100,15 @@ def test_publishes_seen_on_no_listener_and_a_consumer_elsewhere_are_mismatches()
 
 def test_nothing_is_judged_without_observed_traffic():
     rec = {**record(), "observed": False}
-    assert endpoints.pinning_findings(rec, [ORDERED], {"orders": 10}) == []
-    assert not endpoints.pinning_tested(rec, ORDERED)
-    assert endpoints.pinning_findings(None, [ORDERED], {}) == []
+    assert pinning.pinning_findings(rec, [ORDERED], {"orders": 10}) == []
+    assert not pinning.pinning_tested(rec, ORDERED)
+    assert pinning.pinning_findings(None, [ORDERED], {}) == []
 
 
 # ------------------------------------------------------------------------------ the listener
 @pytest.mark.emulator
 def test_only_a_stream_the_target_failed_counts_as_its_failure_not_a_cancel_or_the_fault_layers_kill():
-    """The stall's second sign (`progress.EvidenceTally.stalls`): StreamingPulls that ended UNKNOWN, each timed."""
+    """The stall's second sign (`drain.EvidenceTally.stalls`): StreamingPulls that ended UNKNOWN, each timed."""
     listeners = endpoints.Listeners({EAST: "127.0.0.1:9"})
     listener = listeners.listeners[EAST]
     method, sub = "/google.pubsub.v1.Subscriber/StreamingPull", "projects/p/subscriptions/s"

@@ -1,4 +1,4 @@
-"""The table of guarantees (validation/guarantees.py) is the one place a guarantee is spelled: the kernel,
+"""The table of guarantees (validation/checks/guarantees.py) is the one place a guarantee is spelled: the kernel,
 the finding kinds, the status fold and docs/checks.md all read it, and an entry the kernel cannot judge
 fails at import."""
 
@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 
 from pubsubguard.core.project import project_root
-from pubsubguard.validation import evidence, guarantees, kernel, verdict
-from pubsubguard.validation.evidence import DeclaredSubscription
-from pubsubguard.validation.guarantees import GUARANTEES, Guarantee, GuaranteeTableError, check_table
+from pubsubguard.validation.checks import guarantees, kernel, verdict
+from pubsubguard.validation.evidence.records import DeclaredSubscription
+from pubsubguard.validation.checks.guarantees import GUARANTEES, Guarantee, GuaranteeTableError, check_table
+from pubsubguard.validation.checks import findings
 
 
 def test_the_kernel_judges_exactly_the_table_s_row_derived_guarantees_in_its_order():
@@ -26,13 +27,13 @@ def test_a_guarantee_added_without_its_kernel_function_fails():
     bogus = Guarantee("ordering_per_region", len(GUARANTEES), "ordering_per_region", lambda sub, run: True, True,
                       {"region_out_of_order": "error"}, "every probed subscription")
     with pytest.raises(GuaranteeTableError, match="'ordering_per_region': its kernel function 'ordering_per_region' "
-                                                  "is not in validation/kernel.py"):
+                                                  "is not in validation/checks/kernel.py"):
         check_table((*GUARANTEES, bogus), vars(kernel))
     # settled by deliveries (so judged from the message rows) but naming no function
     with pytest.raises(GuaranteeTableError, match="names no kernel function"):
         check_table((*GUARANTEES, dataclasses.replace(bogus, kernel=None)), vars(kernel))
     # a name that is not a function of the kernel
-    with pytest.raises(GuaranteeTableError, match="is not in validation/kernel.py"):
+    with pytest.raises(GuaranteeTableError, match="is not in validation/checks/kernel.py"):
         check_table((*GUARANTEES, dataclasses.replace(bogus, kernel="CHUNK_ROWS")), vars(kernel))
 
 
@@ -50,11 +51,11 @@ def test_a_table_that_repeats_a_name_or_a_kind_fails():
 
 
 def test_finding_kinds_and_report_columns_come_from_the_table():
-    assert evidence.GUARANTEES == tuple(g.name for g in sorted(GUARANTEES, key=lambda g: g.column))
-    assert evidence.GUARANTEES == ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
+    assert findings.GUARANTEES == tuple(g.name for g in sorted(GUARANTEES, key=lambda g: g.column))
+    assert findings.GUARANTEES == ("ordering", "exactly_once", "dead_letter", "completeness", "endpoint_pinning")
     from_table = {kind: (g.name, severity) for g in GUARANTEES for kind, severity in g.kinds.items()}
-    assert {k: v for k, v in evidence.FINDING_KINDS.items() if k != "config_drift"} == from_table
-    assert evidence.FINDING_KINDS["config_drift"] == ("config", "advisory")
+    assert {k: v for k, v in findings.FINDING_KINDS.items() if k != "config_drift"} == from_table
+    assert findings.FINDING_KINDS["config_drift"] == ("config", "advisory")
 
 
 def test_the_status_fold_reads_when_each_guarantee_is_declared_from_the_table():
@@ -62,7 +63,7 @@ def test_the_status_fold_reads_when_each_guarantee_is_declared_from_the_table():
     run exercised is judged, the others are not_tested (in the table's order)."""
     sub = DeclaredSubscription("s", "t", max_delivery_attempts=5, dead_letter_topic="d")
     status = verdict.guarantee_status([], sub, tested=True, poison_published=True)
-    assert list(status) == list(evidence.GUARANTEES)
+    assert list(status) == list(findings.GUARANTEES)
     exercised = guarantees.Exercised(poison_published=True)
     assert status == {g.name: "holds" if g.declared(sub, exercised) else "not_tested" for g in GUARANTEES}
     assert status["dead_letter"] == "holds" and status["ordering"] == "not_tested"
@@ -72,7 +73,7 @@ def test_docs_checks_md_shows_the_table():
     doc = project_root() / "docs" / "checks.md"
     assert guarantees.documented_table(doc.read_text()) == guarantees.markdown_table(), (
         "docs/checks.md's guarantees table is not the table's: run "
-        "`python -m pubsubguard.validation.guarantees --update-doc docs/checks.md`")
+        "`python -m pubsubguard.validation.checks.guarantees --update-doc docs/checks.md`")
 
 
 def test_update_doc_rewrites_only_the_generated_section(tmp_path):

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import histories as H
-from pubsubguard.validation.checks import run_checks
-from pubsubguard.validation.evidence import FINDING_KINDS, DeclaredSubscription
+from pubsubguard.validation.checks.run import run_checks
+from pubsubguard.validation.checks.findings import FINDING_KINDS
+from pubsubguard.validation.evidence.records import DeclaredSubscription
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("plain", "t-plain"),

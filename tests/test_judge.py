@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pubsubguard.validation import aggregates, scans
+from pubsubguard.validation.checks import aggregates, scans
 
 
 @pytest.mark.parametrize("n, samples", [(50, 100), (100_000, 1_000), (123_457, 10_000)])

@@ -1,4 +1,4 @@
-"""The fault layer's schedule (validation/nemesis.py): parsing, one-line errors naming entry and field, the
+"""The fault layer's schedule (validation/wire/nemesis.py): parsing, one-line errors naming entry and field, the
 JSON Schema agreeing with the loader, and the judge of planted anomalies. The layer on the wire is
 proven on the emulator in tests/test_nemesis_e2e.py."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pubsubguard.validation import nemesis
-from pubsubguard.validation.evidence import DeclaredSubscription
+from pubsubguard.validation.wire import nemesis
+from pubsubguard.validation.checks import applied_faults
+from pubsubguard.validation.evidence.records import DeclaredSubscription
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "schemas" / "nemesis.schema.json").read_text())
 
@@ -127,25 +128,25 @@ def test_judge_planted_exactly():
                 {"subscription": "eod", "kind": "duplicate_after_ack", "key": "key-001", "seq": 2, "severity": "error"},
                 {"subscription": "ord", "kind": "out_of_order", "key": "key-002", "seq": 1, "severity": "error"},
                 {"subscription": "ord", "kind": "out_of_order", "key": "key-002", "seq": 2, "severity": "error"}]
-    verdict = nemesis.judge_planted(applied, findings, SUBS)
+    verdict = applied_faults.judge_planted(applied, findings, SUBS)
     assert len(verdict["expected"]) == 3 and len(verdict["found"]) == 3 and not verdict["missed"]
     assert not verdict["unplanted"]
     # a finding elsewhere is unplanted; one a conformance scenario explains is counted apart, not hidden
     other = {"subscription": "ord", "kind": "out_of_order", "key": "key-000", "seq": 4, "severity": "error"}
-    assert nemesis.judge_planted(applied, findings + [other], SUBS)["unplanted"] == [other]
-    explained = nemesis.judge_planted(applied, findings + [other], SUBS, explained=lambda f: f is other)
+    assert applied_faults.judge_planted(applied, findings + [other], SUBS)["unplanted"] == [other]
+    explained = applied_faults.judge_planted(applied, findings + [other], SUBS, explained=lambda f: f is other)
     assert explained["explained"] == [other] and not explained["unplanted"]
     # a planted anomaly the checks missed is named
-    missed = nemesis.judge_planted(applied, findings[1:], SUBS)["missed"]
+    missed = applied_faults.judge_planted(applied, findings[1:], SUBS)["missed"]
     assert [(m["kind"], m["key"], m["seq"]) for m in missed] == [("lost", "key-000", 1)]
     # a duplicate where exactly-once is not declared: a counted redelivery
-    red = nemesis.judge_redeliveries(applied, SUBS, {"plain": 1})
+    red = applied_faults.judge_redeliveries(applied, SUBS, {"plain": 1})
     assert len(red["found"]) == 1 and not red["missed"] and not red["unplanted"]
-    assert nemesis.judge_redeliveries(applied, SUBS, {"plain": 0})["missed"]
+    assert applied_faults.judge_redeliveries(applied, SUBS, {"plain": 0})["missed"]
 
 
 def test_held_under_names_network_faults():
     applied = [_row("kill_stream", "eod", None, None)] * 2 + [
         _row("lose_response", "eod", None, None, rpc="Acknowledge")] * 3 + [_row("ack_lie", "eod", "k", 1)]
-    counts = nemesis.guarantee_faults(applied, "eod")
-    assert nemesis.held_under(counts) == "2 stream kills, 3 lost ack responses"
+    counts = applied_faults.guarantee_faults(applied, "eod")
+    assert applied_faults.held_under(counts) == "2 stream kills, 3 lost ack responses"

@@ -153,9 +153,9 @@ def _every_accepted_id_must_be_delivered(spark, evidence_dir, topic: str, lost_i
     `lost` on every subscription, on the row of that id, and no exactly-once finding comes with it."""
     import pyarrow.parquet as pq
 
-    from pubsubguard.validation.checks import run_checks
-    from pubsubguard.validation.evidence import RunInfo
-    from pubsubguard.validation.nemesis import LAYER_TASK
+    from pubsubguard.validation.checks.run import run_checks
+    from pubsubguard.validation.evidence.records import RunInfo
+    from pubsubguard.validation.wire.nemesis import LAYER_TASK
 
     publishes = pq.read_table(evidence_dir / "publishes")
     deliveries = pq.read_table(evidence_dir / "deliveries")
@@ -189,11 +189,11 @@ def _every_accepted_id_must_be_delivered(spark, evidence_dir, topic: str, lost_i
 # which another worker's packet-fault run would make while it runs.
 @pytest.mark.xdist_group("netem")
 def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tmp_path):
-    """netem entries (validation/netem.py): the layer's upstream bytes cross a network namespace the run makes;
+    """netem entries (validation/wire/netem.py): the layer's upstream bytes cross a network namespace the run makes;
     packets on its lo are dropped (and delayed, where the kernel has netem) for a window. Each window applied is
     a row and is named under the guarantees; TCP retransmits, so nothing is lost or duplicated; the namespace,
     its relays and sockets are gone afterwards."""
-    from pubsubguard.validation import netem
+    from pubsubguard.validation.wire import netem
 
     why, support = netem.probe_support()
     if why is not None:
@@ -222,7 +222,7 @@ def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tm
 
 
 def test_packet_faults_refused_where_unavailable_in_one_line():
-    from pubsubguard.validation import netem, nemesis
+    from pubsubguard.validation.wire import netem, nemesis
 
     schedule = nemesis.parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "s", "after_s": 1},
                                                   {"kind": "netem", "delay_ms": 20, "after_s": 1, "for_s": 2}]}, "s.yaml")
@@ -245,7 +245,7 @@ def test_packet_fault_link_is_removed_when_the_run_is_interrupted(spark, emulato
     import threading
     import time
 
-    from pubsubguard.validation import netem
+    from pubsubguard.validation.wire import netem
 
     why, support = netem.probe_support()
     if why is not None:
@@ -287,7 +287,7 @@ def test_packet_fault_link_is_removed_when_the_run_is_interrupted(spark, emulato
     for pid in os.listdir("/proc"):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"pubsubguard.validation.netem" in f.read():
+                if b"pubsubguard.validation.wire.netem" in f.read():
                     relays.append(pid)
         except OSError:
             continue
@@ -306,7 +306,7 @@ def test_the_layer_holds_a_bounded_buffer_for_a_stream_whose_client_reads_nothin
     from google.cloud import pubsub_v1
     from google.pubsub_v1 import types
 
-    from pubsubguard.validation import endpoints, nemesis
+    from pubsubguard.validation.wire import endpoints, nemesis
 
     project = f"projects/pubsubguard-b{uuid.uuid4().hex[:10]}"
     topic, path = f"{project}/topics/paused", f"{project}/subscriptions/paused"

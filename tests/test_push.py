@@ -1,4 +1,4 @@
-"""Push subscriptions probed (pubsubguard.validation.push): on the emulator, push twins push to the probe's own
+"""Push subscriptions probed (pubsubguard.validation.probe.push): on the emulator, push twins push to the probe's own
 loopback receiver, which answers per the fault plan; the rows are checked like pulled ones."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_push_faults_dead_letter_as_declared_and_late_answers_violate_exactly_on
 def test_on_google_cloud_push_is_not_tested_without_a_receiver_url():
     from pubsubguard.core.declared import estate
     from pubsubguard.core.plan import make_plan
-    from pubsubguard.validation.isolation import NO_PUSH_RECEIVER, not_probed, plan_twins
+    from pubsubguard.validation.probe.twins import NO_PUSH_RECEIVER, not_probed, plan_twins
 
     dev = estate(make_plan("dev")).declared_by_stack()
     push = dev.subscriptions["orders-push"]

@@ -18,10 +18,11 @@ import jsonschema
 import pytest
 
 import histories as H
-from pubsubguard.validation import seal
-from pubsubguard.validation.conformance import EXPLAINS, SCENARIOS, explained_by
-from pubsubguard.validation.evidence import DeclaredSubscription, RunInfo
-from pubsubguard.validation.verdict import verdict_of
+from pubsubguard.validation.evidence import seal
+from pubsubguard.validation.conformance.explains import EXPLAINS, explained_by
+from pubsubguard.validation.conformance.runner import SCENARIOS
+from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo
+from pubsubguard.validation.checks.verdict import verdict_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "report.schema.json").read_text())
@@ -90,8 +91,8 @@ def _finding(number: int, subscription: str, kind: str, form=None, severity="err
 def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
     """Pure data: groups hold every finding once; each violated or inconclusive guarantee gets its causes
     (explained or not, unsettled messages too); advisories are merged; statuses are not touched."""
-    from pubsubguard.validation.document import explanations, finding_groups
-    from pubsubguard.validation.report import _what_to_do
+    from pubsubguard.validation.report.document import explanations, finding_groups
+    from pubsubguard.validation.report.render import _what_to_do
 
     findings = [_finding(1, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
                 _finding(2, "a", "out_of_order", "regression", explained_by=["ordered-nack-redelivers-in-order"]),
@@ -295,8 +296,8 @@ def test_plot_data_comes_from_the_pass_and_counts_every_row(spark, monkeypatch, 
     """The report's timeline, extent, crash window, expiry deadlines and latency CDF (and the poison
     publishes the verdict needs) come from the checks' one pass (checks.CheckResults.plot), chunk by chunk; merged, they are what counting the
     evidence rows directly gives (few bins: every chunk's bins coarsened to the run's)."""
-    from pubsubguard.validation import aggregates
-    from pubsubguard.validation.checks import run_checks
+    from pubsubguard.validation.checks import aggregates
+    from pubsubguard.validation.checks.run import run_checks
 
     monkeypatch.setattr(aggregates, "TIMELINE_BINS", timeline_bins)
     subs = [PLAIN, ORDERED, DeclaredSubscription("eod", "t2", exactly_once=True, ack_deadline_s=60),
@@ -374,7 +375,7 @@ def test_the_timeline_draws_a_band_for_every_bin_with_nacks_or_expiries():
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgba
 
-    from pubsubguard.validation.report import _timeline_plot
+    from pubsubguard.validation.report.render import _timeline_plot
 
     data = {"bins": 10, "bin_us": 1_000_000, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {"s": 30},
             "timeline": {"published": {0: 5}, "settled": {1: 5}, "delivered:ack": {1: 3},
@@ -404,7 +405,7 @@ def test_the_timeline_draws_a_band_for_every_network_fault_applied():
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgba
 
-    from pubsubguard.validation.report import NETWORK_BANDS, _timeline_plot
+    from pubsubguard.validation.report.render import NETWORK_BANDS, _timeline_plot
 
     S = 1_000_000
     data = {"bins": 10, "bin_us": S, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {},
@@ -434,8 +435,8 @@ def test_the_timeline_draws_a_band_for_every_network_fault_applied():
 def test_network_bands_are_the_applied_network_faults_of_run_json():
     """document.network_bands: one span per applied network fault (instants; a partition for its for_s), no
     planted anomaly, no fault that was not applied, no refused call of a partition."""
-    from pubsubguard.validation.document import network_bands
-    from pubsubguard.validation.evidence import RunInfo
+    from pubsubguard.validation.report.document import network_bands
+    from pubsubguard.validation.evidence.records import RunInfo
 
     def row(entry, kind, t, detail="x", planted=False):
         return {"entry": entry, "kind": kind, "time_us": t, "detail": detail, "planted": planted}
@@ -451,7 +452,7 @@ def test_network_bands_are_the_applied_network_faults_of_run_json():
 
 
 def test_a_recheck_elsewhere_names_the_evidence_files_where_it_reads_them():
-    from pubsubguard.validation.document import _here
+    from pubsubguard.validation.report.document import _here
 
     said = ["subscriber task sub-0 crashed (full text: /runs/a/evidence/failure-sub-0.txt)", "filters not enforced"]
     assert _here(said, "/runs/a/evidence", "/copies/b") == [

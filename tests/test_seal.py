@@ -18,8 +18,10 @@ import pytest
 
 from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.project import project_root
-from pubsubguard.validation import job, locks, seal, sorted_input
-from pubsubguard.validation.guarantees import SETTLED_BY_DELIVERIES
+from pubsubguard.validation import job
+from pubsubguard.validation.evidence import locks, seal
+from pubsubguard.validation.checks import sorted_input
+from pubsubguard.validation.checks.guarantees import SETTLED_BY_DELIVERIES
 from test_verify_e2e import ONE_TOPIC_STACK, make_estate
 
 pytestmark = pytest.mark.emulator
@@ -302,7 +304,7 @@ def test_the_refused_seek_observation_names_twins_with_a_count_and_counts_the_re
     messages acknowledged are named, the rest counted; a small estate keeps every name."""
     from types import SimpleNamespace
 
-    from pubsubguard.validation.isolation import SEEK_NAMES, Twins
+    from pubsubguard.validation.probe.twins import SEEK_NAMES, Twins
 
     def seeks(counts):
         return [{"result": "acknowledged", "subscription": f"projects/p/subscriptions/t{i:03d}-probe-r", "acknowledged": n,

@@ -1,4 +1,4 @@
-"""The checks' sorted input kept beside the evidence (validation/sorted_input.py): a re-check that reads
+"""The checks' sorted input kept beside the evidence (validation/checks/sorted_input.py): a re-check that reads
 it finds what the shuffle pass finds, anything that could make it stale (another run's included) sends the
 check back to the shuffle pass, and a kept input of these sources that is damaged is named in one line.
 Legal histories of the model and every mutation of them, written as a probe writes them."""
@@ -15,10 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import histories as H
-from pubsubguard.validation import checks, kernel, seal, sorted_input
-from pubsubguard.validation.checks import run_checks
-from pubsubguard.validation.evidence import DeclaredSubscription, EvidenceError
-from pubsubguard.validation.evidence_store import read_evidence
+from pubsubguard.validation.checks import run as checks, kernel, sorted_input
+from pubsubguard.validation.evidence import seal
+from pubsubguard.validation.checks.run import run_checks
+from pubsubguard.validation.evidence.records import DeclaredSubscription, EvidenceError
+from pubsubguard.validation.evidence.store import read_evidence
 
 SUBSCRIPTIONS = [
     DeclaredSubscription("plain", "t-plain"),
@@ -201,7 +202,7 @@ def test_frames_that_do_not_read_exactly_the_logs_part_files_keep_nothing(spark,
 
 
 def test_a_part_file_changed_while_the_pass_reads_keeps_nothing(spark, tmp_path, monkeypatch):
-    from pubsubguard.validation import checks
+    from pubsubguard.validation.checks import run as checks
 
     directory = written(tmp_path, merged_history(9))
     part = directory / "deliveries" / "part-00000.parquet"
@@ -223,7 +224,7 @@ def test_other_code_does_not_read_what_this_code_kept(spark, tmp_path):
     history = merged_history(4)
     directory = written(tmp_path, history)
     check(spark, directory)
-    from pubsubguard.validation import checks, kernel
+    from pubsubguard.validation.checks import run as checks, kernel
 
     class Other:  # another version of the code that packs the rows
         __file__ = "checks_v2.py"
@@ -243,7 +244,7 @@ def test_code_shipped_in_a_zip_is_digested_as_a_file_is(tmp_path):
     import zipfile
     import zipimport
 
-    from pubsubguard.validation import kernel
+    from pubsubguard.validation.checks import kernel
 
     source = b"VALUE = 1\n"
     (tmp_path / "plain_module.py").write_bytes(source)

@@ -268,7 +268,7 @@ def test_a_reference_to_nothing_of_the_plan_stays_unknown(team_plan):
 
 @pytest.mark.emulator
 def test_plan_apply_verify_a_team_program_on_the_emulator(emulator, tmp_path, capsys):
-    from pubsubguard.validation.drift import config_drift
+    from pubsubguard.validation.checks.drift import config_drift
     from pubsubguard.validation.config import RunConfig
     from pubsubguard.validation.target import declared_estate
 
@@ -304,7 +304,7 @@ def test_verify_a_deployed_state_under_its_deployed_names_with_drift_since_deplo
     from google.cloud import pubsub_v1
     from google.protobuf import field_mask_pb2
 
-    from pubsubguard.validation.report import access_line
+    from pubsubguard.validation.report.render import access_line
 
     assert cli.main(["apply", "--emulator", "--state", str(STATE), "--cwd", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -18,9 +18,10 @@ import pytest
 from pubsubguard.core import storage
 from pubsubguard.core.declared import plan_from
 import histories as H
-from pubsubguard.validation import evidence, job
-from pubsubguard.validation.evidence import DeclaredSubscription
-from pubsubguard.validation.probe import PartWriter
+from pubsubguard.validation.evidence import records as evidence
+from pubsubguard.validation import job
+from pubsubguard.validation.evidence.records import DeclaredSubscription
+from pubsubguard.validation.probe.clients import PartWriter
 
 BUCKET = "pubsubguard-test"  # the bucket the `gcs` fixture (conftest) creates
 SUBSCRIPTIONS = [

@@ -20,7 +20,8 @@ import grpc
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from pubsubguard.validation import job, selftest, upstream
+from pubsubguard.validation import job, selftest
+from pubsubguard.validation.wire import upstream
 
 TOKEN = "ya29.pubsubguard-test-token"
 

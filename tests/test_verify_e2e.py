@@ -206,7 +206,7 @@ def test_held_deliveries_come_back_after_the_fault_deadline_not_the_declared_one
                      "--faults", "expire=1"], spark=spark)
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     # No --drain-timeout: the ceiling is derived; its base is the faults' timing: fault deadline 10 + expire
-    # margin 2 + no retry backoff + 30 s slack (validation/drain.py)
+    # margin 2 + no retry backoff + 30 s slack (validation/probe/drain_clock.py)
     assert report["parameters"]["fault_deadline_s"] == 10
     assert report["parameters"]["drain_timeout_s"] is None
     assert report["parameters"]["drain"]["clock"]["base_s"] == 42

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pubsubguard import cli
-from pubsubguard.validation.faults import FaultSpecError, parse_faults
+from pubsubguard.validation.probe.faults import FaultSpecError, parse_faults
+from pubsubguard.validation.checks.findings import GUARANTEES
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_from_evidence_without_evidence(tmp_path, capsys):
 
 
 def test_expire_only_within_the_first_deadline():
-    from pubsubguard.validation.faults import Faults, delivery_action
+    from pubsubguard.validation.probe.faults import Faults, delivery_action
 
     faults = Faults(expire=1.0)
     assert delivery_action(faults, "run", "sub", "m1", "t:1") == "expire"
@@ -118,13 +119,12 @@ def test_expire_only_within_the_first_deadline():
 
 
 def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path):
-    from pubsubguard.validation import evidence
-    from pubsubguard.validation.report import print_summary
+    from pubsubguard.validation.report.render import print_summary
 
     name = "orders-ordered-exactly-once-with-a-long-name"
     result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],
               "verdict_reason": "violated: orders-ordered-exactly-once-with-a-long-name.ordering",
-              "subscriptions": {name: {"guarantees": {g: "violated" for g in evidence.GUARANTEES},
+              "subscriptions": {name: {"guarantees": {g: "violated" for g in GUARANTEES},
                                        "findings": {"stale_ack_accepted": [{}], "out_of_order": [{}, {}]},
                                        "figures": {"delivered": 200, "latency_p50_ms": 1234.5,
                                                    "latency_p95_ms": 2345.6, "latency_p99_ms": 3456.7}}}}
@@ -156,11 +156,10 @@ def test_the_summary_leads_with_what_does_not_hold_and_folds_a_large_estates_hol
     """An estate of 100 topics prints 300 rows in name order, the violated ones scattered among them: the
     terminal's summary says the counts first, lists violated then inconclusive subscriptions before the rest,
     and beyond SUMMARY_ROWS folds the subscriptions where every tested guarantee holds into one line."""
-    from pubsubguard.validation import evidence
-    from pubsubguard.validation.report import SUMMARY_ROWS, print_summary
+    from pubsubguard.validation.report.render import SUMMARY_ROWS, print_summary
 
     def sub(status: str) -> dict:
-        return {"guarantees": {g: (status if g == "ordering" else "holds") for g in evidence.GUARANTEES},
+        return {"guarantees": {g: (status if g == "ordering" else "holds") for g in GUARANTEES},
                 "findings": {"out_of_order": [{}]} if status != "holds" else {}, "figures": {"delivered": 10}}
 
     subs = {f"t{i:03d}": sub("violated" if i % 50 == 7 else "inconclusive" if i == 60 else "holds")

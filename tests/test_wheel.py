@@ -44,7 +44,7 @@ def test_the_wheel_holds_the_pack_and_the_report_template(installed):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("pubsubguard/policies/PulumiPolicy.yaml", "pubsubguard/policies/__main__.py",
                    "pubsubguard/policies/requirements.txt", "pubsubguard/policies/pubsub_rules/catalog.py",
-                   "pubsubguard/policies/pubsub_facts/__init__.py", "pubsubguard/validation/templates/report.html.j2",
+                   "pubsubguard/policies/pubsub_facts/__init__.py", "pubsubguard/validation/report/templates/report.html.j2",
                    "pubsubguard/cli.py", "pubsubguard/validation/job.py", "pubsubguard/infra/__main__.py",
                    "pubsubguard/core/plan.py", "pubsubguard/core/langhost_node_exec.js"):
         assert needed in names, needed

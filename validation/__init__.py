@@ -1,0 +1,25 @@
+"""Prove after deploy: the verification job, one sub-package per stage of a run, in the order a run goes.
+
+    job.py, driver.py      the job's entry (spark-submit, `pubsubguard verify`) and the run it drives;
+    config.py, target.py,  the run's options (one frozen RunConfig), the declared estate and the target, what a
+    run_setup.py           probe run resolves before it creates anything; session.py (Spark), signals.py
+                           (interrupts), failures.py (a Spark job's failure in one line), footprint.py, warmup.py
+                           (the checks warmed up during the drain), bundle.py (the executors' Python),
+                           selftest.py (`conform --self-test`)
+    probe/                 the clients on the target: publisher and subscriber tasks (clients), the twins the probe
+                           reads instead of the declared subscriptions, the push receiver, the run's identity and
+                           access, the filter canary, the client-side faults, the drain (its tally, its clock)
+    wire/                  the loopback gRPC proxy every channel crosses: the recording listeners (endpoints), the
+                           fault layer (nemesis) and its schedule, packet faults (netem), the upstream link
+    evidence/              what a run recorded: the records' format, the seal, where evidence is read from, the
+                           directory locks
+    checks/                the table of guarantees and everything that judges evidence: the pass (kernel, scans,
+                           aggregates), its Spark run, the kept sorted input, the verdict, the findings'
+                           vocabulary, endpoint pinning, config drift, the fault layer's rows read back
+    report/                report.json's document from a verdict, and its rendering (JSON, HTML, terminal)
+    conformance/           the scenarios that measure the target's documented behaviour, and which findings
+                           each explains
+
+Stages import downwards only (tests/test_architecture.py): checks/ and report/ never import probe/ or wire/;
+evidence/ imports neither; no stage imports the job's modules above them.
+"""

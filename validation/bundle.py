@@ -42,7 +42,8 @@ ENV_ALIAS = "env"  # the archive's directory name on the executors: `--archives 
 # importing the job and its task functions loads).
 # Each is shipped without its sub-packages (those the job needs are listed themselves).
 PACKAGES = ("pubsubguard", "pubsubguard.core", "pubsubguard.policies", "pubsubguard.policies.pubsub_facts",
-            "pubsubguard.validation")
+            "pubsubguard.validation", *(f"pubsubguard.validation.{stage}" for stage in
+                                        ("probe", "wire", "evidence", "checks", "report", "conformance")))
 # Dependencies of this project that the job does not run: the Pulumi SDK declares, pyspark is the
 # cluster's own.
 NOT_SHIPPED = {"pulumi", "pulumi-gcp", "pyspark"}

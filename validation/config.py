@@ -22,7 +22,8 @@ from pubsubguard.core.arguments import (
     input_file, non_negative_int, or_checkpoint, output_directory, port, positive_int, positive_seconds, remote_or,
 )
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation.session import DEFAULT_MASTER
+from .session import DEFAULT_MASTER
+from .checks.findings import DEFAULT_SKEW_US
 
 # Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
 # subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared
@@ -32,7 +33,6 @@ EXPIRE_MARGIN_S = 2.0  # an expired delivery is acked this long after its deadli
 # Added to the default drain timeout (driver.default_drain_timeout): dead-lettering's repeated attempts
 # after their backoffs, scheduling, an evidence flush.
 DRAIN_SLACK_S = 30.0
-DEFAULT_SKEW_US = 250_000  # clock skew tolerated between tasks (the kernel's comparisons: docs/checks.md)
 
 # Spark master URLs (Spark's "Master URLs" documentation): local, local[N], local[*], local[N,F],
 # local[*,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], yarn, k8s://..., mesos://...
@@ -75,12 +75,12 @@ class RunConfig:
     allow_shared_subscriptions: bool = False
     # workload
     faults: str = ""
-    nemesis: Path | None = None  # a fault schedule for the fault layer (pubsubguard.validation.nemesis)
+    nemesis: Path | None = None  # a fault schedule for the fault layer (pubsubguard.validation.wire.nemesis)
     keys: int = 8
     messages_per_key: int = 25
     subscribers: int = 2
     fault_deadline: float | None = DEFAULT_FAULT_DEADLINE_S  # None: each subscription's own
-    drain_timeout: float | None = None  # None: the drain's ceiling is derived from the run (validation/drain.py)
+    drain_timeout: float | None = None  # None: the drain's ceiling is derived from the run (validation/probe/drain_clock.py)
     rate: float | None = None  # messages published per second, over all publisher tasks (None: in-flight bound only)
     conform: bool = False
     skew_us: int = DEFAULT_SKEW_US
@@ -120,8 +120,8 @@ def fault_deadline(text: str) -> float | None:
 
 
 def faults(text: str) -> str:
-    """`--faults`: the spec as given, once it parses (pubsubguard.validation.faults holds the grammar)."""
-    from pubsubguard.validation.faults import parse_faults
+    """`--faults`: the spec as given, once it parses (pubsubguard.validation.probe.faults holds the grammar)."""
+    from .probe.faults import parse_faults
 
     try:
         parse_faults(text)
@@ -131,8 +131,8 @@ def faults(text: str) -> str:
 
 
 def nemesis_schedule(text: str) -> Path:
-    """`--nemesis FILE`: the schedule file, once it reads and validates (pubsubguard.validation.nemesis)."""
-    from pubsubguard.validation.nemesis import load_schedule
+    """`--nemesis FILE`: the schedule file, once it reads and validates (pubsubguard.validation.wire.nemesis)."""
+    from .wire.nemesis import load_schedule
 
     try:
         load_schedule(text)
@@ -142,8 +142,8 @@ def nemesis_schedule(text: str) -> Path:
 
 
 def endpoint_mapping(text: str) -> str:
-    """`--endpoint REGION=HOST:PORT`: one mapping as given, once it parses (pubsubguard.validation.endpoints)."""
-    from pubsubguard.validation.endpoints import parse_endpoint_map
+    """`--endpoint REGION=HOST:PORT`: one mapping as given, once it parses (pubsubguard.validation.wire.endpoints)."""
+    from .wire.endpoints import parse_endpoint_map
 
     try:
         parse_endpoint_map([text])

@@ -27,27 +27,37 @@ from pubsubguard.core import storage
 from pubsubguard.core.declared import short_name
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.state import caveats
-from pubsubguard.validation import access, endpoints, evidence, netem, probe_setup, seal
-from pubsubguard.validation.canary import filter_canary
-from pubsubguard.validation.config import EXPIRE_MARGIN_S, RunConfig
-from pubsubguard.validation.conformance_beside import ConformanceBeside
-from pubsubguard.validation.drain import (
-    FINAL_READ_QUIET_S, IN_FLIGHT_PAIRS, DrainClock, allowed_per_task, clock_sentence, final_read_bound_s, final_read_quiet_s,
+from .probe import access
+from .wire import endpoints, netem
+from .evidence import records as evidence, seal
+from . import run_setup as probe_setup
+from .probe.canary import filter_canary
+from .config import EXPIRE_MARGIN_S, RunConfig
+from .conformance.beside import ConformanceBeside
+from .probe.drain_clock import (
+    FINAL_READ_QUIET_S,
+    IN_FLIGHT_PAIRS,
+    DrainClock,
+    allowed_per_task,
+    clock_sentence,
+    final_read_bound_s,
+    final_read_quiet_s,
 )
-from pubsubguard.validation.footprint import Footprint
-from pubsubguard.validation.footprint import sentence as footprint_sentence
-from pubsubguard.validation.drift import config_drift, missing_subscriptions
-from pubsubguard.validation.failures import VerifyError, client_log_summary, quiet_crash_logs, spark_cause
-from pubsubguard.validation.faults import poison_set
-from pubsubguard.validation.isolation import Twins, not_probed
-from pubsubguard.validation.probe import (CLIENT_STATE_PREFIX, FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, PUBLISHING_PREFIX,
-                                          READY_PREFIX)
-from pubsubguard.validation.probe_setup import ProbeSetup
-from pubsubguard.validation.progress import EvidenceTally, progress_bars
-from pubsubguard.validation.session import spark_session
-from pubsubguard.validation.signals import interruptible
-from pubsubguard.validation.target import checked
-from pubsubguard.validation.warmup import WarmUp
+from .footprint import Footprint
+from .footprint import sentence as footprint_sentence
+from .checks.drift import config_drift, missing_subscriptions
+from pubsubguard.core.errors import VerifyError
+from .failures import client_log_summary, quiet_crash_logs, spark_cause
+from .probe.faults import poison_set
+from .probe.twins import Twins, not_probed
+from .probe.clients import CLIENT_STATE_PREFIX, FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, PUBLISHING_PREFIX, READY_PREFIX
+from .run_setup import ProbeSetup
+from .probe.drain import EvidenceTally
+from .probe.progress import progress_bars
+from .session import spark_session
+from .signals import interruptible
+from .target import checked
+from .warmup import WarmUp
 
 # The drain stops waiting for a message this long after one ack deadline (+ retry backoff after a nack)
 # since its last recorded event: the expire margin, an evidence flush and scheduling slack.
@@ -223,7 +233,7 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
             _jobs_ended(session)  # a cancelled task writes nothing after the seal
             if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out
                 _writes_ended(evidence_dir)
-            try:  # last: what the run recorded, fixed (pubsubguard.validation.seal)
+            try:  # last: what the run recorded, fixed (pubsubguard.validation.evidence.seal)
                 seal.seal(evidence_dir, run_id)
             except Exception as err:  # noqa: BLE001 - never instead of the run's own error: the check says unsealed
                 print(f"verify: the evidence could not be sealed ({type(err).__name__}: {err}); it is judged as "
@@ -359,7 +369,7 @@ class ProbeDriver:
     def _publish_job(self) -> None:
         from functools import partial
 
-        from pubsubguard.validation.probe import publish_partition
+        from .probe.clients import publish_partition
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.config.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
@@ -393,7 +403,7 @@ class ProbeDriver:
     def _subscriber_job(self, spec: dict) -> None:
         from functools import partial
 
-        from pubsubguard.validation.probe import subscribe_partition
+        from .probe.clients import subscribe_partition
 
         try:
             self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
@@ -416,8 +426,8 @@ class ProbeDriver:
             self._start(self._subscriber_job, replacement)
 
     def _start_push(self) -> None:
-        """The push twins' subscriber answers the receiver's pushes from now on (pubsubguard.validation.push)."""
-        from pubsubguard.validation.push import PushSubscriber
+        """The push twins' subscriber answers the receiver's pushes from now on (pubsubguard.validation.probe.push)."""
+        from .probe.push import PushSubscriber
 
         if not self.push_twins:
             return
@@ -470,7 +480,7 @@ class ProbeDriver:
 
     def _late_acks_within_s(self) -> float:
         """How long after the last publish every late ack of the expire fault has been sent and flushed: a
-        delivery is held only within one (fault) deadline of its publish (pubsubguard.validation.probe), for that
+        delivery is held only within one (fault) deadline of its publish (pubsubguard.validation.probe.clients), for that
         deadline + the expire margin. 0 without the expire fault."""
         if not self.faults.expire:
             return 0.0
@@ -680,7 +690,7 @@ class ProbeDriver:
 
     def _drain(self, tally: EvidenceTally, deadline_us: dict, published_target: int, warm_up: WarmUp) -> None:
         """Drain until settled, provably stuck on every unsettled subscription, or the ceiling
-        (`validation/drain.py`); then, unless settled, the healed final read."""
+        (`validation/probe/drain_clock.py`); then, unless settled, the healed final read."""
         # a derived ceiling leaves the stuck rule time to decide: a never-delivered message is stuck one declared
         # ack deadline (+ backoff + grace) after its publish, and its subscription one window after its progress
         backoff = {t["declared_name"]: t["retry_max_backoff_s"] or 0.0 for t in self.twins + self.push_twins}

@@ -8,17 +8,13 @@ from pathlib import Path
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation.evidence import EvidenceError
-from pubsubguard.validation.probe import CLIENT_LOG_PREFIX
+from .evidence.records import EvidenceError
+from .probe.clients import CLIENT_LOG_PREFIX
 
 # Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
 # failure's full text goes to <evidence>/failure-<task>.txt and the report instead.
 CRASH_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
                  "org.apache.spark.api.python.PythonRunner", "org.apache.spark.api.python.PythonGatewayServer")
-
-
-class VerifyError(UserError):
-    """The verification run cannot go on: the message says which option or input and what was expected."""
 
 
 def spark_cause(text: str) -> str:

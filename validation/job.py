@@ -9,7 +9,7 @@ or unchanged with spark-submit, with what `pubsubguard bundle --out out/bundle` 
         --py-files out/bundle/pubsubguard.zip validation/job.py --plan plan.json --target gcp --report /shared/run1
 
 `--py-files` puts the project's packages on every executor's PYTHONPATH, so the probe's task functions
-(`pubsubguard.validation.probe.publish_partition` / `subscribe_partition`) unpickle there; `--archives ...#env`
+(`pubsubguard.validation.probe.clients.publish_partition` / `subscribe_partition`) unpickle there; `--archives ...#env`
 unpacks the executors' Python with google-cloud-pubsub, pyarrow, numpy and pandas
 (`pubsubguard.validation.bundle`). Evidence is written by executors straight to `<report>/evidence`, so on a
 cluster `--report` must be on storage all nodes share. `--from-evidence DIR` re-runs checks and
@@ -17,22 +17,7 @@ report on recorded evidence alone; DIR, `--report` with it, and `--plan` may be 
 (gs://, s3a://, hdfs://: `pubsubguard.core.storage`). The submitter decides the master: the job's
 `--master` applies only when none is configured (`pubsubguard.validation.session`).
 
-This module is the entry point only; the rooms of a run:
-    validation/target.py    the declared estate from the plan, the target (emulator or gcp) resolved
-    validation/probe_setup.py  what a probe run resolves first: estate, target, twins, endpoints, drain timeout
-    validation/driver.py    config drift check, twins, publisher and subscriber jobs, drain, seal
-    validation/canary.py    whether the target enforces subscription filters
-    validation/warmup.py    the checks warmed up during the drain
-    validation/conformance_beside.py  the conformance scenarios beside the probe (--conform)
-    validation/endpoints.py the endpoint map, recording listeners, clients per endpoint, endpoint_pinning
-    validation/access.py    identity, testIamPermissions, the twins' service agent grant
-    validation/push.py      the push twins' receiver answers (per the fault plan)
-    validation/drift.py     declared vs. deployed as `config_drift` findings
-    validation/progress.py  the evidence tally and progress bars
-    validation/failures.py  why a Spark job failed, in one line; crash log silencing; VerifyError
-    validation/signals.py   SIGINT/SIGTERM as `Interrupted` while twins exist
-    validation/verdict.py   the checks (validation/checks.py) folded per guarantee
-    validation/report.py    report.json, report.html, the terminal summary
+This module is the entry point only; the stages of a run are the sub-packages `validation/__init__.py` maps.
 Exit code: 0 all declared guarantees hold, 1 one is violated, 2 user error, 130 interrupted.
 """
 
@@ -43,15 +28,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pubsubguard.core import storage
-from pubsubguard.core.errors import INTERRUPTED_EXIT, UserError, debugging, unexpected
-from pubsubguard.validation.config import RunConfig, add_arguments
-from pubsubguard.validation.driver import probe
-from pubsubguard.validation.evidence_store import evidence_location
-from pubsubguard.validation import locks
-from pubsubguard.validation.failures import VerifyError, unreadable_evidence
-from pubsubguard.validation.session import spark_session
-from pubsubguard.validation.target import declared_estate, resolve_target
+if __name__ == "__main__" and not __package__:  # `spark-submit ... validation/job.py`: the installed module runs
+    import runpy
+
+    runpy.run_module("pubsubguard.validation.job", run_name="__main__", alter_sys=True)
+    sys.exit(0)  # not reached: the module's own `__main__` exits with the run's code
+
+from pubsubguard.core import storage  # noqa: E402 - below the script's hand-over
+from pubsubguard.core.errors import INTERRUPTED_EXIT, UserError, VerifyError, debugging, unexpected
+from .config import RunConfig, add_arguments
+from .driver import probe
+from .evidence.store import evidence_location
+from .evidence import locks
+from .failures import unreadable_evidence
+from .session import spark_session
+from .target import declared_estate, resolve_target
 
 def main(argv: list[str] | None = None, spark=None) -> int:
     """spark-submit's entry: the options (pubsubguard.validation.config), then the run."""
@@ -122,12 +113,12 @@ def from_evidence(config: RunConfig, spark=None) -> int:
 def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True,
                      shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True,
                      partial: bool = False) -> int:
-    """Judge a run's evidence (pubsubguard.validation.verdict) and write its report; the report's exit code.
+    """Judge a run's evidence (pubsubguard.validation.checks.verdict) and write its report; the report's exit code.
     Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence_store`). The report names
     its evidence as `shown` and itself as `location` (default: where they are read and written). `keep`: the
     checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not).
     `terminal`: the summary on stdout (progress bars are the probe's: `--no-progress` leaves the summary);
-    `partial`: judge what is intact of evidence that does not match its seal (`pubsubguard.validation.seal`)."""
+    `partial`: judge what is intact of evidence that does not match its seal (`pubsubguard.validation.evidence.seal`)."""
     with tempfile.TemporaryDirectory(prefix="pubsubguard-staging-") as staging:
         local_report = Path(staging) / "report" if storage.is_remote(report) else report
         code = _check_and_report(spark, evidence_dir, local_report, terminal, shown=shown or evidence_dir,
@@ -141,8 +132,8 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
                       location: Path | str, staging: Path, keep: bool = True, partial: bool = False) -> int:
-    from pubsubguard.validation import document
-    from pubsubguard.validation import report as reporting
+    from .report import document
+    from .report import render as reporting
 
     try:
         result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep, partial=partial)
@@ -163,7 +154,7 @@ def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: b
 def run_cleanup(config: RunConfig, plan: dict | None = None) -> int:
     from google.cloud import pubsub_v1
 
-    from pubsubguard.validation.isolation import cleanup
+    from .probe.twins import cleanup
 
     _, estate = declared_estate(config, plan)
     resolve_target(config, estate)

@@ -3,9 +3,9 @@
 A small built-in estate (one topic with a plain, an exactly-once, an ordered and a dead-lettering
 subscription; the dead-letter topic and its drain) is planned, applied on the target and verified
 (`pubsubguard.validation.job`, real Spark, the real client library) with a built-in schedule of
-planted anomalies (`PLANTED_SCHEDULE`, `pubsubguard.validation.nemesis`: the fault layer answers
+planted anomalies (`PLANTED_SCHEDULE`, `pubsubguard.validation.wire.nemesis`: the fault layer answers
 wrongly on the target's behalf). The checks must report exactly the planted anomalies, each on its
-planted message, and nothing else (`nemesis.judge_planted`); a finding a violated conformance
+planted message, and nothing else (`applied_faults.judge_planted`); a finding a violated conformance
 scenario explains is the target's own deviation and is counted apart, never hidden. The last line:
 `self-test: planted N/N found, 0 unplanted findings` (exit 0 only then; exit 1 naming each miss or extra).
 """
@@ -16,7 +16,7 @@ import json
 import uuid
 from pathlib import Path
 
-from pubsubguard.validation import nemesis
+from .checks import applied_faults
 
 KEYS, MESSAGES_PER_KEY = 3, 6
 FAULTS = "poison=0.06"  # one poison message: nacked to the dead-letter topic by the dead-lettering subscription
@@ -72,18 +72,18 @@ def findings_of(report: dict) -> list[dict]:
 
 def judge(run_dir: Path) -> dict:
     """The self-test's verdict from a finished run's report.json and run.json."""
-    from pubsubguard.validation.evidence import RunInfo
+    from .evidence.records import RunInfo
 
     report = json.loads((run_dir / "report.json").read_text())
     info = RunInfo.read(run_dir / "evidence")
     applied = info.parameters.get("nemesis", {}).get("applied", [])
     subscriptions = {s.name: s for s in info.subscriptions}
     findings = findings_of(report)
-    verdict = nemesis.judge_planted(applied, findings, subscriptions, explained=lambda f: bool(f.get("explained_by")))
+    verdict = applied_faults.judge_planted(applied, findings, subscriptions, explained=lambda f: bool(f.get("explained_by")))
     # duplicates planted where exactly-once is not declared: counted as redeliveries, no finding
     redeliveries = {name: (sub.get("figures") or {}).get("redeliveries", 0)
                     for name, sub in report["subscriptions"].items()}
-    verdict["redeliveries"] = nemesis.judge_redeliveries(applied, subscriptions, redeliveries)
+    verdict["redeliveries"] = applied_faults.judge_redeliveries(applied, subscriptions, redeliveries)
     verdict["applied"] = applied
     return verdict
 
@@ -134,7 +134,7 @@ def self_test(report: Path, spark=None, log=print) -> int:
     """Plan, apply and verify the built-in estate with the planted schedule on the emulator
     (PUBSUB_EMULATOR_HOST); judge; print. The caller starts the emulator when none runs."""
     from pubsubguard.core.apply import apply_plan
-    from pubsubguard.validation import job
+    from . import job
 
     topic = f"selftest-{uuid.uuid4().hex[:8]}"
     plan, plan_file = estate_plan(report, topic)

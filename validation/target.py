@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from pubsubguard.core.declared import Estate, Subscription, estate, plan_from, short_name
-from pubsubguard.validation.config import RunConfig
-from pubsubguard.validation.evidence import DeclaredSubscription
-from pubsubguard.validation.failures import VerifyError
+from .config import RunConfig
+from .evidence.records import DeclaredSubscription
+from pubsubguard.core.errors import VerifyError
 
 
 def declared_estate(config: RunConfig, plan: dict | None = None) -> tuple[Estate, Estate]:

@@ -36,8 +36,8 @@ class WarmUp:
 
     def start(self) -> None:
         def warm_up() -> None:
-            from pubsubguard.validation import document
-            from pubsubguard.validation import report as reporting
+            from .report import document
+            from .report import render as reporting
 
             self.spark.sparkContext.setJobGroup(self.group, "pubsubguard: checks warmed up during the drain")
             try:

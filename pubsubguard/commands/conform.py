@@ -1,4 +1,4 @@
-"""`pubsubguard conform`: directed conformance scenarios on a target (validation/conformance.py).
+"""`pubsubguard conform`: directed conformance scenarios on a target (validation/conformance/runner.py).
 
 Each scenario runs on its own throwaway topics and subscriptions named with the run id, deleted
 afterwards (also on Ctrl-C / SIGTERM), never on a declared estate. Writes `DIR/conformance.json` and
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from pubsubguard.commands import options
-from pubsubguard.validation.access import check_credentials
+from pubsubguard.validation.probe.access import check_credentials
 from pubsubguard.core.errors import UserError
 
 DEFAULT_EMULATOR_PROJECT = "pubsubguard-conform"
@@ -56,7 +56,7 @@ def register(subparsers) -> None:
 
 
 def _select(ids: list[str] | None):
-    from pubsubguard.validation.conformance import SCENARIOS
+    from pubsubguard.validation.conformance.runner import SCENARIOS
 
     if not ids:
         return list(SCENARIOS)
@@ -110,7 +110,7 @@ def print_table(doc: dict, report: Path) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard.validation import conformance
+    from pubsubguard.validation.conformance import runner as conformance
 
     scenarios = _select(args.scenario)
     report = (args.report or args.root / "out" / "conform").resolve()
@@ -161,7 +161,7 @@ def _run(args, conformance, scenarios, project: str, endpoint: str | None, repor
     path = report / "conformance.json"
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     print_table(doc, report)
-    from pubsubguard.validation.conformance_beside import library_note
+    from pubsubguard.validation.conformance.beside import library_note
 
     note = library_note("scenarios", doc["client_log"])
     if note:

@@ -9,7 +9,7 @@ from pathlib import Path
 from pubsubguard.commands import options
 from pubsubguard.core.declared import plan_from
 from pubsubguard.core.errors import UserError
-from pubsubguard.validation.access import check_credentials
+from pubsubguard.validation.probe.access import check_credentials
 from pubsubguard.validation.config import RunConfig
 
 JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
@@ -41,7 +41,7 @@ def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
 
 def loopback_only(endpoint_items: list[str] | None) -> bool:
     """`--endpoint` maps the global endpoint and every other one it names to loopback stand-ins."""
-    from pubsubguard.validation.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
+    from pubsubguard.validation.wire.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
 
     mapping = parse_endpoint_map(endpoint_items)
     return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())

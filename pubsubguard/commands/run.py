@@ -14,7 +14,14 @@ import time
 
 from pubsubguard.commands import options, run_command
 from pubsubguard.core.errors import INTERRUPTED_EXIT
-from pubsubguard.validation.config import MASTER_FORMS, endpoint_mapping, faults, nemesis_schedule, publish_rate, spark_master
+from pubsubguard.validation.config import (
+    MASTER_FORMS,
+    endpoint_mapping,
+    faults,
+    nemesis_schedule,
+    publish_rate,
+    spark_master,
+)
 from pubsubguard.validation.session import DEFAULT_MASTER
 
 DEFAULT_FAULTS = "nack=0.1,expire=0.03,poison=0.02,crash=1"
@@ -62,7 +69,7 @@ def _schedule_names(schedule, plan: dict) -> None:
     """A `--nemesis` schedule names only subscriptions and topics the stack declares: refused (one line, exit 2)
     before the emulator starts, not after apply (the verify step checks it again against what it probes)."""
     from pubsubguard.core.declared import estate
-    from pubsubguard.validation.nemesis import load_schedule
+    from pubsubguard.validation.wire.nemesis import load_schedule
 
     declared = estate(plan)
     load_schedule(schedule).check_names(set(declared.subscriptions), set(declared.topics))

@@ -169,7 +169,7 @@ class Push:
 class PushReceiver:
     """A threaded HTTP server on loopback that records each push (the last `keep`) and answers 204.
     `on_push` (optional) sees every push too (the sidecar logs them); `answer(subscription, body)`
-    (optional; the verification probe's `pubsubguard.validation.push`) decides the HTTP status instead."""
+    (optional; the verification probe's `pubsubguard.validation.probe.push`) decides the HTTP status instead."""
 
     def __init__(self, port: int = 0, keep: int = 10_000, on_push=None, answer=None):
         self.pushes: collections.deque[Push] = collections.deque(maxlen=keep)

@@ -81,3 +81,7 @@ def read_mapping(path, error: type[UserError], *, where: str | None = None, miss
 def read_yaml_mapping(path: Path, error: type[UserError], missing_hint: str, expected: str) -> dict:
     """A YAML file that must hold a mapping (`read_mapping`)."""
     return read_mapping(path, error, missing=f"{path}: not found ({missing_hint})", expected=expected)
+
+
+class VerifyError(UserError):
+    """The verification run cannot go on: the message says which option or input and what was expected."""

@@ -1,0 +1,58 @@
+"""The findings' vocabulary: what the checks produce, in the terms every output shares (report.json,
+conformance.json, the terminal, the HTML report): each finding kind's guarantee and severity (from the table of
+guarantees), the severities, the guarantees' statuses, a finding row's columns."""
+
+from __future__ import annotations
+
+from . import guarantees
+
+DEFAULT_SKEW_US = 250_000  # clock skew tolerated between tasks (the kernel's comparisons: docs/checks.md)
+
+# -- findings: what the checks produce -------------------------------------------------------
+# kind: (guarantee, severity), from the table of guarantees (validation/checks/guarantees.py), and `config_drift`:
+# a deployed setting differs from the declaration (pubsubguard.validation.job, via pubsubguard.core.readback).
+# The job sets guarantee and severity per setting: `error` on the guarantee a setting carries (ordering,
+# exactly_once incl. ack deadline, dead_letter, completeness for a missing resource); this default applies
+# to every other setting.
+FINDING_KINDS = {
+    **{kind: (g.name, severity) for g in guarantees.GUARANTEES for kind, severity in g.kinds.items()},
+    "config_drift": ("config", "advisory"),
+}
+# The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
+# breaks a declared guarantee or a documented behaviour, `advisory` is reported beside it.
+SEVERITIES = ("error", "advisory")
+GUARANTEE_STATUSES = ("holds", "violated", "inconclusive", "not_tested")
+
+
+def severity_of_result(result: str) -> str | None:
+    """A conformance scenario's result in the severity vocabulary: violated -> error, unsupported or
+    inconclusive -> advisory, holds -> none."""
+    return {"violated": "error", "unsupported": "advisory", "inconclusive": "advisory"}.get(result)
+
+
+GUARANTEES = guarantees.NAMES  # as the outputs show them (each guarantee's `column` in the table)
+
+# A finding is data (what was observed), not a sentence; `pubsubguard.validation.report.document.describe` words one.
+# A finding row (Spark DataFrame columns, also the JSON report's finding objects):
+#   subscription, kind, guarantee, severity: strings (FINDING_KINDS)
+#   form            string: the kind's form (kernel.FORMS: e.g. out_of_order skip | regression |
+#                   rewind_without_replay; config_drift missing | differs), null for kinds without
+#   key, seq, message_id  the message the finding is about (null where none)
+#   seqs            struct<previous, blocking>: out_of_order's seq delivered before, and the earliest
+#                   seq not settled at the time (skip, regression)
+#   attempts        struct<seen, max>: dead-letter kinds' delivery attempts seen and declared maximum
+#   times           struct<TIMES>: microseconds since the epoch (kernel.FINDING_FACTS says which kind
+#                   sets which)
+#   evidence_seqs   array<long>: the seqs of the key whose rows prove it
+#   evidence        string: JSON array of the delivery/publish rows that prove it
+# A config_drift finding (pubsubguard.validation.checks.drift) has no seqs, attempts, times, evidence_seqs; instead
+#   drift           {path, setting, declared, actual}
+# An endpoint_mismatch finding (pubsubguard.validation.wire.endpoints) has none of them either; instead
+#   endpoint        {declared, used (null: seen on no listener), resource, requests, messages}
+TIMES = (
+    "published_us", "received_us", "acked_us", "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us"
+)
+FINDING_COLUMNS = (
+    "subscription", "kind", "guarantee", "severity", "form", "key", "seq", "message_id", "seqs", "attempts", "times",
+    "evidence_seqs", "evidence",
+)

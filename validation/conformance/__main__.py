@@ -1,0 +1,7 @@
+"""`python -m pubsubguard.validation.conformance`: the scenarios on a target, or `--update-doc` (`runner.main`)."""
+
+import sys
+
+from .runner import main
+
+sys.exit(main())
