@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histori
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from pubsubguard.validation.checks import run as checks, kernel  # noqa: E402
+from pubsubguard.validation.checks import run as checks, chunk, kernel  # noqa: E402
 from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US  # noqa: E402
 from pubsubguard.validation.evidence.records import RunInfo  # noqa: E402
 from pubsubguard.validation.session import spark_session  # noqa: E402
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     cached = u.cache()
     cached.count()
     print("Arrow transfer from a cached frame:")
-    for columns in (["h"], ["h", "meta", "t"], list(kernel.INPUT_COLUMNS)):
+    for columns in (["h"], ["h", "meta", "t"], list(chunk.INPUT_COLUMNS)):
         timed(f"{len(columns)} column(s) ({', '.join(columns)})", cached.select(*columns).mapInArrow(_drain, "x long"))
     timed("scan of the cached frame", cached)
     print("after: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))

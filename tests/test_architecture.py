@@ -192,6 +192,29 @@ def test_validation_imports_follow_the_stage_order():
                                         "pubsubguard.validation.report.document -> pubsubguard.validation.wire.nemesis"]
 
 
+def unresolved_relative_imports(path: Path, module: str, known: set[str]) -> list[str]:
+    """`from .x import y` whose package path names no module or package of the project (line: the dotted path):
+    an import that would fail when it runs, and an arrow the stage rule would never see."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = ".".join(package.split(".")[:len(package.split(".")) - (node.level - 1)])
+            base = f"{base}.{node.module}" if node.module else base
+            if base not in known:
+                wrong.append(f"{node.lineno}: {base}")
+    return wrong
+
+
+def test_every_relative_import_names_a_module(tmp_path):
+    known = modules()
+    assert {m: w for m, path in known.items() if (w := unresolved_relative_imports(path, m, set(known)))} == {}
+    planted = tmp_path / "planted.py"  # a level too few, inside a function: found
+    planted.write_text("def f():\n    from ..probe.acks import future_ack_result\n")
+    assert unresolved_relative_imports(planted, "pubsubguard.validation.conformance.scenarios.x", set(known)) == [
+        "2: pubsubguard.validation.conformance.probe.acks"]
+
+
 def test_relative_imports_are_read():
     """The stage rule rests on the relative imports inside validation/ being read as the modules they name."""
     edges = graph()

@@ -52,7 +52,7 @@ def _pull(subscriber, subscription) -> dict[str, str]:
 def test_an_ack_failed_only_by_its_batch_mate_is_recorded_success_and_was_applied(eod):
     from google.api_core import exceptions
 
-    from pubsubguard.validation.probe.clients import future_ack_result, failed_batch_mates
+    from pubsubguard.validation.probe.acks import future_ack_result, failed_batch_mates
 
     publisher, subscriber, topic, subscription = eod
     for data in (b"stale", b"valid"):
@@ -86,7 +86,7 @@ def test_an_ack_the_error_names_stays_failed(eod):
     one stale ack id is refused for it, and a message whose ack was never applied comes back."""
     from google.api_core import exceptions
 
-    from pubsubguard.validation.probe.clients import future_ack_result, failed_batch_mates
+    from pubsubguard.validation.probe.acks import future_ack_result, failed_batch_mates
 
     publisher, subscriber, topic, subscription = eod
     for data in (b"stale", b"kept"):
@@ -122,7 +122,7 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
 
     from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
-    from pubsubguard.validation.probe import clients as probe
+    from pubsubguard.validation.probe import subscriber as probe
 
     class Held:
         ack_id = "held"
@@ -149,7 +149,7 @@ def test_what_the_client_library_still_holds_is_read_from_its_own_counters(eod):
     import threading
     from types import SimpleNamespace
 
-    from pubsubguard.validation.probe.clients import ProbeSubscriber
+    from pubsubguard.validation.probe.subscriber import ProbeSubscriber
 
     publisher, subscriber, topic, subscription = eod
     got = threading.Event()
@@ -248,7 +248,8 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
     from google.cloud import pubsub_v1
 
     from pubsubguard.core import storage
-    from pubsubguard.validation.probe.clients import UNARY_PULL_TIMEOUT_S, ProbeSubscriber
+    from pubsubguard.validation.probe.clients import UNARY_PULL_TIMEOUT_S
+    from pubsubguard.validation.probe.subscriber import ProbeSubscriber
 
     publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
     name = f"crash-{uuid.uuid4().hex[:8]}"
@@ -301,7 +302,7 @@ def test_the_publisher_goes_seq_by_seq_across_topics_so_every_topic_has_traffic_
     import pyarrow.parquet as pq
     from google.cloud import pubsub_v1
 
-    from pubsubguard.validation.probe.clients import publish_partition
+    from pubsubguard.validation.probe.publisher import publish_partition
 
     publisher = pubsub_v1.PublisherClient()
     names = [f"interleave-{uuid.uuid4().hex[:8]}-{n}" for n in ("a", "b", "c")]
@@ -331,7 +332,8 @@ def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in
     from google.cloud.pubsub_v1.subscriber._protocol import streaming_pull_manager
 
     from pubsubguard.validation.failures import client_log_summary
-    from pubsubguard.validation.probe.clients import CLIENT_LOG_PREFIX, DROPPED_ON_RECEIPT, EXPIRY_LOGGER, _ClientLog
+    from pubsubguard.validation.probe.clients import CLIENT_LOG_PREFIX
+    from pubsubguard.validation.probe.subscriber import DROPPED_ON_RECEIPT, EXPIRY_LOGGER, _ClientLog
 
     assert streaming_pull_manager._EXPIRY_LOGGER.name == EXPIRY_LOGGER  # the library's own logger
     expiry = logging.getLogger(EXPIRY_LOGGER)

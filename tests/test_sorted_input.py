@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import histories as H
-from pubsubguard.validation.checks import run as checks, kernel, sorted_input
+from pubsubguard.validation.checks import run as checks, chunk, kernel, sorted_input
 from pubsubguard.validation.evidence import seal
 from pubsubguard.validation.checks.run import run_checks
 from pubsubguard.validation.evidence.records import DeclaredSubscription, EvidenceError
@@ -290,14 +290,14 @@ class Counter:
 
 
 def rows_of(i: int, n: int) -> dict:
-    """Rows i..n of a sorted pass input (`kernel.INPUT_COLUMNS`): keys of 3 rows, a publish and two
+    """Rows i..n of a sorted pass input (`chunk.INPUT_COLUMNS`): keys of 3 rows, a publish and two
     deliveries of one message id (its hash, as `checks._unified` packs it)."""
     r = range(i, n)
     return {"h": pa.array([x // 3 for x in r], pa.int64()),
-            "meta": pa.array([(x // 3) << 32 | (kernel.PUBLISH if x % 3 == 0 else kernel.DELIVERY) | 16 for x in r], pa.int64()),
+            "meta": pa.array([(x // 3) << 32 | (chunk.PUBLISH if x % 3 == 0 else chunk.DELIVERY) | 16 for x in r], pa.int64()),
             "seq": pa.array([0] * len(r), pa.int64()), "t": pa.array(list(r), pa.int64()),
             "ack_t": pa.array([None] * len(r), pa.int64()),
-            "att": pa.array([(x // 3 * 7919 % 1_000_003 + 1) << kernel.ID_SHIFT | (x % 3) << 2 for x in r], pa.int64())}
+            "att": pa.array([(x // 3 * 7919 % 1_000_003 + 1) << chunk.ID_SHIFT | (x % 3) << 2 for x in r], pa.int64())}
 
 
 def batches_of(n: int, size: int):
@@ -315,18 +315,18 @@ def test_tee_passes_every_batch_and_writes_the_partition_whole(tmp_path):
     whole = pa.table(rows_of(0, 300_000))
     assert back.drop_columns(["att"]) == whole.drop_columns(["att"])
     # each key's one message id kept as its rank (1), beside the attempts packed below it
-    assert back.column("att").to_pylist() == [1 << kernel.ID_SHIFT | (x % 3) << 2 for x in range(300_000)]
+    assert back.column("att").to_pylist() == [1 << chunk.ID_SHIFT | (x % 3) << 2 for x in range(300_000)]
     row_groups = pq.ParquetFile(tmp_path / "part-00003.parquet").metadata
     assert all(row_groups.row_group(g).num_rows % 3 == 0 for g in range(row_groups.num_row_groups))  # whole keys
 
 
 def test_message_ids_become_their_ranks_within_the_message_and_nothing_else_changes():
-    P, D, L, F = kernel.PUBLISH, kernel.DELIVERY, kernel.DEAD_LETTER, kernel.FOREIGN
+    P, D, L, F = chunk.PUBLISH, chunk.DELIVERY, chunk.DEAD_LETTER, chunk.FOREIGN
     ok = 16
     big, small = 5 << 30, 3
 
     def att(id_hash, low=0):
-        return (id_hash << kernel.ID_SHIFT) | low
+        return (id_hash << chunk.ID_SHIFT) | low
 
     # (h, meta, seq, att): key 1 seq 0 under two ids (a retried publish), a failed publish, a dead-letter
     # row without a count, a foreign row; key 2 seq 0 under one id; key 2 seq 1 published only
@@ -344,7 +344,7 @@ def test_message_ids_become_their_ranks_within_the_message_and_nothing_else_chan
     ]
     table = pa.table({"h": [r[0] for r in rows], "meta": [r[1] for r in rows], "seq": [r[2] for r in rows],
                       "t": list(range(len(rows))), "ack_t": [None] * len(rows), "att": [r[3] for r in rows]},
-                     schema=pa.schema([(c, pa.int64()) for c in kernel.INPUT_COLUMNS]))
+                     schema=pa.schema([(c, pa.int64()) for c in chunk.INPUT_COLUMNS]))
     ranked = kernel.with_id_ranks(table)
     assert ranked.drop_columns(["att"]) == table.drop_columns(["att"])
     assert ranked.column("att").to_pylist() == [

@@ -369,7 +369,7 @@ class ProbeDriver:
     def _publish_job(self) -> None:
         from functools import partial
 
-        from .probe.clients import publish_partition
+        from .probe.publisher import publish_partition
 
         spec = {**self.base, "topics": self.topics, "messages_per_key": self.config.messages_per_key,
                 "poison": {k: [list(p) for p in v] for k, v in self.poison.items()}, "misroute": self.faults.misroute,
@@ -403,7 +403,7 @@ class ProbeDriver:
     def _subscriber_job(self, spec: dict) -> None:
         from functools import partial
 
-        from .probe.clients import subscribe_partition
+        from .probe.subscriber import subscribe_partition
 
         try:
             self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")

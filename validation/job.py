@@ -9,7 +9,7 @@ or unchanged with spark-submit, with what `pubsubguard bundle --out out/bundle` 
         --py-files out/bundle/pubsubguard.zip validation/job.py --plan plan.json --target gcp --report /shared/run1
 
 `--py-files` puts the project's packages on every executor's PYTHONPATH, so the probe's task functions
-(`pubsubguard.validation.probe.clients.publish_partition` / `subscribe_partition`) unpickle there; `--archives ...#env`
+(`pubsubguard.validation.probe.publisher.publish_partition` / `subscriber.subscribe_partition`) unpickle there; `--archives ...#env`
 unpacks the executors' Python with google-cloud-pubsub, pyarrow, numpy and pandas
 (`pubsubguard.validation.bundle`). Evidence is written by executors straight to `<report>/evidence`, so on a
 cluster `--report` must be on storage all nodes share. `--from-evidence DIR` re-runs checks and

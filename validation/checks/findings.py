@@ -41,7 +41,7 @@ GUARANTEES = guarantees.NAMES  # as the outputs show them (each guarantee's `col
 #   seqs            struct<previous, blocking>: out_of_order's seq delivered before, and the earliest
 #                   seq not settled at the time (skip, regression)
 #   attempts        struct<seen, max>: dead-letter kinds' delivery attempts seen and declared maximum
-#   times           struct<TIMES>: microseconds since the epoch (kernel.FINDING_FACTS says which kind
+#   times           struct<TIMES>: microseconds since the epoch (FINDING_FACTS below says which kind
 #                   sets which)
 #   evidence_seqs   array<long>: the seqs of the key whose rows prove it
 #   evidence        string: JSON array of the delivery/publish rows that prove it
@@ -56,3 +56,27 @@ FINDING_COLUMNS = (
     "subscription", "kind", "guarantee", "severity", "form", "key", "seq", "message_id", "seqs", "attempts", "times",
     "evidence_seqs", "evidence",
 )
+
+# What a finding states besides its kind, subscription, seq and form (null where it does not apply):
+#   previous_seq          out_of_order: the seq delivered just before, on the key (none: the first)
+#   blocking_seq          out_of_order skip/regression: the earliest seq not settled at that time
+#   attempts              dead-letter kinds: delivery attempts seen (see checks' docstring)
+#   max_attempts          dead-letter kinds: the declared max_delivery_attempts
+#   published_us          lost: the first successful publish
+#   received_us           the finding's delivery (or dead-letter) row was received
+#   acked_us              duplicate_after_ack: the earlier successful ack; stale_ack_accepted: the ack
+#   outstanding_until_us  duplicate_while_outstanding: when the earlier delivery stopped being outstanding
+#   deadline_us           stale_ack_accepted late_ack: when the delivery's deadline passed
+#   superseded_us         stale_ack_accepted superseded: the later delivery that superseded the ack id
+#   forwarded_us          dead_letter_after_ack, dead_letter_early: when it was forwarded
+FINDING_FACTS = (
+    "previous_seq", "blocking_seq", "attempts", "max_attempts", "published_us", "received_us", "acked_us",
+    "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us",
+)
+
+# The forms a finding kind takes (`form`; kinds absent here have none).
+FORMS = {
+    "unexpected": ("foreign", "unpublished"),
+    "stale_ack_accepted": ("late_ack", "superseded"),
+    "out_of_order": ("skip", "regression", "rewind_without_replay"),
+}

@@ -29,145 +29,33 @@ per message). Conventions:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .aggregates import CHUNK_TIMELINE_BINS, HOTTEST_KEYS, TIMELINE_SERIES, latency_summary, shift_for
-from .findings import FINDING_KINDS
+from .aggregates import latency_summary
 from .guarantees import GUARANTEES, check_table
 from .scans import (
-    Flagged,
     arrow_column,
     filled_ints,
     flagged_count,
-    flagged_max,
-    flagged_min,
     floats,
     ints,
     key_starts,
-    nullable_ints,
     seg_cummax,
     seg_cummin_after,
     seg_ids,
     settle_prefix,
     whole_segments,
 )
-
-PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3
-ACT_OTHER, ACT_ACK, ACT_LATE_ACK, ACT_NACK = 0, 1, 2, 3
-EXT_NONE, EXT_EXPIRE, EXT_CRASH = 0, 1, 2  # an ACT_OTHER delivery's action (packed in `att`)
-INF = float(2**62)  # "never settled"
-# rows judged at once (whole keys): 2**16 keeps a chunk's arrays (~0.5 MiB each) in the CPU's caches;
-# 2**18 took ~35-45% more CPU in the NumPy pass (a 2.2M-row partition of the 10M-row benchmark log:
-# 0.50-0.52 s vs 0.77-0.94 s; 2**15 0.55 s, 2**14 0.60 s)
-CHUNK_ROWS = 1 << 16
-
-# Columns `check_partition` reads (made by `checks._unified`). Spark's Arrow writer costs about as
-# much per column as the rest of the pass, so the row is packed into six numbers:
-#   h       xxhash64(sub_id, key)
-#   meta    murmur3(sub_id, key) << 32 | (deadline_s + 1, 0 for none) << DEADLINE_SHIFT | sub_id << 5
-#           | ok << 4 | act << 2 | row kind; the two hashes (96 bits) are the key's identity in the
-#           pass. ok: publish status ok, or ack/nack returned success with a time; act: ACT_*; row
-#           kind: PUBLISH..FOREIGN
-#   seq, t  sequence number; publish or receive time
-#   ack_t   when the ack/nack was sent
-#   att     a publish's (message id hash + 1) << ID_SHIFT (0: failed, no id) | poison flag (1); a delivery's (message id hash + 1) << ID_SHIFT |
-#           (delivery_attempt + 1, 0 for none) << 2 | what the subscriber did beyond act (EXT_*: expire,
-#           crash; the report's timeline tells them apart) -- the message id hash (ID_BITS of
-#           xxhash64(message_id)) tells a publish-side duplicate (the same key and seq under a second
-#           message id: a retried publish) from a redelivery (the same message id); a dead-letter row's
-#           forwarded delivery count; a foreign row's xxhash64(message_id) (to tell its finding's row
-#           from others at the same time). In the kept sorted input (`sorted_input`) an id's rank among
-#           its message's ids stands for its hash (`with_id_ranks`)
-INPUT_COLUMNS = ("h", "meta", "seq", "t", "ack_t", "att")
-SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15
-ID_SHIFT, ID_BITS = 24, 38  # a delivery's message id hash in `att`: bits 24..62 (the attempt below it)
-MAX_SUBSCRIPTIONS, MAX_DEADLINE_S = 1 << SUB_BITS, (1 << DEADLINE_BITS) - 2
-
-# What a finding states besides its kind, subscription, seq and form (null where it does not apply):
-#   previous_seq          out_of_order: the seq delivered just before, on the key (none: the first)
-#   blocking_seq          out_of_order skip/regression: the earliest seq not settled at that time
-#   attempts              dead-letter kinds: delivery attempts seen (see checks' docstring)
-#   max_attempts          dead-letter kinds: the declared max_delivery_attempts
-#   published_us          lost: the first successful publish
-#   received_us           the finding's delivery (or dead-letter) row was received
-#   acked_us              duplicate_after_ack: the earlier successful ack; stale_ack_accepted: the ack
-#   outstanding_until_us  duplicate_while_outstanding: when the earlier delivery stopped being outstanding
-#   deadline_us           stale_ack_accepted late_ack: when the delivery's deadline passed
-#   superseded_us         stale_ack_accepted superseded: the later delivery that superseded the ack id
-#   forwarded_us          dead_letter_after_ack, dead_letter_early: when it was forwarded
-FINDING_FACTS = (
-    "previous_seq", "blocking_seq", "attempts", "max_attempts", "published_us", "received_us", "acked_us",
-    "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us",
+from .findings import FORMS
+from .pass_rows import OUTPUT_SCHEMA, append_findings, append_plot, append_row, append_statistics
+from .chunk import (
+    ACT_ACK, ACT_LATE_ACK, CHUNK_ROWS, DELIVERY, FOREIGN, ID_BITS, ID_SHIFT, INF, PUBLISH, Chunk, Found, SubscriptionConfig,
+    message_starts,
 )
-# The forms a finding kind takes (`form`; kinds absent here have none).
-FORMS = {
-    "unexpected": ("foreign", "unpublished"),
-    "stale_ack_accepted": ("late_ack", "superseded"),
-    "out_of_order": ("skip", "regression", "rewind_without_replay"),
-}
-
-# Findings carry the coordinates of their row (h, h2, src = row kind, seq, t; mh for a foreign
-# row); `checks` joins them to the evidence rows for the key, the message id and the proof.
-# Hottest-key rows carry (h, h2).
-OUTPUT_SCHEMA = pa.schema(
-    [
-        ("subscription", pa.string()),
-        ("kind", pa.string()),
-        ("row_id", pa.int64()),
-        ("severity", pa.string()),
-        ("h", pa.int64()),
-        ("h2", pa.int32()),
-        ("src", pa.int8()),
-        ("mh", pa.int64()),
-        ("seq", pa.int64()),
-        ("form", pa.string()),
-        *((name, pa.int64()) for name in FINDING_FACTS),
-        ("ev_seqs", pa.list_(pa.int64())),
-        ("t", pa.int64()),
-        ("published", pa.int64()),
-        ("delivered", pa.int64()),
-        ("distinct_delivered", pa.int64()),
-        ("acked", pa.int64()),
-        ("dead_lettered", pa.int64()),
-        ("settled", pa.int64()),
-        ("publish_duplicates", pa.int64()),  # messages' extra message ids delivered (retried publishes)
-        ("latency_ms", pa.list_(pa.float64())),
-        ("latency_w", pa.list_(pa.int64())),
-        ("key_deliveries", pa.int64()),
-        ("key_published", pa.bool_()),  # the key has publish rows: its name is in the publish log
-        ("poison_published", pa.int64()),  # poison publishes with status ok
-        # the report's timeline (`plot_aggregates`): a series' counts per bin of 2**bin_shift µs
-        # (bins numbered from the epoch), the chunk's extent, crash window and expiry deadlines
-        ("series", pa.string()),
-        ("bin_shift", pa.int64()),
-        ("bins", pa.list_(pa.int64())),
-        ("bin_counts", pa.list_(pa.int64())),
-        ("first_publish_us", pa.int64()),
-        ("first_ok_publish_us", pa.int64()),
-        ("last_us", pa.int64()),
-        ("crash_first_us", pa.int64()),
-        ("crash_last_us", pa.int64()),
-        ("expiry_deadline_s", pa.int64()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class SubscriptionConfig:
-    """What the pass needs of each declared subscription, indexed by `sub_id`."""
-
-    names: tuple[str, ...]
-    ordered: tuple[bool, ...]
-    exactly_once: tuple[bool, ...]
-    max_attempts: tuple[int | None, ...]
-    # False where no final read proved what was never delivered lost (the drain was cut: `validation/probe/drain_clock.py`);
-    # empty: every subscription's
-    lost_proven: tuple[bool, ...] = ()
 
 
 # -- the pass ---------------------------------------------------------------------------------------
@@ -201,7 +89,7 @@ def check_partition(
         out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
         for sub_id, parts in sorted(latencies.items()):
             values, weights = latency_summary(np.concatenate(parts))
-            _append_row(out, subscription=config.names[sub_id], latency_ms=values, latency_w=weights)
+            append_row(out, subscription=config.names[sub_id], latency_ms=values, latency_w=weights)
         yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -212,189 +100,6 @@ def last_key_start(table: pa.Table) -> int:
     lo = int(np.searchsorted(h, h[-1], side="left"))
     h2 = ints(table, "meta")[lo:] >> 32
     return lo + int(np.searchsorted(h2, h2[-1], side="left"))
-
-
-class Chunk:
-    """The arrays of one chunk of whole keys, computed once; every guarantee reads them.
-
-    Per row (the chunk's rows, sorted): the unpacked input columns, the row's message and key, and
-    its subscription's declaration. Per message (`message_*`, indexed by `message`): counts, first
-    and last times, how it settled. Per key (`key_*`, indexed by `key`).
-    """
-
-    @classmethod
-    def of(cls, table: pa.Table, config: SubscriptionConfig) -> "Chunk":
-        """The chunk with each message's deliveries grouped by message id (each id's in time order, the
-        message's other rows first) when some message's deliveries change id from one to the next (a
-        publish-side duplicate): its rows sorted so, and its arrays computed again. Else the chunk as it is
-        (no sort in the common case, and no second pass over the rows to find out: `ids_change`)."""
-        chunk = cls(table, config)
-        if not chunk.ids_change:
-            return chunk
-        return cls(table.take(np.lexsort((np.arange(chunk.rows), chunk.id_hash, chunk.message))), config)
-
-    def __init__(self, table: pa.Table, config: SubscriptionConfig):
-        self.rows = table.num_rows
-        self.h = ints(table, "h")
-        meta = ints(table, "meta").astype(np.int64)
-        self.h2 = meta >> 32
-        self.sub = (meta >> 5) & (MAX_SUBSCRIPTIONS - 1)
-        self.ok = ((meta >> 4) & 1).astype(bool)
-        self.act = (meta >> 2) & 3
-        self.row_kind = meta & 3
-        deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
-        deadline_s[deadline_s < 0] = np.nan
-        self.deadline_s = deadline_s
-        self.seq = seq = floats(arrow_column(table, "seq"))
-        self.t_us = ints(table, "t")
-        self.t = t = self.t_us.astype(np.float64)
-        self.ack_t = ack_t = floats(arrow_column(table, "ack_t"))
-        self.att_raw = arrow_column(table, "att")
-        att = floats(self.att_raw, safe=False)  # a foreign row's message hash is not used as a number
-        # a delivery's att packs its delivery_attempt and the action beyond act (see INPUT_COLUMNS)
-        delivery_att = filled_ints(self.att_raw)
-        self.action_ext = np.where(self.row_kind == DELIVERY, delivery_att & 3, EXT_NONE)
-        self.poison = (self.row_kind == PUBLISH) & ((delivery_att & 1) == 1)
-        # a publish's message id (hashed as a delivery's; 0: not known, e.g. a failed publish)
-        self.publish_id_hash = np.where((self.row_kind == PUBLISH) & self.ok, delivery_att >> ID_SHIFT, 0)
-        # a delivery's message id (hashed; 0 for other rows): a second id of one (key, seq) is a publish-side duplicate
-        self.id_hash = np.where(self.row_kind == DELIVERY, delivery_att >> ID_SHIFT, 0)
-        attempt = ((delivery_att >> 2) & ((1 << (ID_SHIFT - 2)) - 1)).astype(np.float64) - 1
-        att = np.where(self.row_kind == DELIVERY, np.where(attempt < 0, np.nan, attempt), att)
-        # end: when a delivery stopped being outstanding
-        self.deadline_end = t + deadline_s * 1e6
-        acked_or_nacked = ((self.act == ACT_ACK) | (self.act == ACT_NACK)) & self.ok
-        self.end = np.where(acked_or_nacked, np.fmin(ack_t, self.deadline_end), self.deadline_end)
-
-        # the declaration of each row's subscription
-        self.ordered = np.array(config.ordered, bool)[self.sub]
-        self.exactly_once = np.array(config.exactly_once, bool)[self.sub]
-        self.lost_proven = np.array(config.lost_proven or (True,) * len(config.names), bool)[self.sub]
-        max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_attempts])
-        self.max_attempts = max_attempts_of[self.sub]
-
-        # boundaries: keys (subscription, key) and messages (subscription, key, seq)
-        self.first_of_key = key_starts(self.h, self.h2)
-        self.first_of_message = first_of_message = _message_starts(self.first_of_key, seq)
-        self.message = seg_ids(first_of_message)
-        self.message_start = message_start = np.flatnonzero(first_of_message)
-        self.key_start = key_start = np.flatnonzero(self.first_of_key)
-        self.key = seg_ids(self.first_of_key)
-        # units: the rows of one message id of a message (`Chunk.of` put each id's deliveries together): a
-        # unit starts with the message and wherever a delivery's id differs from the message's delivery
-        # before it. Redeliveries are deliveries of one unit; a second unit is a publish-side duplicate.
-        is_delivery = self.row_kind == DELIVERY
-        rows = np.arange(self.rows)
-        previous_delivery = np.full(self.rows, -1)
-        previous_delivery[1:] = np.maximum.accumulate(np.where(is_delivery, rows, -1))[:-1]
-        in_message = previous_delivery >= message_start[self.message]
-        id_changes = is_delivery & in_message & (self.id_hash != self.id_hash[np.maximum(previous_delivery, 0)])
-        self.ids_change = bool(id_changes.any())
-        self.first_of_unit = first_of_unit = first_of_message | id_changes
-        self.unit = seg_ids(first_of_unit)
-        self.unit_start = np.flatnonzero(first_of_unit)
-
-        self.is_publish = is_publish = self.row_kind == PUBLISH
-        self.is_delivery = is_delivery = self.row_kind == DELIVERY
-        self.is_dead_letter = is_dead_letter = self.row_kind == DEAD_LETTER
-        self.acked = acked = is_delivery & ((self.act == ACT_ACK) | (self.act == ACT_LATE_ACK)) & self.ok
-        self.valid_ack = valid_ack = is_delivery & (self.act == ACT_ACK) & self.ok
-        self.delivery_t = np.where(is_delivery, t, np.nan)
-        self.delivery_end = np.where(is_delivery, self.end, np.nan)
-
-        messages = len(message_start)
-
-        def per_message_count(flags):
-            return flagged_count(flags, self.message, messages)
-
-        def per_message_min(v, flags):
-            return flagged_min(v, flags, self.message, messages)
-
-        def per_message_max(v, flags):
-            return flagged_max(v, flags, self.message, messages)
-
-        # per message
-        self.message_known = per_message_count(is_publish) > 0
-        self.published_ok = published_ok = Flagged(is_publish & self.ok, self.message, messages)
-        self.message_published_ok = published_ok.count() > 0
-        self.message_published_us = published_ok.min(t)
-        # each message's delivery rows, found once for the reductions over them (here and in `completeness`)
-        self.deliveries_of_message = deliveries = Flagged(is_delivery, self.message, messages)
-        self.message_deliveries = deliveries.count()
-        self.message_dead_letters = per_message_count(is_dead_letter)
-        self.message_first_received = deliveries.min(t)
-        self.message_max_attempt = deliveries.max(att)
-        self.message_max_forwarded_count = per_message_max(att, is_dead_letter)
-        self.message_forwarded_us = per_message_min(t, is_dead_letter)
-        self.message_settled_by_ack = per_message_min(ack_t, acked)
-        self.message_last_end = deliveries.max(self.end)
-        # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
-        # each of its message ids; the last row breaks a tie, as the sort by row kind did)
-        latest_t = deliveries.max(t)
-        latest = deliveries.rows[t[deliveries.rows] == latest_t[self.message[deliveries.rows]]]  # ascending
-        of = self.message[latest]
-        last_of = np.ones(len(latest), bool)
-        last_of[:-1] = of[1:] != of[:-1]
-        self.message_last_delivery_acked = np.zeros(messages, bool)
-        self.message_last_delivery_acked[of[last_of]] = valid_ack[latest[last_of]]
-
-        # per unit (one message id of a message) and the publish-side duplicates: per message with more than
-        # one delivered id, the first delivery of each id but the earliest-received one
-        units = len(self.unit_start)
-        unit_message = self.message[self.unit_start]
-        unit_delivery_rows = Flagged(is_delivery, self.unit, units)
-        self.unit_deliveries = unit_deliveries = unit_delivery_rows.count()
-        delivered = np.flatnonzero(unit_deliveries > 0)
-        self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
-        self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
-        np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
-        self.unit_first_valid_ack = unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
-        # a message's first valid ack: the first of its units' (a message's units are consecutive)
-        self.message_first_valid_ack = Flagged(~np.isnan(unit_first_valid_ack), unit_message, messages).min(
-            unit_first_valid_ack)
-        twice = delivered[self.message_delivered_ids[unit_message[delivered]] > 1]
-        # a unit's first delivery row is its earliest received (sorted by time within each message id)
-        unit_first_row = unit_delivery_rows.first_row()
-        order = twice[np.lexsort((twice, t[unit_first_row[twice]], unit_message[twice]))]
-        later = np.zeros(len(order), bool)
-        later[1:] = unit_message[order][1:] == unit_message[order][:-1]
-        self.publish_duplicate_rows = unit_first_row[order[later]]
-        self.message_exists = self.message_known & (
-            self.message_published_ok | (self.message_deliveries > 0) | (self.message_dead_letters > 0)
-        )
-        self.message_settled = np.fmin(
-            self.message_settled_by_ack,
-            np.where(self.message_dead_letters > 0, np.fmin(self.message_forwarded_us, self.message_last_end), np.nan),
-        )
-        self.message_seq = seq[message_start]
-        self.message_sub = self.sub[message_start]
-        self.message_first_of_key = self.first_of_key[message_start]
-
-        # per key
-        keys = len(key_start)
-        self.key_deliveries = flagged_count(is_delivery, self.key, keys)
-        self.key_has_dead_letter = flagged_count(is_dead_letter, self.key, keys) > 0
-        self.key_published = flagged_count(is_publish, self.key, keys) > 0
-        # per row: its (key, seq) was published by this run
-        self.known = self.message_known[self.message]
-
-
-
-@dataclass(frozen=True)
-class Found:
-    """The findings of one kind in a chunk: the rows that raise them and what each states.
-
-    `facts` holds arrays aligned with `rows` (NaN: does not apply), named from FINDING_FACTS;
-    `form` one of FORMS[kind] per finding; `advisory` marks findings downgraded from the kind's
-    severity; `evidence_seqs` are seqs (NaN: none) whose rows prove the finding beside its own.
-    """
-
-    kind: str
-    rows: np.ndarray
-    facts: dict[str, np.ndarray] = field(default_factory=dict)
-    form: np.ndarray | None = None
-    advisory: np.ndarray | None = None
-    evidence_seqs: tuple[np.ndarray, ...] = ()
 
 
 def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
@@ -634,14 +339,6 @@ def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
 GUARANTEE_CHECKS: dict[str, Callable[[Chunk, int], list[Found]]] = check_table(GUARANTEES, globals())
 
 
-def _message_starts(first_of_key: np.ndarray, seq: np.ndarray) -> np.ndarray:
-    """Rows that start a message (subscription, key, seq): a key's first row, or a seq (NaN = null)
-    other than the previous row's."""
-    starts = first_of_key.copy()
-    starts[1:] |= ~((seq[1:] == seq[:-1]) | (np.isnan(seq[1:]) & np.isnan(seq[:-1])))
-    return starts
-
-
 def with_id_ranks(table: pa.Table) -> pa.Table:
     """The rows (whole keys, sorted as the pass sorts them) with each message id hash in `att` (of a
     delivery, or of a publish with status ok) replaced by the id's rank among the ids of its message:
@@ -658,7 +355,7 @@ def with_id_ranks(table: pa.Table) -> pa.Table:
     if not len(rows):
         return table
     ids = att[rows] >> ID_SHIFT
-    message = seg_ids(_message_starts(key_starts(ints(table, "h"), meta >> 32), floats(arrow_column(table, "seq"))))[rows]
+    message = seg_ids(message_starts(key_starts(ints(table, "h"), meta >> 32), floats(arrow_column(table, "seq"))))[rows]
     first = np.ones(len(rows), bool)
     first[1:] = message[1:] != message[:-1]
     starts = np.flatnonzero(first)
@@ -687,152 +384,7 @@ def _check_chunk(
     for check in GUARANTEE_CHECKS.values():
         for found in check(chunk, skew_us):
             if len(found.rows):
-                _append_findings(out, found, chunk, config.names, row_id_base)
-    _append_statistics(out, chunk, config.names, latencies)
-    _append_plot(out, chunk, config.names)
+                append_findings(out, found, chunk, config.names, row_id_base)
+    append_statistics(out, chunk, config.names, latencies)
+    append_plot(out, chunk, config.names)
     return pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
-
-
-def _append_findings(out: dict[str, list], found: Found, chunk: Chunk, names: tuple[str, ...], row_id_base: int) -> None:
-    """One output row per finding of `found`, with the coordinates of its row and its facts."""
-    rows = found.rows
-    count = len(rows)
-    default_severity = FINDING_KINDS[found.kind][1]
-    severity = (
-        [default_severity] * count if found.advisory is None
-        else np.where(found.advisory, "advisory", default_severity).tolist()
-    )
-    seqs = chunk.seq[rows]
-    evidence = [seqs, *found.evidence_seqs]
-    foreign = chunk.row_kind[rows] == FOREIGN
-    message_hash = [chunk.att_raw[r].as_py() if is_foreign else None for r, is_foreign in zip(rows.tolist(), foreign.tolist())]
-    columns = {
-        "subscription": [names[sub_id] for sub_id in chunk.sub[rows].tolist()],
-        "kind": [found.kind] * count,
-        "row_id": (row_id_base + rows).tolist(),
-        "severity": severity,
-        "h": chunk.h[rows].tolist(),
-        "h2": chunk.h2[rows].tolist(),
-        "src": chunk.row_kind[rows].tolist(),
-        "mh": message_hash,
-        "key_published": chunk.key_published[chunk.key[rows]].tolist(),
-        "seq": nullable_ints(seqs),
-        "form": [None] * count if found.form is None else list(found.form),
-        "ev_seqs": [[int(seq) for seq in per if not np.isnan(seq)] for per in zip(*(e.tolist() for e in evidence))],
-        "t": chunk.t[rows].astype(np.int64).tolist(),
-    }
-    for name in FINDING_FACTS:
-        columns[name] = nullable_ints(found.facts[name]) if name in found.facts else [None] * count
-    for name, values in out.items():
-        values.extend(columns.get(name, [None] * count))
-
-
-def _append_statistics(out: dict[str, list], chunk: Chunk, names: tuple[str, ...], latencies: dict[int, list[np.ndarray]]) -> None:
-    """Per subscription of this chunk one row, plus its top keys (counted with bincount over
-    subscription ids: linear in the rows whatever the number of subscriptions); its latencies
-    join `latencies`."""
-    subscriptions = len(names)
-    sub, message_sub, known = chunk.sub, chunk.message_sub, chunk.message_known
-
-    def per_sub(ids):
-        return np.bincount(ids, minlength=subscriptions)
-
-    published_rows = chunk.published_ok.rows
-    published = per_sub(sub[published_rows])
-    poison = per_sub(sub[published_rows[chunk.poison[published_rows]]])
-    delivered = per_sub(sub[chunk.deliveries_of_message.rows])
-    distinct = per_sub(message_sub[known & (chunk.message_deliveries > 0)])
-    acked = per_sub(message_sub[known & ~np.isnan(chunk.message_settled_by_ack)])
-    dead_lettered = per_sub(message_sub[known & (chunk.message_dead_letters > 0)])
-    settled = per_sub(message_sub[known & (~np.isnan(chunk.message_settled_by_ack) | (chunk.message_dead_letters > 0))])
-    duplicates = chunk.publish_duplicate_rows[chunk.known[chunk.publish_duplicate_rows]]
-    publish_duplicates = per_sub(sub[duplicates])
-    timed = np.flatnonzero(known & ~np.isnan(chunk.message_published_us) & ~np.isnan(chunk.message_first_received))
-    # grouped by subscription: a stable argsort of int16 (SUB_BITS fit) is a radix sort
-    timed_sub = message_sub[timed].astype(np.int16)
-    by_sub = np.argsort(timed_sub, kind="stable")
-    timed, timed_sub = timed[by_sub], timed_sub[by_sub]
-    latency_begin = np.flatnonzero(np.diff(timed_sub, prepend=np.int16(-1)))
-    latency_subs = timed_sub[latency_begin]
-    latency_ms = (chunk.message_first_received[timed] - chunk.message_published_us[timed]) / 1000.0
-    latency_of = dict(zip(latency_subs.tolist(), np.split(latency_ms, latency_begin[1:])))
-    # this chunk's top keys per subscription by (deliveries, h, h2): the order `summarise` merges them in
-    key_start, key_deliveries = chunk.key_start, chunk.key_deliveries
-    key_sub, key_h, key_h2 = sub[key_start], chunk.h[key_start], chunk.h2[key_start]
-    hot = np.flatnonzero(key_deliveries > 0)
-    hot = hot[np.lexsort((key_h2[hot], key_h[hot], key_deliveries[hot], key_sub[hot]))]
-    hot_end = np.searchsorted(key_sub[hot], np.arange(subscriptions), side="right")
-    for s in np.flatnonzero(per_sub(sub)).tolist():
-        _append_row(
-            out, subscription=names[s], published=int(published[s]), poison_published=int(poison[s]),
-            delivered=int(delivered[s]),
-            distinct_delivered=int(distinct[s]), acked=int(acked[s]), dead_lettered=int(dead_lettered[s]),
-            settled=int(settled[s]), publish_duplicates=int(publish_duplicates[s]),
-        )
-        latencies.setdefault(s, []).append(latency_of.get(s, np.zeros(0)))
-        begin = hot_end[s - 1] if s else 0
-        for k in hot[max(begin, hot_end[s] - HOTTEST_KEYS) : hot_end[s]][::-1].tolist():
-            _append_row(
-                out, subscription=names[s], h=int(key_h[k]), h2=int(key_h2[k]),
-                key_published=bool(chunk.key_published[k]), key_deliveries=int(key_deliveries[k]),
-            )
-
-
-def _append_row(out, **values):
-    row = dict.fromkeys(out)
-    row.update(values)
-    for name, value in row.items():
-        out[name].append(value)
-
-
-# a delivery's timeline series by act * 3 + action_ext (TIMELINE_SERIES: 2 ack ... 7 none)
-_SERIES_OF_DELIVERY = np.array([
-    7, 4, 6,  # ACT_OTHER: none, expire, crash
-    2, 2, 2,  # ACT_ACK
-    5, 5, 5,  # ACT_LATE_ACK
-    3, 3, 3,  # ACT_NACK
-])
-
-
-def _append_plot(out: dict[str, list], chunk: Chunk, names: tuple[str, ...]) -> None:
-    """This chunk's timeline counts (one row per series), its extent and crash window (one row), and
-    per subscription the longest deadline an expired or late-acked delivery was held to."""
-    delivery, t = chunk.is_delivery, chunk.t_us
-    published = chunk.is_publish & chunk.ok
-    counted = np.flatnonzero(delivery | published)
-    row_t = t[counted]
-    row_series = np.where(delivery[counted], _SERIES_OF_DELIVERY[chunk.act[counted] * 3 + chunk.action_ext[counted]], 0)
-    settle = np.fmin(chunk.message_settled_by_ack, chunk.message_forwarded_us)
-    settle = settle[~np.isnan(settle)].astype(np.int64)
-    if len(row_t) or len(settle):
-        first = min(int(row_t.min()) if len(row_t) else 2**62, int(settle.min()) if len(settle) else 2**62)
-        last = max(int(row_t.max()) if len(row_t) else -(2**62), int(settle.max()) if len(settle) else -(2**62))
-        k = shift_for(first, last, CHUNK_TIMELINE_BINS)
-        base, width = first >> k, (last >> k) - (first >> k) + 1
-        size = len(TIMELINE_SERIES) * width
-        counts = np.bincount(row_series * width + ((row_t >> k) - base), minlength=size)
-        counts += np.bincount(width + ((settle >> k) - base), minlength=size)  # series 1: settled
-        for code, per_bin in enumerate(counts.reshape(len(TIMELINE_SERIES), width)):
-            used = np.flatnonzero(per_bin)
-            if len(used):
-                _append_row(out, series=TIMELINE_SERIES[code], bin_shift=k, bins=(used + base).tolist(),
-                            bin_counts=per_bin[used].tolist())
-    crash = t[delivery & (chunk.action_ext == EXT_CRASH)]
-    # a where and a plain reduction: NumPy's masked reductions (`where=`) took 5x as long
-    last = np.where(delivery | chunk.is_dead_letter, np.fmax(chunk.t, chunk.ack_t), -np.inf).max(initial=-np.inf)
-    never = np.iinfo(np.int64).max
-    first_publish, first_ok_publish = (int(np.where(rows, t, never).min(initial=never)) for rows in (chunk.is_publish, published))
-    _append_row(
-        out, series="extent",
-        first_publish_us=first_publish if first_publish != never else None,
-        first_ok_publish_us=first_ok_publish if first_ok_publish != never else None,
-        last_us=int(last) if last != -np.inf else None,
-        crash_first_us=int(crash.min()) if len(crash) else None,
-        crash_last_us=int(crash.max()) if len(crash) else None,
-    )
-    held = delivery & ((chunk.action_ext == EXT_EXPIRE) | (chunk.act == ACT_LATE_ACK)) & ~np.isnan(chunk.deadline_s)
-    if held.any():
-        longest = np.full(len(names), -1.0)
-        np.maximum.at(longest, chunk.sub[held], chunk.deadline_s[held])
-        for s in np.flatnonzero(longest >= 0).tolist():
-            _append_row(out, series="expiry", subscription=names[s], expiry_deadline_s=int(longest[s]))

@@ -67,7 +67,7 @@ receive order between tasks is trusted (the service does not deliver a key's nex
 the previous batch is settled, which takes longer than the skew).
 
 Shape. One shuffle, one pass: publish, delivery and dead-letter rows become one narrow row of six
-numbers each (`kernel.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
+numbers each (`chunk.INPUT_COLUMNS`; a key is identified by two hashes, 96 bits), repartitioned by
 key and sorted within partitions by (key, seq, foreign last, time); `kernel.check_partition` judges
 each partition in chunks of whole keys with NumPy (`mapInArrow`) and emits the findings with the
 coordinates of their row, statistics and latency summaries, and what the report plots (timeline
@@ -98,7 +98,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from . import aggregates, kernel, sorted_input
+from . import aggregates, chunk, findings, kernel, sorted_input
 from .findings import DEFAULT_SKEW_US
 from .findings import FINDING_COLUMNS, FINDING_KINDS
 from ..evidence.records import DeclaredSubscription
@@ -152,7 +152,7 @@ STATS_SCHEMA = T.StructType(
 
 
 _CORE_COLUMNS = (
-    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *kernel.FINDING_FACTS,
+    "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *findings.FINDING_FACTS,
     "ev_seqs", "t", "key_published",
 )
 # the kernel's flat facts as the finding's records (evidence.FINDING_COLUMNS)
@@ -206,44 +206,44 @@ def _declared(
 _H, _H2 = "xxhash64(sub_id, key)", "hash(sub_id, key)"
 _KEY_HASHES = (f"{_H} AS h", f"{_H2} AS h2")
 
-# a delivery log row's kind: kernel.FOREIGN, DEAD_LETTER or DELIVERY
+# a delivery log row's kind: chunk.FOREIGN, DEAD_LETTER or DELIVERY
 _ROW_KIND = (
     "CAST(CASE WHEN probe_run IS NULL OR probe_run != run_id OR key IS NULL OR seq IS NULL "
-    f"THEN {kernel.FOREIGN} WHEN kind = 'dead_letter' THEN {kernel.DEAD_LETTER} ELSE {kernel.DELIVERY} END AS TINYINT)"
+    f"THEN {chunk.FOREIGN} WHEN kind = 'dead_letter' THEN {chunk.DEAD_LETTER} ELSE {chunk.DELIVERY} END AS TINYINT)"
 )
 
 
 def _meta(rk: str, ok: str, act: str, deadline_s: str | None) -> str:
-    """the kernel's packed `meta` column (see kernel.INPUT_COLUMNS), as SQL over the given expressions."""
+    """the kernel's packed `meta` column (see chunk.INPUT_COLUMNS), as SQL over the given expressions."""
     low = f"CAST(sub_id AS BIGINT) * 32 + CAST(COALESCE({ok}, false) AS BIGINT) * 16 + ({act}) * 4 + {rk}"
     if deadline_s is not None:
-        top = kernel.MAX_DEADLINE_S
+        top = chunk.MAX_DEADLINE_S
         checked = (
             f"CASE WHEN {deadline_s} < 0 OR {deadline_s} > {top} THEN raise_error(concat("
             f"'deliveries: ack_deadline_s must be within 0..{top}, got ', CAST({deadline_s} AS STRING))) "
             f"ELSE {deadline_s} END"
         )
-        low += f" + COALESCE(CAST({checked} AS BIGINT) + 1, 0) * {1 << kernel.DEADLINE_SHIFT}"
+        low += f" + COALESCE(CAST({checked} AS BIGINT) + 1, 0) * {1 << chunk.DEADLINE_SHIFT}"
     return f"CAST({_H2} AS BIGINT) * {1 << 32} + {low}"
 
 
 def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]) -> DataFrame:
     """One narrow row per publish (per subscription of its topic), delivery and dead-letter: the
-    numbers `kernel.INPUT_COLUMNS` describes."""
+    numbers `chunk.INPUT_COLUMNS` describes."""
     publishes, deliveries = _declared(publishes, deliveries, subscriptions)
     pubs = publishes.selectExpr(
         _KEY_HASHES[0],
-        _meta(str(kernel.PUBLISH), "status = 'ok'", str(kernel.ACT_OTHER), None) + " AS meta",
+        _meta(str(chunk.PUBLISH), "status = 'ok'", str(chunk.ACT_OTHER), None) + " AS meta",
         "seq",
         "publish_time_us AS t",
         "CAST(NULL AS BIGINT) AS ack_t",
         # its message id hashed as a delivery's (completeness per id) and the poison flag in bit 0
-        f"CAST(CASE WHEN status = 'ok' AND message_id IS NOT NULL THEN ((xxhash64(message_id) & {(1 << kernel.ID_BITS) - 1}) "
-        f"+ 1) * {1 << kernel.ID_SHIFT} ELSE 0 END + CASE WHEN poison THEN 1 ELSE 0 END AS BIGINT) AS att",
+        f"CAST(CASE WHEN status = 'ok' AND message_id IS NOT NULL THEN ((xxhash64(message_id) & {(1 << chunk.ID_BITS) - 1}) "
+        f"+ 1) * {1 << chunk.ID_SHIFT} ELSE 0 END + CASE WHEN poison THEN 1 ELSE 0 END AS BIGINT) AS att",
     )
     act = (
         f"CASE action WHEN 'ack' THEN {kernel.ACT_ACK} WHEN 'late_ack' THEN {kernel.ACT_LATE_ACK} "
-        f"WHEN 'nack' THEN {kernel.ACT_NACK} ELSE {kernel.ACT_OTHER} END"
+        f"WHEN 'nack' THEN {chunk.ACT_NACK} ELSE {chunk.ACT_OTHER} END"
     )
     ok = "ack_result = 'success' AND ack_time_us IS NOT NULL"
     dels = deliveries.withColumn("rk", F.expr(_ROW_KIND)).selectExpr(
@@ -252,10 +252,10 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
         "seq",
         "receive_time_us AS t",
         "ack_time_us AS ack_t",
-        f"CASE WHEN rk = {kernel.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
-        f"THEN dl_source_delivery_count ELSE ((xxhash64(message_id) & {(1 << kernel.ID_BITS) - 1}) + 1) * "
-        f"{1 << kernel.ID_SHIFT} + (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
-        f"WHEN 'expire' THEN {kernel.EXT_EXPIRE} WHEN 'crash' THEN {kernel.EXT_CRASH} ELSE {kernel.EXT_NONE} END) END AS att",
+        f"CASE WHEN rk = {chunk.FOREIGN} THEN xxhash64(message_id) WHEN kind = 'dead_letter' "
+        f"THEN dl_source_delivery_count ELSE ((xxhash64(message_id) & {(1 << chunk.ID_BITS) - 1}) + 1) * "
+        f"{1 << chunk.ID_SHIFT} + (COALESCE(delivery_attempt + 1, 0) * 4 + CASE action "
+        f"WHEN 'expire' THEN {chunk.EXT_EXPIRE} WHEN 'crash' THEN {chunk.EXT_CRASH} ELSE {chunk.EXT_NONE} END) END AS att",
     )
     return pubs.unionByName(dels)
 
@@ -263,12 +263,12 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
 # -- the pass ---------------------------------------------------------------------------------
 # the order within a partition: a message's own rows first, by time; the hash leads so most
 # comparisons end on its prefix (`meta & 3` is the row kind: `%` keeps the sign of a negative meta)
-_ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {kernel.FOREIGN}", "t", "meta & 3")
+_ORDER = ("h", "shiftright(meta, 32)", "seq", f"(meta & 3) = {chunk.FOREIGN}", "t", "meta & 3")
 
 
 def _config(subscriptions: list[DeclaredSubscription], unproven: frozenset = frozenset()) -> kernel.SubscriptionConfig:
-    if len(subscriptions) > kernel.MAX_SUBSCRIPTIONS:
-        raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {kernel.MAX_SUBSCRIPTIONS} per run")
+    if len(subscriptions) > chunk.MAX_SUBSCRIPTIONS:
+        raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {chunk.MAX_SUBSCRIPTIONS} per run")
     return kernel.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
         ordered=tuple(bool(s.ordering) for s in subscriptions),
@@ -279,7 +279,7 @@ def _config(subscriptions: list[DeclaredSubscription], unproven: frozenset = fro
 
 
 def _one_pass(
-    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = kernel.CHUNK_ROWS,
+    u: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int, chunk_rows: int = chunk.CHUNK_ROWS,
     writing: sorted_input.Writing | None = None, unproven: frozenset = frozenset(),
 ) -> DataFrame:
     """Findings (one group each, by row id) and one statistics group per subscription. With `writing`,
@@ -305,7 +305,7 @@ def _one_pass(
 
 def _kept_pass(
     spark, parts: list[tuple[int, str]], subscriptions: list[DeclaredSubscription], skew_us: int,
-    chunk_rows: int = kernel.CHUNK_ROWS, unproven: frozenset = frozenset(),
+    chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
 ) -> DataFrame:
     """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): one task per
     partition, the same rows in the same order for the same kernel."""
@@ -446,7 +446,7 @@ def _evidence_rows(
             )
         )
 
-    pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({kernel.PUBLISH} AS TINYINT)", "publish_time_us")
+    pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({chunk.PUBLISH} AS TINYINT)", "publish_time_us")
     dels = of_wanted(deliveries, "delivery", del_columns, _ROW_KIND, "receive_time_us")
     return pubs.unionByName(dels)
 
@@ -500,7 +500,7 @@ def run_checks(
     subscriptions: list[DeclaredSubscription],
     *,
     skew_us: int = DEFAULT_SKEW_US,
-    chunk_rows: int = kernel.CHUNK_ROWS,
+    chunk_rows: int = chunk.CHUNK_ROWS,
     evidence_dir=None,
     unproven: frozenset = frozenset(),
 ) -> CheckResults:

@@ -1,7 +1,7 @@
 """The checks' sorted input, kept beside a run's evidence: a re-check skips the read, pack, shuffle and sort.
 
 The checks' pass (`pubsubguard.validation.checks.run`) feeds `kernel.check_partition` the rows of
-`kernel.INPUT_COLUMNS`, partitioned by (subscription, key) and sorted. Making those rows (read, pack,
+`chunk.INPUT_COLUMNS`, partitioned by (subscription, key) and sorted. Making those rows (read, pack,
 shuffle, sort) costs more than the kernel's walk over them. So the first check of evidence in a local
 directory keeps them: each task of its pass writes its partition, from the batches the kernel reads, to
 `<evidence>/checks-input/<generation>/part-<partition>.parquet` (no second pass; a row group holds whole
@@ -234,7 +234,7 @@ def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Ite
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from . import kernel
+    from . import chunk, kernel
 
     final = os.path.join(directory, f"part-{partition:05d}.parquet")
     temporary = f"{final}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"

@@ -420,7 +420,7 @@ def one_line(err: Exception) -> str:
 
 
 def ack_status(err: Exception | None) -> str:
-    from ..probe.clients import unary_ack_result
+    from ..probe.acks import unary_ack_result
 
     return unary_ack_result(err)
 

@@ -7,7 +7,7 @@ one, push subscriptions are `not_tested` with that reason). The receiver is the 
 `PushReceiver` (an HTTP server on loopback) with an answer per push:
 
 - the push becomes a delivery row of the same shape as a pulled one (pubsubguard.validation.evidence.records), recorded
-  by the pull subscriber's own code (`pubsubguard.validation.probe.clients.ProbeSubscriber`: the same faults, poison and
+  by the pull subscriber's own code (`pubsubguard.validation.probe.subscriber.ProbeSubscriber`: the same faults, poison and
   dead-letter handling, the same row), through a message adapter whose ack is the HTTP answer;
 - ack -> 204, nack (fault or poison) -> 500, expire -> no answer until the ack deadline (+ margin) has
   passed (Pub/Sub counts the push as unanswered and redelivers it), then 204 (recorded `late_ack`, as
@@ -26,7 +26,7 @@ import time
 from datetime import datetime
 
 from pubsubguard.core.declared import short_name
-from .clients import ProbeSubscriber
+from .subscriber import ProbeSubscriber
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204
 class _Pushed:

@@ -1,0 +1,80 @@
+"""The outcome of an ack, nack or modack, in the evidence's vocabulary (`ACK_RESULTS`): from the streaming
+client's futures, from a unary call's error, and the exactly-once errors that name only other ack ids."""
+
+from __future__ import annotations
+
+
+def future_ack_result(future, ack_id: str | None = None) -> str:
+    """The outcome of an ack, nack or modack future of the streaming client (or of `PulledMessage`).
+
+    With `ack_id` given, an `AcknowledgeStatus.OTHER` that only says *another* ack id of the same request
+    failed is the success it is (`failed_batch_mates`)."""
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
+
+    try:
+        future.result(timeout=120)
+        return "success"
+    except AcknowledgeError as err:
+        if ack_id is not None and failed_batch_mates(err, ack_id):
+            return "success"
+        return {
+            AcknowledgeStatus.INVALID_ACK_ID: "invalid_ack_id",
+            AcknowledgeStatus.FAILED_PRECONDITION: "failed_precondition",
+            AcknowledgeStatus.PERMISSION_DENIED: "permission_denied",
+        }.get(err.error_code, "other")
+    except Exception as err:  # noqa: BLE001 - a unary call's error (`PulledMessage`)
+        return unary_ack_result(err)
+
+
+def failed_batch_mates(err, ack_id: str) -> list[str]:
+    """The ack ids an exactly-once Acknowledge/ModifyAckDeadline error names as failed, when `ack_id` is
+    not among them (else, or when the error names none: []).
+
+    With exactly-once the target answers a request whose ack ids partly fail with INVALID_ARGUMENT and an
+    `ErrorInfo` (reason EXACTLY_ONCE_ACKID_FAILURE) whose metadata maps each *failed* ack id to its
+    reason; the others in the request were applied. The Python client library (2.x, `_process_requests`)
+    completes the futures of those others with `AcknowledgeStatus.OTHER` and the request's status as text,
+    so an applied ack reads as failed. Measured on the emulator: of `Acknowledge([stale, valid])` the
+    valid ack was applied (never redelivered after its deadline), without it the message came back."""
+    from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeStatus
+    from google.protobuf import text_format
+    from google.rpc import error_details_pb2, status_pb2
+
+    if getattr(err, "error_code", None) != AcknowledgeStatus.OTHER or not isinstance(getattr(err, "info", None), str):
+        return []
+    status = status_pb2.Status()
+    try:
+        text_format.Parse(err.info, status)
+    except text_format.ParseError:
+        return []
+    failed: list[str] = []
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Is(info.DESCRIPTOR) and detail.Unpack(info) and info.reason == "EXACTLY_ONCE_ACKID_FAILURE":
+            failed.extend(info.metadata)
+    return [] if ack_id in failed else failed
+
+
+def error_reason(err) -> str:
+    """One line for an ack error: its exactly-once failure reason if it has one."""
+    import re
+
+    text = str(err)
+    reasons = sorted(set(re.findall(r"(?:TRANSIENT|PERMANENT)_FAILURE_[A-Z_]+", text)))
+    return ", ".join(reasons) if reasons else " ".join(text.split())[:200]
+
+
+def unary_ack_result(err: Exception | None) -> str:
+    """The outcome of a unary Acknowledge, in the streaming client's vocabulary (`future_ack_result`)."""
+    from google.api_core import exceptions
+
+    if err is None:
+        return "success"
+    text = f"{err} {getattr(err, 'reason', '')} {getattr(err, 'metadata', '')} {getattr(err, 'details', '')}"
+    if isinstance(err, exceptions.InvalidArgument) and "INVALID_ACK_ID" in text:
+        return "invalid_ack_id"
+    if isinstance(err, exceptions.FailedPrecondition):
+        return "failed_precondition"
+    if isinstance(err, exceptions.PermissionDenied):
+        return "permission_denied"
+    return "other"

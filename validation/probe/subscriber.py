@@ -1,0 +1,576 @@
+"""The probe's subscriber task (`subscribe_partition`, `ProbeSubscriber`): streams on its twins, the fault plan
+per delivery, every delivery a row of the evidence; the crashing task's unary Pulls (`PulledMessage`); the
+client library's log kept per task."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+
+from pubsubguard.core import probe_contract
+
+from pubsubguard.core import storage
+
+from ..wire import endpoints
+from ..evidence import records as evidence
+from .faults import Faults, delivery_action
+from .clients import (
+    CLIENT_LOG_PREFIX, CLIENT_STATE_PREFIX, CRASH_EXIT_CODE, DL_SOURCE_DELIVERY_COUNT, DL_SOURCE_SUBSCRIPTION, FLUSH_ROWS,
+    FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PULL_WORKERS, READY_PREFIX, UNARY_PULL_TIMEOUT_S, PartWriter,
+    log_abandoned_ack_retries, now_us, use_target,
+)
+from .acks import error_reason, failed_batch_mates, future_ack_result, unary_ack_result
+
+
+class PulledMessage:
+    """A message from a unary `Pull`, with the part of the streaming client's `Message` the callback uses.
+
+    Acks and nacks are unary `Acknowledge` / `ModifyAckDeadline(0)` calls; their futures are complete."""
+
+    def __init__(self, client, subscription: str, received, received_at: float):
+        """`received_at`: when the Pull that returned it answered (time.time()), the receipt the row records."""
+        self._client = client
+        self._subscription = subscription
+        message = received.message
+        self.message_id = message.message_id
+        self.attributes = message.attributes
+        self.publish_time = message.publish_time
+        self.ordering_key = message.ordering_key
+        self.ack_id = received.ack_id
+        self.delivery_attempt = received.delivery_attempt or None  # as the streaming Message: None for 0
+        self._received_timestamp = received_at
+
+    def _call(self, call):
+        from concurrent.futures import Future
+
+        future = Future()
+        try:
+            call()
+            future.set_result(None)
+        except Exception as err:  # noqa: BLE001 - the outcome is the evidence
+            future.set_exception(err)
+        return future
+
+    def ack_with_response(self):
+        return self._call(lambda: self._client.acknowledge(subscription=self._subscription, ack_ids=[self.ack_id],
+                                                           timeout=60))
+
+    def nack_with_response(self):
+        return self.modify_ack_deadline_with_response(0)
+
+    def modify_ack_deadline_with_response(self, seconds: int):
+        return self._call(lambda: self._client.modify_ack_deadline(
+            subscription=self._subscription, ack_ids=[self.ack_id], ack_deadline_seconds=seconds, timeout=60))
+
+    def ack(self) -> None:
+        self.ack_with_response()
+
+    def drop(self) -> None:
+        pass  # no client-side lease to release
+
+
+class ProbeSubscriber:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.run_id = spec["run_id"]
+        self.task = spec["task_id"]
+        self.faults = Faults(**spec["faults"])
+        self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), evidence.DELIVERY_SCHEMA, self.task,
+                                 spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
+        self.twin_to_declared = spec["twin_to_declared"]
+        self.lock = threading.Lock()
+        self.seen: dict[tuple, int] = {}
+        self.received = 0
+        self.crash_after = spec.get("crash_after")  # deliveries before the crash starts; None: no crash
+        self.crash_started: float | None = None
+        self.crash_held: list[dict] = []
+        self.timers: list[threading.Timer] = []
+        self.held: dict[int, dict] = {}  # rows of deliveries held for a late ack
+        self.clients: dict[str, object] = {}  # consumer endpoint -> SubscriberClient
+        self.noted: list[str] = []
+        self.client_log: _ClientLog | None = None
+        # the drain's final read (`<evidence>/_heal`, set by the driver): no fault is injected from then on,
+        # every delivery is settled as the workload says (acked; a poison one nacked where it dead-letters)
+        self.healed = False
+
+    def row(self, twin: dict, message, received_us: int, attributes) -> dict:
+        dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
+        seq = attributes.get("seq")
+        publish_time = message.publish_time
+        row = {
+            "run_id": self.run_id,
+            "subscription": twin["declared_name"],
+            "kind": "delivery",
+            "message_id": message.message_id,
+            "key": attributes.get("key") if attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
+            "seq": int(seq) if seq is not None and seq.isdigit() and attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
+            "probe_run": attributes.get(probe_contract.PROBE_ATTRIBUTE),
+            "delivery_attempt": message.delivery_attempt,
+            "receive_time_us": received_us,
+            "publish_time_us": int(publish_time.timestamp() * 1_000_000) if publish_time else None,
+            "subscriber_task": self.task,
+            "ack_id": hashlib.blake2b(message.ack_id.encode(), digest_size=8).hexdigest(),
+            "ack_deadline_s": twin["ack_deadline_s"],
+            "action": "none",
+            "ack_result": "none",
+            "ack_time_us": None,
+            "dl_source_delivery_count": None,
+            "dl_source_subscription": None,
+        }
+        if dl_source is not None:
+            source = dl_source.rsplit("/", 1)[-1]
+            count = attributes.get(DL_SOURCE_DELIVERY_COUNT)
+            row.update(
+                kind="dead_letter",
+                subscription=self.twin_to_declared.get(source, source),
+                dl_source_subscription=dl_source,
+                dl_source_delivery_count=int(count) if count and count.isdigit() else None,
+            )
+        return row
+
+    def settle(self, message, row: dict, action: str) -> None:
+        twin_name = row["subscription"]
+        with self.lock:
+            self.held.pop(id(row), None)
+        row["action"] = action
+        row["ack_time_us"] = now_us()
+        future = message.nack_with_response() if action == "nack" else message.ack_with_response()
+
+        def record(fut):
+            row["ack_result"] = future_ack_result(fut, message.ack_id)
+            if row["ack_result"] == "success" and fut.exception() is not None:
+                self.note(f"{action} on {twin_name} reported failed by the client library (AcknowledgeStatus.OTHER) "
+                          "only because other ack ids of the same request failed: the target's ErrorInfo does not "
+                          "name it, so the target applied it (recorded as success)")
+            if row["ack_result"] == "other":
+                self.note(f"{action} on {twin_name} answered neither success nor a known ack error: "
+                          f"{error_reason(fut.exception())}")
+            self.writer.add(row)
+
+        future.add_done_callback(record)
+
+    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+        """Ack an expired delivery with its stale ack id, outside the streaming client (it was dropped)."""
+        with self.lock:
+            if self.held.pop(id(row), None) is None:
+                return  # the run ended first; recorded as `expire`
+        row["action"] = "late_ack"
+        row["ack_time_us"] = now_us()
+        error = None
+        try:
+            # No retry: the target's first answer is the evidence.
+            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id],
+                                                                 timeout=30, retry=None)
+        except Exception as err:  # noqa: BLE001 - the result is the evidence
+            error = err
+        row["ack_result"] = unary_ack_result(error)
+        self.writer.add(row)
+
+    def callback(self, twin: dict, message) -> None:
+        # When the client library took the message off the stream (after its receipt modack, which starts
+        # the ack deadline), not when a callback thread got to it: on a busy machine that queueing alone
+        # took 0.6 s, which would count as delivery latency and shift the deadline the checks assume.
+        received = getattr(message, "_received_timestamp", None)
+        received_us = int(received * 1_000_000) if received else now_us()
+        attributes = dict(message.attributes)
+        row = self.row(twin, message, received_us, attributes)
+        with self.lock:
+            self.received += 1
+            token = (twin["path"], message.message_id)
+            self.seen[token] = self.seen.get(token, 0) + 1
+            local_count = self.seen[token]
+            crashing = self.crash_after is not None and self.received > self.crash_after
+            crashing = crashing and not self.healed
+            if crashing and self.crash_started is None:
+                self.crash_started = time.monotonic()
+        if row["kind"] == "dead_letter":
+            message.ack()  # drained; the verdict is about the source subscription
+            self.writer.add(row)
+            return
+        if crashing:
+            row["action"] = "crash"
+            self.shorten_deadline(twin, message, row)
+            with self.lock:
+                self.crash_held.append(row)
+            return  # never acked: the crash leaves it outstanding
+        if row["probe_run"] != self.run_id:
+            self.settle(message, row, "ack")  # not this run's message: recorded, acked on the twin only
+            return
+        if attributes.get("poison") == "1" and twin["dead_lettering"]:
+            self.settle(message, row, "nack")
+            return
+        if self.healed:
+            self.settle(message, row, "ack")
+            return
+        # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
+        window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
+        may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < window_s * 1e6
+        action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
+                                 f"{self.task}:{local_count}", may_expire=may_expire)
+        if action == "expire":
+            # Out of the client's lease management now: no extension, no flow-control slot, and the
+            # ordering key is free; the service's deadline (set by the receipt modack) runs out.
+            message.drop()
+            hold = self.shorten_deadline(twin, message, row) + self.spec.get("expire_margin_s", 2.0)
+            timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
+            timer.daemon = True
+            with self.lock:
+                self.timers.append(timer)
+                self.held[id(row)] = row
+            timer.start()
+            return
+        self.settle(message, row, action)
+
+    def shorten_deadline(self, twin: dict, message, row: dict) -> float:
+        """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
+        so it comes back after that rather than after the subscription's own deadline. Records the deadline in
+        force in the row (what the checks measure from) and returns how long to wait before the late ack.
+
+        Refused (exactly-once answers each modack): no shorter deadline was granted, so the row keeps the
+        subscription's; INVALID_ACK_ID means the target held the ack id dead already (its deadline passed, a
+        redelivery superseded it, or it was settled) and the modack changed nothing. No answer
+        within `MODACK_WAIT_S`: the row says the shorter one (a redelivery after it is then not taken for a
+        duplicate) and the late ack waits for the longer one (it is past both)."""
+        from concurrent.futures import TimeoutError as Pending
+
+        declared = twin["ack_deadline_s"]
+        seconds = self.spec.get("fault_deadline_s")
+        if not seconds or seconds >= declared:
+            return declared
+        try:
+            message.modify_ack_deadline_with_response(int(seconds)).result(timeout=MODACK_WAIT_S)
+        except Pending:
+            row["ack_deadline_s"] = int(seconds)
+            return declared
+        except Exception as err:  # noqa: BLE001 - the target's answer is the evidence
+            if failed_batch_mates(err, message.ack_id):  # applied: only other ack ids of the request failed
+                row["ack_deadline_s"] = int(seconds)
+                return seconds
+            reason = error_reason(err)
+            if "INVALID_ACK_ID" in reason:  # the ack id was dead already: nothing was extended nor shortened
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was answered "
+                          f"INVALID_ACK_ID ({reason}): the target held that ack id dead already (its deadline passed, a "
+                          "redelivery superseded it, or it was settled), so the modack changed nothing; the delivery's "
+                          f"row keeps the subscription's {declared}s deadline (no shorter one was granted)")
+            else:
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} failed "
+                          f"({reason}): not applied as far as the client was told; the delivery's row keeps the "
+                          f"subscription's {declared}s deadline (no shorter one was granted)")
+            return declared
+        row["ack_deadline_s"] = int(seconds)
+        return seconds
+
+    @staticmethod
+    def client_held(future) -> dict | None:
+        """What the client library holds on one streaming pull, from its own manager (kept under a name-mangled
+        attribute of the future): `leased` (in its queue or its callbacks, or acks it still retries), `on_hold`
+        (behind an earlier message of their ordering key), its flow control's `load` and whether that `paused`
+        the stream (nothing more is read from it). None where the library keeps these elsewhere."""
+        try:
+            manager = getattr(future, "_StreamingPullFuture__manager", None) or future._manager
+            return {"leased": manager.leaser.message_count, "on_hold": manager._messages_on_hold.size,
+                    "load": round(manager.load, 2), "paused": bool(manager._consumer and manager._consumer.is_paused)}
+        except AttributeError:
+            return None
+
+    def note_held_in_client(self, streams: dict, when: str = "at the run's end") -> None:
+        """At the end, per twin: messages the client library still leased (in its queue or its callbacks) and those
+        it held back behind an earlier message of their ordering key -- never handed to the probe, so never recorded;
+        said so a `lost` finding can be read beside it. Read from the
+        streaming pull manager's own counters (the client library's internals: nothing said when they differ)."""
+        for path, future in streams.items():
+            held = self.client_held(future)
+            if held is None:
+                continue
+            leased, on_hold, load, paused = held["leased"], held["on_hold"], held["load"], held["paused"]
+            if leased or on_hold or paused:
+                self.note(f"{when} the client library still leased {leased} message{'' if leased == 1 else 's'} of "
+                          f"{self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} (in its queue or its callbacks), "
+                          f"{on_hold} held back behind an earlier message of their ordering key, which it never handed "
+                          f"to the probe; its flow control's load {load:.2f}" + (", the stream paused by it" if paused else ""))
+
+    def close_streams(self, streams: dict, close_file: str) -> None:
+        """Close the streams of the twins the driver names in `<evidence>/_close` (subscriptions that stopped
+        delivering after a poison message's last attempt: while such a subscription is read by a StreamingPull,
+        the emulator serves every other subscription only every 10 s, conformance scenario
+        ordered-dead-letter-spares-other-subscriptions); the others read on."""
+        import json
+
+        if not streams:
+            return
+        try:
+            close = json.loads(storage.read_text(close_file) or "[]")
+        except (OSError, ValueError):  # none yet, or being replaced
+            return
+        for path in close:
+            future = streams.pop(path, None)
+            if future is not None:
+                future.cancel()
+                self.note(f"closed the stream of {self.twin_to_declared.get(path.rsplit('/', 1)[-1], path)} as the "
+                          "driver asked (it stopped delivering after a poison message's last attempt)")
+
+    def fresh_streams(self, streams: dict, subscribe) -> None:
+        """The final read reads on new streams: every open stream of an unordered subscription is cancelled (the
+        client library nacks what it still held in its queue) and opened anew, so nothing a stream's client-side
+        state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
+        reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
+        its own there (what the client held behind an earlier message of its key is noted)."""
+        import json
+
+        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
+                for path, future in streams.items() if (state := self.client_held(future)) is not None}
+        storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
+                           json.dumps(held, sort_keys=True))
+        self.note_held_in_client(streams, "when the final read began")
+        reopened, kept = [], []
+        for path in list(streams):
+            name = self.twin_to_declared.get(path.rsplit("/", 1)[-1], path)
+            if by_path[path].get("ordered"):
+                kept.append(name)
+                continue
+            streams.pop(path).cancel()
+            subscribe(by_path[path])
+            reopened.append(name)
+        if reopened or kept:
+            self.note(f"final read: opened new streams on {', '.join(sorted(reopened)) or 'none'}; kept the streams of "
+                      f"the ordered subscriptions {', '.join(sorted(kept)) or '(none)'} (resetting an ordered stream is "
+                      "a fault of its own: the emulator then stops delivering the keys outstanding at that moment, "
+                      "conformance scenario ordered-stream-reset-keeps-delivering)")
+
+    def should_crash(self) -> bool:
+        if self.crash_started is None:
+            return False
+        with self.lock:
+            held = len(self.crash_held)
+        return held >= self.spec.get("crash_hold", 3) or time.monotonic() - self.crash_started > 3.0
+
+    def crash(self) -> None:
+        with self.lock:
+            for row in self.crash_held:
+                self.writer.add(row)
+        self.writer.close()
+        if self.client_log is not None:
+            self.client_log.close()
+        os._exit(CRASH_EXIT_CODE)  # a real death of the Python worker, holding unacked messages
+
+    def note(self, line: str) -> None:
+        """An observation for the report, once per distinct line (also survives the crash)."""
+        with self.lock:
+            if line in self.noted:
+                return
+            self.noted.append(line)
+            # the whole file each time: an object store has no append (notes are few)
+            storage.write_text(storage.join(self.spec["evidence_dir"], f"{NOTES_PREFIX}{self.task}.txt"),
+                               "".join(f"subscriber task {self.task}: {noted}\n" for noted in self.noted))
+
+    def ready(self) -> None:
+        storage.Marker(storage.join(self.spec["evidence_dir"], f"{READY_PREFIX}{self.task}")).set()
+
+    def pull_until_crash(self, stop_file: storage.Marker, end: float) -> None:
+        """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time:
+        a streaming pull would take (and, dead, hold) the whole backlog where the target ignores the
+        stream's flow control (the emulator does), and all of it would wait for its ack deadline.
+
+        The twins are pulled side by side (at most PULL_WORKERS at once), each call cut at
+        UNARY_PULL_TIMEOUT_S: one after another, a target slow to answer costs the whole timeout per twin
+        (seen at 100 topics, the emulator busy with the other tasks' 600 streams: 5 s a twin, minutes a
+        round, nothing read). A call cut by its deadline is counted, noted once, and pulled again.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from google.api_core import exceptions
+
+        self.ready()
+        batch = self.spec.get("crash_prefetch", 1)
+        unanswered = 0  # Pulls the target did not answer within the call's deadline
+
+        def pull(twin: dict):
+            client = self.clients[twin["consumer_endpoint"]]
+            try:
+                response = client.pull(subscription=twin["path"], max_messages=batch, return_immediately=True,
+                                       timeout=UNARY_PULL_TIMEOUT_S, retry=None)
+                # when it answered: the round hands its messages over only once every twin's Pull answered, and
+                # the target's deadline runs from its answer, not from then (seen 1.25 s apart in a loaded test run)
+                return twin, client, response, time.time()
+            except exceptions.DeadlineExceeded:
+                return twin, client, None, None
+            except exceptions.GoogleAPICallError as err:
+                self.note(f"unary Pull on {twin['declared_name']} (probe twin {twin['path'].rsplit('/', 1)[-1]}) "
+                          f"failed: {type(err).__name__}: {str(err)[:200]}")
+                return twin, client, (), None
+
+        twins = self.spec["twins"]
+        with ThreadPoolExecutor(max_workers=max(1, min(PULL_WORKERS, len(twins))),
+                                thread_name_prefix="probe-unary-pull") as pool:
+            while time.time() < end and not stop_file.is_set():
+                got = 0
+                for twin, client, response, answered in pool.map(pull, twins):
+                    if response is None:
+                        unanswered += 1
+                        continue
+                    for received in getattr(response, "received_messages", ()):
+                        got += 1
+                        self.callback(twin, PulledMessage(client, twin["path"], received, answered))
+                # the whole round first: a message pulled and not yet handed to the callback would be held by the
+                # dead task unrecorded, at its subscription's full deadline (the callback records it as held)
+                if self.should_crash():
+                    self.crash()
+                if not got:
+                    time.sleep(0.05)
+        if unanswered:
+            self.note(f"unary Pull: {unanswered} calls not answered within {UNARY_PULL_TIMEOUT_S} s (DeadlineExceeded; "
+                      "each twin was pulled again the next round)")
+        self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
+                  f"received, all settled; it holds after {self.crash_after})")
+
+    def run(self) -> list[dict]:
+        from google.cloud.pubsub_v1.types import FlowControl
+
+        use_target(self.spec)
+        self.client_log = _ClientLog(storage.join(self.spec["evidence_dir"], f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
+        log_abandoned_ack_retries()
+        clients = self.clients
+        futures = []
+        streams: dict[str, object] = {}  # twin path -> its streaming pull
+        stop_file = storage.Marker(self.spec["stop_file"])
+        end = self.spec["end_time"]
+        try:
+            for twin in self.spec["twins"]:
+                endpoint = twin["consumer_endpoint"]
+                if endpoint not in clients:
+                    clients[endpoint] = endpoints.subscriber_client(endpoint, self.spec.get("endpoints", {}),
+                                                                    f"{self.task}:subscriber")
+            if self.crash_after is not None:
+                self.pull_until_crash(stop_file, end)
+                return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+            def subscribe(twin: dict):
+                deadline = twin["ack_deadline_s"]
+                flow = FlowControl(
+                    max_messages=self.spec.get("max_outstanding", 1000),
+                    # Leases (receipt modack and extensions) are the declared deadline; a message waiting
+                    # in the client is extended until the run ends (an expired one is dropped instead).
+                    max_lease_duration=max(60, self.spec["end_time"] - time.time()),
+                    min_duration_per_lease_extension=deadline,
+                    max_duration_per_lease_extension=deadline,
+                )
+                future = clients[twin["consumer_endpoint"]].subscribe(
+                    twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow)
+                futures.append(future)
+                streams[twin["path"]] = future
+
+            for twin in self.spec["twins"]:
+                subscribe(twin)
+            self.ready()
+            heal_file = storage.Marker(self.spec["heal_file"]) if self.spec.get("heal_file") else None
+            polls = 0
+            while time.time() < end and not stop_file.is_set():
+                if self.should_crash():
+                    self.crash()
+                polls += 1
+                # the streams the driver closes first: it names them before it asks for the final read
+                if self.spec.get("close_file") and polls % 5 == 0:
+                    self.close_streams(streams, self.spec["close_file"])
+                if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
+                    self.healed = True
+                    self.fresh_streams(streams, subscribe)
+                time.sleep(0.1)
+        finally:
+            self.note_held_in_client(streams)
+            for future in futures:
+                future.cancel()
+            for future in futures:
+                try:
+                    future.result(timeout=10)
+                except Exception:  # noqa: BLE001 - cancelled
+                    pass
+            for timer in self.timers:
+                timer.cancel()
+            with self.lock:
+                for row in self.held.values():  # held past the deadline, the run ended before the late ack
+                    row["action"] = "expire"
+                    self.writer.add(row)
+                self.held.clear()
+            # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
+            # close (measured in the main job): the task's result does not wait for it.
+            threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
+            self.writer.close()
+            self.client_log.close()
+        return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
+
+# The client library's logger for deliveries it drops on receipt (google-cloud-pubsub, streaming_pull_manager
+# `_EXPIRY_LOGGER`): on an exactly-once subscription a received message whose receipt modack the target answers
+# INVALID_ACK_ID is dropped without a callback, said only at DEBUG ("ack ids %s were dropped as they have already
+# expired."), so the probe writes no row for it.
+EXPIRY_LOGGER = "expiry"
+DROPPED_ON_RECEIPT = ("a received delivery dropped by the client library without a callback: the target answered its "
+                      "receipt modack INVALID_ACK_ID (exactly-once), so it has no evidence row")
+
+
+class _DroppedOnReceipt(logging.Handler):
+    """On EXPIRY_LOGGER: one WARNING line per dropped delivery in the task's client log (the report counts them)."""
+
+    def __init__(self, sink: logging.Handler):
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        ack_ids = args[0] if args else None
+        count = len(ack_ids) if isinstance(ack_ids, (set, frozenset, list, tuple)) else 1
+        for _ in range(count):
+            self.sink.handle(logging.LogRecord("google.cloud.pubsub_v1.subscriber", logging.WARNING, record.pathname,
+                                               record.lineno, DROPPED_ON_RECEIPT, None, None))
+
+
+class _ClientLog:
+    """The client library's warnings (e.g. rejected lease modacks) go to `<evidence>/client-log-<task>.txt`,
+    not the terminal; the driver counts them in the report. Logged to a local file (the task's working
+    directory on a remote store) and, for a remote store, written there when the task ends or crashes."""
+
+    def __init__(self, location: str):
+        import tempfile
+
+        self.location = location
+        self.local = Path(location) if not storage.is_remote(location) else Path(
+            tempfile.mkstemp(prefix="pubsubguard-client-log-", suffix=".txt")[1])
+        self.handler = logging.FileHandler(self.local)
+        self.handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.handler.setLevel(logging.WARNING)
+        for name in ("google.cloud.pubsub_v1", "google.api_core"):
+            logger = logging.getLogger(name)
+            logger.addHandler(self.handler)
+            logger.propagate = False
+        self.dropped = _DroppedOnReceipt(self.handler)
+        expiry = logging.getLogger(EXPIRY_LOGGER)
+        self.expiry_was = (expiry.level, expiry.propagate)
+        expiry.setLevel(logging.DEBUG)  # its DEBUG records reach this handler only, not the root's
+        expiry.propagate = False
+        expiry.addHandler(self.dropped)
+
+    def close(self) -> None:
+        import sys
+
+        for name in ("google.cloud.pubsub_v1", "google.api_core"):
+            logging.getLogger(name).removeHandler(self.handler)  # a reused Python worker runs other tasks
+        expiry = logging.getLogger(EXPIRY_LOGGER)
+        expiry.removeHandler(self.dropped)
+        expiry.setLevel(self.expiry_was[0])  # setLevel: the loggers' level caches are cleared
+        expiry.propagate = self.expiry_was[1]
+        self.handler.close()
+        if storage.is_remote(self.location):
+            try:
+                storage.write_bytes(self.location, self.local.read_bytes())
+            except OSError as err:  # the executor's log keeps it; the parts are what the checks need
+                print(f"pubsubguard: could not write the client log to {self.location}: {err}", file=sys.stderr)
+            self.local.unlink(missing_ok=True)
+
+
+def subscribe_partition(spec: dict, _items) -> list[dict]:
+    return ProbeSubscriber(spec).run()
