@@ -16,14 +16,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
-from pubsubguard.policies import pubsub_facts as facts
-
 from pubsubguard.core.arguments import (
     input_file, non_negative_int, or_checkpoint, output_directory, port, positive_int, positive_seconds, remote_or,
 )
 from pubsubguard.core.errors import UserError
-from .session import DEFAULT_MASTER
+from pubsubguard.policies import pubsub_facts as facts
+
 from .checks.findings import DEFAULT_SKEW_US
+from .session import DEFAULT_MASTER
 
 # Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
 # subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
+
 from .evidence.records import EvidenceError
 from .probe.clients import CLIENT_LOG_PREFIX
 

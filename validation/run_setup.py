@@ -13,18 +13,18 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pubsubguard.policies import pubsub_facts as facts
-
 from pubsubguard.core import storage
 from pubsubguard.core.declared import PUSH
-from .probe import access
-from .wire import endpoints, netem, upstream
-from .evidence import locks
-from .config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from pubsubguard.core.errors import VerifyError
+from pubsubguard.policies import pubsub_facts as facts
+
+from .config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
+from .evidence import locks
+from .probe import access
 from .probe.faults import Faults, parse_faults
 from .probe.twins import not_probed, plan_twins
 from .target import declared_estate, resolve_target
+from .wire import endpoints, netem, upstream
 
 
 def _positive(name: str, value: float) -> None:

@@ -9,9 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from pubsubguard.core.declared import Estate, Subscription, estate, plan_from, short_name
+from pubsubguard.core.errors import VerifyError
+
 from .config import RunConfig
 from .evidence.records import DeclaredSubscription
-from pubsubguard.core.errors import VerifyError
 
 
 def declared_estate(config: RunConfig, plan: dict | None = None) -> tuple[Estate, Estate]:

@@ -10,16 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from .scans import (
-    Flagged,
-    arrow_column,
-    filled_ints,
-    flagged_count,
-    flagged_max,
-    flagged_min,
-    floats,
-    ints,
-    key_starts,
-    seg_ids,
+    Flagged, arrow_column, filled_ints, flagged_count, flagged_max, flagged_min, floats, ints, key_starts, seg_ids,
 )
 
 PUBLISH, DELIVERY, DEAD_LETTER, FOREIGN = 0, 1, 2, 3

@@ -36,25 +36,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .aggregates import latency_summary
-from .guarantees import GUARANTEES, check_table
-from .scans import (
-    arrow_column,
-    filled_ints,
-    flagged_count,
-    floats,
-    ints,
-    key_starts,
-    seg_cummax,
-    seg_cummin_after,
-    seg_ids,
-    settle_prefix,
-    whole_segments,
+from .chunk import (
+    ACT_ACK, ACT_LATE_ACK, CHUNK_ROWS, Chunk, DELIVERY, FOREIGN, Found, ID_BITS, ID_SHIFT, INF, PUBLISH,
+    SubscriptionConfig, message_starts,
 )
 from .findings import FORMS
+from .guarantees import GUARANTEES, check_table
 from .pass_rows import OUTPUT_SCHEMA, append_findings, append_plot, append_row, append_statistics
-from .chunk import (
-    ACT_ACK, ACT_LATE_ACK, CHUNK_ROWS, DELIVERY, FOREIGN, ID_BITS, ID_SHIFT, INF, PUBLISH, Chunk, Found, SubscriptionConfig,
-    message_starts,
+from .scans import (
+    arrow_column, filled_ints, flagged_count, floats, ints, key_starts, seg_cummax, seg_cummin_after, seg_ids,
+    settle_prefix, whole_segments,
 )
 
 

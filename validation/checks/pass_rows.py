@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .aggregates import CHUNK_TIMELINE_BINS, HOTTEST_KEYS, TIMELINE_SERIES, shift_for
-from .chunk import ACT_LATE_ACK, EXT_CRASH, EXT_EXPIRE, FOREIGN, Chunk, Found
+from .chunk import ACT_LATE_ACK, Chunk, EXT_CRASH, EXT_EXPIRE, FOREIGN, Found
 from .findings import FINDING_FACTS, FINDING_KINDS
 from .scans import nullable_ints
 

@@ -93,16 +93,12 @@ from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, functions as F, types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from . import aggregates, chunk, findings, kernel, sorted_input
-from .findings import DEFAULT_SKEW_US
-from .findings import FINDING_COLUMNS, FINDING_KINDS
 from ..evidence.records import DeclaredSubscription
-from .findings import TIMES
+from .findings import DEFAULT_SKEW_US, FINDING_COLUMNS, FINDING_KINDS, TIMES
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read

@@ -234,7 +234,7 @@ def tee(batches: Iterator, directory: str, partition: int, seen, written) -> Ite
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from . import chunk, kernel
+    from . import kernel
 
     final = os.path.join(directory, f"part-{partition:05d}.parquet")
     temporary = f"{final}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"

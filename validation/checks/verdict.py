@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass
 
 from ..evidence import records as evidence
+from .guarantees import Exercised, SHOWN
 from .pinning import pinning_findings, pinning_tested
-from .guarantees import SHOWN, Exercised
 
 
 @dataclass(frozen=True)

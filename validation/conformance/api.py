@@ -7,25 +7,9 @@ from __future__ import annotations
 from pubsubguard.policies import pubsub_facts as facts
 
 from .harness import (
-    DELIVERY_WINDOW_S,
-    DOC_DEAD_LETTER,
-    DOC_EXACTLY_ONCE,
-    DOC_FILTER,
-    DOC_RESUME,
-    DOC_SUBSCRIPTION_API,
-    FACTS_DOC,
-    HOLDS,
-    INCONCLUSIVE,
-    ScenarioInterrupted,
-    ScenarioEnded,
-    Probe,
-    UNSUPPORTED,
-    VIOLATED,
-    as_duration_s,
-    one_line,
-    request_fields,
-    seq_of,
-    scenario,
+    DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_RESUME, DOC_SUBSCRIPTION_API, FACTS_DOC,
+    HOLDS, INCONCLUSIVE, Probe, ScenarioEnded, ScenarioInterrupted, UNSUPPORTED, VIOLATED, as_duration_s, one_line,
+    request_fields, scenario, seq_of,
 )
 
 

@@ -6,20 +6,8 @@ from __future__ import annotations
 import time
 
 from .harness import (
-    ACK_DEADLINE_S,
-    DELIVERY_WINDOW_S,
-    DOC_EXACTLY_ONCE,
-    EXPIRY_MARGIN_S,
-    FACTS_DOC,
-    HOLDS,
-    INCONCLUSIVE,
-    ScenarioEnded,
-    Probe,
-    VIOLATED,
-    ack_status,
-    error_record,
-    one_line,
-    scenario,
+    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_EXACTLY_ONCE, EXPIRY_MARGIN_S, FACTS_DOC, HOLDS, INCONCLUSIVE, Probe,
+    ScenarioEnded, VIOLATED, ack_status, error_record, one_line, scenario,
 )
 
 

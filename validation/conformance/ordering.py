@@ -7,21 +7,8 @@ from __future__ import annotations
 import time
 
 from .harness import (
-    ACK_DEADLINE_S,
-    DELIVERY_WINDOW_S,
-    DOC_EXACTLY_ONCE,
-    DOC_ORDERING,
-    FACTS_DOC,
-    HOLDS,
-    INCONCLUSIVE,
-    ScenarioInterrupted,
-    ScenarioEnded,
-    Probe,
-    VIOLATED,
-    one_line,
-    request_fields,
-    seq_of,
-    scenario,
+    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_EXACTLY_ONCE, DOC_ORDERING, FACTS_DOC, HOLDS, INCONCLUSIVE, Probe,
+    ScenarioEnded, ScenarioInterrupted, VIOLATED, one_line, request_fields, scenario, seq_of,
 )
 
 

@@ -11,28 +11,12 @@ from collections import Counter
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from .harness import (
-    ACK_DEADLINE_S,
-    DELIVERY_WINDOW_S,
-    DOC_DEAD_LETTER,
-    DOC_ORDERING,
-    DOC_SUBSCRIPTION_API,
-    EXPIRY_MARGIN_S,
-    FACTS_DOC,
-    FORWARD_WINDOW_S,
-    HOLDS,
-    INCONCLUSIVE,
-    ScenarioInterrupted,
-    ScenarioEnded,
-    PULL_TIMEOUT_S,
-    Probe,
-    VIOLATED,
-    ack_status,
-    one_line,
-    scenario,
-)
-
 from .exactly_once import first_delivery
+from .harness import (
+    ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_ORDERING, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S,
+    FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, PULL_TIMEOUT_S, Probe, ScenarioEnded, ScenarioInterrupted,
+    VIOLATED, ack_status, one_line, scenario,
+)
 
 
 # ------------------------------------------------------------------------------------- dead letter

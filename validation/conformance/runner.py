@@ -38,25 +38,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from pubsubguard.core.errors import UserError
+
 from . import scenarios as registered  # noqa: F401  (importing it registers its scenarios in SCENARIOS)
+from ..checks.findings import severity_of_result
+from ..evidence.records import read_record
 from .docs import update_doc
 from .harness import (
-    INCONCLUSIVE,
-    PULL_TIMEOUT_S,
-    RESULTS,
-    SCENARIOS,
-    VIOLATED,
-    ScenarioInterrupted,
-    ScenarioEnded,
-    Probe,
-    Scenario,
-    ScenarioRun,
-    one_line,
-    new_run_id,
+    INCONCLUSIVE, PULL_TIMEOUT_S, Probe, RESULTS, SCENARIOS, Scenario, ScenarioEnded, ScenarioInterrupted,
+    ScenarioRun, VIOLATED, new_run_id, one_line,
 )
-from pubsubguard.core.errors import UserError
-from ..evidence.records import read_record
-from ..checks.findings import severity_of_result
 
 
 # ----------------------------------------------------------------------------------------- running

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError, json_problem
+from pubsubguard.policies import pubsub_facts as facts
 
 # -- publishes: one row per publish attempt result ---------------------------------------------
 PUBLISH_FIELDS = [

@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass, field
 
 from pubsubguard.core import storage
-from .records import DELIVERY_SCHEMA, PUBLISH_SCHEMA, EvidenceError, RunInfo, read_record
+
+from .records import DELIVERY_SCHEMA, EvidenceError, PUBLISH_SCHEMA, RunInfo, read_record
 
 SEAL = "seal.json"
 FORMAT = "pubsubguard-seal/1"

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pubsubguard.core import storage
-from . import records as evidence, seal
 from pubsubguard.core.errors import VerifyError
+
+from . import records as evidence, seal
 
 
 def evidence_location(directory: Path | str) -> Path | str:

@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pubsubguard.policies import pubsub_facts as facts
-
 from pubsubguard.core.errors import UserError
+from pubsubguard.policies import pubsub_facts as facts
 
 CREDENTIALS_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
                     "to a service account key file")

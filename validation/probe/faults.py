@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pubsubguard.core.errors import UserError
+
 from ..wire.schedule import unit  # the one seeded draw, the schedule's and the client faults'
 
 GRAMMAR = ("comma-separated name=value with nack=F, expire=F, poison=F (fractions 0..1), crash=N (whole number) "

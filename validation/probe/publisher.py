@@ -8,14 +8,11 @@ import os
 import threading
 import time
 
+from pubsubguard.core import probe_contract, storage
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.core import probe_contract
-
-from pubsubguard.core import storage
-
-from ..wire import endpoints
 from ..evidence import records as evidence
+from ..wire import endpoints
 from .clients import (
     FLUSH_ROWS, FLUSH_S, PAYLOAD, PUBLISHING_PREFIX, PartWriter, now_us, use_target, wait_for_subscribers,
 )

@@ -26,6 +26,7 @@ import time
 from datetime import datetime
 
 from pubsubguard.core.declared import short_name
+
 from .subscriber import ProbeSubscriber
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204

@@ -11,20 +11,17 @@ import threading
 import time
 from pathlib import Path
 
+from pubsubguard.core import probe_contract, storage
 
-from pubsubguard.core import probe_contract
-
-from pubsubguard.core import storage
-
-from ..wire import endpoints
 from ..evidence import records as evidence
-from .faults import Faults, delivery_action
+from ..wire import endpoints
+from .acks import error_reason, failed_batch_mates, future_ack_result, unary_ack_result
 from .clients import (
-    CLIENT_LOG_PREFIX, CLIENT_STATE_PREFIX, CRASH_EXIT_CODE, DL_SOURCE_DELIVERY_COUNT, DL_SOURCE_SUBSCRIPTION, FLUSH_ROWS,
-    FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PULL_WORKERS, READY_PREFIX, UNARY_PULL_TIMEOUT_S, PartWriter,
+    CLIENT_LOG_PREFIX, CLIENT_STATE_PREFIX, CRASH_EXIT_CODE, DL_SOURCE_DELIVERY_COUNT, DL_SOURCE_SUBSCRIPTION,
+    FLUSH_ROWS, FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PULL_WORKERS, PartWriter, READY_PREFIX, UNARY_PULL_TIMEOUT_S,
     log_abandoned_ack_retries, now_us, use_target,
 )
-from .acks import error_reason, failed_batch_mates, future_ack_result, unary_ack_result
+from .faults import Faults, delivery_action
 
 
 class PulledMessage:

@@ -24,16 +24,15 @@ deletes leftovers by label and name pattern (after SIGKILL). See docs/verificati
 from __future__ import annotations
 
 import re
-import urllib.parse
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 
+from pubsubguard.core import probe_contract
+from pubsubguard.core.declared import Estate, PUSH, Subscription, short_name
+from pubsubguard.core.errors import UserError
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.core import probe_contract
-
-from pubsubguard.core.errors import UserError
-from pubsubguard.core.declared import PUSH, Estate, Subscription, short_name
 from .access import grant_subscriber, revoke_subscriber
 
 PROBE_LABEL = "pubsubguard-probe"

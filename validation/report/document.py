@@ -45,9 +45,9 @@ from pathlib import Path
 
 from pubsubguard.policies import pubsub_facts as facts
 
-from ..evidence import records as evidence
-from ..checks.verdict import RunVerdict, run_verdict
 from ..checks.findings import severity_of_result
+from ..checks.verdict import RunVerdict, run_verdict
+from ..evidence import records as evidence
 
 REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first

@@ -15,8 +15,8 @@ import io
 import json
 from pathlib import Path
 
-from .document import clock, finding_groups
 from ..checks.findings import GUARANTEES
+from .document import clock, finding_groups
 
 MAX_FINDINGS_SHOWN = 50  # per group in report.html, folded (report.json holds every one)
 

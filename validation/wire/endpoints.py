@@ -28,9 +28,9 @@ import time
 from collections import defaultdict
 from concurrent import futures
 
+from pubsubguard.core.errors import UserError
 from pubsubguard.policies import pubsub_facts as facts
 
-from pubsubguard.core.errors import UserError
 from . import upstream as upstream_channel
 from .upstream import is_loopback  # noqa: F401 - where the run's callers look for it
 

@@ -29,15 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from .schedule import unit
 from .schedule import (  # noqa: F401 - the schedule's names, as the layer's callers use them
-    KINDS,
-    NETWORK,
-    PLANTED,
-    RPCS,
-    Entry,
-    Schedule,
-    ScheduleError,
-    load_schedule,
-    parse_schedule,
+    Entry, KINDS, NETWORK, PLANTED, RPCS, Schedule, ScheduleError, load_schedule, parse_schedule,
 )
 
 SERVICE = "/google.pubsub.v1."
