@@ -65,7 +65,7 @@ def main() -> int:
     if args.from_evidence:
         return prove_path([int(n) for n in args.sizes.split(",")], args.repeat)
     from pubsubguard.validation.report import document
-    from pubsubguard.validation.report import render as reporting
+    from pubsubguard.validation.report import render
     from pubsubguard.validation.evidence.store import read_evidence
     from pubsubguard.validation.session import spark_session
     from pubsubguard.validation.checks.verdict import run_verdict
@@ -85,7 +85,7 @@ def main() -> int:
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     for attempt in range(1, args.repeat):
         started = time.monotonic()
-        reporting.render_html(document.of_evidence(spark, evidence))
+        render.render_html(document.of_evidence(spark, evidence))
         print(f"run {attempt} ({'cold JVM' if attempt == 1 else 'warm'}): judge + build + render "
               f"{time.monotonic() - started:.1f} s")
     info, publishes, deliveries, integrity = read_evidence(spark, evidence)
@@ -96,7 +96,7 @@ def main() -> int:
     judged = time.monotonic()
     result = document.build(verdict, info, evidence, publishes, deliveries, integrity)
     built = time.monotonic()
-    reporting.write(result, work / "report")
+    render.write(result, work / "report")
     written = time.monotonic()
     size = (work / "report" / "report.html").stat().st_size
     print(f"judge {judged - started:.1f} s · build (plot data) {built - judged:.1f} s · render + write "
@@ -129,7 +129,7 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     from bench_checks import PythonWorkerPeak, build, first_check, floor, re_check
 
     from pubsubguard.validation.report import document
-    from pubsubguard.validation.report import render as reporting
+    from pubsubguard.validation.report import render
     from pubsubguard.validation.evidence.store import read_evidence
     from pubsubguard.validation.session import spark_session
     from pubsubguard.validation.checks.verdict import run_verdict
@@ -149,7 +149,7 @@ def prove_path(sizes: list[int], repeat: int) -> int:
         judged = time.perf_counter()
         result = document.build(verdict, info, directory, publishes, deliveries, integrity)
         built = time.perf_counter()
-        reporting.write(result, report_dir)
+        render.write(result, report_dir)
         written = time.perf_counter()
         return {"seconds": written - t, "judge": judged - t, "data": built - judged, "render": written - built,
                 "findings": len(verdict.findings)}

@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    from pubsubguard.validation.evidence import records as evidence, seal
+    from pubsubguard.validation.evidence import records, seal
 
     main_seconds = args.main_seconds
     if main_seconds is None:
@@ -44,7 +44,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-seal-") as work:
         copy = Path(work) / "evidence"
         shutil.copytree(args.evidence, copy, ignore=shutil.ignore_patterns("checks-input"))
-        info = evidence.RunInfo.read(copy)
+        info = records.RunInfo.read(copy)
         sealing, checking = [], []
         for _ in range(args.repeat):
             t = time.perf_counter()

@@ -92,25 +92,25 @@ class _Strict(BaseModel):
 
 # --- Delivery types ----------------------------------------------------------------------------
 class PullDelivery(_Strict):
-    type: Literal["pull"] = "pull"
+    type: Literal[facts.PULL] = facts.PULL
 
 
 class PushDelivery(_Strict):
-    type: Literal["push"]
+    type: Literal[facts.PUSH]
     endpoint: str
     oidc_service_account: str | None = None
     audience: str | None = None
 
 
 class BigQueryDelivery(_Strict):
-    type: Literal["bigquery"]
+    type: Literal[facts.BIGQUERY]
     table: str = Field(description="project.dataset.table")
     use_topic_schema: bool = False
     write_metadata: bool = False
 
 
 class CloudStorageDelivery(_Strict):
-    type: Literal["cloud_storage"]
+    type: Literal[facts.CLOUD_STORAGE]
     bucket: str
     filename_prefix: str | None = None
     max_duration: str | None = None
@@ -322,11 +322,12 @@ def field_path(prefix: str, loc: tuple) -> str:
     return path
 
 
-_TAGS = {"pull", "push", "bigquery", "cloud_storage", "function-after", "function-before", "function-plain"}
-
-
-_DELIVERIES = {"pull": PullDelivery, "push": PushDelivery, "bigquery": BigQueryDelivery,
-               "cloud_storage": CloudStorageDelivery}
+_DELIVERIES = {facts.PULL: PullDelivery, facts.PUSH: PushDelivery, facts.BIGQUERY: BigQueryDelivery,
+               facts.CLOUD_STORAGE: CloudStorageDelivery}
+if tuple(_DELIVERIES) != facts.DELIVERY_TYPES:  # a delivery type added to the facts needs its model here
+    raise RuntimeError(f"infra/estate.py: delivery models {tuple(_DELIVERIES)} differ from facts.DELIVERY_TYPES")
+_TAGS = {*_DELIVERIES, "function-after", "function-before", "function-plain"}
+_DELIVERY_TYPES_SPOKEN = ", ".join(repr(delivery) for delivery in facts.DELIVERY_TYPES)
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -366,9 +367,9 @@ def _message(error: dict) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
-        return f"delivery type must be one of 'pull', 'push', 'bigquery', 'cloud_storage', got {error['input']!r}"
+        return f"delivery type must be one of {_DELIVERY_TYPES_SPOKEN}, got {error['input']!r}"
     if kind == "union_tag_not_found":
-        return "delivery needs a 'type': one of 'pull', 'push', 'bigquery', 'cloud_storage'"
+        return f"delivery needs a 'type': one of {_DELIVERY_TYPES_SPOKEN}"
     if kind == "value_error":
         msg = msg.removeprefix("Value error, ")
     elif "input" in error and not isinstance(error["input"], (dict, list)):

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pubsubguard.validation.conformance import runner as conformance, docs as conformance_docs
+from pubsubguard.validation.conformance import runner, docs as conformance_docs
 from pubsubguard.validation.conformance import harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,13 +97,13 @@ def test_conformance_json_follows_the_schema_and_lists_every_scenario(run):
     _, doc, _ = run
     jsonschema.validate(doc, SCHEMA, format_checker=jsonschema.FormatChecker())
     assert doc["target"] == "emulator" and doc["endpoint"] == os.environ["PUBSUB_EMULATOR_HOST"]
-    assert [s["id"] for s in doc["scenarios"]] == [s.id for s in conformance.SCENARIOS]
+    assert [s["id"] for s in doc["scenarios"]] == [s.id for s in runner.SCENARIOS]
     assert sorted(s["id"] for s in doc["scenarios"]) == sorted(ALL_IDS)
     for item in doc["scenarios"]:
-        assert item["result"] in conformance.RESULTS
+        assert item["result"] in runner.RESULTS
         assert "docs/pubsub-facts.md" in item["source"] and "https://cloud.google.com/pubsub/docs/" in item["source"]
         assert any("call" in e for e in item["evidence"]), f"{item['id']}: no request recorded"
-    assert doc["summary"] == {r: sum(s["result"] == r for s in doc["scenarios"]) for r in conformance.RESULTS}
+    assert doc["summary"] == {r: sum(s["result"] == r for s in doc["scenarios"]) for r in runner.RESULTS}
 
 
 def test_the_emulator_outcomes(run):
@@ -233,8 +233,8 @@ def test_usage_and_environment_errors_are_one_line_exit_2(argv, env, expected, t
 
 def test_the_markdown_section_round_trips(tmp_path):
     run = {"target": "emulator", "endpoint": "127.0.0.1:1", "project": "p", "run_id": "0123abcd",
-           "started": conformance.utc_now().isoformat(timespec="seconds")}
-    doc = conformance.document(run,
+           "started": runner.utc_now().isoformat(timespec="seconds")}
+    doc = runner.document(run,
                                [{"id": "filter-enforced", "result": "violated", "detail": "delivered a | b"},
                                 {"id": "ordering-immutable", "result": "holds", "detail": "refused"}],
                                {"deleted": [], "failed": []}, 1.0)

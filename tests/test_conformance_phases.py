@@ -7,7 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from pubsubguard.validation.conformance import runner as conformance
+from pubsubguard.validation.conformance import runner
 from pubsubguard.validation.conformance.harness import HOLDS, SCENARIOS, Scenario
 
 
@@ -28,7 +28,7 @@ def test_disturbing_scenarios_start_after_the_others_ended():
     scenarios = [Scenario("slow", "", "", body("slow", 0.3)), Scenario("disturbing", "", "", body("disturbing", 0.01), True),
                  Scenario("quick", "", "", body("quick", 0.05))]
     session = SimpleNamespace(publisher=None, subscriber=None, stop=threading.Event())
-    results = conformance.run_scenarios(session, scenarios)
+    results = runner.run_scenarios(session, scenarios)
     assert [r["id"] for r in results] == ["slow", "disturbing", "quick"]  # reported in the given order
     at = {(name, what): t for name, what, t in events}
     assert at[("disturbing", "start")] >= max(at[("slow", "end")], at[("quick", "end")])

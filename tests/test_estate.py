@@ -132,3 +132,31 @@ def test_semantic_combinations_are_kept_as_written_for_the_policy_pack():
 def test_a_string_instead_of_a_mapping_is_reported_at_the_estate_key():
     with pytest.raises(EstateError, match=r"pubsubguard:estate: expected a mapping with 'topics'"):
         load_spec("topics", "Pulumi.test.yaml")
+
+
+def test_delivery_types_are_one_set_of_names_across_estate_model_readback_and_rules():
+    """The delivery types are spelled once (pubsub_facts.DELIVERY_TYPES): the estate's delivery models, the declared
+    model's `delivery_type` of each input block, and the pack's delivery blocks read them."""
+    from pubsubguard.core import declared
+    from pubsubguard.policies import pubsub_facts as facts
+    from pubsubguard.infra import estate
+
+    assert tuple(estate._DELIVERIES) == facts.DELIVERY_TYPES
+    assert {model.model_fields["type"].annotation.__args__[0] for model in estate._DELIVERIES.values()} \
+        == set(facts.DELIVERY_TYPES)
+    assert declared.delivery_type({}) == facts.PULL
+    for delivery, block in facts.DELIVERY_INPUTS.items():
+        assert declared.delivery_type({block: {"x": 1}}) == delivery
+    assert set(facts.DELIVERY_INPUTS) | {facts.PULL} == set(facts.DELIVERY_TYPES)
+
+
+def test_a_delivery_type_added_to_the_facts_without_its_estate_model_fails_at_import():
+    import subprocess
+    import sys
+
+    planted = ("from pubsubguard.policies import pubsub_facts as facts\n"
+               "facts.DELIVERY_TYPES = (*facts.DELIVERY_TYPES, 'carrier_pigeon')\n"
+               "import pubsubguard.infra.estate\n")
+    done = subprocess.run([sys.executable, "-c", planted], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "infra/estate.py: delivery models" in done.stderr and "differ from facts.DELIVERY_TYPES" in done.stderr

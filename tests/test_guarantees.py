@@ -84,3 +84,50 @@ def test_update_doc_rewrites_only_the_generated_section(tmp_path):
     assert "STALE ROW" not in text and text.startswith("# doc\n\n") and text.endswith("\n\nafter\n")
     assert "| endpoint_pinning | `ordering` or `exactly_once` declared" in text
     assert "`dead_letter_early`*" in text and "`lost`," in text
+
+
+# -- each finding kind's wording (validation/checks/wording.py), checked at import as the kernel is ----------
+
+def test_every_finding_kind_and_form_has_its_sentence():
+    from pubsubguard.validation.checks import wording
+
+    assert set(wording.WORDING) == set(findings.FINDING_KINDS)
+    for kind, forms in findings.FORMS.items():
+        assert set(forms) <= set(wording.WORDED_FORMS[kind]), kind
+    wording.check_wording(wording.WORDING, wording.WORDED_FORMS)
+
+
+def test_a_kind_or_form_added_without_its_sentence_fails():
+    from pubsubguard.validation.checks import wording
+    from pubsubguard.validation.checks.wording import WordingError, check_wording
+
+    kinds = {**findings.FINDING_KINDS, "region_out_of_order": ("ordering", "error")}
+    with pytest.raises(WordingError, match="'region_out_of_order': no sentence for it in validation/checks/wording.py"):
+        check_wording(wording.WORDING, wording.WORDED_FORMS, kinds=kinds)
+    forms = {**findings.FORMS, "out_of_order": (*findings.FORMS["out_of_order"], "interleaved")}
+    with pytest.raises(WordingError, match="'out_of_order': form 'interleaved' is not among the forms"):
+        check_wording(wording.WORDING, wording.WORDED_FORMS, forms=forms)
+    stray = {**wording.WORDING, "lost_twice": wording.WORDING["lost"]}
+    with pytest.raises(WordingError, match="finding kind 'lost_twice' is not in the findings' vocabulary"):
+        check_wording(stray, wording.WORDED_FORMS)
+    with pytest.raises(WordingError, match="'lost': worded twice"):
+        wording.words("lost")(lambda finding, at: "again")
+    assert wording.WORDING["lost"].__name__ == "_lost"  # the refused registration changed nothing
+
+
+def test_the_wording_table_is_checked_when_it_is_imported(tmp_path):
+    """A kind planted in the vocabulary before the wording module is imported fails its import."""
+    import subprocess
+    import sys
+
+    planted = (
+        "from pubsubguard.validation.checks import findings\n"
+        "findings.FINDING_KINDS['region_out_of_order'] = ('ordering', 'error')\n"
+        "from pubsubguard.validation.checks import wording\n"
+    )
+    done = subprocess.run([sys.executable, "-c", planted], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "WordingError: finding kind 'region_out_of_order': no sentence for it" in done.stderr
+    clean = subprocess.run([sys.executable, "-c", planted.splitlines()[0] + "\n" + planted.splitlines()[2]],
+                           capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0, clean.stderr

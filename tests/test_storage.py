@@ -18,7 +18,7 @@ import pytest
 from pubsubguard.core import storage
 from pubsubguard.core.declared import plan_from
 import histories as H
-from pubsubguard.validation.evidence import records as evidence
+from pubsubguard.validation.evidence import records
 from pubsubguard.validation import job
 from pubsubguard.validation.evidence.records import DeclaredSubscription
 from pubsubguard.validation.probe.clients import PartWriter
@@ -70,7 +70,7 @@ def test_plan_read_from_gcs(gcs, tmp_path):
 
 def test_part_writer_and_run_info_on_gcs(gcs):
     directory = f"gs://{BUCKET}/parts/evidence"
-    writer = PartWriter(storage.join(directory, "publishes"), evidence.PUBLISH_SCHEMA, "pub-t", flush_rows=2, flush_s=60)
+    writer = PartWriter(storage.join(directory, "publishes"), records.PUBLISH_SCHEMA, "pub-t", flush_rows=2, flush_s=60)
     rows = [{"run_id": "r", "topic": "t", "key": "k", "seq": i, "message_id": str(i), "poison": False, "status": "ok",
              "error": None, "publish_time_us": i, "publisher_task": "pub-t"} for i in range(5)]
     for row in rows:
@@ -83,9 +83,9 @@ def test_part_writer_and_run_info_on_gcs(gcs):
     read = pa.concat_tables([pq.read_table(pa.BufferReader(storage.read_bytes(storage.join(directory, "publishes", p))))
                              for p in parts])
     assert sorted(read.column("seq").to_pylist()) == list(range(5))
-    info = evidence.RunInfo(run_id="r", target="emulator", subscriptions=SUBSCRIPTIONS, parameters={"keys": 1})
+    info = records.RunInfo(run_id="r", target="emulator", subscriptions=SUBSCRIPTIONS, parameters={"keys": 1})
     info.write(directory)
-    assert evidence.RunInfo.read(directory) == info
+    assert records.RunInfo.read(directory) == info
 
 
 def _normalised(report: dict) -> dict:

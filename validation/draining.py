@@ -188,92 +188,103 @@ class DrainSteps:
         with progress_bars(not self.config.no_progress) as progress:
             pub_bar = progress.add_task("publishing", total=published_target)
             drain_bar = progress.add_task("draining (settled per subscription)", total=None)
-            ticks = 0
-            while True:
-                time.sleep(0.5)
-                tally.refresh()
-                progress.update(pub_bar, completed=tally.publish_rows)
-                expected = tally.expected()
-                progress.update(drain_bar, completed=tally.done(), total=expected or None)
-                if self.errors:
-                    raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
-                now = time.monotonic()
-                ticks += 1
-                if ticks % 4 == 0 and self._dead_lettering():
-                    self._close_stalled(tally, clock)
-                if not self.publish_done.is_set():
-                    clock.observe(tally, now)
-                    overdue = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
-                    self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions,
-                                                overdue=overdue))
-                    continue
-                if clock.started is None:
-                    self.drain_started_us = time.time_ns() // 1000
-                    clock.begin(tally, now, min(tally.published_us.values(), default=None), time.time_ns() // 1000)
-                    late_acks_done = now + self._late_acks_within_s()
-                    warm_up_at = now + WARM_UP_AFTER_S
+            ended = self._until_ended(tally, clock, deadline_us, warm_up, progress, pub_bar, drain_bar)
+            self._record_drain(tally, clock, ended, progress, drain_bar, deadline_us)
+
+    def _until_ended(self, tally: EvidenceTally, clock: DrainClock, deadline_us: dict, warm_up: WarmUp, progress,
+                     pub_bar, drain_bar) -> str:
+        """Watch the evidence every 0.5 s while publishing (the flow of publishes) and then while draining, until
+        the clock ends the drain: settled, stuck or ceiling (an observation says why when not settled)."""
+        ticks = 0
+        while True:
+            time.sleep(0.5)
+            tally.refresh()
+            progress.update(pub_bar, completed=tally.publish_rows)
+            expected = tally.expected()
+            progress.update(drain_bar, completed=tally.done(), total=expected or None)
+            if self.errors:
+                raise VerifyError(f"publisher job failed: {str(self.errors[0]).splitlines()[0][:500]}")
+            now = time.monotonic()
+            ticks += 1
+            if ticks % 4 == 0 and self._dead_lettering():
+                self._close_stalled(tally, clock)
+            if not self.publish_done.is_set():
                 clock.observe(tally, now)
-                if warm_up.thread is None and now >= warm_up_at and warm_up.possible() and self._free_slot():
-                    warm_up.start()
-                planted_due = now >= self._planted_due()  # a planted effect is always waited for
-                if tally.done() >= expected:
-                    # every message settled; deliveries the expire fault holds may still await their late ack
-                    if now >= late_acks_done and planted_due:
-                        ended = "settled"
-                        break
-                    continue
-                unsettled = tally.unsettled()
-                stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
-                # nothing reads a subscription whose streams the drain closed (it stalled): what it has not
-                # settled yet stays so, stuck from the close, not one ack deadline after its last event
-                closed = {name: unsettled[name] for name in sorted(self.closed) if name in unsettled}
-                stuck.update(closed)
-                ended = clock.end(now, unsettled, stuck) if planted_due else None
-                if ended == "stuck":
-                    on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
-                    why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
-                           "after a nack; a poison message nacked on a dead-lettering subscription: the backoff alone) "
-                           f"+ {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
-                           "progress on their subscription for its window" if stuck == unsettled else
-                           f"their subscriptions stopped -- no message delivered for the first time and none settled "
-                           f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
-                    self.observations.append(
-                        f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
-                        f"with success or dead-lettered) and {why} -- per subscription (and how their latest delivery "
-                        f"ended): {self._unsettled_text(tally, unsettled)}")
-                    break
-                if ended == "ceiling":
-                    moving = sorted(name for name in unsettled if not clock.stopped(name, now))
-                    self.observations.append(
-                        f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
-                        f"published messages not settled (acked with success or dead-lettered); still making progress: "
-                        f"{', '.join(moving) or 'none'}; per subscription (and how their latest delivery ended): "
-                        f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
-                        "lost (no final read proved them lost)")
-                    break
-            self.drain = {"clock": clock.record(time.monotonic(), ended, tally)}
-            if ended == "stuck":
-                final = self._final_read(tally, progress, drain_bar, deadline_us)
-                proven = final["ended"] in ("quiet", "settled", "closed")
-            else:
-                final, proven = None, False
+                overdue = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+                self._flow(allowed_per_task(tally, clock, now, self.pairs_per_message, self.publish_partitions,
+                                            overdue=overdue))
+                continue
+            if clock.started is None:
+                self.drain_started_us = time.time_ns() // 1000
+                clock.begin(tally, now, min(tally.published_us.values(), default=None), time.time_ns() // 1000)
+                late_acks_done = now + self._late_acks_within_s()
+                warm_up_at = now + WARM_UP_AFTER_S
+            clock.observe(tally, now)
+            if warm_up.thread is None and now >= warm_up_at and warm_up.possible() and self._free_slot():
+                warm_up.start()
+            planted_due = now >= self._planted_due()  # a planted effect is always waited for
+            if tally.done() >= expected:
+                # every message settled; deliveries the expire fault holds may still await their late ack
+                if now >= late_acks_done and planted_due:
+                    return "settled"
+                continue
             unsettled = tally.unsettled()
-            self.drain.update(self._unsettled_drain(tally, ended, unsettled))
-            self.drain["clock"]["publish_flow"] = {
-                "in_flight_pairs": IN_FLIGHT_PAIRS, "rate": self.config.rate,
-                "waited_s": round(sum(r.get("flow_waited_s", 0.0) for r in self.publish_summary), 1),
-                "let_go": sum(1 for r in self.publish_summary if r.get("flow_let_go"))}
-            self.drain["final_read"] = final
-            # a final read through a stream the client library had paused, or on which it held messages it never
-            # handed to the probe, proves nothing of that subscription
-            held = self._held_in_client(unsettled) if final else {}
-            self.drain["held_in_client"] = held
-            # subscriptions whose never-delivered messages no final read proved lost: unsettled, never `lost`
-            self.drain["unproven"] = sorted(held) if proven else sorted(unsettled)
-            self.drain["cut"] = {name: tally.never_delivered(name) for name in self.drain["unproven"]
-                                 if name not in held and tally.never_delivered(name)}
-            self.observations.append(clock_sentence(self.drain))
-            self.observations.extend(self._stall_text(tally, self.drain))
+            stuck = tally.stuck(time.time_ns() // 1000, int(STUCK_GRACE_S * 1e6), deadline_us)
+            # nothing reads a subscription whose streams the drain closed (it stalled): what it has not
+            # settled yet stays so, stuck from the close, not one ack deadline after its last event
+            closed = {name: unsettled[name] for name in sorted(self.closed) if name in unsettled}
+            stuck.update(closed)
+            ended = clock.end(now, unsettled, stuck) if planted_due else None
+            if ended == "stuck":
+                on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
+                why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
+                       "after a nack; a poison message nacked on a dead-lettering subscription: the backoff alone) "
+                       f"+ {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
+                       "progress on their subscription for its window" if stuck == unsettled else
+                       f"their subscriptions stopped -- no message delivered for the first time and none settled "
+                       f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
+                self.observations.append(
+                    f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
+                    f"with success or dead-lettered) and {why} -- per subscription (and how their latest delivery "
+                    f"ended): {self._unsettled_text(tally, unsettled)}")
+                return ended
+            if ended == "ceiling":
+                moving = sorted(name for name in unsettled if not clock.stopped(name, now))
+                self.observations.append(
+                    f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
+                    f"published messages not settled (acked with success or dead-lettered); still making progress: "
+                    f"{', '.join(moving) or 'none'}; per subscription (and how their latest delivery ended): "
+                    f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
+                    "lost (no final read proved them lost)")
+                return ended
+
+    def _record_drain(self, tally: EvidenceTally, clock: DrainClock, ended: str, progress, drain_bar,
+                      deadline_us: dict) -> None:
+        """`self.drain`: how the drain ended and what it left unsettled, after the healed final read when it ended
+        stuck (what no final read proved lost is unsettled, never lost); its sentences among the observations."""
+        self.drain = {"clock": clock.record(time.monotonic(), ended, tally)}
+        if ended == "stuck":
+            final = self._final_read(tally, progress, drain_bar, deadline_us)
+            proven = final["ended"] in ("quiet", "settled", "closed")
+        else:
+            final, proven = None, False
+        unsettled = tally.unsettled()
+        self.drain.update(self._unsettled_drain(tally, ended, unsettled))
+        self.drain["clock"]["publish_flow"] = {
+            "in_flight_pairs": IN_FLIGHT_PAIRS, "rate": self.config.rate,
+            "waited_s": round(sum(r.get("flow_waited_s", 0.0) for r in self.publish_summary), 1),
+            "let_go": sum(1 for r in self.publish_summary if r.get("flow_let_go"))}
+        self.drain["final_read"] = final
+        # a final read through a stream the client library had paused, or on which it held messages it never
+        # handed to the probe, proves nothing of that subscription
+        held = self._held_in_client(unsettled) if final else {}
+        self.drain["held_in_client"] = held
+        # subscriptions whose never-delivered messages no final read proved lost: unsettled, never `lost`
+        self.drain["unproven"] = sorted(held) if proven else sorted(unsettled)
+        self.drain["cut"] = {name: tally.never_delivered(name) for name in self.drain["unproven"]
+                             if name not in held and tally.never_delivered(name)}
+        self.observations.append(clock_sentence(self.drain))
+        self.observations.extend(self._stall_text(tally, self.drain))
 
     def _held_in_client(self, unsettled: dict[str, int]) -> dict[str, dict]:
         """The unsettled subscriptions whose stream the final read kept (ordered ones) and on which the client

@@ -31,7 +31,7 @@ from .checks.drift import config_drift, missing_subscriptions
 from .config import EXPIRE_MARGIN_S, RunConfig
 from .conformance.beside import ConformanceBeside
 from .draining import DrainSteps
-from .evidence import records as evidence, seal
+from .evidence import records, seal
 from .failures import client_log_summary, quiet_crash_logs, spark_cause
 from .footprint import Footprint, sentence as footprint_sentence
 from .probe import access
@@ -99,59 +99,16 @@ def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: d
 
 
 def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[str], evidence_at=None):
-    config, everything, estate, run_id = setup.config, setup.everything, setup.estate, setup.run_id
-    probed, twin_specs, run_identity = setup.probed, setup.twin_specs, setup.run_identity
+    config, estate, run_id, twin_specs = setup.config, setup.estate, setup.run_id, setup.twin_specs
     dialled = {**setup.mapping, **listeners.mapping}
     publisher = endpoints.publisher_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
-    unobserved = sorted(run_setup.run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
-    if unobserved:
-        observations.append(
-            f"endpoint pinning not observable for {', '.join(unobserved)}: their traffic goes to Google over TLS; "
-            "map them to loopback stand-ins with --endpoint REGION=HOST:PORT to observe it")
-    permissions = access.check_permissions(publisher, subscriber,
-                                           access.needed_permissions(estate, probed, twin_specs))
-    failed = [a for a in permissions if a.result == "error"]
-    if failed:
-        raise VerifyError(f"--target {config.target}: cannot test the run's permissions (testIamPermissions on "
-                          f"{failed[0].resource}: {failed[0].detail})")
-    missing = [a for a in permissions if a.result == "missing"]
-    if missing:
-        raise VerifyError(
-            f"--target {config.target}: the run's identity ({run_identity}) lacks permissions: "
-            + "; ".join(f"{short_name(a.resource)}: {a.detail}" for a in missing))
-    unanswered = [a for a in permissions if a.result == "not answered"]
-    if unanswered:
-        observations.append(
-            f"the target did not answer testIamPermissions on {len(unanswered)} of {len(permissions)} resources "
-            f"({unanswered[0].detail.split(':')[0]}): the run's own permissions were not tested")
-    # The config check doubles as the reachability check: nothing is created before it answers.
-    try:
-        drift = config_drift(everything, estate, publisher, subscriber)
-    except UserError:
-        raise
-    except Exception as err:  # noqa: BLE001 - the target did not answer
-        raise VerifyError(f"--target {config.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
-    missing = [name for name in missing_subscriptions(drift) if name in probed]
-    if missing:
-        raise VerifyError(
-            f"--target {config.target}: declared subscriptions missing on the target: {', '.join(missing)} "
-            "(apply the stack first: `pubsubguard apply --emulator`)"
-        )
+    permissions, drift = _preflight(setup, listeners, publisher, subscriber, observations)
 
     evidence_dir = run_setup.fresh_evidence_dir(setup.report, evidence_at)
+    parameters = _parameters(setup, session, listeners, permissions, drift, observations, evidence_dir)
     tested = {name: not_probed(t, setup.push_url) for name, t in estate.subscriptions.items() if not_probed(t, setup.push_url)}
-    parameters = {
-        "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
-        "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
-        "drain_timeout_s": config.drain_timeout, "rate": config.rate, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
-        "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
-        "identity": run_identity, "endpoints": run_setup.endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
-        "iam": [a.as_dict() for a in permissions],
-        "declared_source": everything.source,  # what drift and the guarantees were judged against
-        "evidence_dir": str(evidence_dir),  # where it was written (a re-check elsewhere names its own in the text)
-    }
-    info = evidence.RunInfo(run_id=run_id, target=config.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
+    info = records.RunInfo(run_id=run_id, target=config.target, subscriptions=[checked(s) for s in estate.subscriptions.values()],
                             parameters=parameters, tested=tested)
     info.write(evidence_dir)
 
@@ -187,39 +144,107 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
         finally:
             if scenarios is not None:  # the probe failed or was interrupted: end them, delete their resources
                 scenarios.stop()
-            stop_file.set()
-            session.sparkContext.cancelAllJobs()
-            for marker in storage.names(evidence_dir, READY_PREFIX) + storage.names(evidence_dir, PUBLISHING_PREFIX):
-                storage.delete(storage.join(evidence_dir, marker))
-            for notes in storage.names(evidence_dir, NOTES_PREFIX):
-                text = storage.read_text(storage.join(evidence_dir, notes))
-                observations.extend(line for line in text.splitlines() if line)
-            observations.extend(client_log_summary(evidence_dir))
-            left = twins.delete()
-            if left:
-                observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
-            parameters["iam"] += twins.iam
-            if any(a["result"] == "not answered" for a in twins.iam):
-                observations.append("the target did not answer setIamPolicy/getIamPolicy: the probe twins' "
-                                    "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
-            parameters["endpoints"]["traffic"] = listeners.rows()
-            if setup.nemesis is not None:
-                parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
-                setup.nemesis.write_accepted(evidence_dir, run_id)  # ids only the layer saw: publish rows
-            info.write(evidence_dir)  # observations so far, also when interrupted
-            _jobs_ended(session)  # a cancelled task writes nothing after the seal
-            if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out
-                _writes_ended(evidence_dir)
-            try:  # last: what the run recorded, fixed (pubsubguard.validation.evidence.seal)
-                seal.seal(evidence_dir, run_id)
-            except Exception as err:  # noqa: BLE001 - never instead of the run's own error: the check says unsealed
-                print(f"verify: the evidence could not be sealed ({type(err).__name__}: {err}); it is judged as "
-                      "unsealed", file=sys.stderr)
-            stop_file.clear()
-            storage.delete(storage.join(evidence_dir, "_heal"))
-            storage.delete(storage.join(evidence_dir, "_flow"))
-            storage.delete(storage.join(evidence_dir, "_close"))
+            _close(setup, session, info, evidence_dir, stop_file, twins, listeners, observations, ended)
     return session, evidence_dir, setup.report
+
+
+def _preflight(setup: ProbeSetup, listeners, publisher, subscriber, observations: list[str]):
+    """Before anything is created: the run's permissions tested and the estate read back (the config check
+    doubles as the reachability check); VerifyError when either refuses the run. (permissions, drift)."""
+    config, everything, estate = setup.config, setup.everything, setup.estate
+    probed, twin_specs, run_identity = setup.probed, setup.twin_specs, setup.run_identity
+    unobserved = sorted(run_setup.run_endpoints(estate, probed, twin_specs) - set(listeners.listeners))
+    if unobserved:
+        observations.append(
+            f"endpoint pinning not observable for {', '.join(unobserved)}: their traffic goes to Google over TLS; "
+            "map them to loopback stand-ins with --endpoint REGION=HOST:PORT to observe it")
+    permissions = access.check_permissions(publisher, subscriber,
+                                           access.needed_permissions(estate, probed, twin_specs))
+    failed = [a for a in permissions if a.result == "error"]
+    if failed:
+        raise VerifyError(f"--target {config.target}: cannot test the run's permissions (testIamPermissions on "
+                          f"{failed[0].resource}: {failed[0].detail})")
+    missing = [a for a in permissions if a.result == "missing"]
+    if missing:
+        raise VerifyError(
+            f"--target {config.target}: the run's identity ({run_identity}) lacks permissions: "
+            + "; ".join(f"{short_name(a.resource)}: {a.detail}" for a in missing))
+    unanswered = [a for a in permissions if a.result == "not answered"]
+    if unanswered:
+        observations.append(
+            f"the target did not answer testIamPermissions on {len(unanswered)} of {len(permissions)} resources "
+            f"({unanswered[0].detail.split(':')[0]}): the run's own permissions were not tested")
+    # The config check doubles as the reachability check: nothing is created before it answers.
+    try:
+        drift = config_drift(everything, estate, publisher, subscriber)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the target did not answer
+        raise VerifyError(f"--target {config.target}: cannot read the estate back: {type(err).__name__}: {err}") from None
+    missing = [name for name in missing_subscriptions(drift) if name in probed]
+    if missing:
+        raise VerifyError(
+            f"--target {config.target}: declared subscriptions missing on the target: {', '.join(missing)} "
+            "(apply the stack first: `pubsubguard apply --emulator`)"
+        )
+    return permissions, drift
+
+
+def _parameters(setup: ProbeSetup, session, listeners, permissions, drift, observations: list[str],
+                evidence_dir) -> dict:
+    """run.json's parameters: what the run was asked and what it found before probing (`observations` is the
+    run's own list, extended as the run goes)."""
+    config, everything, estate = setup.config, setup.everything, setup.estate
+    probed, twin_specs = setup.probed, setup.twin_specs
+    return {
+        "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
+        "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
+        "drain_timeout_s": config.drain_timeout, "rate": config.rate, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
+        "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
+        "identity": setup.run_identity, "endpoints": run_setup.endpoint_record(estate, probed, twin_specs, setup.mapping, listeners),
+        "iam": [a.as_dict() for a in permissions],
+        "declared_source": everything.source,  # what drift and the guarantees were judged against
+        "evidence_dir": str(evidence_dir),  # where it was written (a re-check elsewhere names its own in the text)
+    }
+
+
+def _close(setup: ProbeSetup, session, info, evidence_dir, stop_file, twins, listeners, observations: list[str],
+           ended: bool) -> None:
+    """The run's end, also when it failed or was interrupted (`ended` False): its tasks stopped, what they
+    noted gathered, the twins deleted, run.json written with all of it, and the evidence sealed."""
+    parameters, run_id = info.parameters, setup.run_id
+    stop_file.set()
+    session.sparkContext.cancelAllJobs()
+    for marker in storage.names(evidence_dir, READY_PREFIX) + storage.names(evidence_dir, PUBLISHING_PREFIX):
+        storage.delete(storage.join(evidence_dir, marker))
+    for notes in storage.names(evidence_dir, NOTES_PREFIX):
+        text = storage.read_text(storage.join(evidence_dir, notes))
+        observations.extend(line for line in text.splitlines() if line)
+    observations.extend(client_log_summary(evidence_dir))
+    left = twins.delete()
+    if left:
+        observations.append(f"could not delete probe twins {left}; run `pubsubguard verify --cleanup`")
+    parameters["iam"] += twins.iam
+    if any(a["result"] == "not answered" for a in twins.iam):
+        observations.append("the target did not answer setIamPolicy/getIamPolicy: the probe twins' "
+                            "service agent grant was requested but not applied (docs/emulator.md: no IAM)")
+    parameters["endpoints"]["traffic"] = listeners.rows()
+    if setup.nemesis is not None:
+        parameters["nemesis"] = setup.nemesis.as_dict()  # every fault applied, a row each
+        setup.nemesis.write_accepted(evidence_dir, run_id)  # ids only the layer saw: publish rows
+    info.write(evidence_dir)  # observations so far, also when interrupted
+    _jobs_ended(session)  # a cancelled task writes nothing after the seal
+    if not ended:  # interrupted: a cancelled task's worker may still write its last part on its way out
+        _writes_ended(evidence_dir)
+    try:  # last: what the run recorded, fixed (pubsubguard.validation.evidence.seal)
+        seal.seal(evidence_dir, run_id)
+    except Exception as err:  # noqa: BLE001 - never instead of the run's own error: the check says unsealed
+        print(f"verify: the evidence could not be sealed ({type(err).__name__}: {err}); it is judged as "
+              "unsealed", file=sys.stderr)
+    stop_file.clear()
+    storage.delete(storage.join(evidence_dir, "_heal"))
+    storage.delete(storage.join(evidence_dir, "_flow"))
+    storage.delete(storage.join(evidence_dir, "_close"))
 
 
 def _writes_ended(evidence_dir, quiet_s: float = 1.5, timeout_s: float = 30.0) -> None:

@@ -133,7 +133,7 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
                       location: Path | str, staging: Path, keep: bool = True, partial: bool = False) -> int:
     from .report import document
-    from .report import render as reporting
+    from .report import render
 
     try:
         result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep, partial=partial)
@@ -142,9 +142,9 @@ def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: b
         if unreadable is None or debugging():
             raise
         raise unreadable from None
-    reporting.write(result, report, location)
+    render.write(result, report, location)
     if terminal:
-        reporting.print_summary(result, location)
+        render.print_summary(result, location)
     else:
         print(f"report: {storage.join(location, 'report.json')} verdict={result['verdict']}", file=sys.stderr)
     return result["exit_code"]

@@ -22,6 +22,14 @@ TOPIC_IAM_TYPES = (TOPIC_IAM_MEMBER, TOPIC_IAM_BINDING, TOPIC_IAM_POLICY)
 SUBSCRIPTION_IAM_TYPES = (SUBSCRIPTION_IAM_MEMBER, SUBSCRIPTION_IAM_BINDING, SUBSCRIPTION_IAM_POLICY)
 IAM_TYPES = TOPIC_IAM_TYPES + SUBSCRIPTION_IAM_TYPES
 
+# --- Delivery types (Pub/Sub API: a subscription is pull unless one delivery config is set) --------
+# The one set of names of a subscription's delivery type: the estate file's `delivery.type`, the declared
+# model's `delivery_type`, the readback's `delivery`, the evidence's run.json. pulumi-gcp's input block that
+# makes each (a subscription with none of them is pull), in the order they are looked for.
+PULL, PUSH, BIGQUERY, CLOUD_STORAGE = "pull", "push", "bigquery", "cloud_storage"
+DELIVERY_TYPES = (PULL, PUSH, BIGQUERY, CLOUD_STORAGE)
+DELIVERY_INPUTS = {PUSH: "pushConfig", BIGQUERY: "bigqueryConfig", CLOUD_STORAGE: "cloudStorageConfig"}
+
 # --- Ranges (Pub/Sub API; provider docs) -------------------------------------------------------
 ACK_DEADLINE_MIN_S = 10
 ACK_DEADLINE_MAX_S = 600

@@ -26,7 +26,8 @@ from pubsub_rules.values import (UNKNOWN, as_list, as_str, display, get, known, 
                                  resource_path_key)
 
 COLLECTIONS = {facts.TOPIC: "topics", facts.SUBSCRIPTION: "subscriptions"}
-DELIVERY_BLOCKS = (("pushConfig", "push"), ("bigqueryConfig", "BigQuery"), ("cloudStorageConfig", "Cloud Storage"))
+DELIVERY_BLOCKS = tuple((facts.DELIVERY_INPUTS[delivery], spoken) for delivery, spoken in (
+    (facts.PUSH, "push"), (facts.BIGQUERY, "BigQuery"), (facts.CLOUD_STORAGE, "Cloud Storage")))
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def print_table(doc: dict, report: Path) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard.validation.conformance import runner as conformance
+    from pubsubguard.validation.conformance import runner
 
     scenarios = _select(args.scenario)
     report = (args.report or args.root / "out" / "conform").resolve()
@@ -151,10 +151,10 @@ def run(args) -> int:
 
 
 def _run(args, conformance, scenarios, project: str, endpoint: str | None, report: Path) -> int:
-    run_id = conformance.new_run_id()
+    run_id = runner.new_run_id()
     print(f"conform: {len(scenarios)} scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, "
           f"project {project}, run {run_id}", flush=True)
-    doc = conformance.conform(
+    doc = runner.conform(
         args.target, project, project_number=args.project_number, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
         on_done=lambda r: print(f"  {r['id']}: {r['result']} ({r['duration_s']:.0f} s)", flush=True),
         log=lambda line: print(line, flush=True), client_log=report / "client-log-conformance.txt")
@@ -166,4 +166,4 @@ def _run(args, conformance, scenarios, project: str, endpoint: str | None, repor
     note = library_note("scenarios", doc["client_log"])
     if note:
         print(f"conform: {note}", flush=True)
-    return conformance.exit_code(doc)
+    return runner.exit_code(doc)

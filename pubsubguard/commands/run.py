@@ -79,6 +79,40 @@ def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
+def _verify_argv(args, declared: list[str], report) -> list[str]:
+    """The verify step's arguments: what `run` was given, on the emulator, with the conformance scenarios."""
+    return [
+        "--cwd", str(args.root), *declared, "--target", "emulator",
+        "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
+        "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
+        *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
+        *(["--rate", repr(args.rate)] if args.rate else []),
+        *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
+        *(["--master", args.master] if args.master else []),
+    ]
+
+
+def _plan_and_check(args, plan_file) -> int | None:
+    """The plan and the policy check of it; the exit code that ends the run when either refuses (None: go on)."""
+    from pubsubguard.core.plan_file import load_plan
+
+    _step(f"plan: stack {args.stack!r} -> {plan_file}")
+    planned = run_command("plan", ["--stack", args.stack, "--cwd", str(args.root), "--out", str(plan_file)])
+    if planned != 0:
+        return planned
+    if args.nemesis:
+        _schedule_names(args.nemesis, load_plan(plan_file))
+
+    _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
+    checked = run_command("check", ["--plan", str(plan_file), "--format", "text"])
+    if checked == INTERRUPTED_EXIT:
+        return checked
+    if checked != 0:
+        print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
+        return checked
+    return None
+
+
 def run(args) -> int:
     from pubsubguard.commands.preflight import preflight
     from pubsubguard.validation.config import RunConfig
@@ -98,16 +132,7 @@ def run(args) -> int:
     plan_file = out / "plan.json"
     declared = ["--state", deployed["state"]["location"]] if deployed else ["--plan", str(plan_file)]
     report = out / "report"
-    project = ["--stack", args.stack, "--cwd", str(args.root)]
-    verify_argv = [
-        "--cwd", str(args.root), *declared, "--target", "emulator",
-        "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
-        *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
-        *(["--rate", repr(args.rate)] if args.rate else []),
-        *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
-        *(["--master", args.master] if args.master else []),
-    ]
+    verify_argv = _verify_argv(args, declared, report)
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     preflight(RunConfig(target="emulator", report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -133,20 +158,9 @@ def run(args) -> int:
         _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
               "deploy: skipped)")
     else:
-        _step(f"plan: stack {args.stack!r} -> {plan_file}")
-        planned = run_command("plan", [*project, "--out", str(plan_file)])
-        if planned != 0:
-            return planned
-        if args.nemesis:
-            _schedule_names(args.nemesis, load_plan(plan_file))
-
-        _step("check: the policy pack over the plan (the Analyzer protocol, as `pulumi preview --policy-pack policies`)")
-        checked = run_command("check", ["--plan", str(plan_file), "--format", "text"])
-        if checked == INTERRUPTED_EXIT:
-            return checked
-        if checked != 0:
-            print("run: the policy pack rejected the plan; nothing was applied", file=sys.stderr)
-            return checked
+        refused = _plan_and_check(args, plan_file)
+        if refused is not None:
+            return refused
 
     emulator = None
     if own_emulator:

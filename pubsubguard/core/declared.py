@@ -27,7 +27,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core.errors import UserError
 
-PULL, PUSH, BIGQUERY, CLOUD_STORAGE = "pull", "push", "bigquery", "cloud_storage"
+PULL, PUSH, BIGQUERY, CLOUD_STORAGE = facts.PULL, facts.PUSH, facts.BIGQUERY, facts.CLOUD_STORAGE  # facts.DELIVERY_TYPES
 
 
 class PlanValueError(UserError):
@@ -248,12 +248,10 @@ def _known(value: Any, where: str) -> Any:
 
 
 def delivery_type(inputs: dict) -> str:
-    if inputs.get("pushConfig"):
-        return PUSH
-    if inputs.get("bigqueryConfig"):
-        return BIGQUERY
-    if inputs.get("cloudStorageConfig"):
-        return CLOUD_STORAGE
+    """One of facts.DELIVERY_TYPES: the first whose input block is set (facts.DELIVERY_INPUTS), else pull."""
+    for delivery, block in facts.DELIVERY_INPUTS.items():
+        if inputs.get(block):
+            return delivery
     return PULL
 
 

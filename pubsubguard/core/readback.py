@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from pubsubguard.core import emulator
-from pubsubguard.core.declared import PlanValueError, estate, is_topic, subscription_path, topic_path
+from pubsubguard.core.declared import (
+    BIGQUERY, CLOUD_STORAGE, PULL, PUSH, PlanValueError, estate, is_topic, subscription_path, topic_path,
+)
 
 __all__ = ["Difference", "ReadbackError", "actual", "declared", "differences", "is_topic", "subscription_path", "topic_path"]
 
@@ -120,7 +122,7 @@ def actual_subscription(subscription) -> dict:
         "retry_min_backoff_s": _duration_seconds(s.retry_policy.minimum_backoff) if has_retry and "minimum_backoff" in s.retry_policy else None,
         "retry_max_backoff_s": _duration_seconds(s.retry_policy.maximum_backoff) if has_retry and "maximum_backoff" in s.retry_policy else None,
         "expiration_ttl": expiration,
-        "delivery": "push" if has_push else "bigquery" if has_bigquery else "cloud_storage" if has_storage else "pull",
+        "delivery": PUSH if has_push else BIGQUERY if has_bigquery else CLOUD_STORAGE if has_storage else PULL,
         "push_endpoint": emulator.stood_in_for(push.push_endpoint) if has_push else None,
         "push_oidc_service_account": (push.oidc_token.service_account_email or None) if has_push and "oidc_token" in push else None,
         "push_audience": (push.oidc_token.audience or None) if has_push and "oidc_token" in push else None,

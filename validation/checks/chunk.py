@@ -50,9 +50,9 @@ class SubscriptionConfig:
     """What the pass needs of each declared subscription, indexed by `sub_id`."""
 
     names: tuple[str, ...]
-    ordered: tuple[bool, ...]
+    ordering: tuple[bool, ...]  # the declared model's names (pubsubguard.core.declared.Subscription)
     exactly_once: tuple[bool, ...]
-    max_attempts: tuple[int | None, ...]
+    max_delivery_attempts: tuple[int | None, ...]  # None: no dead-letter policy
     # False where no final read proved what was never delivered lost (the drain was cut: `validation/probe/drain_clock.py`);
     # empty: every subscription's
     lost_proven: tuple[bool, ...] = ()
@@ -79,6 +79,20 @@ class Chunk:
 
     def __init__(self, table: pa.Table, config: SubscriptionConfig):
         self.rows = table.num_rows
+        att = self._unpack(table)
+        self._declaration(config)
+        self._boundaries()
+        self._row_kinds()
+        messages = len(self.message_start)
+        self._per_message(att, messages)
+        self._per_unit(messages)
+        self._per_key()
+        # per row: its (key, seq) was published by this run
+        self.known = self.message_known[self.message]
+
+    def _unpack(self, table: pa.Table) -> np.ndarray:
+        """The input columns (INPUT_COLUMNS) as arrays; returns each row's attempt (a delivery's
+        delivery_attempt, a dead-letter row's forwarded count)."""
         self.h = ints(table, "h")
         meta = ints(table, "meta").astype(np.int64)
         self.h2 = meta >> 32
@@ -89,7 +103,7 @@ class Chunk:
         deadline_s = ((meta >> DEADLINE_SHIFT) & ((1 << DEADLINE_BITS) - 1)).astype(np.float64) - 1
         deadline_s[deadline_s < 0] = np.nan
         self.deadline_s = deadline_s
-        self.seq = seq = floats(arrow_column(table, "seq"))
+        self.seq = floats(arrow_column(table, "seq"))
         self.t_us = ints(table, "t")
         self.t = t = self.t_us.astype(np.float64)
         self.ack_t = ack_t = floats(arrow_column(table, "ack_t"))
@@ -109,20 +123,24 @@ class Chunk:
         self.deadline_end = t + deadline_s * 1e6
         acked_or_nacked = ((self.act == ACT_ACK) | (self.act == ACT_NACK)) & self.ok
         self.end = np.where(acked_or_nacked, np.fmin(ack_t, self.deadline_end), self.deadline_end)
+        return att
 
-        # the declaration of each row's subscription
-        self.ordered = np.array(config.ordered, bool)[self.sub]
+    def _declaration(self, config: SubscriptionConfig) -> None:
+        """The declaration of each row's subscription."""
+        self.ordering = np.array(config.ordering, bool)[self.sub]
         self.exactly_once = np.array(config.exactly_once, bool)[self.sub]
         self.lost_proven = np.array(config.lost_proven or (True,) * len(config.names), bool)[self.sub]
-        max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_attempts])
-        self.max_attempts = max_attempts_of[self.sub]
+        max_attempts_of = np.array([np.nan if most is None else float(most) for most in config.max_delivery_attempts])
+        self.max_delivery_attempts = max_attempts_of[self.sub]
 
-        # boundaries: keys (subscription, key) and messages (subscription, key, seq)
+    def _boundaries(self) -> None:
+        """Where keys (subscription, key), messages (subscription, key, seq) and units start."""
+        seq = self.seq
         self.first_of_key = key_starts(self.h, self.h2)
         self.first_of_message = first_of_message = message_starts(self.first_of_key, seq)
         self.message = seg_ids(first_of_message)
         self.message_start = message_start = np.flatnonzero(first_of_message)
-        self.key_start = key_start = np.flatnonzero(self.first_of_key)
+        self.key_start = np.flatnonzero(self.first_of_key)
         self.key = seg_ids(self.first_of_key)
         # units: the rows of one message id of a message (`Chunk.of` put each id's deliveries together): a
         # unit starts with the message and wherever a delivery's id differs from the message's delivery
@@ -138,15 +156,21 @@ class Chunk:
         self.unit = seg_ids(first_of_unit)
         self.unit_start = np.flatnonzero(first_of_unit)
 
-        self.is_publish = is_publish = self.row_kind == PUBLISH
+    def _row_kinds(self) -> None:
+        """Each row's kind and, for deliveries, whether it was acked and when it stopped being outstanding."""
+        t = self.t
+        self.is_publish = self.row_kind == PUBLISH
         self.is_delivery = is_delivery = self.row_kind == DELIVERY
-        self.is_dead_letter = is_dead_letter = self.row_kind == DEAD_LETTER
-        self.acked = acked = is_delivery & ((self.act == ACT_ACK) | (self.act == ACT_LATE_ACK)) & self.ok
-        self.valid_ack = valid_ack = is_delivery & (self.act == ACT_ACK) & self.ok
+        self.is_dead_letter = self.row_kind == DEAD_LETTER
+        self.acked = is_delivery & ((self.act == ACT_ACK) | (self.act == ACT_LATE_ACK)) & self.ok
+        self.valid_ack = is_delivery & (self.act == ACT_ACK) & self.ok
         self.delivery_t = np.where(is_delivery, t, np.nan)
         self.delivery_end = np.where(is_delivery, self.end, np.nan)
 
-        messages = len(message_start)
+    def _per_message(self, att: np.ndarray, messages: int) -> None:
+        """Per message: whether it was published, its deliveries and dead-letter rows, when it settled."""
+        t, ack_t = self.t, self.ack_t
+        is_publish, is_delivery, is_dead_letter = self.is_publish, self.is_delivery, self.is_dead_letter
 
         def per_message_count(flags):
             return flagged_count(flags, self.message, messages)
@@ -170,7 +194,7 @@ class Chunk:
         self.message_max_attempt = deliveries.max(att)
         self.message_max_forwarded_count = per_message_max(att, is_dead_letter)
         self.message_forwarded_us = per_message_min(t, is_dead_letter)
-        self.message_settled_by_ack = per_message_min(ack_t, acked)
+        self.message_settled_by_ack = per_message_min(ack_t, self.acked)
         self.message_last_end = deliveries.max(self.end)
         # the latest delivery of a message: its last delivery row by time (rows are sorted by time within
         # each of its message ids; the last row breaks a tie, as the sort by row kind did)
@@ -180,10 +204,13 @@ class Chunk:
         last_of = np.ones(len(latest), bool)
         last_of[:-1] = of[1:] != of[:-1]
         self.message_last_delivery_acked = np.zeros(messages, bool)
-        self.message_last_delivery_acked[of[last_of]] = valid_ack[latest[last_of]]
+        self.message_last_delivery_acked[of[last_of]] = self.valid_ack[latest[last_of]]
 
-        # per unit (one message id of a message) and the publish-side duplicates: per message with more than
-        # one delivered id, the first delivery of each id but the earliest-received one
+    def _per_unit(self, messages: int) -> None:
+        """Per unit (one message id of a message) and the publish-side duplicates: per message with more than
+        one delivered id, the first delivery of each id but the earliest-received one; then what settles a
+        message, from both."""
+        t, ack_t, is_delivery, message_start = self.t, self.ack_t, self.is_delivery, self.message_start
         units = len(self.unit_start)
         unit_message = self.message[self.unit_start]
         unit_delivery_rows = Flagged(is_delivery, self.unit, units)
@@ -192,7 +219,7 @@ class Chunk:
         self.message_delivered_ids = np.bincount(unit_message[delivered], minlength=messages)
         self.message_most_deliveries_of_one_id = np.zeros(messages, np.int64)
         np.maximum.at(self.message_most_deliveries_of_one_id, unit_message[delivered], unit_deliveries[delivered])
-        self.unit_first_valid_ack = unit_first_valid_ack = flagged_min(ack_t, valid_ack, self.unit, units)
+        self.unit_first_valid_ack = unit_first_valid_ack = flagged_min(ack_t, self.valid_ack, self.unit, units)
         # a message's first valid ack: the first of its units' (a message's units are consecutive)
         self.message_first_valid_ack = Flagged(~np.isnan(unit_first_valid_ack), unit_message, messages).min(
             unit_first_valid_ack)
@@ -210,17 +237,15 @@ class Chunk:
             self.message_settled_by_ack,
             np.where(self.message_dead_letters > 0, np.fmin(self.message_forwarded_us, self.message_last_end), np.nan),
         )
-        self.message_seq = seq[message_start]
+        self.message_seq = self.seq[message_start]
         self.message_sub = self.sub[message_start]
         self.message_first_of_key = self.first_of_key[message_start]
 
-        # per key
-        keys = len(key_start)
-        self.key_deliveries = flagged_count(is_delivery, self.key, keys)
-        self.key_has_dead_letter = flagged_count(is_dead_letter, self.key, keys) > 0
-        self.key_published = flagged_count(is_publish, self.key, keys) > 0
-        # per row: its (key, seq) was published by this run
-        self.known = self.message_known[self.message]
+    def _per_key(self) -> None:
+        keys = len(self.key_start)
+        self.key_deliveries = flagged_count(self.is_delivery, self.key, keys)
+        self.key_has_dead_letter = flagged_count(self.is_dead_letter, self.key, keys) > 0
+        self.key_published = flagged_count(self.is_publish, self.key, keys) > 0
 
 
 @dataclass(frozen=True)

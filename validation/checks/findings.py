@@ -32,7 +32,7 @@ def severity_of_result(result: str) -> str | None:
 
 GUARANTEES = guarantees.NAMES  # as the outputs show them (each guarantee's `column` in the table)
 
-# A finding is data (what was observed), not a sentence; `pubsubguard.validation.report.document.describe` words one.
+# A finding is data (what was observed), not a sentence; validation/checks/wording.py words each kind.
 # A finding row (Spark DataFrame columns, also the JSON report's finding objects):
 #   subscription, kind, guarantee, severity: strings (FINDING_KINDS)
 #   form            string: the kind's form (kernel.FORMS: e.g. out_of_order skip | regression |
@@ -74,9 +74,15 @@ FINDING_FACTS = (
     "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us",
 )
 
-# The forms a finding kind takes (`form`; kinds absent here have none).
+# The forms a finding kind takes (`form`; kinds absent here have none), and who sets them. Each form has its
+# sentence (validation/checks/wording.py, checked at import).
 FORMS = {
-    "unexpected": ("foreign", "unpublished"),
-    "stale_ack_accepted": ("late_ack", "superseded"),
-    "out_of_order": ("skip", "regression", "rewind_without_replay"),
+    "unexpected": ("foreign", "unpublished"),  # the kernel
+    "stale_ack_accepted": ("late_ack", "superseded"),  # the kernel
+    "out_of_order": ("skip", "regression", "rewind_without_replay"),  # the kernel, in this order
+    "lost": ("stalled", "after_stream_reset"),  # the verdict, from the drain (verdict.drain_forms)
+    "dead_letter_missing": ("after_backoff_stop",),  # the verdict, from the drain
+    "endpoint_mismatch": (  # checks/pinning.py
+        "publisher", "consumer", "declared_global", "unobserved_publish", "unobserved_consumer"),
+    "config_drift": ("missing", "differs"),  # checks/drift.py, from pubsubguard.core.readback
 }

@@ -198,7 +198,7 @@ def _rewound(chunk: Chunk, rows: np.ndarray, previous_received: np.ndarray, skew
     key_ends = np.append(chunk.key_start[1:], chunk.rows)
     out = np.zeros(len(rows), bool)
     for i, r in enumerate(rows):
-        if not chunk.ordered[r]:
+        if not chunk.ordering[r]:
             continue
         k = chunk.key[r]
         lo, hi = chunk.key_start[k], key_ends[k]
@@ -220,7 +220,7 @@ _SKIP, _REGRESSION, _REWIND = 1, 2, 3  # out_of_order forms, in FORMS["out_of_or
 def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     """out_of_order (where declared): this run's deliveries on ordered subscriptions, per key in
     receive order, form runs; a run start must not pass a seq that was not settled."""
-    selected = np.flatnonzero(chunk.ordered & chunk.is_delivery & chunk.known)
+    selected = np.flatnonzero(chunk.ordering & chunk.is_delivery & chunk.known)
     if len(selected) == 0:
         return []
     seq, t, message = chunk.seq, chunk.t, chunk.message
@@ -234,7 +234,7 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     before_key = (counted - chunk.message_exists)[key_first_message][seg_ids(chunk.message_first_of_key)]
     position_of_message = (counted - before_key).astype(np.float64)
     prefix_settled, blocking_seq = np.full(len(settle_time), np.nan), np.full(len(settle_time), np.nan)
-    ordered_messages = whole_segments(chunk.ordered[chunk.message_start])
+    ordered_messages = whole_segments(chunk.ordering[chunk.message_start])
     if ordered_messages is not None:
         prefix_settled[ordered_messages], blocking_seq[ordered_messages] = settle_prefix(
             settle_time[ordered_messages], chunk.message_exists[ordered_messages],
@@ -270,7 +270,7 @@ def ordering(chunk: Chunk, skew_us: int) -> list[Found]:
     rows, form, previous = received[hit], form[hit], previous_seq[hit]
     blocking = np.where(form == _REWIND, np.nan, blocking_seq[message[rows]])
     # with a dead-letter policy, order is best effort for dead-lettered messages
-    advisory = ~np.isnan(chunk.max_attempts[rows]) & chunk.key_has_dead_letter[chunk.key[rows]]
+    advisory = ~np.isnan(chunk.max_delivery_attempts[rows]) & chunk.key_has_dead_letter[chunk.key[rows]]
     return [
         Found(
             "out_of_order", rows, {"received_us": t[rows], "previous_seq": previous, "blocking_seq": blocking},
@@ -295,9 +295,9 @@ def _receive_order(key: np.ndarray, t_us: np.ndarray, seq: np.ndarray) -> np.nda
 
 def dead_letter(chunk: Chunk, skew_us: int) -> list[Found]:
     """dead_letter_missing, dead_letter_after_ack, dead_letter_early, delivery_attempts_exceeded
-    (with a dead-letter policy of max_attempts)."""
+    (with a dead-letter policy of max_delivery_attempts; the findings state it as `max_attempts`)."""
     message = chunk.message  # each row's message
-    max_attempts = chunk.max_attempts
+    max_attempts = chunk.max_delivery_attempts
     judged = chunk.first_of_message & ~np.isnan(max_attempts) & chunk.known
     # deliveries of one message id (a publish-side duplicate's are its own attempts)
     attempts = np.maximum(chunk.message_most_deliveries_of_one_id, np.nan_to_num(chunk.message_max_attempt, nan=0.0))[message]

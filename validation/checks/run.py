@@ -267,9 +267,9 @@ def _config(subscriptions: list[DeclaredSubscription], unproven: frozenset = fro
         raise ValueError(f"{len(subscriptions)} subscriptions: the checks judge at most {chunk.MAX_SUBSCRIPTIONS} per run")
     return kernel.SubscriptionConfig(
         names=tuple(s.name for s in subscriptions),
-        ordered=tuple(bool(s.ordering) for s in subscriptions),
+        ordering=tuple(bool(s.ordering) for s in subscriptions),
         exactly_once=tuple(bool(s.exactly_once) for s in subscriptions),
-        max_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
+        max_delivery_attempts=tuple(s.max_delivery_attempts for s in subscriptions),
         lost_proven=tuple(s.name not in unproven for s in subscriptions),
     )
 

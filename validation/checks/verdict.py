@@ -14,14 +14,14 @@ import json
 import sys
 from dataclasses import dataclass
 
-from ..evidence import records as evidence
+from ..evidence import records
 from .guarantees import Exercised, SHOWN
 from .pinning import pinning_findings, pinning_tested
 
 
 @dataclass(frozen=True)
 class RunVerdict:
-    findings: list[dict]  # the checks' findings, the config drift, the endpoint mismatches (evidence.FINDING_COLUMNS)
+    findings: list[dict]  # the checks' findings, the config drift, the endpoint mismatches (findings.FINDING_COLUMNS)
     stats: dict[str, dict]  # subscription -> figures (checks.STATS_SCHEMA)
     guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | inconclusive | not_tested
     observations: list[str]  # what the evidence shows about the target beyond the findings
@@ -41,7 +41,7 @@ def finding_record(row: dict) -> dict:
     return record
 
 
-def run_verdict(publishes, deliveries, info: evidence.RunInfo, evidence_dir=None, integrity=None) -> RunVerdict:
+def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None, integrity=None) -> RunVerdict:
     """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
     verdict per declared subscription and guarantee. `evidence_dir`: the local directory the frames
     were read from, where the checks keep (or find) their sorted input (`checks.run_checks`).
@@ -127,7 +127,7 @@ def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
 
 
 def guarantee_status(
-    findings: list[dict], sub: evidence.DeclaredSubscription, *, tested: bool, poison_published: bool,
+    findings: list[dict], sub: records.DeclaredSubscription, *, tested: bool, poison_published: bool,
     endpoints_observed: bool = False, unsettled: int = 0, rows_missing: bool = False,
 ) -> dict[str, str]:
     """guarantee -> holds | violated | inconclusive | not_tested, for one declared subscription, in the

@@ -18,7 +18,7 @@ class ConformanceBeside:
     detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
 
     def __init__(self, target: str, estate, emulator_host, report: Path):
-        from . import runner as conformance
+        from . import runner
 
         self.report = report
         self.doc: dict | None = None
@@ -26,15 +26,15 @@ class ConformanceBeside:
         self.halt = threading.Event()
         endpoint = emulator_host if target == "emulator" else None
         # Those that disturb the target for other subscriptions (`Scenario.disturbs`) wait for the probe's drain.
-        beside = [s for s in conformance.SCENARIOS if not s.disturbs]
-        self.after = [s for s in conformance.SCENARIOS if s.disturbs]
+        beside = [s for s in runner.SCENARIOS if not s.disturbs]
+        self.after = [s for s in runner.SCENARIOS if s.disturbs]
         print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
               "before the probe and run beside it on their own throwaway resources"
               + (f" ({', '.join(s.id for s in self.after)} after the probe's drain: it disturbs the target's other "
                  "subscriptions)" if self.after else ""), flush=True)
 
         def conform(scenarios, run_id=None, part="") -> dict:
-            return conformance.conform(target, estate.project, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
+            return runner.conform(target, estate.project, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
                                        project_number=getattr(estate, "project_number", None), stop=self.halt,
                                        client_log=report / f"client-log-conformance{part}.txt")
 
@@ -59,7 +59,7 @@ class ConformanceBeside:
     def result(self) -> dict:
         """Called once the probe's drain has ended: waits for the scenarios beside it, then runs those that
         disturb the target, and writes conformance.json with all of them (one run id)."""
-        from . import runner as conformance
+        from . import runner
 
         self.thread.join()
         if self.error is None and self.after:
@@ -68,12 +68,12 @@ class ConformanceBeside:
             except Exception as err:  # noqa: BLE001 - said below (an interruption goes on up)
                 self.error = err
             else:
-                order = [s.id for s in conformance.SCENARIOS]
+                order = [s.id for s in runner.SCENARIOS]
                 logs = [d["client_log"] for d in (self.doc, later)]
                 merged_log = {"records": sum(log["records"] for log in logs),
                               "commonest": [c for log in logs for c in log["commonest"]][:3],
                               "file": ", ".join(log["file"] for log in logs if log["file"]) or None}
-                self.doc = conformance.document(
+                self.doc = runner.document(
                     {k: self.doc[k] for k in ("target", "endpoint", "project", "run_id", "started")},
                     sorted(self.doc["scenarios"] + later["scenarios"], key=lambda item: order.index(item["id"])),
                     {k: self.doc["cleanup"][k] + later["cleanup"][k] for k in self.doc["cleanup"]},

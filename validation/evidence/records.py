@@ -133,7 +133,7 @@ class DeclaredSubscription:
     ack_deadline_s: int = facts.ACK_DEADLINE_DEFAULT_S
     max_delivery_attempts: int | None = None  # None: no dead-letter policy
     dead_letter_topic: str | None = None
-    delivery_type: str = "pull"  # pull | push | bigquery | cloud_storage
+    delivery_type: str = facts.PULL  # one of facts.DELIVERY_TYPES
 
     @property
     def dead_lettering(self) -> bool:

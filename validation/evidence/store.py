@@ -18,7 +18,7 @@ from typing import NamedTuple
 from pubsubguard.core import storage
 from pubsubguard.core.errors import VerifyError
 
-from . import records as evidence, seal
+from . import records, seal
 
 
 def evidence_location(directory: Path | str) -> Path | str:
@@ -33,9 +33,9 @@ class Evidence(NamedTuple):
     """A run's evidence as the checks read it: run.json, the two logs as frames, and what was found of the
     files against their seal (`pubsubguard.validation.evidence.seal.Integrity`: which part files the frames read)."""
 
-    info: evidence.RunInfo
-    publishes: object  # pyspark DataFrame, evidence.PUBLISH_SCHEMA
-    deliveries: object  # pyspark DataFrame, evidence.DELIVERY_SCHEMA
+    info: records.RunInfo
+    publishes: object  # pyspark DataFrame, records.PUBLISH_SCHEMA
+    deliveries: object  # pyspark DataFrame, records.DELIVERY_SCHEMA
     integrity: seal.Integrity
 
 
@@ -47,7 +47,7 @@ def read_evidence(spark, evidence_dir: Path | str, staging: Path | None = None, 
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    info = evidence.RunInfo.read(evidence_dir)
+    info = records.RunInfo.read(evidence_dir)
     integrity = seal.check(evidence_dir, info, partial)
     through_driver = False
     if storage.is_remote(evidence_dir) and not storage.hadoop_can_read(spark, evidence_dir):
@@ -66,7 +66,7 @@ def read_evidence(spark, evidence_dir: Path | str, staging: Path | None = None, 
                   file=sys.stderr)
             through_driver = True
     frames = []
-    for name, schema in (("publishes", evidence.PUBLISH_SCHEMA), ("deliveries", evidence.DELIVERY_SCHEMA)):
+    for name, schema in (("publishes", records.PUBLISH_SCHEMA), ("deliveries", records.DELIVERY_SCHEMA)):
         parts = [storage.join(evidence_dir, *part.split("/")) for part in integrity.parts[name]]
         if through_driver or not parts:
             tables = [storage.read_parquet(part).select(schema.names).cast(schema) for part in parts]

@@ -171,9 +171,9 @@ class EvidenceTally:
                 out[name] = count
         return out
 
-    def stalls(self, max_attempts: dict[str, int], slack_us: int,
+    def stalls(self, max_delivery_attempts: dict[str, int], slack_us: int,
                target_failures: dict[str, list[int]] | None = None) -> dict[str, dict]:
-        """Dead-lettering subscriptions (`max_attempts`: subscription -> max_delivery_attempts) that stopped
+        """Dead-lettering subscriptions (`max_delivery_attempts`: subscription -> its declared one) that stopped
         delivering after a poison message's delivery number max_delivery_attempts was nacked, and have unsettled
         messages (the emulator's ordered dead-lettering subscriptions do: conformance scenario
         `ordered-dead-letter-keeps-delivering`). Stopped, by either sign:
@@ -188,7 +188,7 @@ class EvidenceTally:
         `target_failures` (its streams' failures after the nack), and `unsettled`: its unsettled messages other
         than poison ones (those are `unsettled_poison`'s)."""
         out = {}
-        for name, limit in sorted(max_attempts.items()):
+        for name, limit in sorted(max_delivery_attempts.items()):
             if name not in self.topic_of:
                 continue
             topic = self.topic_of[name]

@@ -11,7 +11,7 @@ import time
 from pubsubguard.core import probe_contract, storage
 from pubsubguard.policies import pubsub_facts as facts
 
-from ..evidence import records as evidence
+from ..evidence import records
 from ..wire import endpoints
 from .clients import (
     FLUSH_ROWS, FLUSH_S, PAYLOAD, PUBLISHING_PREFIX, PartWriter, now_us, use_target, wait_for_subscribers,
@@ -88,7 +88,7 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
     storage.Marker(storage.join(spec["evidence_dir"], f"{PUBLISHING_PREFIX}{task}")).set()
-    writer = PartWriter(storage.join(spec["evidence_dir"], "publishes"), evidence.PUBLISH_SCHEMA, task,
+    writer = PartWriter(storage.join(spec["evidence_dir"], "publishes"), records.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
     wait_for_subscribers(spec["evidence_dir"], spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
     clients: dict[str, object] = {}

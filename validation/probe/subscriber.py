@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pubsubguard.core import probe_contract, storage
 
-from ..evidence import records as evidence
+from ..evidence import records
 from ..wire import endpoints
 from .acks import error_reason, failed_batch_mates, future_ack_result, unary_ack_result
 from .clients import (
@@ -77,7 +77,7 @@ class ProbeSubscriber:
         self.run_id = spec["run_id"]
         self.task = spec["task_id"]
         self.faults = Faults(**spec["faults"])
-        self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), evidence.DELIVERY_SCHEMA, self.task,
+        self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), records.DELIVERY_SCHEMA, self.task,
                                  spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
         self.lock = threading.Lock()

@@ -15,7 +15,7 @@ checks folded into a verdict (`verdict.run_verdict`), the document built (`build
                       delivery_type, topic},
          "tested": bool, "not_tested_reason": str | null,
          "guarantees": {"ordering" | "exactly_once" | "dead_letter" | "completeness": "holds" | "violated" | "not_tested"},
-         "findings": {kind: [finding, ...]},      # finding: evidence.FINDING_COLUMNS, evidence parsed,
+         "findings": {kind: [finding, ...]},      # finding: checks.findings.FINDING_COLUMNS, evidence parsed,
                                                   # absent facts left out, plus `detail`: its sentence
          "figures": {published, delivered, distinct_delivered, acked, dead_lettered, publish_duplicates, redeliveries,
                      redelivery_rate, latency_p50_ms, latency_p95_ms, latency_p99_ms, hottest_keys}}},
@@ -29,8 +29,8 @@ The verdict is `violated` (exit code 1) when any declared guarantee of any subsc
 an `error` finding from the checks or a `config_drift` on a guarantee-bearing setting.
 
 The document does not judge: `build` receives a `pubsubguard.validation.checks.verdict.RunVerdict`; each
-finding's sentence is made from its fields by `describe`, with times as `clock` writes them (UTC and
-the offset from the run's start). report.html opens with why: each violated or inconclusive guarantee
+finding's sentence is its kind's wording (validation/checks/wording.py, by `describe`), with times as
+`clock` writes them (UTC and the offset from the run's start). report.html opens with why: each violated or inconclusive guarantee
 with what explains it (`explanations`: a conformance scenario the target violated, or "unexplained"
 and where to look) and what to do; then the guarantees table, the run, and the findings grouped
 (`finding_groups`: subscription, kind, form, severity, explanation), each group with one worked
@@ -43,11 +43,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from pubsubguard.policies import pubsub_facts as facts
-
+from ..checks import wording
 from ..checks.findings import severity_of_result
 from ..checks.verdict import RunVerdict, run_verdict
-from ..evidence import records as evidence
+from ..evidence import records
 
 REPORT_FORMAT = "pubsubguard-report/1"
 MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first
@@ -73,7 +72,7 @@ def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, ke
     return build(verdict, info, shown or evidence_dir, publishes, deliveries, integrity)
 
 
-def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publishes, deliveries, integrity=None) -> dict:
+def build(verdict: RunVerdict, info: records.RunInfo, evidence_dir: Path, publishes, deliveries, integrity=None) -> dict:
     """The report of a judged run (plus the data its plots need: aggregated by the checks' pass,
     `verdict.plot`, and the deliveries of the keys it plots, read from `deliveries`): the
     verdict's findings with their sentences and ids, per subscription; each finding that a
@@ -142,7 +141,7 @@ def build(verdict: RunVerdict, info: evidence.RunInfo, evidence_dir: Path, publi
     return result
 
 
-def run_start_us(info: evidence.RunInfo, aggregates: dict) -> int | None:
+def run_start_us(info: records.RunInfo, aggregates: dict) -> int | None:
     """The run's start, which every time in the report is offset from: when the probe's twins existed
     (run.json), else (generated evidence) the run's first publish (on a probed subscription's topic,
     from the checks' pass: `aggregates`, checks.CheckResults.plot)."""
@@ -202,7 +201,7 @@ def _here(observations: list[str], written_at: str | None, read_at) -> list[str]
     return [o.replace(str(written_at), str(read_at)) for o in observations]
 
 
-def _planted(info: evidence.RunInfo) -> list[dict]:
+def _planted(info: records.RunInfo) -> list[dict]:
     """The findings the schedule's applied planted rows must produce (`applied_faults.expected_findings`)."""
     from ..checks.applied_faults import expected_findings
 
@@ -343,7 +342,7 @@ def _unsettled_causes(name: str, unsettled: int, drain: dict, sub: dict, results
     return causes
 
 
-def network_faults(info: evidence.RunInfo, sub) -> dict | None:
+def network_faults(info: records.RunInfo, sub) -> dict | None:
     """The network faults the fault layer applied to a subscription's calls (and to its topic's publishes),
     counted by kind, with the sentence each tested guarantee is named under ("held under 12 stream kills,
     40 lost ack responses"); None when the run had no schedule (`--nemesis`)."""
@@ -383,7 +382,7 @@ def _conformance_section(conformance: dict | None) -> dict | None:
                                          for s in conformance["scenarios"]]}
 
 
-def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us: int | None, aggregates: dict) -> dict:
+def _plot_data(deliveries, info: records.RunInfo, groups: list[dict], start_us: int | None, aggregates: dict) -> dict:
     """What the plots need, its size bounded whatever the run's: the binned timeline and the latency
     CDFs come aggregated from the checks' pass (`aggregates`, checks.CheckResults.plot); the
     deliveries of the keys with findings (at most MAX_TIMELINES keys: first the keys of the groups'
@@ -429,7 +428,7 @@ def _plot_data(deliveries, info: evidence.RunInfo, groups: list[dict], start_us:
             "violations": {k: v for k, v in violations.items() if k in timelines}, "network": network_bands(info)}
 
 
-def network_bands(info: evidence.RunInfo) -> dict[str, list[list[int]]]:
+def network_bands(info: records.RunInfo) -> dict[str, list[list[int]]]:
     """The network faults the fault layer applied (`--nemesis`; run.json `parameters.nemesis.applied`), as the
     timeline draws them: kind -> [start_us, end_us] per applied row (an instant for a stream kill, a lost
     or delayed reply; a partition from its start for its `for_s`). Refused calls of a partition and faults
@@ -459,90 +458,7 @@ def clock(time_us: int, start_us: int | None = None) -> str:
 
 
 def describe(finding: dict, start_us: int | None = None) -> str:
-    """The sentence a report shows for a finding, rendered from its fields alone; times as `clock`
-    renders them, offset from `start_us` (the run's start) when given."""
-    kind, form = finding["kind"], finding.get("form")
+    """The sentence a report shows for a finding: its kind's wording (validation/checks/wording.py), with
+    times as `clock` renders them, offset from `start_us` (the run's start) when given."""
     times = finding.get("times") or {}
-    seqs = finding.get("seqs") or {}
-    attempts = finding.get("attempts") or {}
-    seq = finding.get("seq")
-
-    def at(name: str) -> str:
-        return clock(times[name], start_us)
-
-    if kind == "config_drift":
-        drift = finding["drift"]
-        return f"{drift['path']}: {drift['setting']} declared {drift['declared']!r}, target holds {drift['actual']!r}"
-    if kind == "endpoint_mismatch":
-        where = finding["endpoint"]
-        declared = where["declared"]
-        if form in ("unobserved_publish", "unobserved_consumer"):
-            what = f"{where['messages']} published messages of" if form == "unobserved_publish" else "no pull of"
-            return f"{what} {where['resource']} seen on any endpoint listener: the client went around its declared endpoint {declared}"
-        used = where["used"] + (" (the global endpoint)" if where["used"] == facts.GLOBAL_ENDPOINT else "")
-        if form == "declared_global":
-            return f"traffic for {where['resource']} went through {used} as declared: no region is declared, so it is not pinned"
-        what = f"{where['messages']} messages in {where['requests']} Publish requests" if form == "publisher" \
-            else f"{where['requests']} pull/ack requests"
-        return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
-    if kind == "lost":
-        return (f"published at {at('published_us')} (status ok) and never delivered nor dead-lettered"
-                + (", on a subscription that stopped delivering after a poison message's last attempt"
-                   if form == "stalled" else ", on a subscription whose streams were reset (on a key it delivered "
-                   "nothing of after the last reset, if ordered)" if form == "after_stream_reset" else ""))
-    if kind == "unexpected":
-        if form == "foreign":
-            return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"
-        return f"received at {at('received_us')} a message (key, seq) this run never published"
-    if kind == "publish_duplicate":
-        ids = [r.get("message_id") for r in finding.get("evidence") or [] if r.get("source") == "delivery"
-               and r.get("kind") == "delivery" and r.get("message_id") not in (None, finding.get("message_id"))]
-        also = f" (also delivered as {', '.join(dict.fromkeys(ids))})" if ids else ""
-        return (f"delivered at {at('received_us')} under a second message id {finding.get('message_id')}{also}: "
-                "the same key and seq published twice, a publish retried after its reply was lost -- a publish-side "
-                "duplicate (a new message), not a redelivery")
-    if kind == "duplicate_after_ack":
-        gap = (times["received_us"] - times["acked_us"]) / 1e6
-        return f"delivered again at {at('received_us')}, {gap:.3f} s after a successful ack at {at('acked_us')}"
-    if kind == "duplicate_while_outstanding":
-        return (
-            f"delivered again at {at('received_us')} while an earlier delivery was outstanding until "
-            f"{at('outstanding_until_us')} (no nack, deadline not passed)"
-        )
-    if kind == "stale_ack_accepted":
-        if form == "late_ack":
-            return f"ack sent at {at('acked_us')} after the deadline ({at('deadline_us')}) returned success"
-        return (
-            f"ack sent at {at('acked_us')} returned success although a later delivery at "
-            f"{at('superseded_us')} superseded its ack id"
-        )
-    if kind == "out_of_order":
-        previous = seqs.get("previous")
-        if form == "rewind_without_replay":
-            sentence = (
-                f"rewind_without_replay: seq {seq} received at {at('received_us')} right after seq {previous}, "
-                "below the highest seq delivered so far: the rewind stopped replaying"
-            )
-        else:
-            after = "(none)" if previous is None else previous
-            blocked = "?" if seqs.get("blocking") is None else seqs["blocking"]
-            sentence = (f"{form}: seq {seq} received at {at('received_us')} started a run after seq {after} while "
-                        f"seq {blocked} was not settled")
-        if finding["severity"] == "advisory":
-            sentence += "; advisory: the key has a dead-lettered message and order is best effort for those"
-        return sentence
-    if kind == "dead_letter_missing":
-        return (
-            f"{attempts['seen']} delivery attempts, never acked, not forwarded to the dead-letter topic "
-            f"(max {attempts['max']})"
-        )
-    if kind == "dead_letter_after_ack":
-        return f"forwarded at {at('forwarded_us')} although its last delivery was acked with success"
-    if kind == "dead_letter_early":
-        return (
-            f"forwarded at {at('forwarded_us')} after {attempts['seen']} delivery attempts, fewer than the "
-            f"declared {attempts['max']}"
-        )
-    if kind == "delivery_attempts_exceeded":
-        return f"{attempts['seen']} delivery attempts, more than the declared {attempts['max']} (best effort)"
-    raise ValueError(f"finding kind {kind!r}: no sentence for it")
+    return wording.sentence(finding, lambda name: clock(times[name], start_us))
