@@ -143,14 +143,14 @@ def run(args) -> int:
             from pubsubguard.validation.selftest import self_test
 
             return self_test(report / "self-test", log=lambda line: print(line, flush=True))
-        return _run(args, conformance, scenarios, project, endpoint, report)
+        return _run(args, runner, scenarios, project, endpoint, report)
     finally:
         if emulator is not None:
             emulator.stop()
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
 
 
-def _run(args, conformance, scenarios, project: str, endpoint: str | None, report: Path) -> int:
+def _run(args, runner, scenarios, project: str, endpoint: str | None, report: Path) -> int:
     run_id = runner.new_run_id()
     print(f"conform: {len(scenarios)} scenarios on {args.target}{f' {endpoint}' if endpoint else ''}, "
           f"project {project}, run {run_id}", flush=True)
