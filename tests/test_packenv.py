@@ -92,6 +92,44 @@ def test_a_pack_whose_venv_cannot_be_made_is_one_line(tmp_path, cache):
     assert "(log: " in lines[1]
 
 
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of one module, made here, that pip installs with no index."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr(f"{name}/__init__.py", "MADE_BY = 'the wheel'\n")
+        wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: pubsubguard-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_a_pythonpath_holding_a_requirement_does_not_leave_it_out_of_the_venv(tmp_path, cache, monkeypatch):
+    """With PYTHONPATH naming a folder where the requirement is already installed (a checkout's
+    site-packages, say), pip would count it satisfied and skip it: the venv is built apart from it."""
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "pgtinypkg", "1.0")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "pgtinypkg-1.0.dist-info").mkdir(parents=True)
+    (elsewhere / "pgtinypkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pgtinypkg\nVersion: 1.0\n")
+    (elsewhere / "pgtinypkg").mkdir()
+    (elsewhere / "pgtinypkg" / "__init__.py").write_text("MADE_BY = 'PYTHONPATH'\n")
+    requirements = tmp_path / "pack" / "requirements.txt"
+    requirements.parent.mkdir()
+    requirements.write_text(f"--no-index\n--find-links {wheels}\npgtinypkg==1.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    monkeypatch.setenv("PIP_TARGET", str(tmp_path / "target"))
+    venv = packenv.ensure_venv(requirements)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_TARGET")}
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import pgtinypkg; print(pgtinypkg.MADE_BY)"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.strip() == "the wheel", done.stderr
+    assert not (tmp_path / "target").exists()
+
+
 def test_the_summary_is_a_table_with_suppressed_apart():
     def violation(rule, name, level):
         return Violation(policy=rule, level=level, message=f"{name} breaks {rule}; fix it.",

@@ -225,7 +225,7 @@ def _build(venv: Path, requirements: Path, python: str, log: Path) -> None:
             out.flush()
             try:
                 done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                      cwd=str(requirements.parent), timeout=BUILD_TIMEOUT_S)
+                                      cwd=str(requirements.parent), timeout=BUILD_TIMEOUT_S, env=_build_env())
             except subprocess.TimeoutExpired:
                 raise PackError(f"cannot make the policy pack's virtualenv: {what} took over "
                                 f"{BUILD_TIMEOUT_S:.0f} s (log: {log})") from None
@@ -233,6 +233,17 @@ def _build(venv: Path, requirements: Path, python: str, log: Path) -> None:
                 raise PackError(f"cannot make the policy pack's virtualenv: {command[0]}: {err.strerror}") from None
             if done.returncode != 0:
                 raise PackError(f"cannot make the policy pack's virtualenv: {_why(what, log)} (log: {log})")
+
+
+# What would make the build install into, or count as installed, anything but the new virtualenv: with
+# PYTHONPATH set, pip takes a requirement found there as satisfied and leaves the venv without it (seen with
+# PYTHONPATH naming the checkout's site-packages: the pack's venv had no pulumi). The index settings stay.
+_NOT_FOR_THE_BUILD = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT",
+                      "PIP_USER")
+
+
+def _build_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name not in _NOT_FOR_THE_BUILD}
 
 
 def _why(what: str, log: Path) -> str:
