@@ -159,50 +159,18 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
     """The evidence against its seal (module docstring); the parts to read. EvidenceError (one line naming
     every damaged file) unless `partial`."""
     document = read_seal(evidence_dir)
-    names = {"publishes": [], "deliveries": []}
-    subscriptions = [s.name for s in info.subscriptions]
     if document is None:
-        problems = []
-        for name in sealable(evidence_dir):
-            log = _log_of(name)
-            if log is None:
-                continue
-            location = storage.join(evidence_dir, *name.split("/"))
-            try:
-                _part_facts(storage.read_bytes(location), log, location, info.run_id)
-            except EvidenceError as err:
-                if not partial:
-                    raise EvidenceError(f"{err} (unsealed evidence; judge the rest with --partial-evidence)") from None
-                problems.append(f"damaged {name} ({str(err).split(': ', 1)[1]})")
-                continue
-            names[log].append(name)
-        return Integrity(sealed=False, problems=tuple(problems), affected=tuple(subscriptions), parts=names,
-                         whole=_whole(evidence_dir, names))
-
+        return _unsealed(evidence_dir, info, partial)
     location = storage.join(evidence_dir, SEAL)
     if str(document["run_id"]) != info.run_id:
         raise EvidenceError(f"{location}: the seal of run {document['run_id']}, not of run.json's run {info.run_id} "
                             "(evidence of two runs mixed)")
-    store, root = storage.filesystem(evidence_dir)
-    present = {}
-    from pyarrow import fs
-
-    for entry in store.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True)):
-        if entry.type == fs.FileType.File:
-            present[posixpath.relpath(entry.path, root)] = entry.size
+    present = _present(evidence_dir)
+    names = {"publishes": [], "deliveries": []}
     problems, lost = [], []
     sealed = {entry["path"]: entry for entry in document["files"]}
     for name, entry in sealed.items():
-        size = present.get(name)
-        what = None
-        if size is None:
-            what = f"missing {name} ({entry['bytes']:,} bytes" + (f", {entry['rows']:,} rows)" if "rows" in entry else ")")
-        elif size < entry["bytes"]:
-            what = f"truncated {name} ({size:,} of {entry['bytes']:,} bytes)"
-        elif size != entry["bytes"]:
-            what = f"changed {name} ({size:,} bytes, sealed {entry['bytes']:,})"
-        elif hashlib.sha256(storage.read_bytes(storage.join(evidence_dir, *name.split("/")))).hexdigest() != entry["sha256"]:
-            what = f"changed {name} (same size, other content: its SHA-256 is not the sealed one)"
+        what = _unlike_its_seal(evidence_dir, name, entry, present.get(name))
         if what is not None:
             problems.append(what)
             if name == RUN_JSON:
@@ -221,6 +189,63 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
         raise EvidenceError(
             f"{evidence_dir}: the evidence does not match its seal ({SEAL}, {len(sealed)} files of run "
             f"{info.run_id[:8]}): {'; '.join(problems)} (restore them, or judge what is there with --partial-evidence)")
+    affected = _affected(info, lost)
+    rows_read = {log: sum(sealed[n].get("rows", 0) for n in parts) for log, parts in names.items()}
+    return Integrity(sealed=True, problems=tuple(problems),
+                     affected=tuple(s.name for s in info.subscriptions if s.name in affected),
+                     parts=names, rows_read=rows_read, rows_sealed=dict(document.get("rows") or {}), late=late,
+                     whole=_whole(evidence_dir, names))
+
+
+def _unsealed(evidence_dir, info: RunInfo, partial: bool) -> Integrity:
+    """Evidence with no seal (a run cut off before it sealed): each part read whole, as far as it parses;
+    every subscription affected."""
+    names = {"publishes": [], "deliveries": []}
+    problems = []
+    for name in sealable(evidence_dir):
+        log = _log_of(name)
+        if log is None:
+            continue
+        location = storage.join(evidence_dir, *name.split("/"))
+        try:
+            _part_facts(storage.read_bytes(location), log, location, info.run_id)
+        except EvidenceError as err:
+            if not partial:
+                raise EvidenceError(f"{err} (unsealed evidence; judge the rest with --partial-evidence)") from None
+            problems.append(f"damaged {name} ({str(err).split(': ', 1)[1]})")
+            continue
+        names[log].append(name)
+    return Integrity(sealed=False, problems=tuple(problems), affected=tuple(s.name for s in info.subscriptions),
+                     parts=names, whole=_whole(evidence_dir, names))
+
+
+def _present(evidence_dir) -> dict[str, int]:
+    """Every file under the evidence directory, by its path inside it: its size."""
+    from pyarrow import fs
+
+    store, root = storage.filesystem(evidence_dir)
+    return {posixpath.relpath(entry.path, root): entry.size
+            for entry in store.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True))
+            if entry.type == fs.FileType.File}
+
+
+def _unlike_its_seal(evidence_dir, name: str, entry: dict, size: int | None) -> str | None:
+    """How the file differs from its seal's entry (missing, truncated, changed), or None."""
+    if size is None:
+        return f"missing {name} ({entry['bytes']:,} bytes" + (f", {entry['rows']:,} rows)" if "rows" in entry else ")")
+    if size < entry["bytes"]:
+        return f"truncated {name} ({size:,} of {entry['bytes']:,} bytes)"
+    if size != entry["bytes"]:
+        return f"changed {name} ({size:,} bytes, sealed {entry['bytes']:,})"
+    if hashlib.sha256(storage.read_bytes(storage.join(evidence_dir, *name.split("/")))).hexdigest() != entry["sha256"]:
+        return f"changed {name} (same size, other content: its SHA-256 is not the sealed one)"
+    return None
+
+
+def _affected(info: RunInfo, lost: list[dict]) -> set[str]:
+    """The subscriptions whose evidence a lost part held: a deliveries part its subscriptions (`about`, else
+    all), a publishes part every subscription of its topics."""
+    subscriptions = [s.name for s in info.subscriptions]
     topics = {}
     for sub in info.subscriptions:
         topics.setdefault(sub.topic, []).append(sub.name)
@@ -232,10 +257,7 @@ def check(evidence_dir, info: RunInfo, partial: bool = False) -> Integrity:
         elif log == "publishes":
             for topic in entry.get("about", list(topics)):
                 affected.update(topics.get(topic, ()))
-    rows_read = {log: sum(sealed[n].get("rows", 0) for n in parts) for log, parts in names.items()}
-    return Integrity(sealed=True, problems=tuple(problems), affected=tuple(s for s in subscriptions if s in affected),
-                     parts=names, rows_read=rows_read, rows_sealed=dict(document.get("rows") or {}), late=late,
-                     whole=_whole(evidence_dir, names))
+    return affected
 
 
 def _whole(evidence_dir, names: dict) -> bool:

@@ -156,7 +156,33 @@ def parse_schedule(data, source: str = "<schedule>") -> Schedule:
 
 
 def _entry(i: int, item, bad) -> Entry:
+    """One entry of the schedule, its fields read and the combinations its kind takes checked."""
     where = f"faults[{i}]"
+    entry = _fields(i, item, where, bad)
+    if entry.kind == "netem":
+        return _netem(entry, item, where, bad)
+    for name in _NETEM_ONLY:
+        if item.get(name) is not None:
+            raise bad(f"{where}.{name}", f"only netem takes {name}")
+    selectors, timed = _selectors(entry, where, bad)
+    if entry.kind in ("lose_response", "delay"):
+        _call_fault(entry, selectors, where, bad)
+    else:
+        for name in ("rpc", "ms"):
+            if item.get(name) is not None:
+                raise bad(f"{where}.{name}", f"only lose_response and delay take {name}")
+        if entry.subscription is None:
+            raise bad(f"{where}.subscription", f"{entry.kind} names a subscription")
+        if entry.topic is not None:
+            raise bad(f"{where}.topic", f"{entry.kind} names a subscription, not a topic")
+    if entry.task is not None and entry.kind != "partition":
+        raise bad(f"{where}.task", "only partition takes task (one subscriber task, e.g. sub-1)")
+    _selected_as_its_kind_is(entry, selectors, timed, where, bad)
+    return entry
+
+
+def _fields(i: int, item, where: str, bad) -> Entry:
+    """The entry's fields, each of its type and range (which combinations are allowed comes after)."""
     if not isinstance(item, dict):
         raise bad(where, "expected a mapping with kind, subscription or topic, and a selector")
     unknown = sorted(set(item) - _FIELDS)
@@ -183,15 +209,15 @@ def _entry(i: int, item, bad) -> Entry:
             raise bad(f"{where}.{name}", f"{value!r}: expected a name")
         return value
 
-    entry = Entry(index=i, kind=kind, subscription=text("subscription"), topic=text("topic"), key=text("key"),
-                  seq=number("seq", whole=True), rate=number("rate", 0.0, 1.0), after_s=number("after_s"),
-                  every_s=number("every_s"), for_s=number("for_s"), rpc=text("rpc"), ms=number("ms"), task=text("task"),
-                  delay_ms=number("delay_ms"), loss=number("loss", 0.0, 1.0), reorder=number("reorder", 0.0, 1.0))
-    if kind == "netem":
-        return _netem(entry, item, where, bad)
-    for name in _NETEM_ONLY:
-        if item.get(name) is not None:
-            raise bad(f"{where}.{name}", f"only netem takes {name}")
+    return Entry(index=i, kind=kind, subscription=text("subscription"), topic=text("topic"), key=text("key"),
+                 seq=number("seq", whole=True), rate=number("rate", 0.0, 1.0), after_s=number("after_s"),
+                 every_s=number("every_s"), for_s=number("for_s"), rpc=text("rpc"), ms=number("ms"), task=text("task"),
+                 delay_ms=number("delay_ms"), loss=number("loss", 0.0, 1.0), reorder=number("reorder", 0.0, 1.0))
+
+
+def _selectors(entry: Entry, where: str, bad) -> tuple[list[str], bool]:
+    """Which of the selectors (key + seq, rate, the time window) the entry gives, at most one, and whether
+    it is timed."""
     if entry.every_s is not None and entry.every_s <= 0:
         raise bad(f"{where}.every_s", "expected a positive number of seconds")
     if (entry.key is None) != (entry.seq is None):
@@ -204,32 +230,32 @@ def _entry(i: int, item, bad) -> Entry:
                                              f"(also given: {selectors[0]})")
     if timed and entry.after_s is None:
         raise bad(f"{where}.after_s", "every_s and for_s need after_s (when the fault starts)")
-    if kind in ("lose_response", "delay"):
-        if entry.rpc not in RPCS:
-            raise bad(f"{where}.rpc", f"{entry.rpc!r}: expected one of {', '.join(RPCS)}")
-        if entry.rpc == "publish":
-            if entry.topic is None:
-                raise bad(f"{where}.topic", "a publish fault names the topic")
-            if entry.subscription is not None:
-                raise bad(f"{where}.subscription", "a publish fault names the topic, not a subscription")
-        elif entry.subscription is None:
-            raise bad(f"{where}.subscription", f"a {entry.rpc} fault names the subscription")
-        if entry.rpc == "streaming_pull" and kind != "delay":
-            raise bad(f"{where}.rpc", "streaming_pull: only delay takes it (a stream has no one reply to lose)")
-        if kind == "delay" and entry.ms is None:
-            raise bad(f"{where}.ms", "a delay needs ms (milliseconds)")
-        if not selectors:
-            raise bad(f"{where}.rate", "a selector is needed: key + seq, rate, or after_s/every_s/for_s")
-    else:
-        for name in ("rpc", "ms"):
-            if item.get(name) is not None:
-                raise bad(f"{where}.{name}", f"only lose_response and delay take {name}")
-        if entry.subscription is None:
-            raise bad(f"{where}.subscription", f"{kind} names a subscription")
-        if entry.topic is not None:
-            raise bad(f"{where}.topic", f"{kind} names a subscription, not a topic")
-    if entry.task is not None and kind != "partition":
-        raise bad(f"{where}.task", "only partition takes task (one subscriber task, e.g. sub-1)")
+    return selectors, timed
+
+
+def _call_fault(entry: Entry, selectors: list[str], where: str, bad) -> None:
+    """A lost reply or a delay: the RPC it acts on and what that RPC names (the topic or the subscription)."""
+    if entry.rpc not in RPCS:
+        raise bad(f"{where}.rpc", f"{entry.rpc!r}: expected one of {', '.join(RPCS)}")
+    if entry.rpc == "publish":
+        if entry.topic is None:
+            raise bad(f"{where}.topic", "a publish fault names the topic")
+        if entry.subscription is not None:
+            raise bad(f"{where}.subscription", "a publish fault names the topic, not a subscription")
+    elif entry.subscription is None:
+        raise bad(f"{where}.subscription", f"a {entry.rpc} fault names the subscription")
+    if entry.rpc == "streaming_pull" and entry.kind != "delay":
+        raise bad(f"{where}.rpc", "streaming_pull: only delay takes it (a stream has no one reply to lose)")
+    if entry.kind == "delay" and entry.ms is None:
+        raise bad(f"{where}.ms", "a delay needs ms (milliseconds)")
+    if not selectors:
+        raise bad(f"{where}.rate", "a selector is needed: key + seq, rate, or after_s/every_s/for_s")
+
+
+def _selected_as_its_kind_is(entry: Entry, selectors: list[str], timed: bool, where: str, bad) -> None:
+    """A message fault selects messages (key + seq, or a rate); a timed fault a window (a partition's
+    length, a stream kill's instants)."""
+    kind = entry.kind
     if kind in _MESSAGE_KINDS:
         allowed = ("key",) if kind == "swap" else ("key", "rate")
         if not selectors or selectors[0] not in allowed:
@@ -242,7 +268,6 @@ def _entry(i: int, item, bad) -> Entry:
             raise bad(f"{where}.for_s", "a partition lasts for_s seconds")
         if kind == "kill_stream" and entry.for_s is not None:
             raise bad(f"{where}.for_s", "a stream kill is an instant: after_s and every_s only")
-    return entry
 
 
 def _netem(entry: Entry, item: dict, where: str, bad) -> Entry:
