@@ -243,30 +243,36 @@ def _trace_outputs(send):
     `Output.all` it went through. Reported for every resource input that is an Output, in a debug line
     to the engine (`PROVENANCE`), which attaches it to the inputs that are unknown at preview. A report,
     never a judgement: the rules decide from the engine's own records (property dependencies)."""
-    import pulumi
     import pulumi.resource as resource_module
     from pulumi import Output
 
-    def _origin(value):
+    def origin(value):
         """(sources, via) recorded on an Output (read from its __dict__: Output lifts attribute access)."""
         if not isinstance(value, Output):  # cheap for the strings and numbers most inputs are
             return None
         found = value.__dict__.get("_pubsubguard_from")
         return found if isinstance(found, tuple) else None
 
-    def tag(output, sources, via):
-        try:
-            output.__dict__["_pubsubguard_from"] = (tuple(sources), tuple(via))
-        except (AttributeError, TypeError):
-            pass
-        return output
+    _trace_combinators(Output, origin)
+    return _trace_registrations(resource_module, Output, origin, send)
 
+
+def _tag(output, sources, via):
+    try:
+        output.__dict__["_pubsubguard_from"] = (tuple(sources), tuple(via))
+    except (AttributeError, TypeError):
+        pass
+    return output
+
+
+def _trace_combinators(Output, origin) -> None:  # noqa: N803 - the SDK's class
+    """`apply` and `Output.all` pass their operands' origins on to their result."""
     apply = Output.apply
 
     def traced_apply(self, func, *args, **kwargs):
         result = apply(self, func, *args, **kwargs)
-        found = _origin(self)
-        return tag(result, found[0], found[1] + ("apply",)) if found else result
+        found = origin(self)
+        return _tag(result, found[0], found[1] + ("apply",)) if found else result
 
     Output.apply = traced_apply
     everything = Output.all
@@ -275,14 +281,18 @@ def _trace_outputs(send):
         result = everything(*args, **kwargs)
         sources, via = [], []
         for value in list(args) + list(kwargs.values()):
-            found = _origin(value)
+            found = origin(value)
             if found:
                 sources += [s for s in found[0] if s not in sources]
                 via += [v for v in found[1] if v not in via]
-        return tag(result, sources, tuple(via) + ("all",)) if sources else result
+        return _tag(result, sources, tuple(via) + ("all",)) if sources else result
 
     Output.all = staticmethod(traced_all)
 
+
+def _trace_registrations(resource_module, Output, origin, send):  # noqa: N803 - the SDK's class
+    """Each registration's inputs that hold an Output with an origin, batched to `send`; each output property's
+    Output marked with its resource. Returns the flush of the last batch."""
     plain = (str, int, float, bool, type(None))
 
     def walk(value, path, found, depth=0):
@@ -290,10 +300,10 @@ def _trace_outputs(send):
         (most inputs are plain values: spelling every path cost the plan at 1,000 topics)."""
         if isinstance(value, plain):
             return
-        origin = _origin(value)
-        if origin:
-            found[_spell(path)] = {"from": [{"type": t, "name": n, "output": _camel(k)} for t, n, k in origin[0]],
-                                   "via": list(origin[1])}
+        source = origin(value)
+        if source:
+            found[_spell(path)] = {"from": [{"type": t, "name": n, "output": _camel(k)} for t, n, k in source[0]],
+                                   "via": list(source[1])}
         elif depth < 8 and isinstance(value, dict):
             for key, item in value.items():
                 walk(item, path + (key,), found, depth + 1)
@@ -454,18 +464,7 @@ def program_error(err, root):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Execute a Pulumi Python program (pubsubguard)")
-    for option in ("--project", "--stack", "--monitor", "--engine", "--pwd", "--root_directory", "--organization"):
-        parser.add_argument(option)
-    parser.add_argument("--parallel", type=int, default=16)
-    parser.add_argument("--dry_run", default="true")
-    parser.add_argument("--idle-timeout", type=float, default=60.0)
-    parser.add_argument("--max-resources", type=int, default=50000)
-    parser.add_argument("--config-file", help="JSON of the environment's PULUMI_CONFIG* variables (a large "
-                                              "stack config does not fit in one environment variable)")
-    parser.add_argument("PROGRAM")
-    args = parser.parse_args(argv)
-
+    args = _arguments(argv)
     if args.config_file:
         import json
 
@@ -495,28 +494,51 @@ def main(argv=None):
                                    ("callbacks", lambda: _callbacks_on_unix_socket(_socket_folder(args.monitor))),
                                    ("count", lambda: _count_constructions(activity, args.max_resources))):
         _patch(description, function)
+    settings = _settings(pulumi.runtime, args)
+    _patch("answers", lambda: _count_answers(settings.monitor, activity))
+    flushes = []
+    _patch("provenance", lambda: flushes.append(_trace_outputs(lambda message: _log(settings, "DEBUG", message))))
+    pulumi.runtime.configure(settings)
+    return _run(pulumi.runtime, args, settings, activity, flushes)
 
+
+def _arguments(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Execute a Pulumi Python program (pubsubguard)")
+    for option in ("--project", "--stack", "--monitor", "--engine", "--pwd", "--root_directory", "--organization"):
+        parser.add_argument(option)
+    parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--dry_run", default="true")
+    parser.add_argument("--idle-timeout", type=float, default=60.0)
+    parser.add_argument("--max-resources", type=int, default=50000)
+    parser.add_argument("--config-file", help="JSON of the environment's PULUMI_CONFIG* variables (a large "
+                                              "stack config does not fit in one environment variable)")
+    parser.add_argument("PROGRAM")
+    return parser.parse_args(argv)
+
+
+def _settings(runtime, args):
+    """The SDK's `Settings` for the engine's addresses, with what this SDK version takes of them."""
     kwargs = {"monitor": args.monitor, "engine": args.engine, "project": args.project, "stack": args.stack,
               "parallel": args.parallel, "dry_run": args.dry_run == "true", "organization": args.organization,
               "root_directory": args.root_directory}
     try:
-        settings = pulumi.runtime.Settings(**kwargs)
+        return runtime.Settings(**kwargs)
     except TypeError:
         import inspect
 
-        accepted = inspect.signature(pulumi.runtime.Settings.__init__).parameters
-        settings = pulumi.runtime.Settings(**{k: v for k, v in kwargs.items() if k in accepted})
-    _patch("answers", lambda: _count_answers(settings.monitor, activity))
+        accepted = inspect.signature(runtime.Settings.__init__).parameters
+        return runtime.Settings(**{k: v for k, v in kwargs.items() if k in accepted})
 
-    def send_debug(message):
-        from pulumi.runtime.proto import engine_pb2
 
-        settings.engine.Log(engine_pb2.LogRequest(severity=engine_pb2.DEBUG, message=message, urn=""))
+def _log(settings, severity: str, message: str) -> None:
+    """To the engine's `Log` (`severity` an engine_pb2 name), as `pulumi.log` sends it (from any thread)."""
+    from pulumi.runtime.proto import engine_pb2
 
-    flushes = []
-    _patch("provenance", lambda: flushes.append(_trace_outputs(send_debug)))
-    pulumi.runtime.configure(settings)
+    settings.engine.Log(engine_pb2.LogRequest(severity=getattr(engine_pb2, severity), message=message, urn=""))
 
+
+def _run(runtime, args, settings, activity: Activity, flushes: list) -> int:
+    """The program run in its stack, as the language host runs it, under the idle watchdog; its exit code."""
     sys.argv = [args.PROGRAM]
     if args.pwd:
         os.chdir(args.pwd)
@@ -528,15 +550,9 @@ def main(argv=None):
     loop.set_default_executor(executor)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # as the language host
 
-    def log_error(message):
-        """To the engine's `Log`, as `pulumi.log.error` sends it (from any thread)."""
-        from pulumi.runtime.proto import engine_pb2
-
-        settings.engine.Log(engine_pb2.LogRequest(severity=engine_pb2.ERROR, message=message, urn=""))
-
     def stuck(message):
         try:
-            log_error(message)
+            _log(settings, "ERROR", message)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -547,13 +563,13 @@ def main(argv=None):
     exit_code = 1
     gc.disable()
     try:
-        loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: runpy.run_path(args.PROGRAM, run_name="__main__")))
+        loop.run_until_complete(runtime.run_in_stack(lambda: runpy.run_path(args.PROGRAM, run_name="__main__")))
         exit_code = 0
     except BaseException as err:  # noqa: BLE001 - shown through the engine, as the language host does
         if isinstance(err, KeyboardInterrupt):
             raise
         try:
-            log_error(program_error(err, args.root_directory or os.getcwd()))
+            _log(settings, "ERROR", program_error(err, args.root_directory or os.getcwd()))
         except Exception:  # noqa: BLE001 - the engine went away: the exit code says it
             pass
         exit_code = ERROR_SHOWN

@@ -187,48 +187,9 @@ def plan_of_state(deployment: dict, location: str | Path, stack: str | None = No
     if stack is not None and stack.rsplit("/", 1)[-1] != state_stack:
         raise StateError(f"--state {location}: holds stack {state_stack!r}, not --stack {stack!r}")
 
-    def provider_project(resource: dict) -> str | None:
-        provider = providers.get(str(resource.get("provider") or "").rsplit("::", 1)[0])
-        if provider is None:
-            return None
-        for side in ("outputs", "inputs"):
-            value = (provider.get(side) or {}).get("project")
-            if isinstance(value, str) and value:
-                return value
-        return None
-
     secrets: list[str] = []
-    records = []
-    for resource in live:
-        if resource["type"].startswith(PROVIDER_PREFIX) or resource["type"] == STACK_TYPE:
-            continue
-        name = _name_of(resource["urn"])
-        outputs = _clean(resource.get("outputs") or {}, name, secrets, ids) if resource.get("custom") else {}
-        inputs = {key: value for key, value in outputs.items() if key not in _PROVIDER_ONLY}
-        if resource["type"] in PUBSUB_TYPES:
-            labels = outputs.get("effectiveLabels", outputs.get("labels"))
-            if labels is not None:
-                inputs["labels"] = labels
-            if not inputs.get("name") and resource.get("id"):
-                inputs["name"] = str(resource["id"]).rsplit("/", 1)[-1]
-            if not inputs.get("project"):
-                project = provider_project(resource) or _project_of_id(resource.get("id"))
-                if project:
-                    inputs["project"] = project
-        records.append({
-            "urn": resource["urn"],
-            "type": resource["type"],
-            "name": name,
-            "custom": bool(resource.get("custom")),
-            "parent": resource.get("parent"),
-            "id": resource.get("id"),
-            "provider": str(resource.get("provider") or "").rsplit("::", 1)[0] or None,
-            "inputs": inputs,
-            "dependencies": list(resource.get("dependencies") or []),
-            "property_dependencies": dict(resource.get("propertyDependencies") or {}),
-            "source": None,
-            "external": bool(resource.get("external")),
-        })
+    records = [_record_of(resource, providers, ids, secrets) for resource in live
+               if not resource["type"].startswith(PROVIDER_PREFIX) and resource["type"] != STACK_TYPE]
     projects = collections.Counter(r["inputs"].get("project") for r in records if r["type"] in PUBSUB_TYPES)
     projects.pop(None, None)
     stack_resource = next((r for r in live if r["type"] == STACK_TYPE), None)
@@ -256,6 +217,50 @@ def plan_of_state(deployment: dict, location: str | Path, stack: str | None = No
             "secrets_skipped": secrets,
         },
     }
+
+
+def _record_of(resource: dict, providers: dict, ids: dict, secrets: list) -> dict:
+    """A resource of the state as the plan's record: its outputs as its inputs (secrets skipped, named in
+    `secrets`); a Pub/Sub resource's name, labels and project filled from its id and provider."""
+    name = _name_of(resource["urn"])
+    outputs = _clean(resource.get("outputs") or {}, name, secrets, ids) if resource.get("custom") else {}
+    inputs = {key: value for key, value in outputs.items() if key not in _PROVIDER_ONLY}
+    if resource["type"] in PUBSUB_TYPES:
+        labels = outputs.get("effectiveLabels", outputs.get("labels"))
+        if labels is not None:
+            inputs["labels"] = labels
+        if not inputs.get("name") and resource.get("id"):
+            inputs["name"] = str(resource["id"]).rsplit("/", 1)[-1]
+        if not inputs.get("project"):
+            project = _provider_project(resource, providers) or _project_of_id(resource.get("id"))
+            if project:
+                inputs["project"] = project
+    return {
+        "urn": resource["urn"],
+        "type": resource["type"],
+        "name": name,
+        "custom": bool(resource.get("custom")),
+        "parent": resource.get("parent"),
+        "id": resource.get("id"),
+        "provider": str(resource.get("provider") or "").rsplit("::", 1)[0] or None,
+        "inputs": inputs,
+        "dependencies": list(resource.get("dependencies") or []),
+        "property_dependencies": dict(resource.get("propertyDependencies") or {}),
+        "source": None,
+        "external": bool(resource.get("external")),
+    }
+
+
+def _provider_project(resource: dict, providers: dict) -> str | None:
+    """The project its provider resource was configured with (outputs, else inputs), if any."""
+    provider = providers.get(str(resource.get("provider") or "").rsplit("::", 1)[0])
+    if provider is None:
+        return None
+    for side in ("outputs", "inputs"):
+        value = (provider.get(side) or {}).get("project")
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _project_of_id(resource_id: Any) -> str | None:
