@@ -98,36 +98,9 @@ class SubscriptionComponent(pulumi.ComponentResource):
         if spec.consumer_region:
             labels[facts.CONSUMER_REGION_LABEL] = spec.consumer_region
 
-        dead_letter_policy = None
         self.dead_letter_topic = None
         self.dead_letter_drain = None
-        if spec.dead_letter:
-            if spec.dead_letter.topic:
-                dl_topic = topics[spec.dead_letter.topic].topic
-            else:
-                dl_topic_name, drain_name = model.auto_dead_letter_names(spec.name)
-                dl_topic = gcp.pubsub.Topic(
-                    dl_topic_name, name=dl_topic_name, labels={**MANAGED_BY, **spec.labels}, opts=child
-                )
-                dead_letter_publisher(f"{dl_topic_name}-publisher", dl_topic, service_agent, child)
-                # Forwarded messages are lost unless the dead-letter topic has a subscription.
-                drain = gcp.pubsub.Subscription(
-                    drain_name,
-                    name=drain_name,
-                    topic=resource_path("topics", dl_topic.name),
-                    labels={**MANAGED_BY, **spec.labels},
-                    ack_deadline_seconds=60,
-                    message_retention_duration=facts.api_duration(facts.RETENTION_MAX_S),
-                    expiration_policy=gcp.pubsub.SubscriptionExpirationPolicyArgs(ttl=""),
-                    filter=probe_contract.PROBE_EXCLUSION_FILTER if probe_isolation else None,
-                    opts=child,
-                )
-                self.dead_letter_drain = resource_path("subscriptions", drain.name)
-            self.dead_letter_topic = resource_path("topics", dl_topic.name)
-            dead_letter_policy = gcp.pubsub.SubscriptionDeadLetterPolicyArgs(
-                dead_letter_topic=self.dead_letter_topic,
-                max_delivery_attempts=spec.dead_letter.max_delivery_attempts,
-            )
+        dead_letter_policy = self._dead_letter(spec, topics, service_agent, probe_isolation, child)
 
         self.subscription = gcp.pubsub.Subscription(
             spec.name,
@@ -141,14 +114,7 @@ class SubscriptionComponent(pulumi.ComponentResource):
             enable_exactly_once_delivery=spec.exactly_once,
             filter=probe_contract.with_probe_exclusion(spec.filter) if probe_isolation else spec.filter,
             expiration_policy=_expiration(spec.expiration),
-            retry_policy=(
-                gcp.pubsub.SubscriptionRetryPolicyArgs(
-                    minimum_backoff=facts.api_duration(spec.retry_policy.minimum_backoff),
-                    maximum_backoff=facts.api_duration(spec.retry_policy.maximum_backoff),
-                )
-                if spec.retry_policy
-                else None
-            ),
+            retry_policy=_retry(spec.retry_policy),
             dead_letter_policy=dead_letter_policy,
             **_delivery_args(spec.delivery),
             opts=child,
@@ -165,12 +131,54 @@ class SubscriptionComponent(pulumi.ComponentResource):
             )
         self.register_outputs({"path": self.path, "dead_letter_topic": self.dead_letter_topic})
 
+    def _dead_letter(self, spec: model.SubscriptionSpec, topics: Mapping[str, TopicComponent], service_agent,
+                     probe_isolation: bool, child: pulumi.ResourceOptions):
+        """The dead-letter policy (None without one): the named topic, or one made here with its publisher
+        grant and its drain subscription (`dead_letter_topic`, `dead_letter_drain`)."""
+        if not spec.dead_letter:
+            return None
+        if spec.dead_letter.topic:
+            dl_topic = topics[spec.dead_letter.topic].topic
+        else:
+            dl_topic_name, drain_name = model.auto_dead_letter_names(spec.name)
+            dl_topic = gcp.pubsub.Topic(
+                dl_topic_name, name=dl_topic_name, labels={**MANAGED_BY, **spec.labels}, opts=child
+            )
+            dead_letter_publisher(f"{dl_topic_name}-publisher", dl_topic, service_agent, child)
+            # Forwarded messages are lost unless the dead-letter topic has a subscription.
+            drain = gcp.pubsub.Subscription(
+                drain_name,
+                name=drain_name,
+                topic=resource_path("topics", dl_topic.name),
+                labels={**MANAGED_BY, **spec.labels},
+                ack_deadline_seconds=60,
+                message_retention_duration=facts.api_duration(facts.RETENTION_MAX_S),
+                expiration_policy=gcp.pubsub.SubscriptionExpirationPolicyArgs(ttl=""),
+                filter=probe_contract.PROBE_EXCLUSION_FILTER if probe_isolation else None,
+                opts=child,
+            )
+            self.dead_letter_drain = resource_path("subscriptions", drain.name)
+        self.dead_letter_topic = resource_path("topics", dl_topic.name)
+        return gcp.pubsub.SubscriptionDeadLetterPolicyArgs(
+            dead_letter_topic=self.dead_letter_topic,
+            max_delivery_attempts=spec.dead_letter.max_delivery_attempts,
+        )
+
 
 def _expiration(expiration):
     if expiration is None:
         return None
     ttl = "" if expiration == "never" else facts.api_duration(expiration)
     return gcp.pubsub.SubscriptionExpirationPolicyArgs(ttl=ttl)
+
+
+def _retry(retry_policy):
+    if not retry_policy:
+        return None
+    return gcp.pubsub.SubscriptionRetryPolicyArgs(
+        minimum_backoff=facts.api_duration(retry_policy.minimum_backoff),
+        maximum_backoff=facts.api_duration(retry_policy.maximum_backoff),
+    )
 
 
 def _delivery_args(delivery) -> dict:

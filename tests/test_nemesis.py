@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pubsubguard.validation.wire import nemesis
+from pubsubguard.validation.wire.schedule import PLANTED, ScheduleError, load_schedule, parse_schedule
 from pubsubguard.validation.checks import applied_faults
 from pubsubguard.validation.evidence.records import DeclaredSubscription
 
@@ -64,7 +64,7 @@ BAD = [  # (entry, the field the one line names, a word of the reason)
 
 
 def test_good_schedule_parses_and_the_schema_accepts_it():
-    schedule = nemesis.parse_schedule({"seed": 7, "faults": GOOD}, "s.yaml")
+    schedule = parse_schedule({"seed": 7, "faults": GOOD}, "s.yaml")
     assert [e.kind for e in schedule.entries] == [g["kind"] for g in GOOD]
     assert schedule.seed == "7"
     jsonschema.validate({"seed": 7, "faults": GOOD}, SCHEMA)
@@ -72,8 +72,8 @@ def test_good_schedule_parses_and_the_schema_accepts_it():
 
 @pytest.mark.parametrize("entry,field,reason", BAD, ids=[f"{b[0]['kind']}-{b[1]}" for b in BAD])
 def test_bad_entry_is_one_line_naming_entry_and_field(entry, field, reason):
-    with pytest.raises(nemesis.ScheduleError) as err:
-        nemesis.parse_schedule({"faults": [entry]}, "s.yaml")
+    with pytest.raises(ScheduleError) as err:
+        parse_schedule({"faults": [entry]}, "s.yaml")
     line = str(err.value)
     assert "\n" not in line and line.startswith(f"--nemesis s.yaml: {field}:") and reason in line, line
     # the schema refuses every one of them too: it documents what the loader enforces
@@ -86,8 +86,8 @@ def test_bad_entry_is_one_line_naming_entry_and_field(entry, field, reason):
 def test_bad_document(tmp_path, text, where):
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    with pytest.raises(nemesis.ScheduleError, match=where):
-        nemesis.load_schedule(path)
+    with pytest.raises(ScheduleError, match=where):
+        load_schedule(path)
 
 
 def test_cli_bad_schedule_is_one_line_exit_2(tmp_path):
@@ -100,19 +100,19 @@ def test_cli_bad_schedule_is_one_line_exit_2(tmp_path):
 
 
 def test_names_checked_against_the_run():
-    schedule = nemesis.parse_schedule({"faults": [{"kind": "ack_lie", "subscription": "nope", "rate": 1}]}, "s")
-    with pytest.raises(nemesis.ScheduleError, match=r"faults\[0\].subscription 'nope'"):
+    schedule = parse_schedule({"faults": [{"kind": "ack_lie", "subscription": "nope", "rate": 1}]}, "s")
+    with pytest.raises(ScheduleError, match=r"faults\[0\].subscription 'nope'"):
         schedule.check_names({"a", "b"}, {"t"})
 
 
 def test_time_windows():
-    e = nemesis.parse_schedule({"faults": [{"kind": "partition", "subscription": "s", "after_s": 2, "every_s": 10,
+    e = parse_schedule({"faults": [{"kind": "partition", "subscription": "s", "after_s": 2, "every_s": 10,
                                             "for_s": 3}]}, "s").entries[0]
     assert [e.active(t) for t in (1, 2, 4.9, 5.1, 12, 15.5)] == [False, True, True, False, True, False]
 
 
 def _row(kind, sub, key, seq, detail="applied", **extra):
-    return {"kind": kind, "planted": kind in nemesis.PLANTED, "subscription": sub, "key": key, "seq": seq,
+    return {"kind": kind, "planted": kind in PLANTED, "subscription": sub, "key": key, "seq": seq,
             "detail": detail, "entry": 0, "rpc": "StreamingPull", **extra}
 
 

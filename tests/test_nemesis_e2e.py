@@ -227,15 +227,16 @@ def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tm
 
 
 def test_packet_faults_refused_where_unavailable_in_one_line():
-    from pubsubguard.validation.wire import netem, nemesis
+    from pubsubguard.validation.wire import netem
+    from pubsubguard.validation.wire.schedule import ScheduleError, parse_schedule
 
-    schedule = nemesis.parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "s", "after_s": 1},
-                                                  {"kind": "netem", "delay_ms": 20, "after_s": 1, "for_s": 2}]}, "s.yaml")
-    with pytest.raises(nemesis.ScheduleError) as err:
+    schedule = parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "s", "after_s": 1},
+                                          {"kind": "netem", "delay_ms": 20, "after_s": 1, "for_s": 2}]}, "s.yaml")
+    with pytest.raises(ScheduleError) as err:
         netem.refuse_unsupported(schedule, "not root", ())
     assert str(err.value) == ("--nemesis s.yaml: faults[1].kind: netem needs root and iproute2 (ip, tc) to make a "
                               "network namespace; here: not root")
-    with pytest.raises(nemesis.ScheduleError, match=r"faults\[1\]\.delay_ms: this kernel has no netem"):
+    with pytest.raises(ScheduleError, match=r"faults\[1\]\.delay_ms: this kernel has no netem"):
         netem.refuse_unsupported(schedule, None, netem.IPTABLES)
     netem.refuse_unsupported(schedule, None, netem.NETEM)
     assert netem.availability_line("no tc", ()) == "packet faults: unavailable (no tc) — proxy faults only"
@@ -312,12 +313,13 @@ def test_the_layer_holds_a_bounded_buffer_for_a_stream_whose_client_reads_nothin
     from google.pubsub_v1 import types
 
     from pubsubguard.validation.wire import endpoints, nemesis
+    from pubsubguard.validation.wire.schedule import parse_schedule
 
     project = f"projects/pubsubguard-b{uuid.uuid4().hex[:10]}"
     topic, path = f"{project}/topics/paused", f"{project}/subscriptions/paused"
     # a kill an hour away: the subscription is the layer's (its streams go through it), nothing happens to it
-    schedule = nemesis.parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "paused", "after_s": 3600,
-                                                   "every_s": 3600}]}, "test")
+    schedule = parse_schedule({"faults": [{"kind": "kill_stream", "subscription": "paused", "after_s": 3600,
+                                           "every_s": 3600}]}, "test")
     layer = nemesis.Nemesis(schedule, twins={path: "paused"}, topics={topic: "paused-topic"}, seed="0")
     layer.start()
     listeners = endpoints.Listeners({"pubsub.googleapis.com:443": emulator.host}, layer, streams=4).start()

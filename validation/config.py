@@ -132,7 +132,7 @@ def faults(text: str) -> str:
 
 def nemesis_schedule(text: str) -> Path:
     """`--nemesis FILE`: the schedule file, once it reads and validates (pubsubguard.validation.wire.nemesis)."""
-    from .wire.nemesis import load_schedule
+    from .wire.schedule import load_schedule
 
     try:
         load_schedule(text)

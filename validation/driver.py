@@ -346,8 +346,8 @@ class ProbeDriver(DrainSteps):
         self.errors: list[BaseException] = []
         self.publish_group = f"{PUBLISH_JOB_GROUP}-{run_id}"
         self.publish_done = threading.Event()
-        self.publish_summary: list[dict] = []
-        self.drain_started_us: int | None = None  # when publishing ended  # one row per publisher task (probe.publish_partition)
+        self.publish_summary: list[dict] = []  # one row per publisher task (probe.publisher.publish_partition)
+        self.drain_started_us: int | None = None  # when publishing ended
         self.crashes = 0
         self.task_counter = 0
         self.lock = threading.Lock()

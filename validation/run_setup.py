@@ -142,7 +142,8 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
     """The fault layer's `Nemesis` for `--nemesis FILE` (None without): its entries must name probed
     subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a
     loopback listener (the layer is the listeners)."""
-    from .wire.nemesis import Nemesis, ScheduleError, load_schedule
+    from .wire.nemesis import Nemesis
+    from .wire.schedule import ScheduleError, load_schedule
 
     if config.nemesis is None:
         return None

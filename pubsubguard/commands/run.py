@@ -69,7 +69,7 @@ def _schedule_names(schedule, plan: dict) -> None:
     """A `--nemesis` schedule names only subscriptions and topics the stack declares: refused (one line, exit 2)
     before the emulator starts, not after apply (the verify step checks it again against what it probes)."""
     from pubsubguard.core.declared import estate
-    from pubsubguard.validation.wire.nemesis import load_schedule
+    from pubsubguard.validation.wire.schedule import load_schedule
 
     declared = estate(plan)
     load_schedule(schedule).check_names(set(declared.subscriptions), set(declared.topics))

@@ -82,8 +82,6 @@ class Pace:
 
 def publish_partition(spec: dict, keys) -> list[dict]:
     """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
-    from google.cloud.pubsub_v1.types import LimitExceededBehavior, PublisherOptions, PublishFlowControl
-
     use_target(spec)
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
@@ -91,76 +89,12 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     writer = PartWriter(storage.join(spec["evidence_dir"], "publishes"), records.PUBLISH_SCHEMA, task,
                         spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
     wait_for_subscribers(spec["evidence_dir"], spec.get("ready_timeout_s", 0), spec.get("ready_subscribers", 1))
-    clients: dict[str, object] = {}
-    pending: list = []
-    counts = {"ok": 0, "error": 0}
-    # The client runs done callbacks on the thread that commits the next batch of an ordering key: they
-    # only stamp and queue the result; this task's recorder thread makes the rows and writes the parts.
-    results: collections.deque = collections.deque()
-    publishing = threading.Event()
-    publishing.set()
-
-    def record() -> None:
-        while publishing.is_set() or results:
-            while results:
-                fut, topic_name, key, seq, is_poison, sent_us, result_us = results.popleft()
-                row = {"run_id": spec["run_id"], "topic": topic_name, "key": key, "seq": seq, "poison": is_poison,
-                       "publish_time_us": sent_us, "result_time_us": result_us, "publisher_task": task}
-                error = fut.exception()
-                if error is None:
-                    row.update(message_id=fut.result(), status="ok", error=None)
-                else:
-                    row.update(message_id=None, status="error", error=f"{type(error).__name__}: {error}")
-                counts[row["status"]] += 1
-                writer.add(row)
-            time.sleep(0.05)
-
-    recorder = threading.Thread(target=record, daemon=True)
-    recorder.start()
-    pace = Pace(spec.get("rate"))
+    results = _Results(spec["run_id"], task, writer)
     flow = Flow(spec.get("flow_file"), spec.get("flow_initial", IN_FLIGHT))
-    sent = 0
+    clients: dict[str, object] = {}
     try:
-        routes = []  # per topic: (topic, its client, its poison (key, seq))
-        for topic in spec["topics"]:
-            # The misroute fault: a publisher misconfigured onto the global endpoint (endpoint_pinning).
-            endpoint = facts.GLOBAL_ENDPOINT if spec.get("misroute") else topic["endpoint"]
-            if endpoint not in clients:
-                clients[endpoint] = endpoints.publisher_client(
-                    endpoint, spec.get("endpoints", {}), f"{task}:publisher",
-                    publisher_options=PublisherOptions(
-                        enable_message_ordering=True,
-                        # at most this many publishes unanswered: the task waits (BLOCK) rather than queue the
-                        # whole workload in the client
-                        flow_control=PublishFlowControl(message_limit=spec.get("in_flight", IN_FLIGHT),
-                                                        limit_exceeded_behavior=LimitExceededBehavior.BLOCK)),
-                )
-            routes.append((topic, clients[endpoint], {tuple(p) for p in spec["poison"].get(topic["name"], [])}))
-        # seq by seq across every topic and key: each (topic, key) still in order, and under a --rate or the
-        # in-flight bound every topic's subscriptions get traffic all along (topic by topic, the last topic of a
-        # 20-minute soak got nothing for its first 13 minutes)
-        for seq in range(spec["messages_per_key"]):
-            for topic, client, poison in routes:
-                for key in keys:
-                    flow.wait(sent)
-                    pace.wait()
-                    sent += 1
-                    is_poison = (key, seq) in poison
-                    sent_us = now_us()  # before the call: the server may deliver before its ack comes back
-                    future = client.publish(
-                        topic["path"], PAYLOAD, ordering_key=key,
-                        **{probe_contract.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
-                           "poison": "1" if is_poison else "0"},
-                    )
-
-                    def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client, sent_us=sent_us):
-                        results.append((fut, topic["name"], key, seq, is_poison, sent_us, now_us()))
-                        if fut.exception() is not None:
-                            # An ordered key stays paused after a failure until resumed (docs/pubsub-facts.md, Ordering).
-                            client.resume_publish(topic["path"], key)
-
-                    future.add_done_callback(done)
-                    pending.append(future)
+        routes = _routes(spec, task, clients)
+        pending = _publish(spec, keys, routes, results, Pace(spec.get("rate")), flow)
         for future in pending:
             try:
                 future.result(timeout=spec.get("publish_timeout_s", 120))
@@ -169,8 +103,99 @@ def publish_partition(spec: dict, keys) -> list[dict]:
     finally:
         for client in clients.values():
             client.stop()
-        publishing.clear()
-        recorder.join(timeout=60)
+        results.stop()
         writer.close()
-    return [{"task": task, "keys": len(keys), **counts, "flow_waited_s": round(flow.waited_s, 1),
+    return [{"task": task, "keys": len(keys), **results.counts, "flow_waited_s": round(flow.waited_s, 1),
              "flow_let_go": flow.let_go}]
+
+
+class _Results:
+    """The task's publish results, made rows of the evidence. The client runs done callbacks on the thread
+    that commits the next batch of an ordering key: they only stamp and queue the result (`add`); this
+    recorder's thread makes the rows and writes the parts."""
+
+    def __init__(self, run_id: str, task: str, writer: PartWriter):
+        self.run_id, self.task, self.writer = run_id, task, writer
+        self.counts = {"ok": 0, "error": 0}
+        self.queue: collections.deque = collections.deque()
+        self.publishing = threading.Event()
+        self.publishing.set()
+        self.thread = threading.Thread(target=self._record, daemon=True)
+        self.thread.start()
+
+    def add(self, fut, topic_name: str, key: str, seq: int, is_poison: bool, sent_us: int) -> None:
+        self.queue.append((fut, topic_name, key, seq, is_poison, sent_us, now_us()))
+
+    def stop(self) -> None:
+        """Once every client has stopped: the queue written out."""
+        self.publishing.clear()
+        self.thread.join(timeout=60)
+
+    def _record(self) -> None:
+        while self.publishing.is_set() or self.queue:
+            while self.queue:
+                fut, topic_name, key, seq, is_poison, sent_us, result_us = self.queue.popleft()
+                row = {"run_id": self.run_id, "topic": topic_name, "key": key, "seq": seq, "poison": is_poison,
+                       "publish_time_us": sent_us, "result_time_us": result_us, "publisher_task": self.task}
+                error = fut.exception()
+                if error is None:
+                    row.update(message_id=fut.result(), status="ok", error=None)
+                else:
+                    row.update(message_id=None, status="error", error=f"{type(error).__name__}: {error}")
+                self.counts[row["status"]] += 1
+                self.writer.add(row)
+            time.sleep(0.05)
+
+
+def _routes(spec: dict, task: str, clients: dict) -> list[tuple]:
+    """Per topic: (topic, its publisher client, its poison (key, seq)); one client per endpoint, kept in
+    `clients` (the caller stops them)."""
+    from google.cloud.pubsub_v1.types import LimitExceededBehavior, PublisherOptions, PublishFlowControl
+
+    routes = []
+    for topic in spec["topics"]:
+        # The misroute fault: a publisher misconfigured onto the global endpoint (endpoint_pinning).
+        endpoint = facts.GLOBAL_ENDPOINT if spec.get("misroute") else topic["endpoint"]
+        if endpoint not in clients:
+            clients[endpoint] = endpoints.publisher_client(
+                endpoint, spec.get("endpoints", {}), f"{task}:publisher",
+                publisher_options=PublisherOptions(
+                    enable_message_ordering=True,
+                    # at most this many publishes unanswered: the task waits (BLOCK) rather than queue the
+                    # whole workload in the client
+                    flow_control=PublishFlowControl(message_limit=spec.get("in_flight", IN_FLIGHT),
+                                                    limit_exceeded_behavior=LimitExceededBehavior.BLOCK)),
+            )
+        routes.append((topic, clients[endpoint], {tuple(p) for p in spec["poison"].get(topic["name"], [])}))
+    return routes
+
+
+def _publish(spec: dict, keys: list, routes: list, results: _Results, pace: Pace, flow: Flow) -> list:
+    """Every message of the workload published; their futures. Seq by seq across every topic and key: each
+    (topic, key) still in order, and under a --rate or the in-flight bound every topic's subscriptions get
+    traffic all along (topic by topic, the last topic of a 20-minute soak got nothing for its first 13 minutes)."""
+    pending = []
+    sent = 0
+    for seq in range(spec["messages_per_key"]):
+        for topic, client, poison in routes:
+            for key in keys:
+                flow.wait(sent)
+                pace.wait()
+                sent += 1
+                is_poison = (key, seq) in poison
+                sent_us = now_us()  # before the call: the server may deliver before its ack comes back
+                future = client.publish(
+                    topic["path"], PAYLOAD, ordering_key=key,
+                    **{probe_contract.PROBE_ATTRIBUTE: spec["run_id"], "key": key, "seq": str(seq),
+                       "poison": "1" if is_poison else "0"},
+                )
+
+                def done(fut, topic=topic, key=key, seq=seq, is_poison=is_poison, client=client, sent_us=sent_us):
+                    results.add(fut, topic["name"], key, seq, is_poison, sent_us)
+                    if fut.exception() is not None:
+                        # An ordered key stays paused after a failure until resumed (docs/pubsub-facts.md, Ordering).
+                        client.resume_publish(topic["path"], key)
+
+                future.add_done_callback(done)
+                pending.append(future)
+    return pending

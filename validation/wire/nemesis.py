@@ -27,10 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from .schedule import unit
-from .schedule import (  # noqa: F401 - the schedule's names, as the layer's callers use them
-    Entry, KINDS, NETWORK, PLANTED, RPCS, Schedule, ScheduleError, load_schedule, parse_schedule,
-)
+from .schedule import Entry, Schedule, unit
 
 SERVICE = "/google.pubsub.v1."
 DL_PREFIX = "CloudPubSubDeadLetterSource"
@@ -255,40 +252,54 @@ class Nemesis:
     def unary(self, method: str, raw: bytes, client: str, forward, context) -> bytes | None:
         """A unary call through the layer: `forward(raw)` sends (possibly altered) bytes on and returns the
         reply's bytes (or raises the target's error). Returns the reply for the client, or aborts."""
+        name = method.rpartition("/")[2]
+        if name == "Publish":
+            return self._publish_call(raw, client, forward, context)
+        if name in ("Acknowledge", "ModifyAckDeadline", "Pull"):
+            return self._subscriber_call(name, raw, client, forward, context)
+        return forward(raw)
+
+    def _publish_call(self, raw: bytes, client: str, forward, context) -> bytes | None:
+        """A Publish: delayed, and its reply lost, as the entries for its topic (and key, seq) say."""
         import grpc
 
         from google.pubsub_v1 import types
 
-        name = method.rpartition("/")[2]
-        if name == "Publish":
-            request = types.PublishRequest.deserialize(raw)
-            topic = self.topics.get(request.topic)
-            if topic is None:  # not a probed topic (the filter canary, a conformance scenario): untouched
-                return forward(raw)
-            first = request.messages[0] if request.messages else None
-            key = first.attributes.get("key") if first is not None else None
-            seq = _int(first.attributes.get("seq")) if first is not None else None
-            delayed = [e for e in self._entries("delay", topic=topic, rpc="publish") if self._publish_picks(e, request)]
-            # a lost reply: the target stored the messages, the client sees UNAVAILABLE and publishes them again
-            # (new message ids: publish-side duplicates); a key + seq entry loses that message's reply once
-            losses = [e for e in self._entries("lose_response", topic=topic, rpc="publish") if self._publish_picks(e, request)]
-            for e in delayed:
-                time.sleep(e.ms / 1000)
-            reply = forward(raw)
-            ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed or losses else []
-            for e in delayed:
-                self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
-                            detail=f"{e.ms:g} ms before forwarding ({len(request.messages)} messages)")
-            for e in losses:
-                self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
-                            detail=f"forwarded ({len(request.messages)} messages, stored by the target); its reply "
-                                   "dropped (UNAVAILABLE to the client, which publishes them again)",
-                            published=[[m.attributes.get("key"), _int(m.attributes.get("seq")), m.attributes.get("poison") == "1", i]
-                                       for m, i in zip(request.messages, ids)])
-                context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
-            return reply
-        if name not in ("Acknowledge", "ModifyAckDeadline", "Pull"):
+        name = "Publish"
+        request = types.PublishRequest.deserialize(raw)
+        topic = self.topics.get(request.topic)
+        if topic is None:  # not a probed topic (the filter canary, a conformance scenario): untouched
             return forward(raw)
+        first = request.messages[0] if request.messages else None
+        key = first.attributes.get("key") if first is not None else None
+        seq = _int(first.attributes.get("seq")) if first is not None else None
+        delayed = [e for e in self._entries("delay", topic=topic, rpc="publish") if self._publish_picks(e, request)]
+        # a lost reply: the target stored the messages, the client sees UNAVAILABLE and publishes them again
+        # (new message ids: publish-side duplicates); a key + seq entry loses that message's reply once
+        losses = [e for e in self._entries("lose_response", topic=topic, rpc="publish") if self._publish_picks(e, request)]
+        for e in delayed:
+            time.sleep(e.ms / 1000)
+        reply = forward(raw)
+        ids = list(types.PublishResponse.deserialize(reply).message_ids) if delayed or losses else []
+        for e in delayed:
+            self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
+                        detail=f"{e.ms:g} ms before forwarding ({len(request.messages)} messages)")
+        for e in losses:
+            self.record(e, name, client=client, key=key, seq=seq, message_ids=ids,
+                        detail=f"forwarded ({len(request.messages)} messages, stored by the target); its reply "
+                               "dropped (UNAVAILABLE to the client, which publishes them again)",
+                        published=[[m.attributes.get("key"), _int(m.attributes.get("seq")), m.attributes.get("poison") == "1", i]
+                                   for m, i in zip(request.messages, ids)])
+            context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
+        return reply
+
+    def _subscriber_call(self, name: str, raw: bytes, client: str, forward, context) -> bytes | None:
+        """An Acknowledge, ModifyAckDeadline or Pull of a probe twin: refused in a partition; an ack or a
+        deadline change lied about, delayed, its reply lost, as the entries for its subscription say."""
+        import grpc
+
+        from google.pubsub_v1 import types
+
         cls = {"Acknowledge": types.AcknowledgeRequest, "ModifyAckDeadline": types.ModifyAckDeadlineRequest,
                "Pull": types.PullRequest}[name]
         request = cls.deserialize(raw)
@@ -306,17 +317,7 @@ class Nemesis:
         # made-up deliveries (duplicate_after_ack): the layer answers for their ack ids
         planted = [a for a in ids if a.startswith(PLANTED_ACK_PREFIX)]
         kept = [a for a in ids if not a.startswith(PLANTED_ACK_PREFIX)]
-        lied = []
-        if name == "Acknowledge":
-            for e in self._entries("ack_lie", subscription=declared):
-                for a in list(kept):
-                    seen = self.acks.get(a)
-                    if seen and e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
-                        kept.remove(a)
-                        lied.append(a)
-                        self.record(e, name, client=client, key=seen.key, seq=seen.seq, message_ids=[seen.message_id],
-                                    detail="answered success without forwarding the ack")
-                        self._expect_until(self.deadlines.get(seen.twin, 600) + 5.0)
+        lied = self._ack_lies(declared, kept, client) if name == "Acknowledge" else []
         delays = [e for e in self._entries("delay", subscription=declared, rpc=rpc) if self._pick(e, kept)]
         for e in delays:
             self.record(e, name, client=client, **self._touched(kept), detail=f"{e.ms:g} ms")
@@ -334,6 +335,20 @@ class Nemesis:
                         detail="forwarded; the target's reply dropped (UNAVAILABLE to the client)")
             context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
         return reply
+
+    def _ack_lies(self, declared: str, kept: list, client: str) -> list:
+        """The ack_lie entries' acks: answered success, not forwarded (taken out of `kept`); their ack ids."""
+        lied = []
+        for e in self._entries("ack_lie", subscription=declared):
+            for a in list(kept):
+                seen = self.acks.get(a)
+                if seen and e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
+                    kept.remove(a)
+                    lied.append(a)
+                    self.record(e, "Acknowledge", client=client, key=seen.key, seq=seen.seq,
+                                message_ids=[seen.message_id], detail="answered success without forwarding the ack")
+                    self._expect_until(self.deadlines.get(seen.twin, 600) + 5.0)
+        return lied
 
     def refused(self, e: Entry, rpc: str, client: str) -> None:
         """A call refused during a partition: one row per window, client and RPC (the client retries at once)."""
