@@ -1,6 +1,6 @@
 """The probe driver: from a resolved target to recorded evidence.
 
-`probe(config, spark)` resolves the run (`run_setup.resolve`: estate, target, twins, endpoints, fault
+`probe_target(config, spark)` resolves the run (`run_setup.resolve`: estate, target, twins, endpoints, fault
 layer), checks the target's config (each difference a `config_drift` finding), runs the filter canary
 (`canary`), creates the probe twins (isolation), runs the publisher job (partitioned by ordering key) and
 the subscriber jobs (one Spark job per subscriber task, submitted from driver threads; a crashed task is
@@ -62,7 +62,7 @@ STREAMS_PER_TASK = 64
 PUBLISH_JOB_GROUP = "pubsubguard-publish"  # + the run id: the Spark job group of its publisher job
 
 
-def probe(config: RunConfig, spark=None, evidence_at: str | None = None, plan: dict | None = None):
+def probe_target(config: RunConfig, spark=None, evidence_at: str | None = None, plan: dict | None = None):
     """Probe the target `config` names: (Spark session, evidence directory, report directory). The evidence
     is written under `<report>/evidence`, or at `evidence_at` (an object store URI every Spark task can
     reach: pubsubguard.validation.job for a `--report` URI). `plan`: the plan or state the command already

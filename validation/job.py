@@ -37,7 +37,7 @@ if __name__ == "__main__" and not __package__:  # `spark-submit ... validation/j
 from pubsubguard.core import storage  # noqa: E402 - below the script's hand-over
 from pubsubguard.core.errors import INTERRUPTED_EXIT, UserError, VerifyError, debugging, unexpected
 from .config import RunConfig, add_arguments
-from .driver import probe
+from .driver import probe_target
 from .evidence.store import evidence_location
 from .evidence import locks
 from .failures import unreadable_evidence
@@ -76,7 +76,7 @@ def run(config: RunConfig, spark=None, plan: dict | None = None) -> int:
     if config.partial_evidence:
         raise VerifyError("--partial-evidence: only with --from-evidence (a probe run judges the evidence it sealed)")
     with locks.scope():  # the report directory, held by the probe from before it empties the evidence
-        session, evidence_dir, report = probe(config, spark, plan=plan)
+        session, evidence_dir, report = probe_target(config, spark, plan=plan)
         return check_and_report(session, evidence_dir, report, keep=not config.no_checks_input)
 
 
@@ -91,8 +91,8 @@ def probe_to_store(config: RunConfig, spark=None, plan: dict | None = None) -> i
     storage.require_writable(destination)
     evidence_at = storage.join(destination, "evidence")
     with tempfile.TemporaryDirectory(prefix="pubsubguard-run-") as scratch, locks.scope():
-        session, evidence_dir, report = probe(config.but(report=Path(scratch) / "report"), spark, evidence_at=evidence_at,
-                                              plan=plan)
+        session, evidence_dir, report = probe_target(config.but(report=Path(scratch) / "report"), spark,
+                                                     evidence_at=evidence_at, plan=plan)
         code = check_and_report(session, evidence_dir, report, location=destination, keep=not config.no_checks_input)
         copied = storage.copy_tree(report, destination)
     print(f"report: {len(copied)} files written to {destination} (and the evidence, as the run went)", file=sys.stderr)

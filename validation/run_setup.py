@@ -1,4 +1,4 @@
-"""A probe run's setup: what `driver.probe` resolves before anything is created on the target.
+"""A probe run's setup: what `driver.probe_target` resolves before anything is created on the target.
 
 `resolve(config)` decides the declared estate, the target, the subscriptions probed and their twins, the
 drain timeout, the endpoint map and its observable upstreams, the fault layer (`--nemesis`) and the push

@@ -8,20 +8,21 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from .harness import (
     DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_EXACTLY_ONCE, DOC_FILTER, DOC_RESUME, DOC_SUBSCRIPTION_API, FACTS_DOC,
-    HOLDS, INCONCLUSIVE, Probe, ScenarioEnded, ScenarioInterrupted, UNSUPPORTED, VIOLATED, as_duration_s, one_line,
-    request_fields, scenario, seq_of,
+    HOLDS, INCONCLUSIVE, ScenarioClient, ScenarioEnded, ScenarioInterrupted, UNSUPPORTED, VIOLATED, as_duration_s,
+    one_line, request_fields, scenario, seq_of,
 )
 
 
 
 # ---------------------------------------------------------------------------------- create rejects
-def _create_rejects(probe: Probe, control: dict, invalid: dict[str, dict], topic: str | None = None) -> tuple[str, str]:
+def _create_rejects(client: ScenarioClient, control: dict, invalid: dict[str, dict],
+                    topic: str | None = None) -> tuple[str, str]:
     """The control subscription must be accepted (else `unsupported`); each invalid one must be refused."""
-    topic = topic or probe.create_topic("topic")
-    probe.create_subscription("control", topic, **control)
+    topic = topic or client.create_topic("topic")
+    client.create_subscription("control", topic, **control)
     accepted, refused = [], []
     for part, fields in invalid.items():
-        created, err = probe.try_create_subscription(part, topic, **fields)
+        created, err = client.try_create_subscription(part, topic, **fields)
         if err is None:
             accepted.append(part)
         else:
@@ -36,23 +37,23 @@ def _create_rejects(probe: Probe, control: dict, invalid: dict[str, dict], topic
           "a push subscription with exactly-once delivery is refused at creation",
           f"{FACTS_DOC} § Exactly-once delivery (seed 002): pull and StreamingPull only; push and export "
           f"subscriptions do not support it. {DOC_EXACTLY_ONCE}")
-def create_rejects_push_with_exactly_once(probe: Probe) -> tuple[str, str]:
+def create_rejects_push_with_exactly_once(client: ScenarioClient) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
     # Nothing is ever published to this topic, so no push is attempted; on the emulator it is a loopback URL.
-    endpoint = ("https://127.0.0.1:9/pubsubguard-conform" if probe.session.target == "emulator"
+    endpoint = ("https://127.0.0.1:9/pubsubguard-conform" if client.session.target == "emulator"
                 else "https://example.com/pubsubguard-conform")
     push = types.PushConfig(push_endpoint=endpoint)
-    return _create_rejects(probe, {"push_config": push},
+    return _create_rejects(client, {"push_config": push},
                            {"push-eod": {"push_config": push, "enable_exactly_once_delivery": True}})
 
 
 @scenario("create-rejects-ack-deadline-out-of-range",
           f"ack_deadline_seconds outside {facts.ACK_DEADLINE_MIN_S}..{facts.ACK_DEADLINE_MAX_S} is refused at creation",
           f"{FACTS_DOC} § Ranges and formats: ack_deadline_seconds 10..600. {DOC_SUBSCRIPTION_API}")
-def create_rejects_ack_deadline_out_of_range(probe: Probe) -> tuple[str, str]:
+def create_rejects_ack_deadline_out_of_range(client: ScenarioClient) -> tuple[str, str]:
     low, high = facts.ACK_DEADLINE_MIN_S - 1, facts.ACK_DEADLINE_MAX_S + 1
-    return _create_rejects(probe, {"ack_deadline_seconds": facts.ACK_DEADLINE_MIN_S},
+    return _create_rejects(client, {"ack_deadline_seconds": facts.ACK_DEADLINE_MIN_S},
                            {f"ack-{low}": {"ack_deadline_seconds": low}, f"ack-{high}": {"ack_deadline_seconds": high}})
 
 
@@ -60,13 +61,13 @@ def create_rejects_ack_deadline_out_of_range(probe: Probe) -> tuple[str, str]:
           "a dead-letter topic equal to the subscription's own topic is refused at creation",
           f"{FACTS_DOC} § Dead-letter topics: the dead-letter topic must differ from the subscription's topic. "
           f"{DOC_DEAD_LETTER}")
-def create_rejects_self_dead_letter(probe: Probe) -> tuple[str, str]:
+def create_rejects_self_dead_letter(client: ScenarioClient) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
-    topic = probe.create_topic("topic")
-    dead_letter = probe.create_topic("dead")
+    topic = client.create_topic("topic")
+    dead_letter = client.create_topic("dead")
     return _create_rejects(
-        probe, {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=5)},
+        client, {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=5)},
         {"self-dead-letter": {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=topic,
                                                                            max_delivery_attempts=5)}},
         topic=topic)
@@ -76,16 +77,16 @@ def create_rejects_self_dead_letter(probe: Probe) -> tuple[str, str]:
           f"max_delivery_attempts outside {facts.MAX_DELIVERY_ATTEMPTS_MIN}..{facts.MAX_DELIVERY_ATTEMPTS_MAX} "
           "is refused at creation",
           f"{FACTS_DOC} § Dead-letter topics: attempts 5..100. {DOC_DEAD_LETTER}")
-def create_rejects_attempts_out_of_range(probe: Probe) -> tuple[str, str]:
+def create_rejects_attempts_out_of_range(client: ScenarioClient) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
-    dead_letter = probe.create_topic("dead")
+    dead_letter = client.create_topic("dead")
     low, high = facts.MAX_DELIVERY_ATTEMPTS_MIN - 1, facts.MAX_DELIVERY_ATTEMPTS_MAX + 1
 
     def policy(attempts):
         return {"dead_letter_policy": types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts)}
 
-    return _create_rejects(probe, policy(facts.MAX_DELIVERY_ATTEMPTS_MIN),
+    return _create_rejects(client, policy(facts.MAX_DELIVERY_ATTEMPTS_MIN),
                            {f"attempts-{low}": policy(low), f"attempts-{high}": policy(high)})
 
 
@@ -94,14 +95,14 @@ def create_rejects_attempts_out_of_range(probe: Probe) -> tuple[str, str]:
           "a subscription with filter attributes.kind = \"a\" receives only the messages that match",
           f"{FACTS_DOC} § Ranges and formats (filter, immutable); messages that do not match are acknowledged "
           f"automatically and never delivered. {DOC_FILTER}")
-def filter_enforced(probe: Probe) -> tuple[str, str]:
-    topic = probe.create_topic("topic")
-    subscription = probe.create_subscription("sub", topic, filter='attributes.kind = "a"')
-    probe.publish(topic, b"a", kind="a")
-    probe.publish(topic, b"b", kind="b")
-    probe.publish(topic, b"none")
-    got = probe.pull_until(subscription, lambda ms: len(ms) >= 3, DELIVERY_WINDOW_S,
-                           on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
+def filter_enforced(client: ScenarioClient) -> tuple[str, str]:
+    topic = client.create_topic("topic")
+    subscription = client.create_subscription("sub", topic, filter='attributes.kind = "a"')
+    client.publish(topic, b"a", kind="a")
+    client.publish(topic, b"b", kind="b")
+    client.publish(topic, b"none")
+    got = client.pull_until(subscription, lambda ms: len(ms) >= 3, DELIVERY_WINDOW_S,
+                            on_message=lambda m: client.acknowledge(subscription, [m.ack_id]))
     delivered = sorted(seq_of(m) for m in got)
     if [d for d in delivered if d != "a"]:
         return VIOLATED, f"delivered {delivered}; only 'a' matches the filter"
@@ -118,20 +119,20 @@ RETENTIONS_S = (facts.RETENTION_MIN_S, 7 * 24 * 3600, facts.RETENTION_MAX_S)
           "as declared",
           f"{FACTS_DOC} § Ranges and formats: subscription retention 10 min..31 days (default 7 days). "
           f"{DOC_SUBSCRIPTION_API}")
-def retention_as_declared(probe: Probe) -> tuple[str, str]:
-    topic = probe.create_topic("topic", message_retention_duration={"seconds": facts.TOPIC_RETENTION_MAX_S})
-    stored_topic = probe.call("GetTopic", {"topic": topic}, lambda: probe.publisher.get_topic(topic=topic, timeout=30),
-                              request_fields)
+def retention_as_declared(client: ScenarioClient) -> tuple[str, str]:
+    topic = client.create_topic("topic", message_retention_duration={"seconds": facts.TOPIC_RETENTION_MAX_S})
+    stored_topic = client.call("GetTopic", {"topic": topic}, lambda: client.publisher.get_topic(topic=topic, timeout=30),
+                               request_fields)
     differs, refused, kept = [], [], []
     topic_seconds = as_duration_s(stored_topic.message_retention_duration)
     (kept if topic_seconds == facts.TOPIC_RETENTION_MAX_S else differs).append(
         f"topic {facts.TOPIC_RETENTION_MAX_S} s -> {topic_seconds:.0f} s" if topic_seconds is not None else "topic: none")
     for seconds in RETENTIONS_S:
-        created, err = probe.try_create_subscription(f"ret-{seconds}", topic, message_retention_duration={"seconds": seconds})
+        created, err = client.try_create_subscription(f"ret-{seconds}", topic, message_retention_duration={"seconds": seconds})
         if err is not None:
             refused.append(f"{seconds} s: {one_line(err)}")
             continue
-        actual = as_duration_s(probe.get_subscription(created.name).message_retention_duration)
+        actual = as_duration_s(client.get_subscription(created.name).message_retention_duration)
         (kept if actual == seconds else differs).append(f"subscription {seconds} s -> {actual:.0f} s")
     parts = [f"read back as declared: {', '.join(kept)}"] if kept else []
     if differs:
@@ -148,15 +149,15 @@ def retention_as_declared(probe: Probe) -> tuple[str, str]:
           "other keys go on; messages published after the resume arrive in order",
           f"{FACTS_DOC} § Ordering, publisher side (seed 003): once a publish with an ordering key fails, later "
           f"publishes for that key fail until the publisher calls resume_publish(topic, key). {DOC_RESUME}")
-def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
-    topic = probe.create_topic("topic")
-    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True)
-    publisher = probe.session.new_publisher()
+def ordered_publish_failure_pauses_key(client: ScenarioClient) -> tuple[str, str]:
+    topic = client.create_topic("topic")
+    subscription = client.create_subscription("sub", topic, enable_message_ordering=True)
+    publisher = client.session.new_publisher()
     problems = []
     try:
         # The injected failure: a message with neither data nor attributes, which Pub/Sub refuses.
         try:
-            probe.publish(topic, b"", ordering_key="A", publisher=publisher)
+            client.publish(topic, b"", ordering_key="A", publisher=publisher)
             raise ScenarioEnded(INCONCLUSIVE, "the target accepted an empty message, so no publish failure was injected")
         except ScenarioEnded:
             raise
@@ -165,7 +166,7 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         except Exception as err:  # noqa: BLE001 - the failure we wanted
             injected = one_line(err)
         try:
-            probe.publish(topic, b"1", ordering_key="A", publisher=publisher)
+            client.publish(topic, b"1", ordering_key="A", publisher=publisher)
             problems.append("the publish after the failure on key A succeeded without resume_publish")
             paused = "not paused"
         except ScenarioInterrupted:
@@ -173,24 +174,24 @@ def ordered_publish_failure_pauses_key(probe: Probe) -> tuple[str, str]:
         except Exception as err:  # noqa: BLE001 - the expected pause
             paused = type(err).__name__
         try:
-            probe.publish(topic, b"b", ordering_key="B", publisher=publisher)
+            client.publish(topic, b"b", ordering_key="B", publisher=publisher)
         except ScenarioInterrupted:
             raise
         except Exception as err:  # noqa: BLE001 - recorded
             problems.append(f"key B failed too while A was paused: {one_line(err)}")
-        probe.note("resume_publish(topic, 'A')")
+        client.note("resume_publish(topic, 'A')")
         publisher.resume_publish(topic, "A")
         for seq in ("2", "3", "4"):
             try:
-                probe.publish(topic, seq.encode(), ordering_key="A", publisher=publisher)
+                client.publish(topic, seq.encode(), ordering_key="A", publisher=publisher)
             except ScenarioInterrupted:
                 raise
             except Exception as err:  # noqa: BLE001 - recorded
                 problems.append(f"publish {seq} on A after resume_publish failed: {one_line(err)}")
     finally:
         publisher.stop()
-    got = probe.pull_until(subscription, lambda ms: {"2", "3", "4", "b"} <= {seq_of(m) for m in ms}, DELIVERY_WINDOW_S,
-                           on_message=lambda m: probe.acknowledge(subscription, [m.ack_id]))
+    got = client.pull_until(subscription, lambda ms: {"2", "3", "4", "b"} <= {seq_of(m) for m in ms}, DELIVERY_WINDOW_S,
+                            on_message=lambda m: client.acknowledge(subscription, [m.ack_id]))
     key_a = [seq_of(m) for m in got if m.message.ordering_key == "A"]
     if [s for s in key_a if s not in ("2", "3", "4")]:
         problems.append(f"key A delivered messages that were not published successfully: {key_a}")

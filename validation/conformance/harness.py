@@ -1,5 +1,5 @@
 """The conformance scenarios' client harness: the scenario registry (`scenario`, `SCENARIOS`), a
-run's `ScenarioRun` (clients, throwaway resources, cleanup) and `Probe` (every request, response and error,
+run's `ScenarioRun` (clients, throwaway resources, cleanup) and `ScenarioClient` (every request, response and error,
 timed), and the outcome vocabulary (`RESULTS`). See `pubsubguard.validation.conformance`."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Scenario:
     id: str
     behaviour: str
     source: str
-    run: Callable[["Probe"], tuple[str, str]]
+    run: Callable[["ScenarioClient"], tuple[str, str]]
     # It changes how the target serves *other* subscriptions while it runs (measured: the emulator slows every
     # subscription once one ordered dead-lettering subscription stalls): run after the others, and beside a
     # probe only once the probe's drain has ended.
@@ -193,7 +193,7 @@ class ScenarioRun:
         self.publisher.stop()
 
 
-# ------------------------------------------------------------------------------------------- probe
+# ------------------------------------------------------------------------------------------ client
 def error_record(err: Exception) -> dict:
     """An API error as evidence: code, message and the structured ErrorInfo (exactly-once ack reasons)."""
     code = getattr(err, "grpc_status_code", None)
@@ -222,7 +222,7 @@ def _delivery(received) -> dict:
             "delivery_attempt": received.delivery_attempt, "ack_id": received.ack_id}
 
 
-class Probe:
+class ScenarioClient:
     """One scenario's view of the target: every call goes through `call`, which records the evidence."""
 
     def __init__(self, session: ScenarioRun, scenario_id: str):

@@ -14,8 +14,8 @@ from pubsubguard.policies import pubsub_facts as facts
 from .exactly_once import first_delivery
 from .harness import (
     ACK_DEADLINE_S, DELIVERY_WINDOW_S, DOC_DEAD_LETTER, DOC_ORDERING, DOC_SUBSCRIPTION_API, EXPIRY_MARGIN_S,
-    FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, PULL_TIMEOUT_S, Probe, ScenarioEnded, ScenarioInterrupted,
-    VIOLATED, ack_status, one_line, scenario,
+    FACTS_DOC, FORWARD_WINDOW_S, HOLDS, INCONCLUSIVE, PULL_TIMEOUT_S, ScenarioClient, ScenarioEnded,
+    ScenarioInterrupted, VIOLATED, ack_status, one_line, scenario,
 )
 
 
@@ -26,8 +26,8 @@ from .harness import (
           f"{FACTS_DOC} § Dead-letter topics: attempts 5..100 counted best effort; forwarded messages carry "
           f"CloudPubSubDeadLetterSourceDeliveryCount, …SourceSubscription, …SourceSubscriptionProject, "
           f"…SourceTopicPublishTime. {DOC_DEAD_LETTER}")
-def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
-    return _dead_letter_after_max_attempts(probe, ordered=False)
+def dead_letter_after_max_attempts(client: ScenarioClient) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(client, ordered=False)
 
 
 @scenario("dead-letter-ordered-after-max-attempts",
@@ -35,8 +35,8 @@ def dead_letter_after_max_attempts(probe: Probe) -> tuple[str, str]:
           "about max_delivery_attempts (only its order relative to the key's other messages is best effort)",
           f"{FACTS_DOC} § Ordering: with a dead-letter topic the rewind may not hold and order may not be kept for "
           f"dead-lettered messages (best effort); § Dead-letter topics. {DOC_DEAD_LETTER}")
-def dead_letter_ordered_after_max_attempts(probe: Probe) -> tuple[str, str]:
-    return _dead_letter_after_max_attempts(probe, ordered=True)
+def dead_letter_ordered_after_max_attempts(client: ScenarioClient) -> tuple[str, str]:
+    return _dead_letter_after_max_attempts(client, ordered=True)
 
 
 RESET_KEYS = 8  # keys published after the reset: each must be delivered on the stream that replaced it
@@ -47,25 +47,25 @@ RESET_KEYS = 8  # keys published after the reset: each must be delivered on the 
           f"every key: one message on each of {RESET_KEYS} keys published after the reset is delivered",
           f"{FACTS_DOC} § Ordering (order per key, at-least-once still applies); § What the network does: stream "
           f"errors are retried by the client, which opens a new stream. {DOC_ORDERING}")
-def ordered_stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
+def ordered_stream_reset_keeps_delivering(client: ScenarioClient) -> tuple[str, str]:
     import queue
 
-    topic = probe.create_topic("topic")
-    subscription = probe.create_subscription("sub", topic, enable_message_ordering=True,
-                                             ack_deadline_seconds=ACK_DEADLINE_S)
+    topic = client.create_topic("topic")
+    subscription = client.create_subscription("sub", topic, enable_message_ordering=True,
+                                              ack_deadline_seconds=ACK_DEADLINE_S)
     got: queue.Queue = queue.Queue()
 
     def callback(message) -> None:
         got.put(message.ordering_key)
         message.ack()
 
-    with probe.streaming(subscription, callback):
-        probe.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
+    with client.streaming(subscription, callback):
+        client.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
     keys = [f"K{i}" for i in range(RESET_KEYS)]
-    with probe.streaming(subscription, callback):
-        probe.sleep(1.0)
+    with client.streaming(subscription, callback):
+        client.sleep(1.0)
         for key in keys:
-            probe.publish(topic, key.encode(), ordering_key=key)
+            client.publish(topic, key.encode(), ordering_key=key)
         deadline = time.monotonic() + DELIVERY_WINDOW_S
         seen: set[str] = set()
         while seen < set(keys) and (left := deadline - time.monotonic()) > 0:
@@ -97,11 +97,11 @@ RESET_WINDOW_S = ACK_DEADLINE_S + EXPIRY_MARGIN_S + DELIVERY_WINDOW_S
           f"{FACTS_DOC} § Exactly-once delivery: a message is outstanding until its ack deadline expires or it is "
           f"nacked, then delivered again (at-least-once, § Ordering, holds for every subscription); a stream error is "
           f"retried by the client on a new stream. {DOC_SUBSCRIPTION_API}")
-def stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
+def stream_reset_keeps_delivering(client: ScenarioClient) -> tuple[str, str]:
     import queue
 
-    topic = probe.create_topic("topic")
-    subscription = probe.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S)
+    topic = client.create_topic("topic")
+    subscription = client.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S)
     got: queue.Queue = queue.Queue()
 
     def callback(message) -> None:
@@ -109,19 +109,19 @@ def stream_reset_keeps_delivering(probe: Probe) -> tuple[str, str]:
         message.ack()
 
     for _ in range(RESETS):
-        with probe.streaming(subscription, callback):
-            probe.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
-    with probe.streaming(subscription, callback):
-        probe.sleep(1.0)
+        with client.streaming(subscription, callback):
+            client.sleep(1.0)  # open, then reset by the client (`with` ends: cancelled), as a stream kill does
+    with client.streaming(subscription, callback):
+        client.sleep(1.0)
         published = time.monotonic()
-        wanted = {probe.publish(topic, f"m{i}".encode()) for i in range(RESET_MESSAGES)}
+        wanted = {client.publish(topic, f"m{i}".encode()) for i in range(RESET_MESSAGES)}
         deadline = time.monotonic() + RESET_WINDOW_S
         seen: dict[str, float] = {}
         while not wanted <= set(seen) and (left := deadline - time.monotonic()) > 0:
             try:
                 message_id, at = got.get(timeout=min(left, 0.5))
             except queue.Empty:
-                if probe.session.stop.is_set():
+                if client.session.stop.is_set():
                     raise ScenarioInterrupted() from None
                 continue
             seen.setdefault(message_id, at - published)
@@ -160,15 +160,15 @@ def _retry_policy(low: int, high: int) -> dict:
           f"{FACTS_DOC} § Exactly-once delivery: a message is outstanding until its ack deadline expires or it is "
           f"nacked, then delivered again (at-least-once); § Ranges and formats: the retry policy bounds the delay "
           f"between deliveries by its maximum backoff. {DOC_SUBSCRIPTION_API}")
-def redelivery_after_repeated_expiry(probe: Probe) -> tuple[str, str]:
-    topic = probe.create_topic("topic")
+def redelivery_after_repeated_expiry(client: ScenarioClient) -> tuple[str, str]:
+    topic = client.create_topic("topic")
     high = REEXPIRY_BACKOFF_S[1]
-    subscription = probe.create_subscription(
+    subscription = client.create_subscription(
         "sub", topic, enable_exactly_once_delivery=True, ack_deadline_seconds=ACK_DEADLINE_S,
         retry_policy=_retry_policy(*REEXPIRY_BACKOFF_S))
     wanted = {str(n) for n in range(REEXPIRY_MESSAGES)}
     for data in sorted(wanted):
-        probe.publish(topic, data.encode())
+        client.publish(topic, data.encode())
     latest: dict[str, object] = {}  # data -> its latest delivery (the ack id the next round uses)
 
     def collect(message) -> None:
@@ -177,19 +177,19 @@ def redelivery_after_repeated_expiry(probe: Probe) -> tuple[str, str]:
     def all_back(_) -> bool:
         return set(latest) >= wanted
 
-    probe.pull_until(subscription, all_back, DELIVERY_WINDOW_S, on_message=collect)
+    client.pull_until(subscription, all_back, DELIVERY_WINDOW_S, on_message=collect)
     if not all_back(None):
         raise ScenarioEnded(INCONCLUSIVE, f"{len(latest)} of {REEXPIRY_MESSAGES} messages were delivered within "
                                           f"{DELIVERY_WINDOW_S:g} s")
     back_after: list[str] = []
     for expiry in range(1, REEXPIRY_ROUNDS + 1):
         ack_ids = [message.ack_id for message in latest.values()]
-        err = probe.modify_ack_deadline(subscription, ack_ids, REEXPIRY_DEADLINE_S)
+        err = client.modify_ack_deadline(subscription, ack_ids, REEXPIRY_DEADLINE_S)
         if err is not None:
             raise ScenarioEnded(INCONCLUSIVE, f"the ModifyAckDeadline of expiry {expiry} failed: {one_line(err)}")
         set_at = time.monotonic()
         latest.clear()
-        probe.pull_until(subscription, all_back, REEXPIRY_WINDOW_S, on_message=collect)
+        client.pull_until(subscription, all_back, REEXPIRY_WINDOW_S, on_message=collect)
         if not all_back(None):
             earlier = f"; after the earlier ones all came back, in {', '.join(back_after)}" if back_after else ""
             return VIOLATED, (f"after expiry {expiry} of {REEXPIRY_ROUNDS} (deadline {REEXPIRY_DEADLINE_S} s set on "
@@ -197,7 +197,7 @@ def redelivery_after_repeated_expiry(probe: Probe) -> tuple[str, str]:
                               f"{REEXPIRY_MESSAGES} came back within {REEXPIRY_WINDOW_S:g} s (deadline + maximum "
                               f"backoff {high} s + {EXPIRY_MARGIN_S:g} s){earlier}")
         back_after.append(f"{time.monotonic() - set_at:.1f} s")
-    probe.acknowledge(subscription, [message.ack_id for message in latest.values()])
+    client.acknowledge(subscription, [message.ack_id for message in latest.values()])
     return HOLDS, (f"all {REEXPIRY_MESSAGES} came back after each of {REEXPIRY_ROUNDS} expiries, in "
                    f"{', '.join(back_after)}")
 
@@ -214,44 +214,44 @@ LATE_ACK_BACKOFF_S = (5, 10)
 BACKOFF_WINDOW_S = LATE_ACK_BACKOFF_S[1] + EXPIRY_MARGIN_S + PULL_TIMEOUT_S
 
 
-def _late_ack_during_backoff(probe: Probe, topic: str, subscription: str) -> str:
+def _late_ack_during_backoff(client: ScenarioClient, topic: str, subscription: str) -> str:
     """One message whose deadline is set to LATE_ACK_DEADLINE_S on its first and on its second delivery; after the
     second expires, one Pull (the target sees the expiry), then an ack with that delivery's ack id. Returns how the
     target answered it (a correct target refuses it with exactly-once, or ignores it; either way nothing follows)."""
     data = b"late"
-    probe.publish(topic, data)
-    held = first_delivery(probe, subscription, "the message to ack late")
+    client.publish(topic, data)
+    held = first_delivery(client, subscription, "the message to ack late")
     for delivery in (1, 2):
-        err = probe.modify_ack_deadline(subscription, [held.ack_id], LATE_ACK_DEADLINE_S)
+        err = client.modify_ack_deadline(subscription, [held.ack_id], LATE_ACK_DEADLINE_S)
         if err is not None:
             raise ScenarioEnded(INCONCLUSIVE, f"the ModifyAckDeadline of delivery {delivery} failed: {one_line(err)}")
         if delivery == 2:
             break
-        again = [m for m in probe.pull_until(subscription, lambda got: any(m.message.data == data for m in got),
-                                             REEXPIRY_WINDOW_S) if m.message.data == data]
+        again = [m for m in client.pull_until(subscription, lambda got: any(m.message.data == data for m in got),
+                                              REEXPIRY_WINDOW_S) if m.message.data == data]
         if not again:
             raise ScenarioEnded(INCONCLUSIVE, f"the message was not delivered again within {REEXPIRY_WINDOW_S:g} s of "
                                               f"its {LATE_ACK_DEADLINE_S} s deadline")
         held = again[-1]
-    probe.sleep(LATE_ACK_DEADLINE_S + 0.5)
-    redelivered = [m for m in probe.pull(subscription) if m.message.data == data]  # the target sees the expiry
-    err = probe.acknowledge(subscription, [held.ack_id])
+    client.sleep(LATE_ACK_DEADLINE_S + 0.5)
+    redelivered = [m for m in client.pull(subscription) if m.message.data == data]  # the target sees the expiry
+    err = client.acknowledge(subscription, [held.ack_id])
     for message in redelivered:
-        probe.acknowledge(subscription, [message.ack_id])
+        client.acknowledge(subscription, [message.ack_id])
     answer = "answered OK" if err is None else f"answered {ack_status(err)}"
-    probe.note(f"the second delivery's ack id acked {LATE_ACK_DEADLINE_S + 0.5:g} s after its deadline was set: {answer}")
-    probe.sleep(EXPIRY_MARGIN_S)  # the backoff that held its redelivery ends
+    client.note(f"the second delivery's ack id acked {LATE_ACK_DEADLINE_S + 0.5:g} s after its deadline was set: {answer}")
+    client.sleep(EXPIRY_MARGIN_S)  # the backoff that held its redelivery ends
     return f"an ack sent {LATE_ACK_DEADLINE_S + 0.5:g} s after a redelivery's {LATE_ACK_DEADLINE_S} s deadline was {answer}"
 
 
-def _deliveries_of(probe: Probe, subscription: str, message_id: str, within_s: float) -> list:
+def _deliveries_of(client: ScenarioClient, subscription: str, message_id: str, within_s: float) -> list:
     """The deliveries of one message within `within_s` (others pulled meanwhile are acked)."""
     def settle(message) -> None:
         if message.message.message_id != message_id:
-            probe.acknowledge(subscription, [message.ack_id])
+            client.acknowledge(subscription, [message.ack_id])
 
-    return [m for m in probe.pull_until(subscription, lambda got: any(m.message.message_id == message_id for m in got),
-                                        within_s, on_message=settle) if m.message.message_id == message_id]
+    return [m for m in client.pull_until(subscription, lambda got: any(m.message.message_id == message_id for m in got),
+                                         within_s, on_message=settle) if m.message.message_id == message_id]
 
 
 @scenario("redelivery-after-late-ack",
@@ -261,31 +261,31 @@ def _deliveries_of(probe: Probe, subscription: str, message_id: str, within_s: f
           f"{FACTS_DOC} § Exactly-once delivery: a message is outstanding until its ack deadline expires or it is "
           f"nacked, then delivered again (at-least-once); § Ranges and formats: the retry policy bounds the delay "
           f"between deliveries by its maximum backoff. {DOC_SUBSCRIPTION_API}")
-def redelivery_after_late_ack(probe: Probe) -> tuple[str, str]:
-    topic = probe.create_topic("topic")
-    subscription = probe.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S,
-                                             retry_policy=_retry_policy(*LATE_ACK_BACKOFF_S))
-    before = _late_ack_during_backoff(probe, topic, subscription)
-    message_id = probe.publish(topic, b"fresh")
-    got = _deliveries_of(probe, subscription, message_id, DELIVERY_WINDOW_S)
+def redelivery_after_late_ack(client: ScenarioClient) -> tuple[str, str]:
+    topic = client.create_topic("topic")
+    subscription = client.create_subscription("sub", topic, ack_deadline_seconds=ACK_DEADLINE_S,
+                                              retry_policy=_retry_policy(*LATE_ACK_BACKOFF_S))
+    before = _late_ack_during_backoff(client, topic, subscription)
+    message_id = client.publish(topic, b"fresh")
+    got = _deliveries_of(client, subscription, message_id, DELIVERY_WINDOW_S)
     if not got:
         raise ScenarioEnded(INCONCLUSIVE, f"{before}; a message published then was not delivered within "
                                           f"{DELIVERY_WINDOW_S:g} s")
     back = []
     for nack in (1, 2):
-        err = probe.nack(subscription, [got[-1].ack_id])
+        err = client.nack(subscription, [got[-1].ack_id])
         if err is not None:
             raise ScenarioEnded(INCONCLUSIVE, f"{before}; nack {nack} of the message published then failed: "
                                               f"{one_line(err)}")
         nacked_at = time.monotonic()
-        got = _deliveries_of(probe, subscription, message_id, BACKOFF_WINDOW_S)
+        got = _deliveries_of(client, subscription, message_id, BACKOFF_WINDOW_S)
         if not got:
             earlier = f"; after nack 1 it came back in {back[0]}" if back else ""
             return VIOLATED, (f"{before}; then a message published and nacked {nack} time{'s' if nack > 1 else ''} "
                               f"was not delivered again within {BACKOFF_WINDOW_S:g} s of nack {nack} (maximum backoff "
                               f"{LATE_ACK_BACKOFF_S[1]} s){earlier}")
         back.append(f"{time.monotonic() - nacked_at:.1f} s (delivery_attempt {got[-1].delivery_attempt})")
-    probe.acknowledge(subscription, [got[-1].ack_id])
+    client.acknowledge(subscription, [got[-1].ack_id])
     return HOLDS, f"{before}; then a message nacked twice came back after each nack, in {', '.join(back)}"
 
 
@@ -295,31 +295,31 @@ def redelivery_after_late_ack(probe: Probe) -> tuple[str, str]:
           f"max_delivery_attempts ({facts.MAX_DELIVERY_ATTEMPTS_MIN})",
           f"{FACTS_DOC} § Dead-letter topics: a message that could not be delivered max_delivery_attempts times is "
           f"forwarded; § Ranges and formats: the retry policy bounds the delay between deliveries. {DOC_DEAD_LETTER}")
-def dead_letter_after_late_ack(probe: Probe) -> tuple[str, str]:
+def dead_letter_after_late_ack(client: ScenarioClient) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
-    topic = probe.create_topic("topic")
-    dead_letter = probe.create_topic("dead")
-    drain = probe.create_subscription("drain", dead_letter)
-    subscription = probe.create_subscription(
+    topic = client.create_topic("topic")
+    dead_letter = client.create_topic("dead")
+    drain = client.create_subscription("drain", dead_letter)
+    subscription = client.create_subscription(
         "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, retry_policy=_retry_policy(*LATE_ACK_BACKOFF_S),
         dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
-    _grant_service_agent(probe, dead_letter, subscription)
-    before = _late_ack_during_backoff(probe, topic, subscription)
-    message_id = probe.publish(topic, b"poison")
+    _grant_service_agent(client, dead_letter, subscription)
+    before = _late_ack_during_backoff(client, topic, subscription)
+    message_id = client.publish(topic, b"poison")
     attempts: list[int] = []
-    got = _deliveries_of(probe, subscription, message_id, DELIVERY_WINDOW_S)
+    got = _deliveries_of(client, subscription, message_id, DELIVERY_WINDOW_S)
     while got and len(attempts) < attempts_max + 5:
         attempts.append(got[-1].delivery_attempt)
-        probe.nack(subscription, [got[-1].ack_id])
-        got = _deliveries_of(probe, subscription, message_id, BACKOFF_WINDOW_S)
+        client.nack(subscription, [got[-1].ack_id])
+        got = _deliveries_of(client, subscription, message_id, BACKOFF_WINDOW_S)
     if not attempts:
         raise ScenarioEnded(INCONCLUSIVE, f"{before}; a message published then was not delivered within "
                                           f"{DELIVERY_WINDOW_S:g} s")
-    forwarded = probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else PULL_TIMEOUT_S)
+    forwarded = client.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else PULL_TIMEOUT_S)
     for message in forwarded:
-        probe.acknowledge(drain, [message.ack_id])
+        client.acknowledge(drain, [message.ack_id])
     seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"
     if forwarded and len(attempts) >= attempts_max:
         return HOLDS, f"{before}; then a message nacked every time was forwarded after {len(attempts)} deliveries ({seen})"
@@ -332,16 +332,16 @@ def dead_letter_after_late_ack(probe: Probe) -> tuple[str, str]:
                       f"nor forwarded: {seen}")
 
 
-def _ordered_dead_lettering(probe: Probe, attempts_max: int) -> tuple[str, str]:
+def _ordered_dead_lettering(client: ScenarioClient, attempts_max: int) -> tuple[str, str]:
     """A topic and its ordered subscription with a dead-letter policy (the service agent granted on Google Cloud)."""
     from google.pubsub_v1 import types
 
-    topic = probe.create_topic("topic")
-    dead_letter = probe.create_topic("dead")
-    subscription = probe.create_subscription(
+    topic = client.create_topic("topic")
+    dead_letter = client.create_topic("dead")
+    subscription = client.create_subscription(
         "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=True,
         dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
-    _grant_service_agent(probe, dead_letter, subscription)
+    _grant_service_agent(client, dead_letter, subscription)
     return topic, subscription
 
 
@@ -354,43 +354,43 @@ STALL_WINDOW_S = ACK_DEADLINE_S + DELIVERY_WINDOW_S  # beyond a redelivery of an
           f"{FACTS_DOC} § Ordering: order is per ordering key, at-least-once still applies, and with a dead-letter "
           f"topic only the order of dead-lettered messages is best effort; § Dead-letter topics. {DOC_ORDERING} "
           f"{DOC_DEAD_LETTER}")
-def ordered_dead_letter_keeps_delivering(probe: Probe) -> tuple[str, str]:
+def ordered_dead_letter_keeps_delivering(client: ScenarioClient) -> tuple[str, str]:
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
-    topic, subscription = _ordered_dead_lettering(probe, attempts_max)
-    poison = probe.publish(topic, b"poison", ordering_key="A")
-    probe.publish(topic, b"B0", ordering_key="B")
+    topic, subscription = _ordered_dead_lettering(client, attempts_max)
+    poison = client.publish(topic, b"poison", ordering_key="A")
+    client.publish(topic, b"B0", ordering_key="B")
     attempts: list[int] = []
     control = False
     deadline = time.monotonic() + DELIVERY_WINDOW_S * 2
     while len(attempts) < attempts_max and time.monotonic() < deadline:
-        for message in probe.pull(subscription):
+        for message in client.pull(subscription):
             if message.message.message_id == poison:
                 attempts.append(message.delivery_attempt)
-                probe.nack(subscription, [message.ack_id])
+                client.nack(subscription, [message.ack_id])
             else:
                 control = control or message.message.data == b"B0"
-                probe.acknowledge(subscription, [message.ack_id])
+                client.acknowledge(subscription, [message.ack_id])
     if not control:
         raise ScenarioEnded(INCONCLUSIVE, f"the control message B0 was not delivered ({len(attempts)} deliveries of A seen)")
     if len(attempts) < attempts_max:
         raise ScenarioEnded(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
                                     f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
-    probe.note(f"A nacked {len(attempts)} times (max_delivery_attempts {attempts_max}); now B1 on key B")
-    probe.publish(topic, b"B1", ordering_key="B")
+    client.note(f"A nacked {len(attempts)} times (max_delivery_attempts {attempts_max}); now B1 on key B")
+    client.publish(topic, b"B1", ordering_key="B")
     after = time.monotonic()
 
     def settle(message) -> None:
         if message.message.message_id == poison:
-            probe.nack(subscription, [message.ack_id])  # still not forwarded: nacked like before
+            client.nack(subscription, [message.ack_id])  # still not forwarded: nacked like before
         else:
-            probe.acknowledge(subscription, [message.ack_id])
+            client.acknowledge(subscription, [message.ack_id])
 
-    got = probe.pull_until(subscription, lambda got: any(m.message.data == b"B1" for m in got), STALL_WINDOW_S,
-                           on_message=settle)
+    got = client.pull_until(subscription, lambda got: any(m.message.data == b"B1" for m in got), STALL_WINDOW_S,
+                            on_message=settle)
     took = time.monotonic() - after
     seen = [m.message.data.decode() for m in got]
-    codes = Counter(entry["error"]["code"] for entry in probe.evidence if entry.get("call") == "Pull"
-                    and "error" in entry and entry["at_s"] >= after - probe.started)
+    codes = Counter(entry["error"]["code"] for entry in client.evidence if entry.get("call") == "Pull"
+                    and "error" in entry and entry["at_s"] >= after - client.started)
     if "B1" in seen:
         return HOLDS, (f"after A's {len(attempts)}th nack (max_delivery_attempts {attempts_max}), B1 on key B was "
                        f"delivered within {took:.1f} s of its publish")
@@ -412,22 +412,22 @@ SPARED_LIMIT_S = SPARED_BACKOFF_S + EXPIRY_MARGIN_S  # the backoff, and the marg
           f"{FACTS_DOC} § Dead-letter topics (retry policy: redelivery after a nack waits the backoff); § Ordering: "
           f"order and its dead-letter caveat are per subscription. {DOC_DEAD_LETTER} {DOC_ORDERING}",
           disturbs=True)
-def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, str]:
+def ordered_dead_letter_spares_other_subscriptions(client: ScenarioClient) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
-    other_topic = probe.create_topic("other")
-    other = probe.create_subscription("other-sub", other_topic, ack_deadline_seconds=ACK_DEADLINE_S,
-                                      retry_policy=types.RetryPolicy(minimum_backoff={"seconds": 1},
-                                                                     maximum_backoff={"seconds": SPARED_BACKOFF_S}))
+    other_topic = client.create_topic("other")
+    other = client.create_subscription("other-sub", other_topic, ack_deadline_seconds=ACK_DEADLINE_S,
+                                       retry_policy=types.RetryPolicy(minimum_backoff={"seconds": 1},
+                                                                      maximum_backoff={"seconds": SPARED_BACKOFF_S}))
 
     import queue
 
     arrivals: queue.Queue = queue.Queue()
 
     def callback(message) -> None:
-        probe.note(f"streaming pull delivered {message.data.decode(errors='replace')!r} (delivery_attempt "
-                   f"{message.delivery_attempt})")
+        client.note(f"streaming pull delivered {message.data.decode(errors='replace')!r} (delivery_attempt "
+                    f"{message.delivery_attempt})")
         arrivals.put((time.monotonic(), message))
 
     def next_of(data: bytes, window_s: float):
@@ -446,7 +446,7 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
         """Seconds from the publish of `data` on the other subscription to its delivery, and from its nack to
         its redelivery (None: not within `window_s`)."""
         published = time.monotonic()
-        probe.publish(other_topic, data)
+        client.publish(other_topic, data)
         at, message = next_of(data, window_s)
         if message is None:
             return None, None
@@ -458,16 +458,16 @@ def ordered_dead_letter_spares_other_subscriptions(probe: Probe) -> tuple[str, s
         message.ack()
         return at - published, again - nacked
 
-    with probe.streaming(other, callback):
-        return _spared(probe, timings, attempts_max)
+    with client.streaming(other, callback):
+        return _spared(client, timings, attempts_max)
 
 
-def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
+def _spared(client: ScenarioClient, timings, attempts_max: int) -> tuple[str, str]:
     before = timings(b"before", DELIVERY_WINDOW_S)
     if None in before:
         raise ScenarioEnded(INCONCLUSIVE, f"the control on the other subscription was not delivered and redelivered within "
                                     f"{DELIVERY_WINDOW_S:g} s each: {before}")
-    topic, subscription = _ordered_dead_lettering(probe, attempts_max)
+    topic, subscription = _ordered_dead_lettering(client, attempts_max)
     attempts: list[int] = []
     reached = threading.Event()
 
@@ -478,12 +478,12 @@ def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
             reached.set()
 
     # A streaming pull, as the probe's subscribers: with unary Pulls alone the other subscription was not slowed.
-    with probe.streaming(subscription, nack_every_time):
-        probe.publish(topic, b"poison", ordering_key="A")
+    with client.streaming(subscription, nack_every_time):
+        client.publish(topic, b"poison", ordering_key="A")
         if not reached.wait(DELIVERY_WINDOW_S * 2):
             raise ScenarioEnded(INCONCLUSIVE, f"A was delivered {len(attempts)} times, not the {attempts_max} that reach "
                                         f"max_delivery_attempts, within {DELIVERY_WINDOW_S * 2:g} s: {attempts}")
-        probe.sleep(STALL_SETTLE_S)
+        client.sleep(STALL_SETTLE_S)
         # waited no longer than the slowest it may be (on the emulator the answer would come ~8 s later)
         after = timings(b"after", SPARED_LIMIT_S)
 
@@ -497,36 +497,36 @@ def _spared(probe: Probe, timings, attempts_max: int) -> tuple[str, str]:
     return (VIOLATED, detail + ": slowed") if any(slow) else (HOLDS, detail)
 
 
-def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, str]:
+def _dead_letter_after_max_attempts(client: ScenarioClient, ordered: bool) -> tuple[str, str]:
     from google.pubsub_v1 import types
 
     attempts_max = facts.MAX_DELIVERY_ATTEMPTS_MIN
-    topic = probe.create_topic("topic")
-    dead_letter = probe.create_topic("dead")
-    drain = probe.create_subscription("drain", dead_letter)
-    subscription = probe.create_subscription(
+    topic = client.create_topic("topic")
+    dead_letter = client.create_topic("dead")
+    drain = client.create_subscription("drain", dead_letter)
+    subscription = client.create_subscription(
         "sub", topic, ack_deadline_seconds=ACK_DEADLINE_S, enable_message_ordering=ordered,
         dead_letter_policy=types.DeadLetterPolicy(dead_letter_topic=dead_letter, max_delivery_attempts=attempts_max))
-    _grant_service_agent(probe, dead_letter, subscription)
-    message_id = probe.publish(topic, b"poison", ordering_key="A" if ordered else "")
+    _grant_service_agent(client, dead_letter, subscription)
+    message_id = client.publish(topic, b"poison", ordering_key="A" if ordered else "")
     attempts: list[int] = []
     forwarded: list = []
     limit = attempts_max + 5
     while len(attempts) < limit:
-        got = [m for m in probe.pull_until(subscription, bool, PULL_TIMEOUT_S) if m.message.message_id == message_id]
+        got = [m for m in client.pull_until(subscription, bool, PULL_TIMEOUT_S) if m.message.message_id == message_id]
         if not got:
-            forwarded = probe.pull_until(drain, bool, PULL_TIMEOUT_S)
+            forwarded = client.pull_until(drain, bool, PULL_TIMEOUT_S)
             if forwarded:
                 break
             if not attempts:
                 raise ScenarioEnded(INCONCLUSIVE, f"the message was not delivered within {PULL_TIMEOUT_S:g} s")
             break  # no redelivery and nothing forwarded within a pull window: wait for the forward below
         attempts.append(got[0].delivery_attempt)
-        probe.nack(subscription, [got[0].ack_id])
+        client.nack(subscription, [got[0].ack_id])
     if not forwarded:
-        forwarded = probe.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else DELIVERY_WINDOW_S)
+        forwarded = client.pull_until(drain, bool, FORWARD_WINDOW_S if len(attempts) >= attempts_max else DELIVERY_WINDOW_S)
     for message in forwarded:
-        probe.acknowledge(drain, [message.ack_id])
+        client.acknowledge(drain, [message.ack_id])
     seen = f"delivery_attempt over {len(attempts)} deliveries: {attempts}"
     if not forwarded:
         if len(attempts) >= limit:
@@ -555,21 +555,21 @@ def _dead_letter_after_max_attempts(probe: Probe, ordered: bool) -> tuple[str, s
     return HOLDS, f"forwarded after {len(attempts)} deliveries ({seen}) with {attributes_seen}"
 
 
-def _grant_service_agent(probe: Probe, dead_letter: str, subscription: str) -> None:
+def _grant_service_agent(client: ScenarioClient, dead_letter: str, subscription: str) -> None:
     """Give the Pub/Sub service agent its two roles (Google Cloud; the emulator has no IAM)."""
-    if probe.session.target == "emulator":
-        probe.note("no IAM grants: the emulator implements no IAM and forwards without them (docs/emulator.md)")
+    if client.session.target == "emulator":
+        client.note("no IAM grants: the emulator implements no IAM and forwards without them (docs/emulator.md)")
         return
-    number = probe.session.project_number
+    number = client.session.project_number
     if not number:
         raise ScenarioEnded(INCONCLUSIVE, "without --project-number conform cannot grant the Pub/Sub service agent "
                                     "roles/pubsub.publisher on the dead-letter topic and roles/pubsub.subscriber on "
                                     "the subscription, and without them nothing is forwarded")
     member = f"serviceAccount:{facts.pubsub_service_agent(number)}"
-    for resource, role, client in ((dead_letter, facts.PUBLISHER_ROLE, probe.publisher),
-                                   (subscription, facts.SUBSCRIBER_ROLE, probe.subscriber)):
-        policy = probe.call("GetIamPolicy", {"resource": resource},
-                            lambda: client.get_iam_policy(request={"resource": resource}, timeout=30))
+    for resource, role, client in ((dead_letter, facts.PUBLISHER_ROLE, client.publisher),
+                                   (subscription, facts.SUBSCRIBER_ROLE, client.subscriber)):
+        policy = client.call("GetIamPolicy", {"resource": resource},
+                             lambda: client.get_iam_policy(request={"resource": resource}, timeout=30))
         policy.bindings.add(role=role, members=[member])
-        probe.call("SetIamPolicy", {"resource": resource, "role": role, "member": member},
-                   lambda: client.set_iam_policy(request={"resource": resource, "policy": policy}, timeout=30))
+        client.call("SetIamPolicy", {"resource": resource, "role": role, "member": member},
+                    lambda: client.set_iam_policy(request={"resource": resource, "policy": policy}, timeout=30))

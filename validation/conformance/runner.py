@@ -20,7 +20,7 @@ client's exactly-once result is the question. `run_scenarios` runs them concurre
 `python -m pubsubguard.validation.conformance --update-doc docs/emulator.md out/conform/conformance.json` rewrites
 the generated conformance section of docs/emulator.md from a run's results.
 
-The module's parts: `pubsubguard.validation.conformance.harness` (the registry, `ScenarioRun`, `Probe`, the outcomes),
+The module's parts: `pubsubguard.validation.conformance.harness` (the registry, `ScenarioRun`, `ScenarioClient`, the outcomes),
 `pubsubguard.validation.conformance.scenarios` (the scenarios), `pubsubguard.validation.conformance.docs` (the docs rewriter);
 this module runs them (`run_scenarios`, `conform`), links findings to them (`EXPLAINS`, `explained_by`)
 and callers import each name from the part that defines it.
@@ -45,16 +45,16 @@ from ..checks.findings import severity_of_result
 from ..evidence.records import read_record
 from .docs import update_doc
 from .harness import (
-    INCONCLUSIVE, PULL_TIMEOUT_S, Probe, RESULTS, SCENARIOS, Scenario, ScenarioEnded, ScenarioInterrupted,
+    INCONCLUSIVE, PULL_TIMEOUT_S, ScenarioClient, RESULTS, SCENARIOS, Scenario, ScenarioEnded, ScenarioInterrupted,
     ScenarioRun, VIOLATED, new_run_id, one_line,
 )
 
 
 # ----------------------------------------------------------------------------------------- running
 def run_one(session: ScenarioRun, spec: Scenario) -> dict:
-    probe = Probe(session, spec.id)
+    client = ScenarioClient(session, spec.id)
     try:
-        result, detail = spec.run(probe)
+        result, detail = spec.run(client)
     except ScenarioEnded as outcome:
         result, detail = outcome.result, outcome.detail
     except ScenarioInterrupted:
@@ -62,7 +62,7 @@ def run_one(session: ScenarioRun, spec: Scenario) -> dict:
     except Exception as err:  # noqa: BLE001 - an unexpected answer is reported, not hidden
         result, detail = INCONCLUSIVE, f"the scenario could not finish: {one_line(err)}"
     return {"id": spec.id, "behaviour": spec.behaviour, "source": spec.source, "result": result,
-            "severity": severity_of_result(result), "detail": detail, "duration_s": probe.now(), "evidence": probe.evidence}
+            "severity": severity_of_result(result), "detail": detail, "duration_s": client.now(), "evidence": client.evidence}
 
 
 def run_scenarios(session: ScenarioRun, scenarios: list[Scenario] | None = None,
