@@ -36,7 +36,6 @@ SLOWED_PERIOD_S = 10.0
 WARM_UP_AFTER_S = 3.0  # the checks are warmed up this long after publishing ended (first deliveries done)
 
 
-
 class DrainSteps:
     """The drain of `ProbeDriver` (validation/driver.py), apart from starting and running its jobs."""
 

@@ -480,8 +480,8 @@ class ProbeDriver(DrainSteps):
                       if stage is not None)
         return running < self.sc.defaultParallelism
 
-
     # -- run -------------------------------------------------------------------------------
+
     def run(self) -> None:
         slots = self.sc.defaultParallelism
         if self.config.subscribers > slots:

@@ -44,6 +44,7 @@ from .failures import unreadable_evidence
 from .session import spark_session
 from .target import declared_estate, resolve_target
 
+
 def main(argv: list[str] | None = None, spark=None) -> int:
     """spark-submit's entry: the options (pubsubguard.validation.config), then the run."""
     parser = argparse.ArgumentParser(prog="validation/job.py", description=__doc__.split("\n")[0])

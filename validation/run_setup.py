@@ -137,7 +137,6 @@ def resolve(config: RunConfig, plan: dict | None = None) -> tuple[ProbeSetup, ob
     return setup, receiver
 
 
-
 def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, observable: bool):
     """The fault layer's `Nemesis` for `--nemesis FILE` (None without): its entries must name probed
     subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a

@@ -530,5 +530,4 @@ def _public_iam(stack: Stack, _config) -> Iterator[tuple[str, Any]]:
                                              if reads_unknown(grant.props, p)) or ("member",))
 
 
-
 RULES = rule.all

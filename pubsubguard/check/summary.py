@@ -12,15 +12,19 @@ from pubsubguard.core.errors import UserError
 
 MAX_ROWS = 200  # per stack: GitHub caps a step summary at 1 MiB; the SARIF upload keeps every result
 
+
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
+
 
 def _level(violation: Violation) -> str:
     """The level a row shows: SARIF's error is mandatory, its warning advisory."""
     return {"mandatory": "mandatory", "remediate": "mandatory", "disabled": "none"}.get(violation.level, "advisory")
 
+
 def _sorted(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return sorted(rows, key=lambda row: (row[0] != "mandatory", row[1], row[2]))
+
 
 def section(outcome: Outcome, locate=None) -> str:
     """This stack's part of the summary. `locate(violation) -> (file, line)`, as for the other formats."""
@@ -43,9 +47,11 @@ def section(outcome: Outcome, locate=None) -> str:
     verdict = "ERROR (the program did not complete)" if outcome.error else ("REJECTED" if outcome.failed else "PASSED")
     return _lines(outcome.stack, verdict, mandatory, open_, suppressed)
 
+
 def error_section(stack: str, error: UserError) -> str:
     """A stack whose check could not run (no outcome): the error line, no table."""
     return _lines(stack, "ERROR (the program did not complete)", 0, [], [])
+
 
 def _lines(stack: str, verdict: str, mandatory: int, open_: list, suppressed: list) -> str:
     lines = [f"### Stack `{stack}`: {verdict}: {mandatory} mandatory, {len(open_) - mandatory} advisory, "

@@ -149,7 +149,6 @@ def with_output_values(properties, dependencies: dict[str, list[str]]):
     before the resource's own transforms, so that a transform keeps them)."""
     from google.protobuf import json_format, struct_pb2
 
-
     values = json_format.MessageToDict(properties)
     upgraded = {}
     for key, value in values.items():

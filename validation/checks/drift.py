@@ -50,7 +50,6 @@ def config_drift(everything: Estate, estate: Estate, publisher=None, subscriber=
     return findings
 
 
-
 def missing_subscriptions(drift: list[dict]) -> list[str]:
     """The subscriptions the drift findings say do not exist on the target (form `missing`)."""
     return sorted({f["subscription"] for f in drift if f["form"] == "missing"})

@@ -13,7 +13,6 @@ from .harness import (
 )
 
 
-
 # ---------------------------------------------------------------------------------- create rejects
 def _create_rejects(client: ScenarioClient, control: dict, invalid: dict[str, dict],
                     topic: str | None = None) -> tuple[str, str]:

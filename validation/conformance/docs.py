@@ -5,13 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-
-
-
-# ------------------------------------------------------------------------------ docs/emulator.md
 DOC_BEGIN = "<!-- conformance:begin -->"
-
-
 DOC_END = "<!-- conformance:end -->"
 
 

@@ -11,7 +11,6 @@ from .harness import (
 )
 
 
-
 # ------------------------------------------------------------------------------------ exactly-once
 EOD_SOURCE = (f"{FACTS_DOC} § Exactly-once delivery (seed 002): only the latest ack ID of a message is valid; an "
               f"acknowledge with an expired or superseded ack ID fails with INVALID_ARGUMENT. {DOC_EXACTLY_ONCE}")

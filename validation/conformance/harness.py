@@ -14,7 +14,6 @@ from typing import Callable
 from pubsubguard.policies import pubsub_facts as facts
 
 
-
 HOLDS, VIOLATED, UNSUPPORTED, INCONCLUSIVE = "holds", "violated", "unsupported", "inconclusive"
 
 

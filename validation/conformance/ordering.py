@@ -12,7 +12,6 @@ from .harness import (
 )
 
 
-
 # ---------------------------------------------------------------------------------------- ordering
 ORDER_SOURCE = (f"{FACTS_DOC} § Ordering (seeds 000/001/004): when message n of a key comes again, every "
                 f"message after it on that key comes again too, those already acked as well (the key starts over from n). {DOC_ORDERING}")

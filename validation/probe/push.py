@@ -30,6 +30,8 @@ from pubsubguard.core.declared import short_name
 from .subscriber import ProbeSubscriber
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204
+
+
 class _Pushed:
     """A push as the pull subscriber's code sees a message: its ack/nack set the HTTP answer."""
 

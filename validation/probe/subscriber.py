@@ -446,6 +446,7 @@ class ProbeSubscriber:
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
             def subscribe(twin: dict):
                 deadline = twin["ack_deadline_s"]
                 flow = FlowControl(

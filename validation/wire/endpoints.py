@@ -301,7 +301,6 @@ class _Forward:
         finally:
             listener.record(client, method, stream["resource"], peer, status=status)
 
-
     # -- through the fault layer (pubsubguard.validation.wire.nemesis) -------------------------------
     def _failed(self, err, context) -> str:
         """The target's error, passed on to the client as it came (status, details, trailing metadata)."""
