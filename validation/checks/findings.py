@@ -69,6 +69,7 @@ FINDING_COLUMNS = (
 #   deadline_us           stale_ack_accepted late_ack: when the delivery's deadline passed
 #   superseded_us         stale_ack_accepted superseded: the later delivery that superseded the ack id
 #   forwarded_us          dead_letter_after_ack, dead_letter_early: when it was forwarded
+# `pubsubguard watch` adds `horizon_s` (lost past_horizon, late_delivery: the delivery horizon the message waited)
 FINDING_FACTS = (
     "previous_seq", "blocking_seq", "attempts", "max_attempts", "published_us", "received_us", "acked_us",
     "outstanding_until_us", "deadline_us", "superseded_us", "forwarded_us",
@@ -80,7 +81,9 @@ FORMS = {
     "unexpected": ("foreign", "unpublished"),  # the kernel
     "stale_ack_accepted": ("late_ack", "superseded"),  # the kernel
     "out_of_order": ("skip", "regression", "rewind_without_replay"),  # the kernel, in this order
-    "lost": ("stalled", "after_stream_reset"),  # the verdict, from the drain (verdict.drain_forms)
+    "lost": ("stalled", "after_stream_reset",  # the verdict, from the drain (verdict.drain_forms)
+             "past_horizon"),  # pubsubguard watch: not delivered within the subscription's delivery horizon
+    "late_delivery": ("after_lost", "after_close"),  # pubsubguard watch (validation/watch/judge.py)
     "dead_letter_missing": ("after_backoff_stop",),  # the verdict, from the drain
     "endpoint_mismatch": (  # checks/pinning.py
         "publisher", "consumer", "declared_global", "unobserved_publish", "unobserved_consumer"),

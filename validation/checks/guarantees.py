@@ -64,7 +64,9 @@ GUARANTEES: tuple[Guarantee, ...] = (
         # was lost and which the client retried (docs/pubsub-facts.md: a new message, which exactly-once
         # does not remove). Reported and counted (figures `publish_duplicates`), never an exactly-once or
         # ordering violation.
-        kinds={"lost": "error", "unexpected": "error", "publish_duplicate": "advisory"},
+        # late_delivery: `pubsubguard watch` only: a delivery of a message after its judgement closed (found lost
+        # past its horizon, or settled and no longer retained); recorded, never taking back what was said.
+        kinds={"lost": "error", "unexpected": "error", "publish_duplicate": "advisory", "late_delivery": "advisory"},
         doc="every probed subscription",
     ),
     Guarantee(

@@ -92,13 +92,26 @@ def _endpoint_mismatch(finding: dict, at: At) -> str:
     return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
 
 
-@words("lost", forms=("stalled", "after_stream_reset"))
+@words("lost", forms=("stalled", "after_stream_reset", "past_horizon"))
 def _lost(finding: dict, at: At) -> str:
     form = finding.get("form")
+    if form == "past_horizon":
+        return (f"published at {at('published_us')} (status ok) and not delivered nor dead-lettered within its "
+                f"delivery horizon of {finding.get('horizon_s')} s (pubsubguard watch; a later delivery is recorded "
+                "as late_delivery)")
     return (f"published at {at('published_us')} (status ok) and never delivered nor dead-lettered"
             + (", on a subscription that stopped delivering after a poison message's last attempt"
                if form == "stalled" else ", on a subscription whose streams were reset (on a key it delivered "
                "nothing of after the last reset, if ordered)" if form == "after_stream_reset" else ""))
+
+
+@words("late_delivery", forms=("after_lost", "after_close"))
+def _late_delivery(finding: dict, at: At) -> str:
+    if finding.get("form") == "after_lost":
+        return (f"received at {at('received_us')}, after it was found lost past its delivery horizon of "
+                f"{finding.get('horizon_s')} s: the lost finding stands, this records that it came")
+    return (f"received at {at('received_us')}, after its judgement closed (settled, and kept for its horizon of "
+            f"{finding.get('horizon_s')} s): not judged beside its earlier deliveries")
 
 
 @words("unexpected", forms=("foreign", "unpublished"))
