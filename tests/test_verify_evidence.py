@@ -80,7 +80,7 @@ def test_sigkill_evidence_rechecked_and_cleanup_removes_twins(spark, emulator, t
     from pubsubguard.validation import job
 
     code = job.main(["--from-evidence", str(report), "--no-progress"], spark=spark)
-    result = json.loads((report / "report.json").read_text())
+    result = json.loads((report / "evidence" / "recheck" / "report.json").read_text())  # its default: inside the evidence
     assert code == result["exit_code"] == 1
     # killed before sealing: said so, and nothing judged from what may be incomplete is said to hold
     assert not (report / "evidence" / "seal.json").exists() and result["evidence_integrity"]["sealed"] is False

@@ -234,7 +234,8 @@ def add_arguments(parser: argparse.ArgumentParser,
     out = parser.add_argument_group("output")
     out.add_argument("--report", type=remote_or(output_directory), default=None, metavar="DIR",
                      help="report DIRECTORY: report.json, report.html and evidence/ (default: "
-                          "<project>/out/<stack>/report; a URI with --from-evidence only)")
+                          "<project>/out/<stack>/report; with --from-evidence DIR: the evidence's own recheck/, "
+                          "never beside it; a URI with --from-evidence only)")
     out.add_argument("--from-evidence", type=remote_or(evidence_directory), default=None, metavar="DIR",
                      help="re-run checks and report on recorded evidence only (no target needed)")
     out.add_argument("--partial-evidence", action="store_true",

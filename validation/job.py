@@ -38,7 +38,7 @@ from pubsubguard.core import storage  # noqa: E402 - below the script's hand-ove
 from pubsubguard.core.errors import INTERRUPTED_EXIT, UserError, VerifyError, debugging, unexpected
 from .config import RunConfig, add_arguments
 from .driver import probe_target
-from .evidence.store import evidence_location
+from .evidence.store import evidence_location, probe_report, recheck_directory
 from .evidence import locks
 from .failures import unreadable_evidence
 from .session import spark_session
@@ -102,10 +102,18 @@ def probe_to_store(config: RunConfig, spark=None, plan: dict | None = None) -> i
 
 # ------------------------------------------------------------------------------- check + report
 def from_evidence(config: RunConfig, spark=None) -> int:
+    """A re-check: the evidence's checks and report, written to `--report` or, by default, to the evidence's own
+    `recheck/` (`evidence_store.recheck_directory`): inside what it re-checks, never beside it, where another
+    run's report may be. It holds its report directory, the evidence (where the checks keep their sorted input)
+    and, when the evidence is a probe run's `<report>/evidence`, that run's report directory, which the probe
+    holds while it writes the evidence; nothing else is written outside the evidence and `--report`."""
     evidence_dir = evidence_location(config.from_evidence)
-    report = config.report or storage.parent(evidence_dir)
+    report = config.report or recheck_directory(evidence_dir)
     report = report if storage.is_remote(report) else Path(report).resolve()
-    with locks.held(("--report", report), ("--from-evidence", storage.parent(evidence_dir))):
+    held = [("--report", report), ("--from-evidence", evidence_dir)]
+    if probe_report(evidence_dir) is not None:
+        held.append(("--from-evidence", probe_report(evidence_dir)))
+    with locks.held(*held):
         session = spark or spark_session(config.master, log_dir=None if storage.is_remote(report) else report)
         return check_and_report(session, evidence_dir, report, keep=not config.no_checks_input,
                                 partial=config.partial_evidence)

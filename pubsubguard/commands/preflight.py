@@ -18,8 +18,8 @@ JAVA_HINT = ("Spark needs Java 17: install it (Debian/Ubuntu: `apt-get install o
 
 def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
     """What verify needs, checked before any Spark session or client exists; UserError otherwise. The
-    configuration with its default report directory, `<project>/out/<stack>/report` (from evidence: beside
-    it), and the plan or state read to learn that stack (`--plan FILE` or `--state` without `--stack`),
+    configuration with its default report directory, `<project>/out/<stack>/report` (from evidence: the
+    evidence's own `recheck/`, decided by the job), and the plan or state read to learn that stack (`--plan FILE` or `--state` without `--stack`),
     which the job is handed rather than reading it again (None: the job reads or makes it)."""
     from pubsubguard.core.emulator import find_java
 

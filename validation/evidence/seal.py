@@ -37,7 +37,9 @@ from .records import DELIVERY_SCHEMA, EvidenceError, PUBLISH_SCHEMA, RunInfo, re
 SEAL = "seal.json"
 FORMAT = "pubsubguard-seal/1"
 LOGS = {"publishes": ("topic", PUBLISH_SCHEMA), "deliveries": ("subscription", DELIVERY_SCHEMA)}
-NOT_SEALED = ("checks-input",)  # a cache the checks keep beside the evidence (pubsubguard.validation.checks.sorted_input)
+# a cache the checks keep beside the evidence (pubsubguard.validation.checks.sorted_input); a re-check's own report
+# (`verify --from-evidence DIR` without --report: evidence.store.recheck_directory)
+NOT_SEALED = ("checks-input", "recheck")
 RUN_JSON = "run.json"
 
 

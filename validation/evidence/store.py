@@ -18,7 +18,7 @@ from typing import NamedTuple
 from pubsubguard.core import storage
 from pubsubguard.core.errors import VerifyError
 
-from . import records, seal
+from . import locks, records, seal
 
 
 def evidence_location(directory: Path | str) -> Path | str:
@@ -27,6 +27,34 @@ def evidence_location(directory: Path | str) -> Path | str:
             return candidate if storage.is_remote(candidate) else Path(candidate)
     raise VerifyError(f"--from-evidence {directory}: no run.json here or in {storage.join(directory, 'evidence')} "
                       "(expected the evidence directory of a verify run)")
+
+
+RECHECK = "recheck"  # a re-check's report by default, inside the evidence it re-checks (not sealed: seal.NOT_SEALED)
+PROBE_EVIDENCE = "evidence"  # a probe run writes its evidence to `<report>/evidence`
+
+
+def recheck_directory(evidence_dir: Path | str) -> Path | str:
+    """Where a re-check (`verify --from-evidence DIR`) writes its report without `--report`: `<evidence>/recheck`,
+    inside what it re-checks, so re-checks of two evidence directories never write to one place, nor onto the
+    report of the run that recorded them. Refused in one line (VerifyError) where it cannot be written."""
+    directory = storage.join(evidence_dir, RECHECK)
+    if storage.is_remote(directory):
+        return directory
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise VerifyError(f"--from-evidence {evidence_dir}: cannot write the re-check's report to {directory} "
+                          f"({err.strerror}); name a writable directory with --report DIR") from None
+    return Path(directory)
+
+
+def probe_report(evidence_dir: Path | str) -> Path | str | None:
+    """The report directory of the probe run that wrote `evidence_dir` (`<report>/evidence`, which that run holds:
+    `locks`), or None when the evidence is not in one (a copy elsewhere, whose parent no probe run held)."""
+    if storage.is_remote(evidence_dir) or Path(evidence_dir).name != PROBE_EVIDENCE:
+        return None
+    parent = Path(evidence_dir).resolve().parent
+    return parent if (parent / locks.LOCK).exists() else None
 
 
 class Evidence(NamedTuple):

@@ -40,6 +40,7 @@ report.json, and in report.html up to report.MAX_FINDINGS_SHOWN per group.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -126,8 +127,9 @@ def build(verdict: RunVerdict, info: records.RunInfo, evidence_dir: Path, publis
         "verdict_reason": verdict.verdict_reason,
         "exit_code": 0 if verdict.verdict == "holds" else 1,
         "parameters": {k: v for k, v in info.parameters.items() if k not in ("config_drift", "observations", "conformance")},
-        "observations": [*_here(info.parameters.get("observations", []), info.parameters.get("evidence_dir"),
-                                evidence_dir), *verdict.observations],
+        "observations": [*present_paths(_here(info.parameters.get("observations", []),
+                                              info.parameters.get("evidence_dir"), evidence_dir)),
+                         *verdict.observations],
         "config_drift": [f for f in findings if f["kind"] == "config_drift"],
         "conformance": _conformance_section(conformance),
         "subscriptions": subscriptions,
@@ -135,6 +137,10 @@ def build(verdict: RunVerdict, info: records.RunInfo, evidence_dir: Path, publis
         # what was found of the evidence against its seal (pubsubguard.validation.evidence.seal.Integrity)
         "evidence_integrity": integrity.as_dict() if integrity is not None else None,
     }
+    # the files run.json names that are not where it says (a re-check elsewhere, or after the run's folder went):
+    # printed without their path (render.access_line), never as a path that is not there
+    source = info.parameters.get("declared_source") or {}
+    result["_absent"] = [p for p in (source.get("location"), source.get("names_from")) if p and not _exists(p)]
     groups = finding_groups(findings)
     result["explanations"] = explanations(result, groups)
     result["_plots"] = _plot_data(deliveries, info, groups, start_us, verdict.plot)
@@ -199,6 +205,26 @@ def _here(observations: list[str], written_at: str | None, read_at) -> list[str]
     if not written_at or str(written_at) == str(read_at):
         return list(observations)
     return [o.replace(str(written_at), str(read_at)) for o in observations]
+
+
+FULL_TEXT = re.compile(r"full text: ([^\s;)]+)")
+
+
+def _exists(path: str) -> bool:
+    """A file a report names is there (an object store URI is taken as there: not looked up)."""
+    from pubsubguard.core import storage
+
+    return storage.is_remote(path) or Path(path).exists()
+
+
+def present_paths(observations: list[str]) -> list[str]:
+    """The observations with each `full text: FILE` that is not there (a re-check of evidence whose run wrote the
+    file beside its report, not into the evidence) said as such, by its name: a report prints no path that is
+    not there."""
+    def here(match: re.Match) -> str:
+        path = match.group(1)
+        return match.group(0) if _exists(path) else f"full text: in the run's {Path(path).name}, not in this evidence"
+    return [FULL_TEXT.sub(here, o) for o in observations]
 
 
 def _planted(info: records.RunInfo) -> list[dict]:

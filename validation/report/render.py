@@ -267,15 +267,24 @@ def access_line(result: dict) -> str:
     through = ", ".join(f"{endpoint} -> {address}" for endpoint, address in sorted(dialled.items())) or "as declared"
     declared = ""
     if "declared_source" in parameters:  # runs before issue 25 did not record it
-        from pubsubguard.core.state import describe
-
-        declared = f" · judged against {describe(parameters['declared_source'])}"
+        declared = f" · judged against {_declared_source(parameters['declared_source'], result.get('_absent', ()))}"
     schedule = parameters.get("nemesis")
     faults = ",".join(f"{k}={v}" for k, v in (parameters.get("faults") or {}).items() if v) or "none"
     under = f" · faults {faults}" + (f" · fault schedule {schedule.get('source')} ({len(schedule.get('faults') or ())} "
                                      f"entries, seed {schedule.get('seed')})" if schedule else "")
     return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
             f"endpoints {through}{declared}{under}")
+
+
+def _declared_source(source: dict | None, absent) -> str:
+    """What the run was judged against (`state.describe`), a file that is not there named, not pathed."""
+    from pubsubguard.core.state import describe
+
+    if not source or not absent:
+        return describe(source)
+    gone = {k: f"{Path(str(v)).name} (the run's, not here)" for k, v in source.items() if k in ("location", "names_from")
+            and v in absent}
+    return describe({**source, **gone})
 
 
 SUMMARY_MIN_WIDTH = 200  # when stdout is not a terminal (a log, CI): wide enough for the whole table
