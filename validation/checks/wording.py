@@ -23,6 +23,16 @@ At = Callable[[str], str]  # a finding's time (a name of findings.TIMES) as the 
 Wording = Callable[[dict, At], str]
 
 
+def plural(count: int, word: str, words_: str | None = None) -> str:
+    """`word` as `count` of it reads (`1 file`, `2 files`; `words_`: the plural where it is not `word` + s)."""
+    return word if count == 1 else (words_ or f"{word}s")
+
+
+def counted(count: int, word: str, words_: str | None = None) -> str:
+    """`1 file`, `2 files`, `1,384 messages`: a count with its noun, as every output writes it."""
+    return f"{count:,} {plural(count, word, words_)}"
+
+
 class WordingError(Exception):
     """A finding kind or form without its sentence, or a sentence of no kind (a bug, raised at import)."""
 
