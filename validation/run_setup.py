@@ -101,20 +101,23 @@ class ProbeSetup:
     upstreams: dict = field(default_factory=dict)  # observable endpoint -> the host its listener forwards to
 
 
-def resolve(config: RunConfig, plan: dict | None = None) -> tuple[ProbeSetup, object]:
+def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = None,
+            lock: bool = True) -> tuple[ProbeSetup, object]:
     """What a probe run is about, decided before anything is created on the target: (`ProbeSetup`, the push
     receiver bound but not started, or None). Takes the run's report directory (`locks.acquire`, released by
     the caller's `locks.scope`). `plan`: the plan or state the command already read for `config`
-    (`target.declared_estate`; None: read here)."""
+    (`target.declared_estate`; None: read here). `run_id`: the run's id (`pubsubguard watch` resuming: the
+    one its checkpoint names; None: a new one); `lock` False: the caller holds its own directory's lock."""
     faults = parse_faults(config.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
         if getattr(config, name) is not None:
             _positive(f"--{name.replace('_', '-')}", getattr(config, name))
     everything, estate = declared_estate(config, plan)
     emulator_host = resolve_target(config, estate)
-    run_id = uuid.uuid4().hex
+    run_id = run_id or uuid.uuid4().hex
     report = report_dir(config, estate.stack)
-    locks.acquire(report, "--report")  # one run per report directory (released by the caller's locks.scope)
+    if lock:
+        locks.acquire(report, "--report")  # one run per report directory (released by the caller's locks.scope)
     receiver, push_url = push_receiver(config)
     probed = tuple(name for name, t in estate.subscriptions.items() if not_probed(t, push_url) is None)
     if not probed:

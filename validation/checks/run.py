@@ -223,11 +223,14 @@ def _meta(rk: str, ok: str, act: str, deadline_s: str | None) -> str:
     return f"CAST({_H2} AS BIGINT) * {1 << 32} + {low}"
 
 
-def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription]) -> DataFrame:
+def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription],
+             extra: tuple[str, ...] = ()) -> DataFrame:
     """One narrow row per publish (per subscription of its topic), delivery and dead-letter: the
-    numbers `chunk.INPUT_COLUMNS` describes."""
+    numbers `chunk.INPUT_COLUMNS` describes, and the `extra` columns both have (`pubsubguard watch`: the
+    key and its subscription's index)."""
     publishes, deliveries = _declared(publishes, deliveries, subscriptions)
     pubs = publishes.selectExpr(
+        *extra,
         _KEY_HASHES[0],
         _meta(str(chunk.PUBLISH), "status = 'ok'", str(chunk.ACT_OTHER), None) + " AS meta",
         "seq",
@@ -243,6 +246,7 @@ def _unified(publishes: DataFrame, deliveries: DataFrame, subscriptions: list[De
     )
     ok = "ack_result = 'success' AND ack_time_us IS NOT NULL"
     dels = deliveries.withColumn("rk", F.expr(_ROW_KIND)).selectExpr(
+        *extra,
         _KEY_HASHES[0],
         f"{_meta('rk', ok, act, 'ack_deadline_s')} AS meta",
         "seq",

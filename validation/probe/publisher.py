@@ -176,9 +176,15 @@ def _publish(spec: dict, keys: list, routes: list, results: _Results, pace: Pace
     traffic all along (topic by topic, the last topic of a 20-minute soak got nothing for its first 13 minutes)."""
     pending = []
     sent = 0
-    for seq in range(spec["messages_per_key"]):
+    first = spec.get("seq_start", 0)  # pubsubguard watch: seqs continue past what an earlier run reserved
+    stop = storage.Marker(spec["stop_file"]) if spec.get("stop_file") else None  # watch: publishes until told
+    for seq in range(first, first + spec["messages_per_key"]):
+        if stop is not None:
+            pending = [f for f in pending if not f.done()]  # hours of publishing: only the unanswered are held
         for topic, client, poison in routes:
             for key in keys:
+                if stop is not None and stop.is_set():
+                    return pending
                 flow.wait(sent)
                 pace.wait()
                 sent += 1

@@ -173,17 +173,26 @@ class Twins:
     seeks: list[dict] = field(default_factory=list)
     # a subscriber client for a consumer endpoint (pulls go through the twin's own endpoint: endpoint_pinning)
     consumer: object = None
+    reused: list[str] = field(default_factory=list)  # `create(reuse=True)`: twins that existed, adopted as they were
 
-    def create(self) -> None:
+    def create(self, reuse: bool = False) -> None:
         """Create the twins, then seek each to the moment before the first was created: a twin judges this
         run's messages only, on a topic that retains earlier runs' (a target that hands a new subscription
-        the topic's retained backlog, as the emulator does, would otherwise deliver them: `unexpected`)."""
+        the topic's retained backlog, as the emulator does, would otherwise deliver them: `unexpected`).
+        `reuse` (`pubsubguard watch` resuming after a crash): a twin of this run id that exists already is
+        adopted as it is, with what it holds (`self.reused`), and neither seeked nor granted again."""
         from google.api_core import exceptions
 
         start_us = time.time_ns() // 1000
         for spec in self.specs:
             try:
                 self.subscriber.create_subscription(request=spec.request(self.run_id), timeout=30)
+            except exceptions.AlreadyExists:
+                if not reuse:
+                    raise TwinIsolationError(f"cannot create probe twin {short_name(spec.path)}: it exists already "
+                                             "(another run with this run id?)") from None
+                self.reused.append(spec.path)
+                continue
             except exceptions.NotFound as err:
                 raise TwinIsolationError(
                     f"cannot create probe twin {short_name(spec.path)}: {err.message} (is the estate applied? "
@@ -194,8 +203,11 @@ class Twins:
             self.created.append(spec.path)
             if spec.dead_letter_topic:
                 self._grant(spec)
+        self.created.extend(self.reused)  # deleted at the end as the others are
         endpoint_of = {spec.path: spec.consumer_endpoint for spec in self.specs}
         for path in self.created:
+            if path in self.reused:
+                continue
             answer = seek_to(self.subscriber, path, start_us)
             if answer["result"] != "seeked":  # e.g. the emulator on ordered subscriptions: acknowledged instead
                 client = self.consumer(endpoint_of[path]) if self.consumer is not None else self.subscriber

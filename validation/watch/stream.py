@@ -1,0 +1,73 @@
+"""The streaming checks of `pubsubguard watch`: one Spark Structured Streaming query over the probe's evidence
+as the probe writes it.
+
+    <evidence>/publishes/part-*.parquet   the publisher task's rows (evidence.records.PUBLISH_SCHEMA)
+    <evidence>/deliveries/part-*.parquet  the subscriber tasks' rows (DELIVERY_SCHEMA)
+    <evidence>/clock/part-*.parquet       the driver's clock: one row a window, so the watermark moves on
+                                          when nothing else is written (a clean stop decides what it published)
+
+Both logs become the batch checks' packed rows (`checks.run._unified`), keyed by (subscription, key) hashes,
+with an event-time watermark (`withWatermark`) that trails the newest row by the longest a row can take to be
+written (`watermark_delay_s`); `applyInPandasWithState` hands each key's new rows and its state to
+`judge.judge_key` (event-time timeouts: a key is called again when the watermark passes its next horizon);
+`foreachBatch` hands each window's output to the sink. Spark's checkpoint holds the sources' offsets, the
+state store and the committed batches: a restart resumes where the last committed window ended.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from pyspark.sql import functions as F, types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from ..checks import run as batch
+from ..evidence import records
+from . import judge
+
+CLOCK_SCHEMA = "t long"
+SHUFFLE_PARTITIONS = 2  # the state store's partitions: fixed in the checkpoint at the first window
+
+
+def watermark_delay_s(ack_deadlines_s, flush_s: float, window_s: float) -> float:
+    """How late a row may reach the query and still be judged: a delivery row is written once the subscriber
+    acted on it, at the latest when its ack deadline passed (a held delivery), then flushed; the next window
+    reads it. A row later than that is dropped by the watermark, and counted (the window's `dropped`)."""
+    return max(ack_deadlines_s, default=60.0) + 2 * flush_s + window_s + 5.0
+
+
+def evidence_streams(spark, evidence_dir: Path):
+    """The publish, delivery and clock streams over the evidence directory."""
+    def stream(name: str, schema):
+        (evidence_dir / name).mkdir(parents=True, exist_ok=True)
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 10_000).parquet(str(evidence_dir / name))
+
+    return (stream("publishes", from_arrow_schema(records.PUBLISH_SCHEMA)),
+            stream("deliveries", from_arrow_schema(records.DELIVERY_SCHEMA)),
+            stream("clock", CLOCK_SCHEMA))
+
+
+def judged(spark, evidence_dir: Path, subscriptions: list, config: judge.JudgeConfig, delay_s: float):
+    """The query's frame before its sink: the judge's output rows (judge.OUTPUT)."""
+    publishes, deliveries, clock = evidence_streams(spark, evidence_dir)
+    rows = batch._unified(publishes, deliveries, subscriptions, extra=("key", "CAST(sub_id AS INT) AS sub_id"))
+    ticks = clock.selectExpr("CAST(NULL AS STRING) AS key", f"{judge.CLOCK_SUB} AS sub_id", "0L AS h", "0L AS meta",
+                             "CAST(NULL AS BIGINT) AS seq", "t", "CAST(NULL AS BIGINT) AS ack_t",
+                             "CAST(NULL AS BIGINT) AS att")
+    rows = rows.unionByName(ticks)
+    rows = rows.withColumn("h2", F.expr("CAST(shiftright(meta, 32) AS INT)"))
+    rows = rows.withColumn("evt", F.expr("timestamp_micros(t)")).withWatermark("evt", f"{int(delay_s * 1000)} milliseconds")
+    return rows.groupBy("h", "h2").applyInPandasWithState(
+        partial(judge.judge_key, config), T._parse_datatype_string(judge.OUTPUT),
+        T._parse_datatype_string(judge.STATE), "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def start(spark, evidence_dir: Path, checkpoint: Path, subscriptions: list, config: judge.JudgeConfig,
+          delay_s: float, window_s: float, sink, name: str = "pubsubguard-watch"):
+    """The running query: every `window_s` a micro-batch (a window) judged and handed to `sink(frame, id)`."""
+    spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+    frame = judged(spark, evidence_dir, subscriptions, config, delay_s)
+    return (frame.writeStream.queryName(name).foreachBatch(sink).outputMode("append")
+            .option("checkpointLocation", str(checkpoint)).trigger(processingTime=f"{window_s:g} seconds").start())
