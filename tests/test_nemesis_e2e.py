@@ -26,10 +26,12 @@ pytestmark = pytest.mark.emulator
 def test_self_test_finds_exactly_the_planted_anomalies(spark, emulator, tmp_path):
     lines: list[str] = []
     code = selftest.self_test(tmp_path, spark=spark, log=lines.append)
-    match = re.fullmatch(r"self-test: planted (\d+)/(\d+) found, (\d+) unplanted findings", lines[-1])
+    match = re.fullmatch(r"self-test: planted (\d+)/(\d+) found, (\d+) unplanted errors?, (\d+) unplanted advisor(?:y|ies)",
+                         lines[-1])
     assert match, lines
-    found, planted, extra = map(int, match.groups())
+    found, planted, extra, advisories = map(int, match.groups())
     assert (code, found, extra) == (0, planted, 0) and planted >= 8, lines
+    assert sum(line.startswith("self-test: UNPLANTED advisory ") for line in lines) == advisories, lines
     verdict = selftest.judge(tmp_path / "run")
     kinds = {item["planted"] for item in verdict["found"]}
     assert kinds == {"drop_delivery", "duplicate_after_ack", "ack_lie", "swap", "strip_dead_letter_attributes"}

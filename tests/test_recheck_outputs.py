@@ -71,3 +71,70 @@ def test_a_recheck_writes_inside_its_evidence_and_prints_no_path_that_is_not_the
     # the re-check's report inside the evidence is no part of it: the seal still holds the evidence whole
     assert job.main(["--from-evidence", str(first), "--no-progress"], spark=spark) == code
     assert json.loads((first / "recheck" / "report.json").read_text())["evidence_integrity"]["complete"]
+
+
+def planted_run(directory: Path, seed: int = 3) -> tuple[Path, dict]:
+    """Evidence of a run with one planted anomaly (schedule entry 0 dropped a delivery of PLAIN: a `lost` message),
+    an advisory drift nothing planted on a dead-letter drain, and the conformance scenarios' results."""
+    from test_report import conformance
+
+    legal = H.generate([ORDERED, PLAIN], H.Workload(keys=3, messages_per_key=5, fault_rate=0.0, duplicate_rate=0.0), seed)
+    message = next(p for p in legal.publishes if p["topic"] == PLAIN.topic)
+    dropped = legal.copy()
+    dropped.deliveries = [d for d in dropped.deliveries if not (d["subscription"] == PLAIN.name
+                                                                and (d["key"], d["seq"]) == (message["key"], message["seq"]))]
+    dropped.write(directory)
+    info = RunInfo.read(directory)
+    planted = {"time_us": message["publish_time_us"] + 1000, "entry": 0, "kind": "drop_delivery", "planted": True,
+               "rpc": "StreamingPull", "subscription": PLAIN.name, "topic": None, "client": "sub-0:subscriber",
+               "key": message["key"], "seq": message["seq"], "message_ids": [message["message_id"]], "drain": None,
+               "detail": "delivery withheld from the subscriber and acked upstream (OK)"}
+    drift = {"subscription": "payments-dead-drain", "kind": "config_drift", "guarantee": "config", "severity": "advisory",
+             "form": "differs", "key": None, "seq": None, "message_id": None,
+             "drift": {"path": "projects/p/subscriptions/payments-dead-drain", "setting": "retention_seconds",
+                       "declared": 2678400, "actual": 604800},
+             "evidence": json.dumps([{"setting": "retention_seconds", "declared": 2678400, "actual": 604800}])}
+    info.parameters.update(
+        conformance=conformance({"ordered-nack-redelivers-in-order"}), config_drift=[drift],
+        nemesis={"source": "schedule.json", "seed": "s", "applied": [planted],
+                 "faults": [{"index": 0, "kind": "drop_delivery", "subscription": PLAIN.name, "key": message["key"],
+                             "seq": message["seq"]}]})
+    info.write(directory)
+    seal.seal(directory, info.run_id)
+    return directory, planted
+
+
+def why_section(html: str) -> str:
+    return html.split('<h2 id="why">', 1)[1].split("<h2", 1)[0]
+
+
+def test_a_planted_finding_is_said_planted_everywhere_and_unplanted_ones_are_counted(spark, tmp_path, capsys):
+    from pubsubguard.validation import selftest
+
+    run = tmp_path / "run"
+    planted_run(run / "evidence")
+    capsys.readouterr()
+    job.main(["--from-evidence", str(run / "evidence"), "--report", str(run), "--no-progress"], spark=spark)
+    out = capsys.readouterr().out
+    report = json.loads((run / "report.json").read_text())
+    lost = report["subscriptions"][PLAIN.name]["findings"]["lost"]
+    assert [f["planted_by"] for f in lost] == [["schedule entry 0 (drop_delivery)"]]
+    # report.json's why: the cause behind the guarantee is the planted entry, not "unexplained"
+    item = next(i for i in report["explanations"]["guarantees"] if i["subscription"] == PLAIN.name)
+    assert [c["caused_by"] for c in item["causes"]] == [["planted by schedule entry 0 (drop_delivery)"]]
+    assert "unexplained" not in item["causes"][0]["action"]
+    # report.html's "Why" and the terminal's what-to-do line say it the same way
+    html = (run / "report.html").read_text()
+    why = why_section(html)
+    line = why.split(f"<b>{PLAIN.name}</b>", 1)[1].split("</li>", 1)[0]
+    assert "planted by schedule entry 0 (drop_delivery)" in line and "unexplained" not in line
+    todo = [t for t in out.splitlines() if t.startswith("what to do (") and f"{PLAIN.name}.completeness" in t]
+    assert len(todo) == 1 and "planted by schedule entry 0 (drop_delivery)" in todo[0] and "unexplained" not in todo[0]
+    # the self-test's count: the unplanted advisory is named and counted, not "0 unplanted findings"
+    code, lines = selftest.summary(selftest.judge(run))
+    advisories = [f for f in selftest.findings_of(report)
+                  if f["severity"] == "advisory" and not f.get("planted_by") and not f.get("explained_by")]
+    assert advisories and code == 0
+    assert lines[-1] == f"self-test: planted 1/1 found, 0 unplanted errors, {len(advisories)} unplanted advisor" + \
+        ("y" if len(advisories) == 1 else "ies")
+    assert sum(line.startswith("self-test: UNPLANTED advisory ") for line in lines) == len(advisories)

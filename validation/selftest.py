@@ -7,7 +7,8 @@ planted anomalies (`PLANTED_SCHEDULE`, `pubsubguard.validation.wire.nemesis`: th
 wrongly on the target's behalf). The checks must report exactly the planted anomalies, each on its
 planted message, and nothing else (`applied_faults.judge_planted`); a finding a violated conformance
 scenario explains is the target's own deviation and is counted apart, never hidden. The last line:
-`self-test: planted N/N found, 0 unplanted findings` (exit 0 only then; exit 1 naming each miss or extra).
+`self-test: planted N/N found, 0 unplanted errors, A unplanted advisories` (exit 0 only then; exit 1 naming each miss
+or extra; an unplanted advisory, which breaks no guarantee, is named and counted).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from .checks import applied_faults
+from .checks.wording import plural
 
 KEYS, MESSAGES_PER_KEY = 3, 6
 FAULTS = "poison=0.06"  # one poison message: nacked to the dead-letter topic by the dead-lettering subscription
@@ -64,10 +66,13 @@ def planted_schedule(t: str) -> dict:
 
 
 def findings_of(report: dict) -> list[dict]:
-    """Every finding of a report.json, flat, each with its subscription."""
-    return [{**f, "subscription": f.get("subscription") or name}
+    """Every finding of a report.json once, flat, each with its subscription: the config drift of plumbing (a
+    dead-letter drain not probed) included, as report.json lists it."""
+    flat = {f["id"]: {**f, "subscription": f.get("subscription") or name}
             for name, sub in report["subscriptions"].items()
-            for items in (sub.get("findings") or {}).values() for f in items]
+            for items in (sub.get("findings") or {}).values() for f in items}
+    flat.update({f["id"]: f for f in report.get("config_drift") or () if f["id"] not in flat})
+    return list(flat.values())
 
 
 def judge(run_dir: Path) -> dict:
@@ -85,11 +90,16 @@ def judge(run_dir: Path) -> dict:
                     for name, sub in report["subscriptions"].items()}
     verdict["redeliveries"] = applied_faults.judge_redeliveries(applied, subscriptions, redeliveries)
     verdict["applied"] = applied
+    # advisories no planted entry accounts for (and no scenario explains): no guarantee broken, yet not planted
+    verdict["unplanted_advisories"] = [f for f in findings if f.get("severity") == "advisory"
+                                       and not f.get("planted_by") and not f.get("explained_by")]
     return verdict
 
 
 def summary(verdict: dict) -> tuple[int, list[str]]:
-    """(exit code, lines): each miss and extra named, then `self-test: planted N/N found, U unplanted findings`."""
+    """(exit code, lines): each miss and extra named, then `self-test: planted N/N found, U unplanted errors, A unplanted
+    advisories` (exit 0: every planted anomaly found and no unplanted error; an advisory breaks no guarantee, and is
+    named and counted)."""
     lines = []
     for item in verdict["missed"]:
         lines.append(f"self-test: MISSED planted {item['planted']} (faults[{item['entry']}]) on {item['subscription']} "
@@ -104,13 +114,18 @@ def summary(verdict: dict) -> tuple[int, list[str]]:
     for item in red["unplanted"]:
         lines.append(f"self-test: UNPLANTED redeliveries on {item['subscription']}: {item['counted']} counted, "
                      f"{item['planted']} planted")
+    for f in verdict.get("unplanted_advisories", ()):
+        lines.append(f"self-test: UNPLANTED advisory {f['kind']}{'/' + f['form'] if f.get('form') else ''} on "
+                     f"{f['subscription']}: {f.get('detail', '')}")
     for f in verdict["explained"]:
         lines.append(f"self-test: the target's own deviation (explained by {', '.join(f['explained_by'])}): "
                      f"{f['kind']} on {f['subscription']} {f.get('key')} seq {f.get('seq')}")
     planted = len(verdict["expected"]) + len(red["expected"])
     found = len(verdict["found"]) + len(red["found"])
     extra = len(verdict["unplanted"]) + len(red["unplanted"])
-    lines.append(f"self-test: planted {found}/{planted} found, {extra} unplanted findings")
+    advisories = len(verdict.get("unplanted_advisories", ()))
+    lines.append(f"self-test: planted {found}/{planted} found, {extra} unplanted {plural(extra, 'error')}, "
+                 f"{advisories} unplanted {plural(advisories, 'advisory', 'advisories')}")
     return (0 if found == planted and not extra and planted else 1), lines
 
 

@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                         help="prove the verifier first: verify a built-in estate on the emulator with planted "
                              "anomalies (the fault layer answers wrongly, with a known truth) and check that the "
                              "checks report exactly them; last line `self-test: planted N/N found, 0 unplanted "
-                             "findings` (exit 0 only then)")
+                             "errors, A unplanted advisories` (exit 0 only then; each unplanted finding named)")
     parser.set_defaults(run=run)
 
 

@@ -159,21 +159,27 @@ def run_start_us(info: records.RunInfo, aggregates: dict) -> int | None:
 
 def finding_groups(findings: list[dict]) -> list[dict]:
     """The findings grouped by subscription, kind, form (a config drift: its setting), severity and what
-    explains them, in the order of each group's first finding; that finding is the group's worked
+    explains them (a conformance scenario, or the schedule entries that planted them), in the order of each group's first finding; that finding is the group's worked
     example. Every finding is in exactly one group."""
     groups: dict[tuple, dict] = {}
     for f in findings:
         form = f["drift"]["setting"] if f["kind"] == "config_drift" else f.get("form")
-        explained = tuple(f.get("explained_by", ()))
-        key = (f["subscription"], f["kind"], form, f["severity"], explained)
+        explained, planted = tuple(f.get("explained_by", ())), tuple(f.get("planted_by", ()))
+        key = (f["subscription"], f["kind"], form, f["severity"], explained, planted)
         if key not in groups:
             groups[key] = {"subscription": f["subscription"], "kind": f["kind"], "form": form,
                            "severity": f["severity"], "guarantee": f["guarantee"], "explained_by": list(explained),
-                           "findings": []}
+                           "planted_by": list(planted), "findings": []}
         groups[key]["findings"].append(f)
     # per subscription, errors first, the largest group first
     ordered = sorted(groups.values(), key=lambda g: (g["subscription"], g["severity"] != "error", -len(g["findings"])))
     return [{"id": f"group-{number}", **g} for number, g in enumerate(ordered, 1)]
+
+
+# what to do about findings a schedule entry planted (`--nemesis`, the self-test): they are the known truth the run
+# was meant to find, the fault layer's doing on the target's behalf
+PLANTED_ACTION = ("nothing to do on the target: the fault layer planted these (the schedule entries named), and the "
+                  "checks found them as the schedule meant")
 
 
 def _action(target: str, kind: str, explained: list[str], conformance_ran: bool = True) -> str:
@@ -247,10 +253,12 @@ def explanations(result: dict, groups: list[dict]) -> dict:
     def causes(selected: list[dict]) -> list[dict]:
         merged: dict[tuple, dict] = {}
         for group in selected:
-            cause = merged.setdefault((group["kind"], tuple(group["explained_by"])), {
+            planted = group.get("planted_by") or []
+            cause = merged.setdefault((group["kind"], tuple(group["explained_by"]), tuple(planted)), {
                 "kind": group["kind"], "count": 0, "forms": {}, "groups": [], "explained_by": group["explained_by"],
-                "caused_by": [],
-                "subscriptions": [], "action": _action(target, group["kind"], group["explained_by"], ran)})
+                "caused_by": [f"planted by {entry}" for entry in planted],
+                "subscriptions": [],
+                "action": PLANTED_ACTION if planted else _action(target, group["kind"], group["explained_by"], ran)})
             cause["count"] += len(group["findings"])
             if group["form"]:
                 cause["forms"][group["form"]] = cause["forms"].get(group["form"], 0) + len(group["findings"])

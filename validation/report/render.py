@@ -393,7 +393,20 @@ def what_to_do_lines(result: dict) -> list[str]:
         return []
     labels = [f"{item['subscription']}.{item['guarantee']}" for item in why["guarantees"]]
     labels += [f"advisory {cause['kind']}" for cause in why["advisories"]]
-    return [f"what to do ({', '.join(labels[n - 1] for n in numbers)}): {action}" for action, numbers in _what_to_do(why)]
+    lines = []
+    for action, numbers in _what_to_do(why):
+        planted = _planted_by(why, action)
+        lines.append(f"what to do ({', '.join(labels[n - 1] for n in numbers)}): "
+                     + (f"{', '.join(planted)}: {action}" if planted else action))
+    return lines
+
+
+def _planted_by(why: dict, action: str) -> list[str]:
+    """The schedule entries of the causes whose action is `action` (`planted by schedule entry N (kind)`), once each."""
+    causes = [c for item in why["guarantees"] for c in item["causes"]] + list(why["advisories"])
+    planted = [entry for c in causes if c["action"] == action for entry in c.get("caused_by", ())
+               if entry.startswith("planted by ")]
+    return sorted(set(planted), key=planted.index)
 
 
 def explanation_lines(result: dict) -> list[str]:
@@ -405,12 +418,11 @@ def explanation_lines(result: dict) -> list[str]:
     lines = [f"conformance on this target (run {result['conformance']['run_id']}): "
              + ", ".join(f"{n} {r}" for r, n in summary.items())]
     groups: dict[tuple, list[int]] = {}
-    for name, sub in result["subscriptions"].items():
-        for kind, items in sub["findings"].items():
-            for f in items:
-                group = (name, kind, f.get("form") if kind != "config_drift" else f["drift"]["setting"],
-                         f["severity"], tuple(f.get("explained_by", ())), tuple(f.get("planted_by", ())))
-                groups.setdefault(group, []).append(1)
+    for f in _all_findings(result):  # the config drift of plumbing (a dead-letter drain not probed) included, as report.json
+        kind = f["kind"]
+        group = (f["subscription"], kind, f.get("form") if kind != "config_drift" else f["drift"]["setting"],
+                 f["severity"], tuple(f.get("explained_by", ())), tuple(f.get("planted_by", ())))
+        groups.setdefault(group, []).append(1)
     for (name, kind, form, severity, explained, planted), items in sorted(groups.items()):
         what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
         lines.append(f"  {what}: planted by {', '.join(planted)}, as the schedule meant" if planted
