@@ -19,8 +19,11 @@ FINDING_KINDS = {
     "config_drift": ("config", "advisory"),
 }
 # The one severity vocabulary of every output (report.json, conformance.json, terminal, HTML): `error`
-# breaks a declared guarantee or a documented behaviour, `advisory` is reported beside it.
-SEVERITIES = ("error", "advisory")
+# breaks a declared guarantee or a documented behaviour, `advisory` is reported beside it, `inconclusive`: a
+# finding that rests on rows the evidence may lack (verify --partial-evidence, unsealed evidence: the rows not
+# read could make it, e.g. a delivery of a message whose publish row was not read), neither an error against
+# the target nor cleared (checks.verdict.unsupported_by_evidence).
+SEVERITIES = ("error", "advisory", "inconclusive")
 GUARANTEE_STATUSES = ("holds", "violated", "inconclusive", "not_tested")
 
 
