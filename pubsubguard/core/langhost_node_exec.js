@@ -32,6 +32,8 @@
 // - constructions are counted, and the program stopped at `--max-resources`;
 // - a failure is reported as `the program failed: FILE:LINE: Type: message`, the line in the
 //   program's own files (the SDK's source maps give TypeScript lines).
+// - the SDK's colored report of an error is made without colors where Node.js's colorizer would
+//   never end on its stack (`patchInspect`): a config error is its one line, never a memory crash.
 // A speed-up that changes nothing a program or the engine can see: the SDK's debug lines are not sent
 // (this engine drops them; the SDK sends about fifteen asynchronous `Log` calls per resource).
 // Nothing here is trusted by the engine: the verdict is computed from the registrations it received.
@@ -502,6 +504,81 @@ function watch(activity, idleTimeoutS, onStuck) {
     timer.unref(); // never what keeps the program alive
 }
 
+// The SDK reports an unhandled error with `util.inspect(err, { colors: true })`. Node.js's colored
+// stack formatting (its `markNodeModules`, Node.js 20.20 among others) never ends on a stack line whose
+// `node_modules` segment has no separator after the package name (nodejs/node#64011, fixed by #64022):
+// it appends to the line forever, until the memory limit aborts the program (std::bad_alloc) or, with
+// no limit, V8's longest string is reached after tens of seconds. The SDK's own frames are such lines:
+// its source maps name `../config.ts`, so an error thrown by `config.require` or inside an `apply` has a
+// frame at `node_modules/@pulumi/config.ts:301:19`. Nothing here renders colors (the engine reads the
+// report as text), so a colored inspection of a value holding such a stack is made without colors.
+function colorizerLoops(line) {
+    let from = 0;
+    for (;;) { // Node.js's walk over the line's `node_modules` segments, without the formatting
+        const at = line.indexOf("node_modules", from);
+        if (at < 0) {
+            return false;
+        }
+        const separator = line[at - 1];
+        const after = line[at + 12];
+        if ((separator !== "/" && separator !== "\\") || (after !== "/" && after !== "\\")) {
+            from = at + 1;
+            continue;
+        }
+        const start = at + 13;
+        let end = line.indexOf(separator, start);
+        if (line[start] === "@") {
+            end = line.indexOf(separator, end + 1);
+        }
+        if (end < start) {
+            return true; // the walk goes back to this segment, or before it: it never ends
+        }
+        from = end;
+    }
+}
+
+function holdsLoopingStack(value, depth, seen) {
+    if (value === null || typeof value !== "object" || depth > 4 || seen.has(value) || seen.size > 1000) {
+        return false;
+    }
+    seen.add(value);
+    if (value instanceof Error) {
+        const stack = typeof value.stack === "string" ? value.stack : "";
+        return stack.split("\n").some(colorizerLoops) || holdsLoopingStack(value.cause, depth + 1, seen) ||
+            (Array.isArray(value.errors) && value.errors.some((item) => holdsLoopingStack(item, depth + 1, seen)));
+    }
+    const prototype = Object.getPrototypeOf(value);
+    if (!Array.isArray(value) && prototype !== Object.prototype && prototype !== null) {
+        return false; // an SDK object, a resource, an unknown: never an error's container here
+    }
+    return Object.values(value).some((item) => holdsLoopingStack(item, depth + 1, seen));
+}
+
+function patchInspect() {
+    const util = require("util");
+    const inspect = util.inspect;
+    const guarded = function (value, options) {
+        if (options !== null && typeof options === "object" && options.colors) {
+            let loops = false;
+            try {
+                loops = holdsLoopingStack(value, 0, new Set());
+            } catch (err) {
+                loops = true; // a value whose stack cannot even be read: no colors, never a loop
+            }
+            if (loops) {
+                return inspect.call(this, value, { ...options, colors: false });
+            }
+        }
+        return inspect.apply(this, arguments);
+    };
+    for (const key of [...Object.getOwnPropertyNames(inspect), ...Object.getOwnPropertySymbols(inspect)]) {
+        if (!["length", "name", "prototype"].includes(key)) {
+            Object.defineProperty(guarded, key, Object.getOwnPropertyDescriptor(inspect, key));
+        }
+    }
+    util.inspect = guarded; // before the SDK loads: its modules copy `util`'s functions when they load
+}
+
 // `the program failed: FILE:LINE: Type: message` from the SDK's report of an unhandled exception.
 function programError(message, err, root) {
     const uncaught = typeof message === "string" && (message.startsWith("Running program '") ||
@@ -532,6 +609,7 @@ function programError(message, err, root) {
 
 function main() {
     const { own, runPath, rest } = options(process.argv.slice(2));
+    patchInspect();
     if (own["--config-file"]) {
         Object.assign(process.env, JSON.parse(fs.readFileSync(own["--config-file"], "utf8")));
     }
