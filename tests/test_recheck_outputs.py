@@ -138,3 +138,32 @@ def test_a_planted_finding_is_said_planted_everywhere_and_unplanted_ones_are_cou
     assert lines[-1] == f"self-test: planted 1/1 found, 0 unplanted errors, {len(advisories)} unplanted advisor" + \
         ("y" if len(advisories) == 1 else "ies")
     assert sum(line.startswith("self-test: UNPLANTED advisory ") for line in lines) == len(advisories)
+
+
+def test_findings_that_rest_on_rows_not_read_are_inconclusive_not_errors(spark, tmp_path, capsys):
+    import jsonschema
+
+    from test_report import SCHEMA
+
+    history = H.generate([ORDERED, PLAIN], H.Workload(keys=3, messages_per_key=5), 4)
+    directory = H.write_evidence(tmp_path / "evidence", history.run_id, history.subscriptions, history.publish_table(),
+                                 history.delivery_table(), row_group_size=10)
+    part = sorted((directory / "publishes").glob("part-*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:100])  # truncated: its publish rows are not read
+    capsys.readouterr()
+    code = job.main(["--from-evidence", str(directory), "--report", str(tmp_path / "re"), "--partial-evidence",
+                     "--no-progress"], spark=spark)
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "re" / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    affected = report["evidence_integrity"]["affected_subscriptions"]
+    assert code == 1 and report["verdict"] == "inconclusive" and affected
+    findings = [f for name in affected for items in report["subscriptions"][name]["findings"].values() for f in items]
+    unpublished = [f for f in findings if f["kind"] == "unexpected" and f.get("form") == "unpublished"]
+    assert unpublished, "the rows not read make deliveries of messages whose publish was not read"  # else no test
+    assert {f["severity"] for f in findings if f["guarantee"] != "endpoint_pinning"} == {"inconclusive"}
+    assert not [line for line in out.splitlines() if "unexpected" in line and ", error" in line], out
+    assert "1 file not as sealed" in report["verdict_reason"]
+    for item in report["explanations"]["guarantees"]:
+        assert item["status"] == "inconclusive"
+        assert all("no conformance scenario covers it" not in c["action"] for c in item["causes"]), item

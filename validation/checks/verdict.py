@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..evidence import records
 from .guarantees import Exercised, SHOWN
 from .pinning import pinning_findings, pinning_tested
+from .wording import counted
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None,
     if results.sorted_input:
         print(results.sorted_input, file=sys.stderr)
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
-    findings = drain_forms(findings, drain)
+    findings = unsupported_by_evidence(drain_forms(findings, drain), integrity)
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")
     stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
@@ -96,6 +97,21 @@ def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None,
             )
     verdict, reason = verdict_of(guarantees, unsettled, info.parameters.get("drain") or {}, integrity)
     return RunVerdict(findings, stats, guarantees, observations, verdict, reason, results.plot)
+
+
+def unsupported_by_evidence(findings: list[dict], integrity) -> list[dict]:
+    """The checks' error findings of a subscription whose rows may be missing from the evidence (`integrity.affected`:
+    parts not read with --partial-evidence, or unsealed evidence) on a guarantee judged from the delivery rows, as
+    `inconclusive`: the rows not read could have made them (a delivery of a message whose publish row was in a
+    truncated part is `unexpected`, a message whose delivery rows were is `lost`), so they are no error against the
+    target; each is kept, with its kind, form and rows, and its guarantee is `inconclusive` (guarantee_status)."""
+    affected = set(integrity.affected) if integrity is not None else set()
+    if not affected:
+        return findings
+    judged = {g.name for g in SHOWN if g.settled_by_deliveries}
+    return [{**f, "severity": "inconclusive"}
+            if f["severity"] == "error" and f["subscription"] in affected and f["guarantee"] in judged else f
+            for f in findings]
 
 
 def drain_forms(findings: list[dict], drain: dict) -> list[dict]:
@@ -174,7 +190,7 @@ def verdict_of(guarantees: dict[str, dict[str, str]], unsettled: dict[str, int],
         return "violated", f"violated: {', '.join(which('violated'))} (each backed by an error finding)"
     if which("inconclusive") and integrity is not None and integrity.affected:
         what = "unsealed (the run ended before sealing it)" if not integrity.sealed else \
-            f"incomplete ({len(integrity.problems)} files not as sealed)"
+            f"incomplete ({counted(len(integrity.problems), 'file')} not as sealed)"
         return "inconclusive", (f"inconclusive: {', '.join(which('inconclusive'))}: the evidence is {what}, so "
                                 f"rows of {', '.join(integrity.affected)} may be missing")
     if which("inconclusive"):

@@ -182,6 +182,11 @@ PLANTED_ACTION = ("nothing to do on the target: the fault layer planted these (t
                   "checks found them as the schedule meant")
 
 
+# what to do about findings that rest on rows the evidence may lack (severity inconclusive)
+INCONCLUSIVE_ACTION = ("not an error against the target: these findings rest on rows the evidence may lack (see the "
+                       "observation: parts not read, or unsealed); restore the parts and re-check, or re-run")
+
+
 def _action(target: str, kind: str, explained: list[str], conformance_ran: bool = True) -> str:
     """What the reader should do about findings of `kind` on `target`, explained by `explained` (or not;
     without the conformance scenarios nothing could be)."""
@@ -258,7 +263,8 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                 "kind": group["kind"], "count": 0, "forms": {}, "groups": [], "explained_by": group["explained_by"],
                 "caused_by": [f"planted by {entry}" for entry in planted],
                 "subscriptions": [],
-                "action": PLANTED_ACTION if planted else _action(target, group["kind"], group["explained_by"], ran)})
+                "action": PLANTED_ACTION if planted else INCONCLUSIVE_ACTION if group["severity"] == "inconclusive"
+                else _action(target, group["kind"], group["explained_by"], ran)})
             cause["count"] += len(group["findings"])
             if group["form"]:
                 cause["forms"][group["form"]] = cause["forms"].get(group["form"], 0) + len(group["findings"])
@@ -273,7 +279,7 @@ def explanations(result: dict, groups: list[dict]) -> dict:
             if status not in ("violated", "inconclusive"):
                 continue
             behind = [g for g in groups if g["subscription"] == name and g["guarantee"] == guarantee
-                      and g["severity"] == "error"]
+                      and g["severity"] in ("error", "inconclusive")]
             item = {"subscription": name, "guarantee": guarantee, "status": status, "causes": causes(behind)}
             figures = sub["figures"] or {}
             unsettled = (drain.get("unsettled") or {}).get(name) or (

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from ..checks.findings import GUARANTEES
-from .document import clock, finding_groups
+from .document import INCONCLUSIVE_ACTION, clock, finding_groups
 
 MAX_FINDINGS_SHOWN = 50  # per group in report.html, folded (report.json holds every one)
 
@@ -256,7 +256,7 @@ def render_html(result: dict) -> str:
         groups=finding_groups(_all_findings(result)), why=result["explanations"], scenarios=scenarios,
         what_to_do=_what_to_do(result["explanations"]),
         cell=lambda column, value: _cell(column, value, start_us), word=lambda v: str(v).replace("_", " "),
-        drain_text=_drain_text(result["parameters"]), max_findings=MAX_FINDINGS_SHOWN,
+        drain_text=_drain_text(result["parameters"]), max_findings=MAX_FINDINGS_SHOWN, inconclusive_action=INCONCLUSIVE_ACTION,
         access=access_line(result))
 
 
@@ -426,7 +426,8 @@ def explanation_lines(result: dict) -> list[str]:
     for (name, kind, form, severity, explained, planted), items in sorted(groups.items()):
         what = f"{name}: {len(items)} {kind}{f' ({form})' if form else ''}, {severity}"
         lines.append(f"  {what}: planted by {', '.join(planted)}, as the schedule meant" if planted
-                     else f"  {what}: explained by {', '.join(explained)}" if explained
+                     else f"  {what}: rests on rows the evidence may lack, no error against the target"
+                     if severity == "inconclusive" else f"  {what}: explained by {', '.join(explained)}" if explained
                      else f"  {what}: no scenario explains it")
     for item in (result.get("explanations") or {}).get("guarantees", ()):
         for cause in item["causes"]:
