@@ -533,12 +533,25 @@ def test_a_broken_installation_is_one_line():
     one_line(done, 2, "pubsubguard: cannot load the commands: ModuleNotFoundError", "bash scripts/setup.sh")
 
 
-def test_run_refuses_a_schedule_naming_an_unknown_subscription_before_the_emulator_starts(project, tmp_path):
-    """The schedule's names are checked against the plan right after it is made: one line, exit 2, and no
-    emulator, apply or verify step ever starts."""
+def test_run_refuses_a_schedule_naming_an_unknown_subscription_before_anything_starts(project, tmp_path):
+    """The schedule's names are checked against the estate the stack's config declares before anything starts
+    (no plan, no Java, no output directory): one line in run's own name, exit 2; `verify` the same."""
     schedule = tmp_path / "schedule.yaml"
-    schedule.write_text("faults:\n  - {kind: kill_stream, subscription: no-such-subscription, after_s: 1}\n")
-    done = cli("run", "-s", "dev", "--nemesis", str(schedule), "--out", str(tmp_path / "out"), cwd=project, timeout=300)
-    said = [line for line in done.stderr.splitlines() if "no-such-subscription" in line]
-    assert done.returncode == 2 and len(said) == 1 and "not a subscription this run probes" in said[0], done.stderr
-    assert "== emulator" not in done.stdout and "== apply" not in done.stdout, done.stdout
+    schedule.write_text("faults:\n  - {kind: kill_stream, subscription: orders-ordered-dead-letter-drain, after_s: 1}\n"
+                        "  - {kind: kill_stream, subscription: no-such-subscription, after_s: 1}\n")
+    for command, out in (("run", "--out"), ("verify", "--report")):
+        done = cli(command, "-s", "dev", "--nemesis", str(schedule), out, str(tmp_path / command), cwd=project,
+                   timeout=300)
+        assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)  # no step, no plan
+        assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr  # one line: no Java's either
+        assert done.stderr.startswith(f"pubsubguard {command}: --nemesis {schedule}: faults[1].subscription "
+                                      "'no-such-subscription': not a subscription this run probes"), done.stderr
+        assert not (tmp_path / command).exists()
+
+
+def test_run_and_verify_refuse_a_stack_that_is_not_there_before_anything_starts(project, tmp_path):
+    for command, out in (("run", "--out"), ("verify", "--report")):
+        done = cli(command, "-s", "nope", out, str(tmp_path / command), cwd=project)
+        assert (done.returncode, done.stdout) == (2, ""), done.stdout
+        assert done.stderr == f"pubsubguard {command}: Pulumi.nope.yaml: no such stack 'nope' (stacks here: dev)\n"
+        assert not (tmp_path / command).exists()

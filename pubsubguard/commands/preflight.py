@@ -28,6 +28,9 @@ def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
     if config.cleanup:  # deletes probe twins: no Spark, no report
         return config, None
     plan = None
+    if not config.from_evidence and config.plan is None and config.state is None \
+            and (config.stack is not None or config.nemesis is not None):
+        stack_names(config.nemesis, config.root, config.stack or "dev")  # before a plan is made or Java starts
     if config.report is None and not config.from_evidence:
         if config.stack is None and (config.plan is not None or config.state is not None):
             plan = plan_from(config.plan, None, config.root, config.state)  # read once, handed to the job
@@ -37,6 +40,44 @@ def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
     if find_java() is None:
         raise UserError(f"Java was not found (no java on PATH, JAVA_HOME unset or without bin/java); {JAVA_HINT}")
     return config, plan
+
+
+def stack_names(schedule, root, stack: str) -> None:
+    """Before anything starts: the stack file is read (a stack that is not there: one line, in run's own name, as
+    `check -s` answers), and a `--nemesis` schedule's names are checked against the estate the stack's config
+    declares (`pubsubguard:estate`, the names this project's program gives, the dead-letter topics and drains it
+    derives included), without running the program. A stack of another program has no such config: its names are
+    checked once its plan is made (`run`: right after its plan step; `verify`: before the
+    Spark session)."""
+    from pubsubguard.core.plan import read_inputs
+
+    inputs = read_inputs(root, stack)
+    names = _declared_names(inputs.config.values.get("pubsubguard:estate"))
+    if schedule is not None and names is not None:
+        from pubsubguard.validation.wire.schedule import load_schedule
+
+        load_schedule(schedule).check_names(*names)
+
+
+def _declared_names(estate_config) -> tuple[set[str], set[str]] | None:
+    """(subscriptions, topics) an estate config declares, with the dead-letter topics and drains the program
+    derives; None without one, or with one the plan step will refuse (it says why, naming the field)."""
+    from pubsubguard.infra.estate import EstateError, auto_dead_letter_names, load_spec
+
+    if estate_config is None:
+        return None
+    try:
+        spec = load_spec(estate_config, "the stack's config")
+    except EstateError:
+        return None
+    topics, subscriptions = {t.name for t in spec.topics}, set()
+    for _, sub in spec.subscriptions():
+        subscriptions.add(sub.name)
+        if sub.dead_letter and not sub.dead_letter.topic:
+            derived_topic, drain = auto_dead_letter_names(sub.name)
+            topics.add(derived_topic)
+            subscriptions.add(drain)
+    return subscriptions, topics
 
 
 def loopback_only(endpoint_items: list[str] | None) -> bool:

@@ -114,13 +114,15 @@ def _plan_and_check(args, plan_file) -> int | None:
 
 
 def run(args) -> int:
-    from pubsubguard.commands.preflight import preflight
+    from pubsubguard.commands.preflight import preflight, stack_names
     from pubsubguard.validation.config import RunConfig
     from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator
     from pubsubguard.core.plan_file import load_plan
 
     deployed = None
-    if args.state is not None:  # read (and refused when bad) before anything starts
+    if args.state is None:  # the stack, and the schedule's names where its config declares them, before anything starts
+        stack_names(args.nemesis, args.root, args.stack)
+    else:  # read (and refused when bad) before anything starts
         from pubsubguard.core import state
 
         deployed = state.load(args.state or None, args.stack if args.state == "" else None, args.root)
