@@ -167,3 +167,18 @@ def test_findings_that_rest_on_rows_not_read_are_inconclusive_not_errors(spark, 
     for item in report["explanations"]["guarantees"]:
         assert item["status"] == "inconclusive"
         assert all("no conformance scenario covers it" not in c["action"] for c in item["causes"]), item
+
+
+def test_the_publishers_bound_is_one_number_in_the_readme_and_both_helps(capsys):
+    from pubsubguard import cli
+    from pubsubguard.validation.probe.drain_clock import IN_FLIGHT_PAIRS
+    from pubsubguard.validation.probe.publisher import IN_FLIGHT
+
+    said = {"README.md": (Path(__file__).resolve().parent.parent / "README.md").read_text()}
+    for command in ("run", "verify"):
+        assert cli.main([command, "--help"]) == 0
+        said[f"{command} --help"] = capsys.readouterr().out
+    for where, text in said.items():
+        flat = " ".join(text.split())
+        assert f"at most {IN_FLIGHT_PAIRS:,} message-subscription pairs published and not settled over all publisher " \
+               f"tasks, and {IN_FLIGHT:,} publishes unanswered per task" in flat, where

@@ -225,7 +225,8 @@ def add_arguments(parser: argparse.ArgumentParser,
                            "settled when publishing ends); a target that stops delivering ends the drain sooner")
     work.add_argument("--rate", type=publish_rate, default=None, metavar="MSG/S",
                       help="publish at this many messages per second over all publisher tasks (default: as fast as "
-                           "the target answers, at most 1000 publishes unanswered per task)")
+                           "the target settles: at most 2,000 message-subscription pairs published and not settled "
+                           "over all publisher tasks, and 1,000 publishes unanswered per task)")
     work.add_argument("--conform", action="store_true",
                       help="run the conformance scenarios (pubsubguard.validation.conformance) on the same target, "
                            "beside the probe; the report names, per finding, the violated scenarios that explain it")

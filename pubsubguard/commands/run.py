@@ -55,7 +55,8 @@ def register(subparsers) -> None:
                              "docs/schemas/nemesis.schema.json)")
     parser.add_argument("--rate", type=publish_rate, default=None, metavar="MSG/S",
                         help="the verify step publishes at this many messages per second (default: as fast as the "
-                             "emulator answers, at most 1000 publishes unanswered per publisher task)")
+                             "emulator settles: at most 2,000 message-subscription pairs published and not settled over "
+                             "all publisher tasks, and 1,000 publishes unanswered per task)")
     parser.add_argument("--drain-timeout", type=options.positive_seconds, default=None, metavar="SECONDS",
                         help="the verify step's drain ceiling (default: derived from the faults' timing and the "
                              "settle rate the run measures; a target that stops delivering ends it sooner)")
