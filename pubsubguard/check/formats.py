@@ -31,6 +31,7 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
         f"pubsubguard check: {outcome.source or 'plan'} (stack {outcome.stack}), {_count(outcome.resources, 'resource')}"
         f"{' registered' if outcome.error else ''}, "
         f"pack {outcome.pack}@{outcome.pack_version} ({len(outcome.policies)} policies)",
+        *_ran_by(outcome),
         "",
     ]
     if compact is None:
@@ -72,6 +73,20 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
     if suppressed:  # just above the verdict's last line
         verdict = verdict[:-1] + suppressed + [""] + verdict[-1:]
     return "\n".join(lines + verdict) + "\n"
+
+
+def _ran_by(outcome: Outcome) -> list[str]:
+    """The first screen's line on what ran the program: the interpreter (relative to the current folder
+    where it is inside it) and how it was found (the toolchain and its environment)."""
+    run = outcome.program
+    if run is None or not run.interpreter:
+        return []
+    shown = run.interpreter
+    try:
+        shown = str(Path(shown).relative_to(Path.cwd())) if Path(shown).is_absolute() else shown
+    except (OSError, ValueError):
+        pass
+    return [f"program run by: {shown}" + (f", {run.found_by}" if run.found_by else "")]
 
 
 def _count(number: int, noun: str) -> str:
@@ -227,7 +242,8 @@ def _program_json(outcome: Outcome) -> dict | None:
     if run is None:
         return None
     return {
-        "interpreter": run.interpreter, "confined": run.confined, "notes": run.notes, "exit_code": run.exit_code,
+        "interpreter": run.interpreter, "found_by": run.found_by, "confined": run.confined, "notes": run.notes,
+        "exit_code": run.exit_code,
         "messages": [{"severity": s, "message": m} for s, m in run.messages],
         "stdout": run.stdout.text(), "stdout_bytes": run.stdout.total,
         "stderr": run.stderr.text(), "stderr_bytes": run.stderr.total,

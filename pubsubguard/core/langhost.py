@@ -1,10 +1,13 @@
 """The language host's part: which Python runs the team's program, and the confined child process it
 runs in (see docs/security.md for the threat model and why these facilities).
 
-- **The interpreter**, found as the Pulumi Python language host finds it: `--python PATH`; else
-  `runtime.options.virtualenv` of Pulumi.yaml (relative to the project); else the `toolchain`'s own
-  environment (`poetry env info --executable`; uv's `.venv` or `UV_PROJECT_ENVIRONMENT`); else an active
-  `VIRTUAL_ENV`; else `PULUMI_PYTHON_CMD`, `python3`, `python` on PATH. A project that names none and
+- **The interpreter**, found as the Pulumi Python language host resolves `runtime.options.toolchain`:
+  `--python PATH` first; `uv`: the tool must be on PATH (0.4.26 or newer), its environment is
+  `runtime.options.virtualenv` else `.venv` beside the nearest uv.lock or pyproject.toml; `poetry`: the tool
+  must be on PATH (1.8 or newer), its environment is `poetry env info --path`; `pip` (the default):
+  `runtime.options.virtualenv` of Pulumi.yaml (relative to the project), else an active `VIRTUAL_ENV`,
+  else `PULUMI_PYTHON_CMD`, `python3`, `python` on PATH. Where `pulumi preview` stops (the tool missing
+  or too old), so does the check, in one line. A project that names none and
   whose Python lacks the pulumi SDK runs on pubsubguard's own environment (said in one line).
 - **The child** runs `langhost_exec.py` (copied into a fresh scratch directory) with that Python, under
   bubblewrap where it works: no network (its own network namespace; the engine is reached over Unix
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -77,6 +81,9 @@ def _venv_python(folder: Path) -> Path:
 
 
 def find_interpreter(project: Project, override: str | None = None) -> Interpreter:
+    """The Python that runs the program, as the Python language host resolves its toolchain
+    (`runtime.options.toolchain`: pip, the default; uv; poetry): PlanError in one line where `pulumi
+    preview` would stop too (a toolchain whose tool is missing or too old, an environment not made yet)."""
     where = f"{project.root / 'Pulumi.yaml'}"
     if override:
         python = shutil.which(override) or override
@@ -87,47 +94,114 @@ def find_interpreter(project: Project, override: str | None = None) -> Interpret
         return Interpreter(python, f"--python {override}")
     options = _runtime_options(project)
     toolchain = str(options.get("toolchain") or "pip")
+    if toolchain == "uv":
+        return _uv_interpreter(project, where, options.get("virtualenv"))
+    if toolchain == "poetry":  # Poetry decides the environment: runtime.options.virtualenv is not read
+        return _poetry_interpreter(project, where)
+    if toolchain != "pip":
+        raise PlanError(f"{where}: runtime.options.toolchain: expected pip, poetry or uv, got {toolchain!r}")
     venv = options.get("virtualenv")
     if venv:
-        folder = (project.root / str(venv))
-        python = _venv_python(folder)
-        if not python.exists():
-            raise PlanError(f"{where}: runtime.options.virtualenv: {venv!r} has no Python ({python} missing; "
-                            "create it with `pulumi install`)")
-        if not _has_pulumi(str(python)):
-            raise PlanError(f"{where}: runtime.options.virtualenv: {python} cannot import the pulumi SDK "
-                            "(install the program's requirements: `pulumi install`)")
-        return Interpreter(str(python), f"runtime.options.virtualenv {venv}")
-    if toolchain == "poetry":
-        poetry = shutil.which("poetry")
-        if poetry is None:
-            raise PlanError(f"{where}: runtime.options.toolchain: poetry, but poetry is not on PATH")
-        done = subprocess.run([poetry, "env", "info", "--executable"], cwd=project.root, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL, timeout=120)
-        python = done.stdout.strip()
-        if done.returncode != 0 or not python or not Path(python).exists():
-            raise PlanError(f"{where}: runtime.options.toolchain: poetry has no environment for this project "
-                            "(run `poetry install`)")
-        return Interpreter(python, "toolchain poetry")
-    if toolchain == "uv":
-        folder = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or project.root / ".venv")
-        python = _venv_python(folder if folder.is_absolute() else project.root / folder)
-        if not python.exists():
-            raise PlanError(f"{where}: runtime.options.toolchain: uv, but {python} is missing (run `uv sync`)")
-        return Interpreter(str(python), "toolchain uv")
-    if toolchain not in ("pip", ""):
-        raise PlanError(f"{where}: runtime.options.toolchain: expected pip, poetry or uv, got {toolchain!r}")
+        python = _venv_python(project.root / str(venv))
+        _usable(python, f"{where}: runtime.options.virtualenv: {venv!r} has no Python ({python} missing; create it "
+                        "with `pulumi install`)",
+                f"{where}: runtime.options.virtualenv: {python} cannot import the pulumi SDK (install the program's "
+                "requirements: `pulumi install`)")
+        return Interpreter(str(python), f"toolchain pip, runtime.options.virtualenv {venv}")
     active = os.environ.get("VIRTUAL_ENV")
     if active and _venv_python(Path(active)).exists() and _has_pulumi(str(_venv_python(Path(active)))):
-        return Interpreter(str(_venv_python(Path(active))), f"VIRTUAL_ENV {active}")
+        return Interpreter(str(_venv_python(Path(active))), "toolchain pip, the active virtualenv (VIRTUAL_ENV)")
     for command in filter(None, (os.environ.get("PULUMI_PYTHON_CMD"), "python3", "python")):
         python = shutil.which(command)
         if python and _has_pulumi(python):
-            return Interpreter(python, f"{command} on PATH")
+            return Interpreter(python, f"toolchain pip, {command} on PATH")
     return Interpreter(sys.executable, "pubsubguard's own environment",
                        fallback_note="the project names no virtualenv and python3 on PATH has no pulumi SDK: "
                                      "running the program on pubsubguard's own environment "
                                      "(set runtime.options.virtualenv in Pulumi.yaml, or --python)")
+
+
+# The oldest uv and Poetry the Python language host runs (pulumi/pulumi sdk/python/toolchain: uv.go, poetry.go).
+MIN_UV = (0, 4, 26)
+MIN_POETRY = (1, 8, 0)
+
+
+def _tool(name: str, where: str, advice: str, minimum: tuple[int, ...], *version_args: str) -> tuple[str, str]:
+    """(the path, the version) of a toolchain's tool on PATH, or PlanError as the language host refuses:
+    the tool missing, its version unreadable or older than `minimum`."""
+    tool = shutil.which(name)
+    if tool is None:
+        raise PlanError(f"{where}: runtime.options.toolchain: {name}: Could not find `{name}` executable on PATH "
+                        f"({advice}; `pulumi preview` stops here too)")
+    try:
+        done = subprocess.run([tool, *version_args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise PlanError(f"{where}: runtime.options.toolchain: {name}: `{tool} {' '.join(version_args)}` "
+                        f"cannot run ({err.__class__.__name__})") from None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise PlanError(f"{where}: runtime.options.toolchain: {name}: `{tool} {' '.join(version_args)}` gave no "
+                        f"version (exit {done.returncode})")
+    version = tuple(int(part or 0) for part in found.groups())
+    if version < minimum:
+        raise PlanError(f"{where}: runtime.options.toolchain: {name}: {tool} is version {found.group(0)}, older than "
+                        f"{'.'.join(map(str, minimum))}, the oldest the Pulumi language host runs: upgrade {name}")
+    return tool, found.group(0)
+
+
+def _usable(python: Path, missing: str, no_sdk: str) -> None:
+    """PlanError(`missing`) when the environment's Python is not there, PlanError(`no_sdk`) when it cannot
+    import the pulumi SDK."""
+    if not python.exists():
+        raise PlanError(missing)
+    if not _has_pulumi(str(python)):
+        raise PlanError(no_sdk)
+
+
+def _searchup(folder: Path, name: str) -> Path | None:
+    for candidate in (folder, *folder.parents):
+        if (candidate / name).exists():
+            return candidate
+    return None
+
+
+def _uv_interpreter(project: Project, where: str, virtualenv) -> Interpreter:
+    """uv's project environment as the language host places it: `runtime.options.virtualenv` (relative to
+    the project), else `.venv` beside the nearest uv.lock, else beside the nearest pyproject.toml, else in
+    the project (it sets UV_PROJECT_ENVIRONMENT to that folder, so the caller's is not read)."""
+    _, version = _tool("uv", where, "install uv, or set runtime.options.toolchain to pip", MIN_UV, "--version")
+    root = project.root.resolve()
+    if virtualenv:
+        folder = root / str(virtualenv)
+    else:
+        found = _searchup(root, "uv.lock") or _searchup(root, "pyproject.toml") or root
+        folder = found / ".venv"
+    python = _venv_python(folder)
+    _usable(python, f"{where}: runtime.options.toolchain: uv: its environment {folder} has no Python ({python} "
+                    "missing): run `uv sync` (or `pulumi install`) in the project; offline the check cannot make it",
+            f"{where}: runtime.options.toolchain: uv: {python} cannot import the pulumi SDK: run `uv sync` (or "
+            "`pulumi install`) in the project")
+    return Interpreter(str(python), f"toolchain uv {version}")
+
+
+def _poetry_interpreter(project: Project, where: str) -> Interpreter:
+    """Poetry's environment of the program's folder (`poetry env info --path`), as the language host asks it."""
+    poetry, version = _tool("poetry", where, "install Poetry, or set runtime.options.toolchain to pip", MIN_POETRY,
+                            "--version", "--no-ansi", "--no-plugins")
+    try:
+        done = subprocess.run([poetry, "env", "info", "--path", "--no-ansi"], cwd=project.program_dir,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise PlanError(f"{where}: runtime.options.toolchain: poetry: `poetry env info --path` cannot run "
+                        f"({err.__class__.__name__})") from None
+    folder = done.stdout.strip() if done.returncode == 0 else ""
+    python = _venv_python(Path(folder)) if folder else Path("/nonexistent")
+    _usable(python, f"{where}: runtime.options.toolchain: poetry: Poetry has no environment for {project.program_dir}: "
+                    "run `poetry install` (or `pulumi install`) there",
+            f"{where}: runtime.options.toolchain: poetry: {python} cannot import the pulumi SDK: run `poetry install` "
+            "(or `pulumi install`) in the project")
+    return Interpreter(str(python), f"toolchain poetry {version}")
 
 
 # --- Confinement ----------------------------------------------------------------------------------
@@ -368,6 +442,10 @@ class PythonRunner:
     @property
     def program(self) -> str:  # what runs the program, for messages and the run's record
         return self.interpreter.python
+
+    @property
+    def found_by(self) -> str:  # how it was found: the toolchain and its environment
+        return self.interpreter.source
 
     @property
     def notes(self) -> list[str]:

@@ -65,6 +65,10 @@ class NodeRunner:
         return f"node {self.node_version} (@pulumi/pulumi {self.sdk_version})"
 
     @property
+    def found_by(self) -> str:
+        return f"the project's node_modules {self.sdk.parent.parent}"
+
+    @property
     def notes(self) -> list[str]:
         return []
 

@@ -62,6 +62,7 @@ class ProgramRun:
     interpreter: str = ""
     confined: bool = False
     exit_code: int | None = None
+    found_by: str = ""  # how the interpreter was found (the toolchain and its environment), for the first screen
 
     @property
     def secrets(self) -> set[str]:
@@ -137,7 +138,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         plan={**inputs.header, "resources": [records[urn] for urn in sorted(records)],
               "outputs": recorder.outputs, "unknown_invokes": _unique(recorder.unknown_invokes)},
         stdout=child.stdout, stderr=child.stderr, messages=list(recorder.messages), notes=notes,
-        interpreter=runner.program, confined=child.confined, exit_code=code,
+        interpreter=runner.program, confined=child.confined, exit_code=code, found_by=runner.found_by,
     )
     failure = _failure(run, recorder, code, limits, config.source, runner)
     if failure:
