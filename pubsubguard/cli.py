@@ -23,7 +23,7 @@ from pathlib import Path
 from pubsubguard.commands import options
 from pubsubguard.core.errors import DEBUG_ENV, INTERRUPTED_EXIT, UserError, debugging, unexpected
 
-COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "conform", "bundle", "pack")
+COMMANDS = ("plan", "emulator", "apply", "check", "verify", "run", "watch", "conform", "bundle", "pack")
 EXAMPLE = """exit codes: 0 ok/passed/holds, 1 rejected/violated, 2 usage, input or environment error, 130 interrupted
 
 the project is the current directory (-C DIR for another); the stack is -s NAME (default dev).

@@ -1,0 +1,139 @@
+"""A watch's output directory (`--out DIR`) and what it remembers across restarts.
+
+    DIR/watch.json         which stack and run this directory belongs to, the format of what it holds, and the
+                           next probe seq free (reserved before the publisher starts: a seq never repeats
+                           under a key, whatever stopped the watch)
+    DIR/evidence/          the probe's rows as written (publishes/, deliveries/, clock/), kept `--keep` seconds
+    DIR/checkpoint/        Spark's checkpoint of the streaming checks (offsets, state store, commits)
+    DIR/findings.jsonl     one JSON object per finding, written when it is decided (`sink`)
+    DIR/findings.commit    the last window whose findings are whole in findings.jsonl, and its length
+    DIR/windows.jsonl      one line per window (the rolling report reads the last ones)
+    DIR/report.json, report.html, spark.log
+
+A directory of another stack, or one whose checkpoint another version of the format wrote, is refused in one
+line before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pubsubguard.core.errors import UserError
+
+FORMAT = 1  # what watch.json, the checkpoint's state schema and findings.jsonl look like (judge.STATE)
+MANIFEST = "watch.json"
+SEQ_BLOCK = 1_000_000  # seqs a publisher start reserves (at a canary's rate, weeks of publishing)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pubsubguard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass
+class Manifest:
+    format: int
+    pubsubguard: str
+    stack: str
+    project: str
+    run_id: str
+    next_seq: int = 0
+    starts: int = 0  # how many times a watch started on this directory
+
+
+class WatchDir:
+    def __init__(self, path: Path, manifest: Manifest, resumed: bool):
+        self.path, self.manifest, self.resumed = path, manifest, resumed
+
+    @classmethod
+    def open(cls, path: Path, stack: str, project: str) -> "WatchDir":
+        """The directory for `stack`'s watch: a new one (made), or the one an earlier watch of the same stack
+        left (resumed). UserError (exit 2, one line) for one of another stack or format, or not a watch's."""
+        path = Path(path).absolute()
+        manifest_path = path / MANIFEST
+        if manifest_path.exists():
+            manifest = cls._read(manifest_path)
+            if manifest.stack != stack:
+                raise UserError(f"--out {path}: holds the watch of stack {manifest.stack!r} ({MANIFEST}), not of "
+                                f"{stack!r}; use another --out for this stack")
+            if manifest.project != project:
+                raise UserError(f"--out {path}: holds a watch of project {manifest.project!r} ({MANIFEST}), not of "
+                                f"{project!r}; use another --out")
+            return cls(path, manifest, resumed=True)
+        if path.exists() and any(p.name not in ("emulator", "plan.json", ".pubsubguard.lock") for p in path.iterdir()):
+            raise UserError(f"--out {path}: exists and is not a watch's directory (no {MANIFEST}); choose an empty "
+                            "or new directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"--out {path}: cannot be created ({err.strerror})") from None
+        manifest = Manifest(format=FORMAT, pubsubguard=_version(), stack=stack, project=project, run_id=uuid.uuid4().hex)
+        directory = cls(path, manifest, resumed=False)
+        directory.save()
+        return directory
+
+    @classmethod
+    def refuse_foreign(cls, path: Path, stack: str) -> None:
+        """UserError (one line) when `path` holds another stack's watch or another format's checkpoint, or is
+        not a watch's directory: decided before anything starts (`open` decides again, with the project)."""
+        manifest_path = Path(path) / MANIFEST
+        if manifest_path.exists():
+            manifest = cls._read(manifest_path)
+            if manifest.stack != stack:
+                raise UserError(f"--out {path}: holds the watch of stack {manifest.stack!r} ({MANIFEST}), not of "
+                                f"{stack!r}; use another --out for this stack")
+        elif Path(path).exists() and any(p.name not in ("emulator", "plan.json", ".pubsubguard.lock")
+                                         for p in Path(path).iterdir()):
+            raise UserError(f"--out {path}: exists and is not a watch's directory (no {MANIFEST}); choose an empty "
+                            "or new directory")
+
+    @staticmethod
+    def _read(manifest_path: Path) -> Manifest:
+        try:
+            data = json.loads(manifest_path.read_text())
+        except (OSError, ValueError) as err:
+            raise UserError(f"--out {manifest_path.parent}: {MANIFEST} cannot be read "
+                            f"({type(err).__name__}); expected what `pubsubguard watch` writes") from None
+        if not isinstance(data, dict) or "format" not in data:
+            raise UserError(f"--out {manifest_path.parent}: {MANIFEST} is not a watch's manifest")
+        if data["format"] != FORMAT:
+            raise UserError(f"--out {manifest_path.parent}: its checkpoint was written by pubsubguard "
+                            f"{data.get('pubsubguard', '?')} in watch format {data['format']}; this pubsubguard "
+                            f"({_version()}) reads format {FORMAT} only: use another --out (or move this one aside)")
+        try:
+            return Manifest(**{k: data[k] for k in Manifest.__dataclass_fields__ if k in data})
+        except TypeError as err:
+            raise UserError(f"--out {manifest_path.parent}: {MANIFEST} lacks a field ({err})") from None
+
+    def save(self) -> None:
+        """watch.json, whole or not at all (written beside, synced, renamed)."""
+        target = self.path / MANIFEST
+        temporary = self.path / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
+        with open(temporary, "w") as handle:
+            handle.write(json.dumps(asdict(self.manifest), indent=2, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+
+    def reserve_seqs(self) -> int:
+        """The first seq of a new block for the publisher, reserved (saved) before any of it is published."""
+        first = self.manifest.next_seq
+        self.manifest.next_seq = first + SEQ_BLOCK
+        self.save()
+        return first
+
+    @property
+    def evidence(self) -> Path:
+        return self.path / "evidence"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint"

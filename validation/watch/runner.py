@@ -1,0 +1,392 @@
+"""`pubsubguard watch`'s run: the probe kept running, the streaming checks beside it, until it is stopped.
+
+`watch(options)` resolves the run as verify does (`run_setup.resolve`: the estate, the target, the twins, the
+endpoint map, the fault layer), with the run id its `--out` directory remembers; starts the metrics server,
+the streaming query (`stream.start`, resuming from the checkpoint), the twins (adopting those a crashed watch
+left, with what they hold) and the probe (`WatchDriver`: the publisher job at `--rate` from a reserved block
+of seqs, the subscriber jobs). Every window the driver writes a clock row (the watermark moves on when nothing
+else is written), keeps the evidence to `--keep` seconds and samples the footprint once a minute.
+
+A stop (SIGINT, SIGTERM, `--duration`) ends the publisher first, then waits until the watermark passed the last
+publish plus the longest horizon, so every message it published is decided; then the subscribers, the query
+and the twins go, and the last window's line is said again. A second signal skips the wait (what was not
+decided is said). Exit code: 1 when a window of this run found an error, else 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from pubsubguard.core import storage
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.state import caveats
+from pubsubguard.policies import pubsub_facts as facts
+
+from .. import footprint, run_setup
+from ..checks import run as batch
+from ..config import RunConfig
+from ..driver import ProbeDriver, twins_of_task
+from ..evidence import locks, records
+from ..probe.clients import PUBLISHING_PREFIX, READY_PREFIX
+from ..probe.twins import Twins, not_probed
+from ..session import spark_session
+from ..target import checked
+from ..wire import endpoints, netem
+from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
+from .metrics import WatchMetrics
+from .sink import WindowSink, print_line
+
+SUBSCRIBER_YEARS_S = 10 * 365 * 86400.0  # a watch's subscriber task runs until the stop flag
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """What `pubsubguard watch` was asked, parsed once (pubsubguard/commands/watch.py)."""
+
+    run: RunConfig  # the probe's options as verify reads them (target, endpoint, faults, nemesis, master, keys)
+    out: Path
+    rate: float = DEFAULT_RATE
+    window_s: float = DEFAULT_WINDOW_S
+    horizon_s: float | None = None
+    keep_s: float = DEFAULT_KEEP_S
+    metrics_port: int = 9464
+    duration_s: float | None = None
+    plan: dict | None = None
+    no_progress: bool = False
+
+
+class Stop:
+    """SIGINT/SIGTERM and --duration as a flag the main loop polls; a second signal asks to hurry."""
+
+    def __init__(self, duration_s: float | None):
+        self.event, self.hurry = threading.Event(), threading.Event()
+        self.deadline = time.monotonic() + duration_s if duration_s else None
+        self.why = ""
+        self.saved = {}
+
+    def __enter__(self) -> "Stop":
+        def handler(signum, _frame):
+            if self.event.is_set():
+                self.hurry.set()
+            self.why = self.why or signal.Signals(signum).name
+            self.event.set()
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+    def asked(self) -> bool:
+        if self.deadline is not None and time.monotonic() >= self.deadline and not self.event.is_set():
+            self.why = "--duration"
+            self.event.set()
+        return self.event.is_set()
+
+
+class WatchDriver(ProbeDriver):
+    """The verify probe's driver, kept running: the same publisher and subscriber tasks (a crashed subscriber
+    task is replaced as in verify), the publisher from a reserved seq block at a steady rate until its own
+    stop flag, the subscribers until the run's."""
+
+    def __init__(self, *args, seq_start: int, publish_stop: storage.Marker, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seq_start, self.publish_stop = seq_start, publish_stop
+        self.publish_partitions = 1  # a canary: one steady publisher
+        self.ready_subscribers = max(1, min(self.config.subscribers, self.sc.defaultParallelism - 1))
+
+    def _publish_job(self) -> None:
+        from functools import partial
+
+        from ..probe.publisher import publish_partition
+
+        spec = {**self.base, "topics": self.topics, "messages_per_key": outdir.SEQ_BLOCK, "seq_start": self.seq_start,
+                "stop_file": self.publish_stop.location, "poison": {}, "misroute": self.faults.misroute,
+                "ready_timeout_s": 60.0, "ready_subscribers": self.ready_subscribers,
+                "rate": self.config.rate * len(self.topics)}  # --rate is per topic
+        try:
+            self.sc.setJobGroup(self.publish_group, "pubsubguard watch: publish")
+            self.publish_summary = self.sc.parallelize(self.keys, 1).mapPartitions(partial(publish_partition, spec)).collect()
+        except BaseException as err:  # noqa: BLE001
+            if not (self.stop_file.is_set() or self.publish_stop.is_set()):
+                self.errors.append(err)
+        finally:
+            self.publish_done.set()
+
+    def _subscriber_spec(self, crash_after, twins):
+        spec = super()._subscriber_spec(crash_after, twins)
+        return {**spec, "end_time": time.time() + SUBSCRIBER_YEARS_S}
+
+    def start(self) -> None:
+        self._start_push()
+        self._start(self._publish_job)
+        self._wait_for_publisher_slot()
+        for index in range(self.config.subscribers):
+            self._start(self._subscriber_job, self._subscriber_spec(None, twins_of_task(self.twins, index,
+                                                                                        self.config.subscribers)))
+
+    def stop(self) -> None:
+        self.publish_stop.set()
+        self.stop_file.set()
+        for thread in list(self.threads):
+            thread.join(timeout=30)
+        if self.push is not None:
+            self.receiver.answer = None
+            self.push.close()
+
+
+@dataclass
+class Footprints:
+    """The watch's footprint once a minute (report.json `footprint`): memory, threads, open files, checkpoint."""
+
+    out: Path
+    samples: list = field(default_factory=list)
+    last: float = 0.0
+
+    def sample(self, query) -> None:
+        now = time.time()
+        if now - self.last < 60 and self.samples:
+            return
+        self.last = now
+        progress = query.lastProgress or {}
+        self.samples.append({
+            "at": datetime.fromtimestamp(now).isoformat(timespec="seconds"), **footprint.sample(),
+            "children_rss_mib": round(_children_rss() / 2**20, 1),  # Spark's JVM and its Python workers
+            "checkpoint_mib": round(_size(self.out / "checkpoint") / 2**20, 2),
+            "evidence_mib": round(_size(self.out / "evidence") / 2**20, 2),
+            "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", [])),
+            "state_mib": round(sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators", [])) / 2**20, 2),
+        })
+        self.samples = self.samples[-24 * 60:]
+
+
+def _children_rss() -> int:
+    """Resident bytes of this process's descendants (from /proc; 0 where there is none)."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            parent[int(entry)] = int(fields[1])
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier and pid not in mine}
+        mine |= frontier
+    return sum(rss[pid] for pid in mine)
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def prune_evidence(evidence: Path, keep_s: float) -> int:
+    """Part files older than `keep_s` (the query read them windows ago) removed; how many."""
+    cutoff = time.time() - keep_s
+    removed = 0
+    for part in ("publishes", "deliveries", "clock"):
+        for entry in os.scandir(evidence / part) if (evidence / part).exists() else ():
+            if entry.name.startswith("part-") and entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
+def write_clock(evidence: Path, seq: int) -> None:
+    storage.write_parquet(pa.table({"t": pa.array([time.time_ns() // 1000], pa.int64())}),
+                          evidence / "clock" / f"part-clock-{os.getpid()}-{seq:08d}.parquet")
+
+
+def watch(options: WatchOptions) -> int:
+    config = options.run
+    from ..target import declared_estate
+
+    _, estate = declared_estate(config, options.plan)
+    directory = outdir.WatchDir.open(options.out, estate.stack, estate.project)
+    locks.acquire(directory.path, "--out")
+    with locks.scope():
+        return _watch(options, directory)
+
+
+def _watch(options: WatchOptions, directory: outdir.WatchDir) -> int:
+    config = options.run.but(report=directory.path)
+    setup, receiver = run_setup.resolve(config, options.plan, run_id=directory.manifest.run_id, lock=False)
+    config, estate = setup.config, setup.estate
+    horizons = horizon.horizons(setup.twin_specs, setup.probed, options.horizon_s)
+    subscriptions = [checked(estate.subscriptions[name]) for name in setup.probed]
+    topic_of = {s.name: s.topic for s in subscriptions}
+    metrics = WatchMetrics(estate.stack, directory.manifest.pubsubguard,
+                           {s.name: {"topic": s.topic, "ack_deadline_s": s.ack_deadline_s, "horizon_s": horizons[s.name],
+                                     "guarantees": []} for s in subscriptions},
+                           sorted(set(topic_of.values()))).start(options.metrics_port)
+    try:
+        session = spark_session(config.master, app_name="pubsubguard-watch", log_dir=directory.path)
+        endpoints.calm_grpc_waits()
+        link = netem.start_link(setup.nemesis, setup.upstreams)
+        try:
+            listeners = endpoints.Listeners(setup.upstreams, setup.nemesis, dial=link.dial if link else None,
+                                            streams=len(setup.twin_specs) * (config.subscribers + 1)).start()
+            if receiver is not None:
+                receiver.start()
+            try:
+                return _run(options, directory, setup, session, listeners, receiver, horizons, subscriptions,
+                            topic_of, metrics)
+            finally:
+                if setup.nemesis is not None:
+                    setup.nemesis.stop()
+                listeners.stop()
+                if receiver is not None:
+                    receiver.stop()
+        finally:
+            netem.close_link(link)
+    finally:
+        metrics.close()
+
+
+def _run(options, directory, setup, session, listeners, receiver, horizons, subscriptions, topic_of, metrics) -> int:
+    config, estate, run_id = setup.config, setup.estate, setup.run_id
+    dialled = {**setup.mapping, **listeners.mapping}
+    subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
+    evidence = directory.evidence
+    for part in ("publishes", "deliveries", "clock"):
+        (evidence / part).mkdir(parents=True, exist_ok=True)
+    for marker in list(evidence.glob("_*")):  # a crashed watch's flags (stop, readiness): not this run's
+        marker.unlink()
+    observations = list(caveats(setup.everything.source))
+    tested = {name: why for name, t in estate.subscriptions.items() if (why := not_probed(t, setup.push_url))}
+    records.RunInfo(run_id=run_id, target=config.target, subscriptions=subscriptions,
+                    parameters={"stack": estate.stack, "project": estate.project, "watch": True,
+                                "horizons_s": horizons, "rate": options.rate, "window_s": options.window_s},
+                    tested=tested).write(evidence)
+    skew = config.skew_us
+    judge_config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                                     horizon_us=tuple(int(horizons[s.name] * 1e6) for s in subscriptions), skew_us=skew)
+    flush_s = min(5.0, max(0.5, options.window_s / 4))
+    held = setup.faults.expire > 0 or setup.faults.nack > 0  # a held delivery's row is written when it is let go
+    hold_s = run_setup.longest_hold_s(setup.twin_specs, config.fault_deadline) if held else 0.0
+    delay_s = stream.watermark_delay_s(hold_s, flush_s, options.window_s)
+    footprints = Footprints(directory.path)
+    page = report.RollingReport(directory.path, estate.stack, run_id, horizons, delay_s, footprints)
+    sink = WindowSink(directory.path, subscriptions, topic_of, horizons, metrics,
+                      planted=lambda: setup.nemesis.as_dict().get("applied", []) if setup.nemesis else [],
+                      window_s=options.window_s, show=print_line, report=page.write)
+    twins = Twins(run_id=run_id, specs=list(setup.twin_specs), subscriber=subscriber, service_agent=estate.service_agent,
+                  consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
+    directory.manifest.starts += 1
+    seq_start = directory.reserve_seqs()
+    publish_stop = storage.Marker(evidence / "_stop_publishing")
+    stop_file = storage.Marker(evidence / "_stop")
+    resumed = "resumed from its checkpoint" if directory.resumed else "new"
+    print(f"watch: stack {estate.stack}, {len(subscriptions)} subscriptions probed at {options.rate:g} msg/s per topic, "
+          f"windows of {options.window_s:g} s, horizons {', '.join(f'{n} {h:g} s' for n, h in horizons.items())}; "
+          f"metrics at {metrics.url}; {directory.path} ({resumed}; run {run_id[:8]}, seqs from {seq_start})", flush=True)
+    for said in observations:
+        print(f"watch: observed: {said}", flush=True)
+    with Stop(options.duration_s) as stop:
+        query = stream.start(session, evidence, directory.checkpoint, subscriptions, judge_config, delay_s,
+                             options.window_s, sink)
+        driver = None
+        try:
+            twins.create(reuse=True)
+            if twins.reused:
+                print(f"watch: reused {len(twins.reused)} probe twins a stopped watch left, with what they hold", flush=True)
+            driver = WatchDriver(session, setup, evidence, stop_file, observations, dialled, receiver, listeners,
+                                 seq_start=seq_start, publish_stop=publish_stop)
+            driver.base["flush_s"] = flush_s
+            if setup.nemesis is not None:
+                setup.nemesis.start()
+            driver.start()
+            ticks = 0
+            while not stop.asked():
+                _check(query, driver)
+                write_clock(evidence, ticks)
+                ticks += 1
+                footprints.sample(query)
+                prune_evidence(evidence, max(options.keep_s, 3 * options.window_s + delay_s))
+                stop.event.wait(min(options.window_s, 5.0))
+            print(f"watch: stopping ({stop.why}): publishing ended; deciding what was published, within the horizons",
+                  flush=True)
+            publish_stop.set()
+            _decide_published(query, sink, evidence, max(horizons.values()) + delay_s, options.window_s, stop,
+                              ticks)
+        finally:
+            if driver is not None:
+                driver.stop()
+            else:
+                stop_file.set()
+            _stop_query(query)
+            left = twins.delete()
+            if left:
+                print(f"watch: could not delete probe twins {left}; run `pubsubguard verify --cleanup`", flush=True)
+            for marker in (publish_stop, stop_file):
+                marker.clear()
+            for name in storage.names(evidence, READY_PREFIX) + storage.names(evidence, PUBLISHING_PREFIX):
+                storage.delete(storage.join(evidence, name))
+    totals = sink.totals
+    page.write(sink, final=True)
+    print(f"watch: last window: {totals.last_line or 'no window was judged'}", flush=True)
+    broken = ", ".join(sorted(totals.broken))
+    print(f"watch: {totals.windows} windows judged; "
+          + (f"BROKEN: {broken} ({totals.errors} error findings in {directory.path / 'findings.jsonl'})" if totals.errors
+             else "every decided guarantee held") + f"; report: {directory.path / 'report.html'}", flush=True)
+    return 1 if totals.errors else 0
+
+
+def _check(query, driver) -> None:
+    if query.exception() is not None:
+        raise UserError(f"watch: the streaming checks stopped: {str(query.exception()).splitlines()[0][:300]}")
+    if driver.errors:
+        err = driver.errors[0]
+        raise UserError(f"watch: the probe failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}")
+
+
+def _decide_published(query, sink, evidence: Path, wait_s: float, window_s: float, stop: Stop, ticks: int) -> None:
+    """Keep the clock going until the watermark passed the last publish plus the longest horizon and two more
+    windows were judged, so every message published was decided (a second signal ends the wait)."""
+    deadline = time.monotonic() + wait_s + 4 * window_s + 60
+    target_us = time.time_ns() // 1000 + int(wait_s * 1e6)
+    while time.monotonic() < deadline and not stop.hurry.is_set():
+        if query.exception() is not None:
+            return
+        write_clock(evidence, ticks)
+        ticks += 1
+        watermark = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
+        if watermark and datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp() * 1e6 >= target_us:
+            sink.wait_windows(2, timeout_s=3 * window_s + 30)
+            return
+        stop.hurry.wait(min(window_s, 2.0))
+    print("watch: stopped before every published message was decided (a second signal, or the wait's ceiling); "
+          "the next watch on this --out decides them", flush=True)
+
+
+def _stop_query(query) -> None:
+    """Stop the query between windows where it can (a stop in the middle of one is replayed on resume)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (query.status or {}).get("isTriggerActive"):
+        time.sleep(0.2)
+    try:
+        query.stop()
+    except Exception:  # noqa: BLE001 - already stopped with its own error, said by _check
+        pass
