@@ -81,11 +81,13 @@ FINDING_FACTS = (
 # The forms a finding kind takes (`form`; kinds absent here have none), and who sets them. Each form has its
 # sentence (validation/checks/wording.py, checked at import).
 FORMS = {
-    "unexpected": ("foreign", "unpublished"),  # the kernel
+    "unexpected": ("foreign", "unpublished",  # the kernel
+                   "unrecorded"),  # pubsubguard watch: a seq its crashed publisher may have published unwritten
     "stale_ack_accepted": ("late_ack", "superseded"),  # the kernel
     "out_of_order": ("skip", "regression", "rewind_without_replay"),  # the kernel, in this order
     "lost": ("stalled", "after_stream_reset",  # the verdict, from the drain (verdict.drain_forms)
-             "past_horizon"),  # pubsubguard watch: not delivered within the subscription's delivery horizon
+             "past_horizon",  # pubsubguard watch: not delivered within the subscription's delivery horizon
+             "at_crash"),  # watch: published just before a crash of the watch, when rows could go unwritten
     "late_delivery": ("after_lost", "after_close"),  # pubsubguard watch (validation/watch/judge.py)
     "dead_letter_missing": ("after_backoff_stop",),  # the verdict, from the drain
     "endpoint_mismatch": (  # checks/pinning.py

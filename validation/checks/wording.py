@@ -102,9 +102,12 @@ def _endpoint_mismatch(finding: dict, at: At) -> str:
     return f"{what} for {where['resource']} went through {used}, not the declared {declared}"
 
 
-@words("lost", forms=("stalled", "after_stream_reset", "past_horizon"))
+@words("lost", forms=("stalled", "after_stream_reset", "past_horizon", "at_crash"))
 def _lost(finding: dict, at: At) -> str:
     form = finding.get("form")
+    if form == "at_crash":
+        return (f"published at {at('published_us')} (status ok), just before the watch crashed, and no delivery row "
+                "shows it: the crashed subscriber may have received and acked it without writing the row (advisory)")
     if form == "past_horizon":
         return (f"published at {at('published_us')} (status ok) and not delivered nor dead-lettered within its "
                 f"delivery horizon of {finding.get('horizon_s')} s (pubsubguard watch; a later delivery is recorded "
@@ -124,8 +127,11 @@ def _late_delivery(finding: dict, at: At) -> str:
             f"{finding.get('horizon_s')} s): not judged beside its earlier deliveries")
 
 
-@words("unexpected", forms=("foreign", "unpublished"))
+@words("unexpected", forms=("foreign", "unpublished", "unrecorded"))
 def _unexpected(finding: dict, at: At) -> str:
+    if finding.get("form") == "unrecorded":
+        return (f"received at {at('received_us')} a message of this watch with no publish row: its seq lies after the "
+                "last row its publisher wrote before it was stopped (a crash), within the seqs it had reserved")
     if finding.get("form") == "foreign":
         return f"received at {at('received_us')} a message without this run's probe attributes (another run, or not a probe message)"
     return f"received at {at('received_us')} a message (key, seq) this run never published"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -60,6 +60,26 @@ class JudgeConfig:
     subscriptions: kernel.SubscriptionConfig
     horizon_us: tuple[int, ...]
     skew_us: int
+    # (sub_id, key) -> seq ranges a stopped publisher may have published without writing their rows
+    # (`outdir.WatchDir.reserve_seqs`): a delivery of one has no publish row and is not the target's doing
+    unrecorded: dict = field(default_factory=dict)
+    # (first_us, last_us) before a crash of the watch, when a delivery and its ack may have happened without their
+    # row: a message published then without a delivery row is lost of form `at_crash` (advisory), not past_horizon
+    crash_windows: tuple = ()
+
+
+def unrecorded_ranges(rows: list, subscriptions: list) -> dict:
+    """The manifest's `unrecorded` [topic, key, first, last] rows per (sub_id, key) of the probed subscriptions."""
+    out: dict = {}
+    for topic, key, first, last in rows:
+        for sub_id, sub in enumerate(subscriptions):
+            if sub.topic == topic and last >= first:
+                out.setdefault((sub_id, key), []).append((first, last))
+    return out
+
+
+def _unrecorded(judge: "JudgeConfig", sub_id: int, key, seq) -> bool:
+    return any(first <= seq <= last for first, last in judge.unrecorded.get((sub_id, key), ()))
 
 
 def finding_id(subscription: str, kind: str, form, key, seq, t) -> str:
@@ -259,11 +279,19 @@ def _decide(judge: JudgeConfig, keep: KeyState, h: int, watermark_us: int, out: 
         proven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__, "lost_proven": (True,) * len(names)})
         for f in _found(_kernel_table(rows, h), proven, judge.skew_us):
             if f["kind"] == "lost":
-                f["form"] = "past_horizon"
+                published = f.get("published_us")
+                at_crash = published is not None and any(lo <= published <= hi for lo, hi in judge.crash_windows)
+                f["form"] = "at_crash" if at_crash else "past_horizon"
+                if at_crash:
+                    f["severity"] = "advisory"
                 keep.lost.append(int(f["seq"]))
                 found.append(f)
         keep.decided_through = max(keep.decided_through, newly[-1])
     for f in found:
+        if f["kind"] == "unexpected" and f["form"] == "unpublished" and _unrecorded(judge, keep.sub_id, keep.key, f["seq"]):
+            # published by this watch's publisher, which was stopped before it wrote the row (a crash): said as
+            # such, not as the target's delivery of something never published
+            f = {**f, "form": "unrecorded", "severity": "advisory"}
         record = _finding(f, keep.key, names, horizon_s=horizon / 1e6 if f["kind"] == "lost" else None)
         if record["fid"] in emitted:
             continue

@@ -47,6 +47,17 @@ class Manifest:
     run_id: str
     next_seq: int = 0
     starts: int = 0  # how many times a watch started on this directory
+    block: int | None = None  # the first seq of the block the last publisher started from
+    # [topic, key, first, last]: seqs a stopped publisher may have published without writing their rows (after the
+    # last row it wrote, within its block): a delivery of one is not `unexpected` (judge.py, form unrecorded)
+    unrecorded: list = None  # type: ignore[assignment]
+    running: bool = False  # set while a watch runs on it: still set at the next start, the last one crashed
+    # [first_us, last_us]: just before a crash, a delivery and its ack may have happened without their row
+    crash_windows: list = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        self.unrecorded = list(self.unrecorded or [])
+        self.crash_windows = list(self.crash_windows or [])
 
 
 class WatchDir:
@@ -123,10 +134,38 @@ class WatchDir:
             os.fsync(handle.fileno())
         os.replace(temporary, target)
 
-    def reserve_seqs(self) -> int:
-        """The first seq of a new block for the publisher, reserved (saved) before any of it is published."""
+    def begin(self, unwritten_s: float) -> bool:
+        """Mark the directory running; True when the last watch on it crashed, whose last `unwritten_s` before its
+        last clock row are then remembered as a crash window."""
+        crashed = self.manifest.running
+        if crashed:
+            last = last_clock_us(self.evidence)
+            if last is not None:
+                self.manifest.crash_windows.append([last - int(unwritten_s * 1e6), last + int(5e6)])
+                self.manifest.crash_windows = self.manifest.crash_windows[-1000:]
+        self.manifest.running = True
+        self.save()
+        return crashed
+
+    def end(self) -> None:
+        self.manifest.running = False
+        self.save()
+
+    def reserve_seqs(self, topics: list[str], keys: list[str]) -> int:
+        """The first seq of a new block for the publisher, reserved (saved) before any of it is published. The
+        block before it: per topic and key, the seqs after the last publish row it wrote are remembered as
+        `unrecorded` (a publisher killed with a crashed watch published some it never wrote)."""
+        previous = self.manifest.block
+        if previous is not None:
+            last = _last_recorded(self.evidence / "publishes", previous, previous + SEQ_BLOCK)
+            for topic in topics:
+                for key in keys:
+                    first = last.get((topic, key), previous - 1) + 1
+                    self.manifest.unrecorded.append([topic, key, first, previous + SEQ_BLOCK - 1])
+            self.manifest.unrecorded = self.manifest.unrecorded[-10_000:]
         first = self.manifest.next_seq
         self.manifest.next_seq = first + SEQ_BLOCK
+        self.manifest.block = first
         self.save()
         return first
 
@@ -137,3 +176,29 @@ class WatchDir:
     @property
     def checkpoint(self) -> Path:
         return self.path / "checkpoint"
+
+
+def _last_recorded(publishes: Path, low: int, high: int) -> dict[tuple[str, str], int]:
+    """(topic, key) -> the highest seq within [low, high) with a publish row in the evidence kept."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if not publishes.exists() or not any(p.name.startswith("part-") for p in publishes.iterdir()):
+        return {}
+    table = ds.dataset(str(publishes), format="parquet", exclude_invalid_files=True).to_table(
+        columns=["topic", "key", "seq"], filter=(pc.field("seq") >= low) & (pc.field("seq") < high))
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(["topic", "key"]).aggregate([("seq", "max")])
+    return {(t, k): s for t, k, s in zip(*(grouped[c].to_pylist() for c in ("topic", "key", "seq_max")))}
+
+
+def last_clock_us(evidence: Path) -> int | None:
+    """When the last clock row was written (a crashed watch's last sign of life), None without one."""
+    import pyarrow.dataset as ds
+
+    clock = evidence / "clock"
+    if not clock.exists() or not any(p.name.startswith("part-") for p in clock.iterdir()):
+        return None
+    table = ds.dataset(str(clock), format="parquet", exclude_invalid_files=True).to_table(columns=["t"])
+    return max(table["t"].to_pylist(), default=None)

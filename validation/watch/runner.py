@@ -281,8 +281,6 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
                                 "horizons_s": horizons, "rate": options.rate, "window_s": options.window_s},
                     tested=tested).write(evidence)
     skew = config.skew_us
-    judge_config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
-                                     horizon_us=tuple(int(horizons[s.name] * 1e6) for s in subscriptions), skew_us=skew)
     flush_s = min(5.0, max(0.5, options.window_s / 4))
     held = setup.faults.expire > 0 or setup.faults.nack > 0  # a held delivery's row is written when it is let go
     hold_s = run_setup.longest_hold_s(setup.twin_specs, config.fault_deadline) if held else 0.0
@@ -295,7 +293,16 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     twins = Twins(run_id=run_id, specs=list(setup.twin_specs), subscriber=subscriber, service_agent=estate.service_agent,
                   consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     directory.manifest.starts += 1
-    seq_start = directory.reserve_seqs()
+    crashed = directory.begin(unwritten_s=2 * flush_s + 10.0)
+    if crashed:
+        print("watch: the last watch on this --out did not stop (a crash): resuming from its checkpoint; its twins are "
+              "reused with what they hold", flush=True)
+    topics = sorted({s.topic for s in subscriptions})
+    seq_start = directory.reserve_seqs(topics, [f"key-{i:03d}" for i in range(config.keys)])
+    judge_config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                                     horizon_us=tuple(int(horizons[s.name] * 1e6) for s in subscriptions), skew_us=skew,
+                                     unrecorded=judge.unrecorded_ranges(directory.manifest.unrecorded, subscriptions),
+                                     crash_windows=tuple(tuple(w) for w in directory.manifest.crash_windows))
     publish_stop = storage.Marker(evidence / "_stop_publishing")
     stop_file = storage.Marker(evidence / "_stop")
     resumed = "resumed from its checkpoint" if directory.resumed else "new"
@@ -344,6 +351,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
                 marker.clear()
             for name in storage.names(evidence, READY_PREFIX) + storage.names(evidence, PUBLISHING_PREFIX):
                 storage.delete(storage.join(evidence, name))
+    directory.end()
     totals = sink.totals
     page.write(sink, final=True)
     print(f"watch: last window: {totals.last_line or 'no window was judged'}", flush=True)
