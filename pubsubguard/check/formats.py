@@ -32,6 +32,7 @@ def format_text(outcome: Outcome, compact: bool | None = None, locate=None, verb
         f"{' registered' if outcome.error else ''}, "
         f"pack {outcome.pack}@{outcome.pack_version} ({len(outcome.policies)} policies)",
         *_ran_by(outcome),
+        *_environments(outcome),
         "",
     ]
     if compact is None:
@@ -87,6 +88,18 @@ def _ran_by(outcome: Outcome) -> list[str]:
     except (OSError, ValueError):
         pass
     return [f"program run by: {shown}" + (f", {run.found_by}" if run.found_by else "")]
+
+
+def _environments(outcome: Outcome) -> list[str]:
+    """The first screen's line on the ESC environments the stack imports: whether their values were read."""
+    if not outcome.environments:
+        return []
+    names = ", ".join(outcome.environments)
+    if outcome.environment_values:
+        return [f"environments: {names}, their values from --environment-values {outcome.environment_values} "
+                "(every value kept secret)"]
+    return [f"environments: {names}, imported by {outcome.source}: their values were NOT read (offline nothing "
+            "opens them; a key only they set is missing here: --environment-values FILE gives them)"]
 
 
 def _count(number: int, noun: str) -> str:
@@ -223,6 +236,7 @@ def format_json(outcome: Outcome, locate=None) -> str:
         "unknown_invokes": list(outcome.unknown_invokes),
         "unjudged": [located(entry, unjudged_violation(entry)) for entry in outcome.unjudged],
         "program": _program_json(outcome),
+        "environments": {"imports": list(outcome.environments), "values_from": outcome.environment_values or None},
         "error": {"message": outcome.error, "kind": "program", "exit_code": 2} if outcome.error else None,
     }
     if outcome.baseline:

@@ -118,6 +118,9 @@ class Outcome:
     error: str | None = None  # the program did not complete (what happened); the verdict is then exit 2
     program: Any = None  # the program's run (`plan.ProgramRun`: its output, log, notes), when one ran
     baseline: BaselineUse | None = None
+    environments: tuple[str, ...] = ()  # the ESC environments the stack imports (`environment:`)
+    environment_values: str = ""  # the file their values were read from (--environment-values), or ""
+    config_secrets: frozenset[str] = frozenset()  # the strings of the stack's secret config values known here
 
     @property
     def counted(self) -> list[Violation]:
@@ -162,11 +165,13 @@ class Outcome:
 
     @property
     def secrets(self) -> set[str]:
-        return self.program.secrets if self.program is not None else set()
+        return (self.program.secrets if self.program is not None else set()) | set(self.config_secrets)
 
 
 def compose(judgement: Judgement, *, unknowns: str = "advisory", error: str | None = None, program: Any = None,
-            suppressed: dict[int, Suppression] | None = None, baseline: BaselineUse | None = None) -> Outcome:
+            suppressed: dict[int, Suppression] | None = None, baseline: BaselineUse | None = None,
+            environments: tuple[str, ...] = (), environment_values: str = "",
+            config_secrets: frozenset[str] = frozenset()) -> Outcome:
     """The outcome of one check, built once from what is known: the pack's judgement, the unknowns mode,
     the program's failure and run, the suppression of each violation (by its index in the judgement)."""
     suppressed = suppressed or {}
@@ -174,4 +179,5 @@ def compose(judgement: Judgement, *, unknowns: str = "advisory", error: str | No
                        for i, v in enumerate(judgement.violations))
     judged = {f.name: getattr(judgement, f.name) for f in fields(Judgement)}
     return Outcome(**{**judged, "violations": violations}, unknowns=unknowns, error=error, program=program,
-                   baseline=baseline)
+                   baseline=baseline, environments=tuple(environments), environment_values=environment_values,
+                   config_secrets=frozenset(config_secrets))

@@ -46,6 +46,12 @@ def register(subparsers) -> None:
              "invokes and calls not in it are unknown offline (gcp.organizations.getIAMPolicy is evaluated "
              "locally) (default: none)",
     )
+    parser.add_argument(
+        "--environment-values", type=options.input_file, metavar="FILE",
+        help="the values of the Pulumi ESC environments the stack file imports (`environment:`), as `esc open "
+             "ORG/ENV --format json > FILE` prints them: its pulumiConfig merges into the stack's config, the "
+             "stack file's own values winning; every value is kept secret (default: not read, said on the first "
+             "screen; a key only they set is missing)")
     compact = parser.add_mutually_exclusive_group()
     compact.add_argument("--compact", action="store_true", default=None,
                          help=f"text: summarise per rule (the default above {formats.COMPACT_FROM} violations)")
@@ -109,15 +115,18 @@ def _run(args, source: str) -> int:
         files = [args.plan]
         judgement, run, failure = judge.judge_plan(plan, **judging), None, None
     else:
-        inputs = planning.read_inputs(root, args.stack)
+        inputs = planning.read_inputs(root, args.stack, args.environment_values)
         judged = judge.judge_program(inputs, run_options=options.run_options(args), **judging)
         judgement, run, failure, plan = judged.judgement, judged.run, judged.failure, judged.run.plan
         files = [root / source] + inputs.project.program_files
     suppressed, baseline_use = suppressions.match(
         judgement, plan, from_file=from_file, from_source=suppressions.comments(plan, root), baseline=baseline,
         baseline_file=str(args.baseline) if args.baseline else None, completed=failure is None)
+    config = None if args.plan else inputs.config
     outcome = compose(judgement, unknowns=args.unknowns, error=failure, program=run, suppressed=suppressed,
-                      baseline=baseline_use)
+                      baseline=baseline_use, environments=config.environments if config else (),
+                      environment_values=config.environment_values if config else "",
+                      config_secrets=config.secret_strings() if config else frozenset())
     if args.create_baseline and not outcome.error:
         found = outcome.violations
         options.write_text(args.create_baseline, suppressions.baseline_document(found, outcome.stack), "--create-baseline")

@@ -17,6 +17,7 @@ The plan it writes, and how a plan file is read back: `pubsubguard.core.plan_fil
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import sys
@@ -80,10 +81,11 @@ class StackInputs:
     header: dict
 
 
-def read_inputs(root: Path | None, stack: str) -> StackInputs:
-    """Read the project of `root` (default: pubsubguard's own) and the configuration of `stack`, once."""
+def read_inputs(root: Path | None, stack: str, environment_values: Path | None = None) -> StackInputs:
+    """Read the project of `root` (default: pubsubguard's own) and the configuration of `stack`, once (with
+    the values of the stack's ESC environments from `environment_values`, `esc open --format json`'s output)."""
     project = read_project(Path(root or project_root()).resolve())
-    config = read_stack_config(project, stack)
+    config = read_stack_config(project, stack, environment_values)
     return StackInputs(project=project, stack=stack, config=config, header=plan_header(project, stack, config))
 
 
@@ -140,7 +142,7 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
         stdout=child.stdout, stderr=child.stderr, messages=list(recorder.messages), notes=notes,
         interpreter=runner.program, confined=child.confined, exit_code=code, found_by=runner.found_by,
     )
-    failure = _failure(run, recorder, code, limits, config.source, runner)
+    failure = _failure(run, recorder, code, limits, config, runner)
     if failure:
         raise ProgramFailed(failure, run, stopped=bool(recorder.breach) or code is None)
     return run
@@ -159,9 +161,14 @@ def runner_for(project: Project, python: str | None = None):
     return RUNNERS[project.runtime].find(project, python)
 
 
-def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limits, source: str,
+MISSING_KEY = re.compile(r"^(?:the program failed: (?P<place>.*?)[A-Za-z]*Error: )?Missing required configuration "
+                         r"variable '(?P<key>[^']+)'")  # the SDKs' ConfigMissingError (Python's logged as it is)
+
+
+def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limits, config: StackConfig,
              runner) -> str | None:
     """Why the run does not count as a completed program, in one line; None when it does."""
+    source = config.source
     if recorder.breach:
         return recorder.breach
     if code is None:
@@ -170,6 +177,13 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
         message = recorder.errors[0] or "the program failed: an error with no message"
         if message.startswith("the program made no progress"):
             return f"{source}: {message}"
+        missing = MISSING_KEY.match(message)
+        if missing and config.environments_unread:  # never the SDK's advice to `pulumi config set` it
+            return (f"the program failed: {missing.group('place') or ''}configuration value {missing.group('key')!r} "
+                    f"is not in {source}: only {config.unread_environments()} could supply it")
+        if missing:  # the SDK's two lines (the key, then its advice) as one
+            return " ".join(part.strip() for part in message.splitlines() if part.strip()) if missing.group("place") \
+                else "the program failed: " + " ".join(part.strip() for part in message.splitlines() if part.strip())
         if message.startswith("the program failed:") and any(sign in message for sign in MEMORY_SIGNS):
             message += f" (the program's memory is limited to {limits.memory_mib} MiB; --memory-limit MIB raises it)"
         elif message.startswith("the program failed:") and recorder.unknown_invokes and \

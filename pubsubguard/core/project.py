@@ -11,6 +11,12 @@ What the Pulumi CLI does and this does too:
   to the policy pack, as in a preview whose secret is not known) and the key is marked secret.
 - `main:` names the program's folder (or file), relative to the project; the program runs with that
   folder as its working directory.
+- `environment:` imports Pulumi ESC environments (`environment: [org/env]`, or a definition with
+  `imports:`, whose inline `values:` count as one more): under the CLI their `pulumiConfig` values merge
+  into the stack's config, the stack file's own values winning. Offline nothing can open them: their names
+  are kept (`StackConfig.environments`, said on the first screen), and their values are read only from
+  what `esc open ORG/ENV --format json` printed, given as `environment_values` (`--environment-values
+  FILE`), every value of it a secret (that form does not say which were).
 """
 
 from __future__ import annotations
@@ -60,6 +66,36 @@ class StackConfig:
     values: dict[str, Any]  # "namespace:key" -> value (secrets: the unknown sentinel)
     secret_keys: tuple[str, ...]
     source: str  # "Pulumi.dev.yaml"
+    environments: tuple[str, ...] = ()  # the ESC environments the stack file imports, in order
+    environment_values: str = ""  # the file their values were read from (`--environment-values`), or ""
+
+    @property
+    def environments_unread(self) -> bool:
+        """The stack imports environments whose values nothing here read: a key may be set there."""
+        return bool(self.environments) and not self.environment_values
+
+    def secret_strings(self) -> frozenset[str]:
+        """The strings inside the secret values known here (an environment's, from `--environment-values`):
+        masked wherever text is shown, whatever the program did with them."""
+        found: set[str] = set()
+        pending = [self.values[key] for key in self.secret_keys if key in self.values]
+        while pending:
+            value = pending.pop()
+            if isinstance(value, dict):
+                pending.extend(value.values())
+            elif isinstance(value, list):
+                pending.extend(value)
+            elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and value != UNKNOWN \
+                    and len(str(value)) >= 3:
+                found.add(str(value))
+        return frozenset(found)
+
+    def unread_environments(self) -> str:
+        """`the stack's environments org/a, org/b (imported by Pulumi.dev.yaml; not read offline: give their
+        values with --environment-values FILE)`: where a missing key may live."""
+        return (f"the stack's environment{'s' if len(self.environments) > 1 else ''} {', '.join(self.environments)} "
+                f"(imported by {self.source}; not read offline: give their values with --environment-values FILE, "
+                "what `esc open ORG/ENV --format json` prints)")
 
     def env(self) -> dict[str, str]:
         """The language host's environment for this configuration."""
@@ -160,7 +196,48 @@ def _type_ok(value: Any, type_name: str) -> bool:
     return isinstance(value, expected)
 
 
-def read_stack_config(project: Project, stack: str) -> StackConfig:
+INLINE_VALUES = "(the stack file's own environment values)"  # an inline definition's `values:`
+
+
+def stack_environments(data: dict, name: str) -> tuple[str, ...]:
+    """The environments a stack file's `environment:` imports: a list of names, or a definition whose
+    `imports:` lists them (a name, or a mapping of one name to its options) and whose `values:` are one more."""
+    environment = data.get("environment")
+    if environment is None:
+        return ()
+    expected = "expected a list of environment names (`environment: [org/env]`) or a mapping with `imports:`"
+    if isinstance(environment, list):
+        imports, inline = environment, False
+    elif isinstance(environment, dict):
+        imports, inline = environment.get("imports") or [], bool(environment.get("values"))
+    else:
+        raise PlanError(f"{name}: environment: {expected}, got {json.dumps(environment, default=str)}")
+    if not isinstance(imports, list):
+        raise PlanError(f"{name}: environment.imports: {expected}, got {json.dumps(imports, default=str)}")
+    names = []
+    for item in imports:
+        if isinstance(item, dict) and len(item) == 1:
+            item = next(iter(item))
+        if not isinstance(item, str) or not item.strip():
+            raise PlanError(f"{name}: environment: {expected}, got the entry {json.dumps(item, default=str)}")
+        names.append(item.strip())
+    return tuple(names) + ((INLINE_VALUES,) if inline else ())
+
+
+def read_environment_values(path: Path, project: Project) -> dict[str, Any]:
+    """The `pulumiConfig` of what `esc open ORG/ENV --format json` printed, as `namespace:key` -> value (a
+    key without a namespace belongs to the project, as in a stack file)."""
+    where = f"--environment-values {path}"
+    data = read_mapping(path, PlanError, where=where, language="JSON",
+                        expected="the JSON object `esc open ORG/ENV --format json` prints")
+    config = data.get("pulumiConfig", {})
+    if not isinstance(config, dict):
+        raise PlanError(f"{where}: pulumiConfig: expected an object of configuration keys to values, "
+                        f"got a {type(config).__name__}")
+    return {_full_key(str(key), project.name): value for key, value in config.items()}
+
+
+def read_stack_config(project: Project, stack: str, environment_values: Path | None = None) -> StackConfig:
     path = project.root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         known = stack_names(project.root)
@@ -175,6 +252,10 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
     if not isinstance(config, dict):
         raise PlanError(f"{path.name}: config: expected a mapping of 'namespace:key' to values")
 
+    environments = stack_environments(data, path.name)
+    if environment_values is not None and not environments:
+        raise PlanError(f"--environment-values {environment_values}: {path.name} imports no environment "
+                        "(its `environment:` lists the ones whose values this gives)")
     values: dict[str, Any] = {}
     secret: set[str] = set()
     declared: dict[str, dict] = {}
@@ -188,6 +269,10 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
                 secret.add(full)
         else:
             values[full] = spec
+    if environment_values is not None:  # over the project's defaults, under the stack file's own values
+        for full, value in read_environment_values(environment_values, project).items():
+            values[full] = value
+            secret.add(full)  # `--format json` does not say which were secrets: every one is kept secret
     for key, value in config.items():
         full = _full_key(str(key), project.name)
         plain, had_secret = _unsecured(value)
@@ -195,6 +280,11 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
         if had_secret:
             secret.add(full)
     for full, spec in declared.items():
+        if full not in values and environments and environment_values is None:
+            raise PlanError(f"{path.name}: configuration value {full!r} (declared in Pulumi.yaml without a default) "
+                            f"is not in the stack file: only its environment{'s' if len(environments) > 1 else ''} "
+                            f"{', '.join(environments)} could supply it, and offline their values are not read "
+                            "(give them with --environment-values FILE, what `esc open ORG/ENV --format json` prints)")
         if full not in values:
             raise PlanError(
                 f"{path.name}: missing configuration value {full!r} (declared in Pulumi.yaml without a default); "
@@ -205,7 +295,8 @@ def read_stack_config(project: Project, stack: str) -> StackConfig:
             raise PlanError(
                 f"{path.name}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
             )
-    return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name)
+    return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name, environments=environments,
+                       environment_values=str(environment_values or ""))
 
 
 def source_lines(path: Path) -> list[str]:
