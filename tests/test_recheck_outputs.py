@@ -60,8 +60,13 @@ def test_a_recheck_writes_inside_its_evidence_and_prints_no_path_that_is_not_the
     assert f"report: {first / 'recheck' / 'report.html'}" in out
     for path in paths_in(out):
         assert Path(path).exists(), (path, out)
-    assert str(first / "client-log-sub-1.txt") in out  # the evidence's own file, named where it is read
-    assert "plan.json (the run's, not here)" in out and "client-log-conformance.txt, not in this evidence" in out
+    # the evidence's own file named where it is read; the one the run wrote beside its report, by its name
+    observations = " ".join(report["observations"])
+    assert str(first / "client-log-sub-1.txt") in observations
+    assert "client-log-conformance.txt, not in this evidence" in observations
+    for path in paths_in(observations):
+        assert Path(path).exists(), (path, observations)
+    assert "plan.json (the run's, not here)" in out
 
     # a re-check of a sibling writes its own report; the first one's stays as it was
     assert job.main(["--from-evidence", str(second), "--no-progress"], spark=spark) in (0, 1)
@@ -104,6 +109,14 @@ def planted_run(directory: Path, seed: int = 3) -> tuple[Path, dict]:
     return directory, planted
 
 
+def rechecked(spark, capsys, run: Path, make) -> tuple[str, dict]:
+    """`make(run/evidence)`, re-checked with its report in `run`: (the terminal's summary, report.json)."""
+    make(run / "evidence")
+    capsys.readouterr()
+    job.main(["--from-evidence", str(run / "evidence"), "--report", str(run), "--no-progress"], spark=spark)
+    return capsys.readouterr().out, json.loads((run / "report.json").read_text())
+
+
 def why_section(html: str) -> str:
     return html.split('<h2 id="why">', 1)[1].split("<h2", 1)[0]
 
@@ -112,11 +125,7 @@ def test_a_planted_finding_is_said_planted_everywhere_and_unplanted_ones_are_cou
     from pubsubguard.validation import selftest
 
     run = tmp_path / "run"
-    planted_run(run / "evidence")
-    capsys.readouterr()
-    job.main(["--from-evidence", str(run / "evidence"), "--report", str(run), "--no-progress"], spark=spark)
-    out = capsys.readouterr().out
-    report = json.loads((run / "report.json").read_text())
+    out, report = rechecked(spark, capsys, run, planted_run)
     lost = report["subscriptions"][PLAIN.name]["findings"]["lost"]
     assert [f["planted_by"] for f in lost] == [["schedule entry 0 (drop_delivery)"]]
     # report.json's why: the cause behind the guarantee is the planted entry, not "unexplained"
@@ -182,3 +191,108 @@ def test_the_publishers_bound_is_one_number_in_the_readme_and_both_helps(capsys)
         flat = " ".join(text.split())
         assert f"at most {IN_FLIGHT_PAIRS:,} message-subscription pairs published and not settled over all publisher " \
                f"tasks, and {IN_FLIGHT:,} publishes unanswered per task" in flat, where
+
+
+def summary_run(directory: Path) -> Path:
+    """Evidence whose terminal summary has every kind of number: a planted `lost` (schedule entry 0), two
+    nacked messages never delivered again (unsettled on ORDERED; the drain's tally at its end counted one), an
+    advisory drift of a drain not probed, a stream kill applied once (entry 1) and one never applied 11 times
+    (entry 2), and a client library's single warning."""
+    directory, planted = planted_run(directory, seed=5)
+    info = RunInfo.read(directory)
+    deliveries = H.History(info.run_id, [], [], []).delivery_table()  # the schema
+    import pyarrow.parquet as pq
+
+    parts = sorted((directory / "deliveries").glob("part-*.parquet"))
+    rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
+    nacked = [r for r in rows if r["subscription"] == ORDERED.name and r["seq"] == 4][:2]  # the keys' last
+    for row in nacked:
+        row.update(action="nack", ack_result="success")
+    for p in parts:
+        p.unlink()
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=deliveries.schema), directory / "deliveries" / "part-00000.parquet")
+    (directory / "client-log-sub-1.txt").write_text("WARNING google.api_core.bidi: Background thread did not exit.\n")
+    kill = {**planted, "entry": 1, "kind": "kill_stream", "planted": False, "key": None, "seq": None, "message_ids": [],
+            "subscription": ORDERED.name, "detail": "stream cancelled (UNAVAILABLE)"}
+    missed = [{**kill, "entry": 2, "time_us": kill["time_us"] + i, "detail": f"NOT applied: no open stream of "
+               f"{ORDERED.name} at +{3 + 4 * i}.0s"} for i in range(11)]
+    nemesis = info.parameters["nemesis"]
+    nemesis["applied"] += [kill, *missed]
+    nemesis["faults"] += [{"index": 1, "kind": "kill_stream", "subscription": ORDERED.name, "after_s": 1},
+                          {"index": 2, "kind": "kill_stream", "subscription": ORDERED.name, "after_s": 3, "every_s": 4}]
+    info.parameters.update(drain={"ended": "stuck", "unsettled": {ORDERED.name: 1}},
+                           observations=[f"the Pub/Sub client library in sub-1 logged 1 warning/error (commonest: "
+                                         f"'x' x1); full text: {directory / 'client-log-sub-1.txt'}"])
+    info.write(directory)
+    seal.seal(directory, info.run_id)
+    return directory
+
+
+def test_each_number_of_the_terminal_summary_is_the_one_report_json_holds(spark, tmp_path, capsys):
+    run = tmp_path / "run"
+    out, report = rechecked(spark, capsys, run, summary_run)
+    lines = out.splitlines()
+    subs = report["subscriptions"]
+    findings = {f["id"]: f for s in subs.values() for items in s["findings"].values() for f in items}
+    findings.update({f["id"]: f for f in report["config_drift"]})
+
+    # the headline
+    standing = [0, 0, 0]
+    for sub in subs.values():
+        statuses = set(sub["guarantees"].values())
+        standing[0 if "violated" in statuses else 1 if "inconclusive" in statuses else 2] += 1
+    assert f"{len(subs)} subscriptions: {standing[0]} with a guarantee violated, {standing[1]} inconclusive, " \
+           f"{standing[2]} holding every tested guarantee" in lines
+    # the table's findings column, per subscription and kind
+    for name, sub in subs.items():
+        row = next(line for line in lines if line.startswith(f"│ {name} "))
+        for kind, items in sub["findings"].items():
+            assert f"{kind}×{len(items)}" in row, (name, kind, row)
+    # the explanation lines: per subscription and kind, the findings report.json holds (plumbing's drift too)
+    said: dict[tuple, int] = {}
+    for line in lines:
+        match = re.fullmatch(r"  (\S+): ([\d,]+) ([a-z_]+)( \(.*?\))?, (error|advisory|inconclusive): .*", line)
+        if match:
+            key = (match.group(1), match.group(3))
+            said[key] = said.get(key, 0) + int(match.group(2).replace(",", ""))
+    held: dict[tuple, int] = {}
+    for f in findings.values():
+        held[(f["subscription"], f["kind"])] = held.get((f["subscription"], f["kind"]), 0) + 1
+    assert said == held
+    # unsettled messages: the terminal accounts for every one the checks count (the verdict's number)
+    unsettled = {n: s["figures"]["published"] - s["figures"]["settled"] for n, s in subs.items() if s["figures"]}
+    assert unsettled[ORDERED.name] == 2  # else this proves nothing: the drain's tally said 1
+    assert "violated" not in subs[ORDERED.name]["guarantees"].values()
+    never: dict[str, int] = {}
+    for line in lines:
+        match = re.fullmatch(r"  (\S+): ([\d,]+) never settled.*", line)
+        if match:
+            never[match.group(1)] = never.get(match.group(1), 0) + int(match.group(2).replace(",", ""))
+    inconclusive = {n for n, s in subs.items() if "inconclusive" in s["guarantees"].values()}
+    assert never == {n: c for n, c in unsettled.items() if c and n in inconclusive}, out
+    # every schedule entry, once: applied N times, or not and why, as report.json's rows say
+    applied = report["parameters"]["nemesis"]["applied"]
+    for entry in report["parameters"]["nemesis"]["faults"]:
+        line = [t for t in lines if t.startswith(f"schedule entry {entry['index']} ({entry['kind']}")]
+        assert len(line) == 1, (entry, out)
+        done = sum(r["entry"] == entry["index"] and not r["detail"].startswith("NOT applied") for r in applied)
+        refused = sum(r["entry"] == entry["index"] and r["detail"].startswith("NOT applied") for r in applied)
+        assert (f"applied {done} time" in line[0]) == bool(done) and (f"not applied {refused} times" in line[0]) == bool(refused)
+    # counts read as English: no "1 warnings", "1 stream kills", "1 files"
+    assert not re.findall(r"(?<![\d,.])1 (?:[a-z/-]+ )?(?:warnings|errors|stream kills|files|entries|times|kills)\b", out), out
+    assert "under 1 stream kill" in out
+    from pubsubguard.validation.conformance.beside import library_note
+    from pubsubguard.validation.failures import client_log_summary
+
+    assert [o.split(" (commonest")[0] for o in client_log_summary(run / "evidence")] == \
+        ["the Pub/Sub client library in sub-1 logged 1 warning/error"]
+    assert library_note("scenarios", {"records": 1, "commonest": [("x", 1)], "file": "f"}).startswith(
+        "the Pub/Sub client library logged 1 warning/error during")
+    # the first screen: the verdict and what to do before any observation; the client's internals folded
+    first = [i for i, t in enumerate(lines) if t.startswith("observed:")]
+    assert lines.index(next(t for t in lines if t.startswith("verdict: "))) < min(first)
+    assert max(i for i, t in enumerate(lines) if t.startswith("what to do (")) < min(first)
+    assert not any(t.startswith("observed: the Pub/Sub client library") for t in lines)
+    assert any(t.startswith("observed: 1 more observation of the probe's own clients") for t in lines), out

@@ -9,6 +9,7 @@ from pathlib import Path
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
 
+from .checks.wording import counted
 from .evidence.records import EvidenceError
 from .probe.clients import CLIENT_LOG_PREFIX
 
@@ -87,5 +88,6 @@ def client_log_summary(evidence_dir: Path | str) -> list[str]:
             common = "; ".join(f"{text!r} x{n}" for text, n in records.most_common(3))
             task = name[len(CLIENT_LOG_PREFIX):].removesuffix(".txt")
             out.append(f"the Pub/Sub client library in {task} logged "
-                       f"{sum(records.values())} warnings/errors (commonest: {common}); full text: {path}")
+                       f"{counted(sum(records.values()), 'warning/error', 'warnings/errors')} (commonest: {common}); "
+                       f"full text: {path}")
     return out

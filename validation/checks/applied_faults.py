@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from .wording import counted
+
 # What the checks report for each planted kind (docs/checks.md): (kind of the finding, where).
 # `swap` of n and n+1: `out_of_order` on n+1 (n skipped) and, when n+2 follows n, on n+2 (n+1 not
 # replayed): the checks' reading of the swapped deliveries.
@@ -18,11 +20,15 @@ PLANTED_FINDING = {
     "strip_dead_letter_attributes": "dead_letter_missing",  # on the source subscription
 }
 # "held under 12 stream kills, 40 lost ack responses": how a count of applied rows reads.
-NOUNS = {
-    "kill_stream": "stream kills", "partition": "partitions", "netem": "packet-fault windows (netem)", "lose_response:publish": "lost publish responses",
-    "lose_response:acknowledge": "lost ack responses", "lose_response:modify_ack_deadline": "lost modack responses",
-    "delay:publish": "delayed publishes", "delay:acknowledge": "delayed acks",
-    "delay:modify_ack_deadline": "delayed modacks", "delay:streaming_pull": "delayed deliveries",
+NOUNS = {  # label -> (one, more)
+    "kill_stream": ("stream kill", "stream kills"), "partition": ("partition", "partitions"),
+    "netem": ("packet-fault window (netem)", "packet-fault windows (netem)"),
+    "lose_response:publish": ("lost publish response", "lost publish responses"),
+    "lose_response:acknowledge": ("lost ack response", "lost ack responses"),
+    "lose_response:modify_ack_deadline": ("lost modack response", "lost modack responses"),
+    "delay:publish": ("delayed publish", "delayed publishes"), "delay:acknowledge": ("delayed ack", "delayed acks"),
+    "delay:modify_ack_deadline": ("delayed modack", "delayed modacks"),
+    "delay:streaming_pull": ("delayed delivery", "delayed deliveries"),
 }
 
 
@@ -114,5 +120,5 @@ def _rpc(method: str) -> str:
 
 
 def held_under(counts: dict[str, int]) -> str:
-    """`12 stream kills, 40 lost ack responses`."""
-    return ", ".join(f"{n} {NOUNS.get(label, label)}" for label, n in sorted(counts.items()))
+    """`12 stream kills, 40 lost ack responses`, `1 stream kill`."""
+    return ", ".join(counted(n, *NOUNS.get(label, (label, label))) for label, n in sorted(counts.items()))

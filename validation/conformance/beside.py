@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pubsubguard.core.errors import VerifyError
 
+from ..checks.wording import counted
+
 
 class ConformanceBeside:
     """The conformance scenarios on the probe's target, started before the probe and run beside it, each on
@@ -96,6 +98,7 @@ def library_note(what: str, log: dict | None) -> str | None:
     if not log or not log["records"]:
         return None
     commonest = "; ".join(f"{line!r} x{n}" for line, n in log["commonest"])
-    return (f"the Pub/Sub client library logged {log['records']} warnings/errors during the {what} (commonest: "
+    return (f"the Pub/Sub client library logged {counted(log['records'], 'warning/error', 'warnings/errors')} during "
+            f"the {what} (commonest: "
             f"{commonest}); full text: {log['file']}")
 

@@ -282,8 +282,10 @@ def explanations(result: dict, groups: list[dict]) -> dict:
                       and g["severity"] in ("error", "inconclusive")]
             item = {"subscription": name, "guarantee": guarantee, "status": status, "causes": causes(behind)}
             figures = sub["figures"] or {}
-            unsettled = (drain.get("unsettled") or {}).get(name) or (
-                figures.get("published", 0) - figures.get("settled", 0) if figures else 0)
+            # the checks' count (the verdict's and the figures'), which the drain's tally at its end can differ from
+            # by messages settled, or answered, after it: the causes below account for every one of them
+            unsettled = figures["published"] - figures["settled"] if "settled" in figures else \
+                (drain.get("unsettled") or {}).get(name, 0)
             lost = result.get("evidence_integrity") or {}
             if status == "inconclusive" and name in lost.get("affected_subscriptions", ()):
                 item["causes"].append({

@@ -13,9 +13,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 from pathlib import Path
 
 from ..checks.findings import GUARANTEES
+from ..checks.wording import counted
 from .document import INCONCLUSIVE_ACTION, clock, finding_groups
 
 MAX_FINDINGS_SHOWN = 50  # per group in report.html, folded (report.json holds every one)
@@ -216,7 +218,7 @@ def _drain_text(parameters: dict) -> str:
 def _all_findings(result: dict) -> list[dict]:
     """Every finding of a report once, in its order (a drift of a declared subscription is in both lists)."""
     by_id = {f["id"]: f for sub in result["subscriptions"].values() for items in sub["findings"].values() for f in items}
-    by_id.update({f["id"]: f for f in result["config_drift"]})
+    by_id.update({f["id"]: f for f in result.get("config_drift") or ()})
     return sorted(by_id.values(), key=lambda f: int(f["id"].rsplit("-", 1)[1]))
 
 
@@ -270,8 +272,9 @@ def access_line(result: dict) -> str:
         declared = f" · judged against {_declared_source(parameters['declared_source'], result.get('_absent', ()))}"
     schedule = parameters.get("nemesis")
     faults = ",".join(f"{k}={v}" for k, v in (parameters.get("faults") or {}).items() if v) or "none"
-    under = f" · faults {faults}" + (f" · fault schedule {schedule.get('source')} ({len(schedule.get('faults') or ())} "
-                                     f"entries, seed {schedule.get('seed')})" if schedule else "")
+    under = f" · faults {faults}" + (f" · fault schedule {schedule.get('source')} "
+                                     f"({counted(len(schedule.get('faults') or ()), 'entry', 'entries')}, "
+                                     f"seed {schedule.get('seed')})" if schedule else "")
     return (f"identity {parameters.get('identity', 'not recorded')} · project {parameters.get('project')} · "
             f"endpoints {through}{declared}{under}")
 
@@ -359,19 +362,64 @@ def print_summary(result: dict, report: Path | str) -> None:
         table.add_row(f"… {len(folded)} more", *["" for _ in GUARANTEES],
                       "every tested guarantee holds (all rows: report.html)", "", "")
     console.print(table)
-    console.print(access_line(result), markup=False)
-    for observation in result["observations"]:
-        console.print(f"[yellow]observed:[/] {observation}", highlight=False)
-    for line in network_fault_lines(result):
+    colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
+    console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
+    for line in what_to_do_lines(result):
         console.print(line, highlight=False)
     for line in explanation_lines(result):
         console.print(line, highlight=False)
-    for line in what_to_do_lines(result):
+    for line in [*schedule_lines(result), *network_fault_lines(result)]:
         console.print(line, highlight=False)
-    colour = {"violated": "red", "inconclusive": "yellow"}.get(result["verdict"], "green")
-    console.print(f"verdict: [{colour}]{result['verdict']}[/] · {result['verdict_reason']}", highlight=False)
+    shown_observations, internals = observations_shown(result["observations"])
+    for observation in shown_observations:
+        console.print(f"[yellow]observed:[/] {observation}", highlight=False)
+    if internals:
+        console.print(f"[yellow]observed:[/] {counted(len(internals), 'more observation')} of the probe's own clients "
+                      f"(the client library's warnings, failed calls, streams opened and closed): "
+                      f"{storage.join(report, 'report.html')} (What the target did), report.json `observations`",
+                      highlight=False)
+    console.print(access_line(result), markup=False)
     console.print(f"report: {storage.join(report, 'report.html')} (json: {storage.join(report, 'report.json')})",
                   highlight=False)
+
+
+# Observations about the probe's own clients rather than the target (the client library's internals, a task's
+# calls and streams): the terminal folds them into a count with a pointer to the report, which lists every one.
+CLIENT_INTERNALS = ("subscriber task ", "publisher task ", "the Pub/Sub client library ")
+
+
+def observations_shown(observations: list[str]) -> tuple[list[str], list[str]]:
+    """(the observations the terminal prints, those it folds into one line: CLIENT_INTERNALS)."""
+    folded = [o for o in observations if o.startswith(CLIENT_INTERNALS)]
+    return [o for o in observations if not o.startswith(CLIENT_INTERNALS)], folded
+
+
+def schedule_lines(result: dict) -> list[str]:
+    """One line per entry of the fault schedule (`--nemesis`), whatever happened to it: how many times the fault
+    layer applied it, and how many times it did not and why (the commonest reason, its numbers as recorded), or
+    that nothing it selects ever passed the layer. Entries numbered as the schedule's `faults` (from 0), as every
+    message and report.json's rows number them."""
+    nemesis = (result.get("parameters") or {}).get("nemesis") or {}
+    rows: dict[int, list[dict]] = {}
+    for row in nemesis.get("applied") or ():
+        rows.setdefault(row["entry"], []).append(row)
+    lines = []
+    for entry in nemesis.get("faults") or ():
+        index = entry.get("index")
+        on = entry.get("subscription") or entry.get("topic")
+        what = f"schedule entry {index} ({entry.get('kind')}{f' on {on}' if on else ''})"
+        done = [r for r in rows.get(index, ()) if not r["detail"].startswith("NOT applied")]
+        refused = [r["detail"].removeprefix("NOT applied").lstrip(": ") for r in rows.get(index, ())
+                   if r["detail"].startswith("NOT applied")]
+        said = [f"applied {counted(len(done), 'time')}"] if done else []
+        if refused:  # the reasons told apart by their words (a time or a count in them differs from row to row)
+            kinds = {re.sub(r"[\d.,+]+", "N", reason) for reason in refused}
+            said.append(f"not applied {counted(len(refused), 'time')} (the first: {refused[0]}"
+                        + (f"; {counted(len(kinds) - 1, 'other reason')} in report.json" if len(kinds) > 1 else "") + ")")
+        if not said:
+            said.append("not applied: nothing it selects passed the fault layer while it applied")
+        lines.append(f"{what}: {', '.join(said)}")
+    return lines
 
 
 def network_fault_lines(result: dict) -> list[str]:
