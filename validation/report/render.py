@@ -454,7 +454,7 @@ def _planted_by(why: dict, action: str) -> list[str]:
     causes = [c for item in why["guarantees"] for c in item["causes"]] + list(why["advisories"])
     planted = [entry for c in causes if c["action"] == action for entry in c.get("caused_by", ())
                if entry.startswith("planted by ")]
-    return sorted(set(planted), key=planted.index)
+    return sorted(set(planted), key=lambda said: int(re.search(r"entry (\d+)", said).group(1)))  # in the schedule's order
 
 
 def explanation_lines(result: dict) -> list[str]:
