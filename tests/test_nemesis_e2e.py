@@ -133,7 +133,8 @@ def test_lost_publish_replies_are_publish_side_duplicates_never_redeliveries(spa
     assert applied and all(r["rpc"] == "Publish" and r["message_ids"] and r["topic"] == topic for r in applied)
     lost_ids = {i for r in applied for i in r["message_ids"]}
     subs = result["subscriptions"]
-    assert "lost publish responses" in subs[f"{topic}-eod"]["network_faults"]["under"]
+    under = subs[f"{topic}-eod"]["network_faults"]["under"]
+    assert under == (f"{len(applied)} lost publish response" + ("s" if len(applied) > 1 else "")), under
     for name in (f"{topic}-plain", f"{topic}-eod", f"{topic}-ordered"):
         sub = subs[name]
         duplicates = sub["findings"].get("publish_duplicate", [])
@@ -215,7 +216,7 @@ def test_packet_faults_on_the_upstream_link_hold_the_verdict(spark, emulator, tm
     assert len(rows) == 1 and rows[0]["rpc"] == "TCP" and not rows[0]["detail"].startswith("NOT applied"), rows
     assert "15% of packets" in rows[0]["detail"] or "loss 15%" in rows[0]["detail"], rows[0]
     for name, sub in result["subscriptions"].items():
-        assert "packet-fault windows" in sub["network_faults"]["under"], (name, sub["network_faults"])
+        assert sub["network_faults"]["under"] == "1 packet-fault window (netem)", (name, sub["network_faults"])
         assert not [k for k in sub["findings"] if k in ("lost", "duplicate_after_ack", "duplicate_while_outstanding",
                                                         "stale_ack_accepted", "out_of_order")], (name, sub["findings"])
     for name in (f"{topic}-plain", f"{topic}-eod", f"{topic}-ordered"):
