@@ -10,6 +10,7 @@ or starts its own, then plans and applies the stack as `run` does.
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 from pathlib import Path
@@ -74,10 +75,25 @@ def register(subparsers) -> None:
                         help="dial this host for REGION's locational endpoint (repeatable), as verify does")
     parser.add_argument("--master", type=spark_master, default=None,
                         help=f"Spark master URL ({MASTER_FORMS}; default: local[4])")
-    parser.add_argument("--conform-every", type=options.positive_seconds, default=None, metavar="SECONDS",
-                        help="not available yet: the conformance scenarios do not run beside a watch (docs/watch.md)")
+    parser.add_argument("--conform-every", type=_conform_every, default=DEFAULT_CONFORM_EVERY_S, metavar="SECONDS",
+                        help="run the conformance scenarios at start and then this often, on their own throwaway "
+                             "resources, to explain findings as verify does (0: never; default %(default)g)")
     parser.add_argument("--no-progress", action="store_true", help="no window lines on the terminal (the report has them)")
     parser.set_defaults(run=run)
+
+
+DEFAULT_CONFORM_EVERY_S = 3600.0  # about 50 s of scenarios an hour on the emulator (docs/watch.md)
+
+
+def _conform_every(text: str) -> float:
+    """`--conform-every`: 0 (never) or seconds, at least a minute (a run of the scenarios takes about that)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0 or a number of seconds of at least 60, got {text!r}") from None
+    if value != 0 and not 60 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 or a number of seconds of at least 60, got {text}")
+    return value
 
 
 def _port_free(port: int) -> None:
@@ -140,9 +156,6 @@ def run(args) -> int:
     options.require_writable(out, "--out", directory=True)
     outdir.WatchDir.refuse_foreign(out, stack)
     _port_free(args.metrics_port)
-    if args.conform_every is not None:
-        raise UserError("--conform-every: the conformance scenarios do not run beside a watch yet "
-                        "(run `pubsubguard conform` beside it; docs/watch.md)")
     parsed_faults = faults(args.faults) if args.faults else None
     if parsed_faults is not None and "crash" in args.faults:
         raise UserError("--faults crash: a watch replaces no crashed subscriber on purpose; use nack, expire or poison")
@@ -169,7 +182,7 @@ def run(args) -> int:
         watch_options = runner.WatchOptions(
             run=config.but(plan=plan_file, stack=None), out=out, rate=args.rate, window_s=args.window,
             horizon_s=args.horizon, keep_s=args.keep, metrics_port=args.metrics_port, duration_s=args.duration,
-            no_progress=args.no_progress)
+            no_progress=args.no_progress, conform_every_s=args.conform_every)
         return runner.watch(watch_options)
     finally:
         if started is not None:

@@ -38,10 +38,14 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # ("unsettled", "after_stream_reset"): unsettled messages (not poison) of an ordered subscription whose
     # stream the fault layer reset, on keys it delivered nothing of after the last reset
     # (`drain.EvidenceTally.silent_keys`)
-    "ordered-stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
+    # ("late_delivery", "after_stream_reset"): `pubsubguard watch`'s delivery after its horizon, on a subscription
+    # whose streams were reset (validation/watch/conformance.py)
+    "ordered-stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset"),
+                                              ("late_delivery", "after_stream_reset")),
     # the same forms on an unordered subscription: its unsettled messages (not poison) stuck when the drain ended,
     # on a subscription whose streams were reset (`drain.EvidenceTally.silent_keys`)
-    "stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset")),
+    "stream-reset-keeps-delivering": (("unsettled", "after_stream_reset"), ("lost", "after_stream_reset"),
+                                      ("late_delivery", "after_stream_reset")),
     # ("unsettled", "after_backoff_stop"): unsettled messages of an unordered subscription with a retry policy whose
     # latest delivery was a redelivery, none of the subscription's later ones owed after a backoff
     # (`drain.EvidenceTally.after_backoff_stop`); ("dead_letter_missing", "after_backoff_stop"): such a message

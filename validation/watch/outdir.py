@@ -54,6 +54,9 @@ class Manifest:
     running: bool = False  # set while a watch runs on it: still set at the next start, the last one crashed
     # [first_us, last_us]: just before a crash, a delivery and its ack may have happened without their row
     crash_windows: list = None  # type: ignore[assignment]
+    # the conformance run going on beside the watch (its throwaway resources carry the id), None between runs:
+    # what a crashed watch's run left is deleted at the next start
+    conformance_run: str | None = None
 
     def __post_init__(self):
         self.unrecorded = list(self.unrecorded or [])

@@ -21,9 +21,11 @@ def _write(path: Path, text: str) -> None:
 
 
 class RollingReport:
-    def __init__(self, out: Path, stack: str, run_id: str, horizons: dict, delay_s: float, footprints):
+    def __init__(self, out: Path, stack: str, run_id: str, horizons: dict, delay_s: float, footprints,
+                 conformance=lambda: None):
         self.out, self.stack, self.run_id, self.horizons, self.delay_s = out, stack, run_id, horizons, delay_s
         self.footprints = footprints
+        self.conformance = conformance  # () -> WatchConformance.summary(), None when the scenarios do not run
 
     def document(self, sink, final: bool = False) -> dict:
         with sink.lock:
@@ -37,7 +39,7 @@ class RollingReport:
             "windows_judged": totals.windows, "error_findings": totals.errors, "broken": sorted(totals.broken),
             "last_breakage": last, "since_last_breakage_s": None if last is None else round(time.time() - last, 1),
             "windows": [{k: v for k, v in w.items() if k != "end_ts"} for w in windows],
-            "findings": findings[-200:], "footprint": self.footprints.samples,
+            "findings": findings[-200:], "footprint": self.footprints.samples, "conformance": self.conformance(),
         }
 
     def write(self, sink, final: bool = False) -> None:
@@ -64,6 +66,28 @@ def _timeline(windows: list[dict]) -> str:
     return f'<svg width="{width}" height="{height}" role="img" aria-label="deliveries per window">{"".join(bars)}</svg>'
 
 
+def _why(finding: dict) -> str:
+    if finding["planted"]:
+        return f"planted by {finding.get('planted_by', '')}"
+    if finding.get("explained_by"):
+        return f"explained by {', '.join(finding['explained_by'])} (violated on this target)"
+    return "unexplained"
+
+
+def _conformance(summary: dict | None) -> str:
+    if summary is None:
+        return "<p>Not run (--conform-every 0): findings are not explained by scenario.</p>"
+    if not summary["runs"]:
+        failed = f" (the last failed: {summary['error']})" if summary["error"] else ""
+        return f"<p>No run has ended yet{html.escape(failed)}.</p>"
+    last = summary["runs"][-1]
+    violated = sorted(i for i, r in summary["results"].items() if r == "violated")
+    return (f"<p>{len(summary['runs'])} runs; the last, {html.escape(last['run_id'])} at {html.escape(last['started'])}: "
+            f"{html.escape(', '.join(f'{n} {r}' for r, n in last['summary'].items()))}. Violated: "
+            f"{html.escape(', '.join(violated) or 'none')} (conformance.json). Not beside a watch: "
+            f"{html.escape(', '.join(summary['left_out']) or 'none')}.</p>")
+
+
 def render(doc: dict) -> str:
     since = doc["since_last_breakage_s"]
     state = ("no breakage in this run" if since is None else
@@ -76,7 +100,7 @@ def render(doc: dict) -> str:
             said = ""
         rows.append(f"<tr><td>{html.escape(f['decided_at'])}</td><td>{html.escape(f['subscription'])}</td>"
                     f"<td>{html.escape(f['kind'])} {html.escape(f['form'] or '')}</td><td>{html.escape(f['severity'])}</td>"
-                    f"<td>{html.escape(str(f['key']))}/{f['seq']}</td><td>{'planted by ' + html.escape(f.get('planted_by', '')) if f['planted'] else ''}</td>"
+                    f"<td>{html.escape(str(f['key']))}/{f['seq']}</td><td>{html.escape(_why(f))}</td>"
                     f"<td>{html.escape(said)}</td></tr>")
     windows = "".join(f"<li>{html.escape(w['line'])}</li>" for w in reversed(doc["windows"][-20:]))
     horizons = ", ".join(f"{html.escape(n)}: {h:g} s" for n, h in doc["horizons_s"].items())
@@ -89,7 +113,8 @@ def render(doc: dict) -> str:
 <p>Delivery horizons: {horizons}; the watermark trails the newest row by {doc['watermark_delay_s']:g} s.</p>
 <h2>Timeline (deliveries per window; red: a guarantee broke)</h2>{_timeline(doc['windows'])}
 <h2>Last windows</h2><ul>{windows}</ul>
-<h2>Findings (newest first)</h2><table><tr><th>decided</th><th>subscription</th><th>kind</th><th>severity</th><th>key/seq</th><th>planted</th><th>what</th></tr>{''.join(rows)}</table>
+<h2>Findings (newest first)</h2><table><tr><th>decided</th><th>subscription</th><th>kind</th><th>severity</th><th>key/seq</th><th>why</th><th>what</th></tr>{''.join(rows)}</table>
+<h2>Conformance scenarios</h2>{_conformance(doc['conformance'])}
 <h2>Footprint</h2><p>{html.escape(json.dumps(foot))} ({len(doc['footprint'])} samples, one a minute, in report.json)</p>
 </body></html>
 """

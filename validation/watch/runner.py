@@ -31,7 +31,7 @@ from pubsubguard.core.state import caveats
 from pubsubguard.policies import pubsub_facts as facts
 
 from .. import footprint, run_setup
-from ..checks import run as batch
+from ..checks import applied_faults, run as batch
 from ..config import RunConfig
 from ..driver import ProbeDriver, twins_of_task
 from ..evidence import locks, records
@@ -41,6 +41,7 @@ from ..session import spark_session
 from ..target import checked
 from ..wire import endpoints, netem
 from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
+from .conformance import WatchConformance
 from .metrics import WatchMetrics
 from .sink import WindowSink, print_line
 
@@ -61,6 +62,7 @@ class WatchOptions:
     duration_s: float | None = None
     plan: dict | None = None
     no_progress: bool = False
+    conform_every_s: float | None = 3600.0  # the conformance scenarios at start, then this often; 0: never
 
 
 class Stop:
@@ -286,10 +288,32 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     hold_s = run_setup.longest_hold_s(setup.twin_specs, config.fault_deadline) if held else 0.0
     delay_s = stream.watermark_delay_s(hold_s, flush_s, options.window_s)
     footprints = Footprints(directory.path)
-    page = report.RollingReport(directory.path, estate.stack, run_id, horizons, delay_s, footprints)
-    sink = WindowSink(directory.path, subscriptions, topic_of, horizons, metrics,
-                      planted=lambda: setup.nemesis.as_dict().get("applied", []) if setup.nemesis else [],
-                      window_s=options.window_s, show=print_line, report=page.write)
+    planted = (lambda: setup.nemesis.as_dict().get("applied", [])) if setup.nemesis else (lambda: [])
+    reset: set[str] = set()  # declared subscriptions whose twins' streams a crashed watch left behind
+    conformance = None
+    if options.conform_every_s != 0:
+        def remember(run_id: str | None) -> None:
+            directory.manifest.conformance_run = run_id
+            directory.save()
+
+        conformance = WatchConformance(config.target, estate.project, getattr(estate, "project_number", None),
+                                       setup.emulator_host if config.target == "emulator" else None, directory.path,
+                                       options.conform_every_s, frozenset(s.name for s in subscriptions if s.ordering),
+                                       show=lambda line: print(line, flush=True), on_run_id=remember)
+
+    page = report.RollingReport(directory.path, estate.stack, run_id, horizons, delay_s, footprints,
+                                conformance=lambda: conformance.summary() if conformance is not None else None)
+
+    def explain(finding: dict) -> list[str]:
+        if conformance is None:
+            return []
+        resets = finding["subscription"] in reset or any(
+            r["kind"] in ("kill_stream", "partition") and r.get("subscription") == finding["subscription"]
+            and not applied_faults.not_applied(r) for r in planted())
+        return conformance.explain(finding, resets)
+
+    sink = WindowSink(directory.path, subscriptions, topic_of, horizons, metrics, planted=planted,
+                      window_s=options.window_s, show=print_line, report=page.write, explain=explain)
     twins = Twins(run_id=run_id, specs=list(setup.twin_specs), subscriber=subscriber, service_agent=estate.service_agent,
                   consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     directory.manifest.starts += 1
@@ -319,6 +343,10 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             twins.create(reuse=True)
             if twins.reused:
                 print(f"watch: reused {len(twins.reused)} probe twins a stopped watch left, with what they hold", flush=True)
+                if crashed:  # the crashed process's streams of them ended with it, unannounced
+                    reset.update(spec.declared_name for spec in setup.twin_specs if spec.path in twins.reused)
+            if conformance is not None:
+                conformance.start(directory.manifest.conformance_run)
             driver = WatchDriver(session, setup, evidence, stop_file, observations, dialled, receiver, listeners,
                                  seq_start=seq_start, publish_stop=publish_stop)
             driver.base["flush_s"] = flush_s
@@ -339,6 +367,8 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             _decide_published(query, sink, evidence, max(horizons.values()) + delay_s, options.window_s, stop,
                               ticks)
         finally:
+            if conformance is not None:
+                conformance.stop()
             if driver is not None:
                 driver.stop()
             else:
@@ -357,7 +387,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     print(f"watch: last window: {totals.last_line or 'no window was judged'}", flush=True)
     broken = ", ".join(sorted(totals.broken))
     print(f"watch: {totals.windows} windows judged; "
-          + (f"BROKEN: {broken} ({totals.errors} error findings in {directory.path / 'findings.jsonl'})" if totals.errors
+          + (f"BROKEN: {broken} ({totals.errors_said()}; {directory.path / 'findings.jsonl'})" if totals.errors
              else "every decided guarantee held") + f"; report: {directory.path / 'report.html'}", flush=True)
     return 1 if totals.errors else 0
 

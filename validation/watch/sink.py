@@ -38,17 +38,29 @@ class WatchTotals:
 
     windows: int = 0
     errors: int = 0
+    errors_planted: int = 0
+    errors_explained: Counter = field(default_factory=Counter)  # scenario ids -> error findings they explain
     findings: Counter = field(default_factory=Counter)
     last_line: str = ""
     last_breakage: float | None = None
     broken: set = field(default_factory=set)  # "subscription.guarantee" ever violated in this process
+
+    def errors_said(self) -> str:
+        """`3 error findings: 1 planted, 2 explained by stream-reset-keeps-delivering (violated on this target)`."""
+        parts = [f"{self.errors_planted} planted"] if self.errors_planted else []
+        parts += [f"{n} explained by {ids} (violated on this target)" for ids, n in sorted(self.errors_explained.items())]
+        unexplained = self.errors - self.errors_planted - sum(self.errors_explained.values())
+        if parts:
+            parts.append(f"{unexplained} unexplained")
+        return counted(self.errors, "error finding") + (f": {', '.join(parts)}" if parts else "")
 
 
 class WindowSink:
     """The query's `foreachBatch`: `sink(frame, window_id)`."""
 
     def __init__(self, out: Path, subscriptions: list, topic_of: dict, horizons: dict, metrics=None,
-                 planted=lambda: [], window_s: float = 30.0, show=print, report=None, poison: dict | None = None):
+                 planted=lambda: [], window_s: float = 30.0, show=print, report=None, poison: dict | None = None,
+                 explain=lambda finding: []):
         self.out = out
         self.subscriptions = subscriptions  # evidence.records.DeclaredSubscription, in sub_id order
         self.names = [s.name for s in subscriptions]
@@ -60,6 +72,7 @@ class WindowSink:
         self.show = show
         self.report = report  # called with (sink) after each window: the rolling report
         self.poison = poison or {}
+        self.explain = explain  # a finding -> the violated conformance scenarios that explain it (conformance.py)
         self.totals = WatchTotals()
         self.recent: deque = deque(maxlen=WINDOWS_KEPT)
         self.recent_findings: deque = deque(maxlen=500)
@@ -132,6 +145,8 @@ class WindowSink:
             if applied_faults.covers(expected, finding):
                 finding["planted"] = True
                 finding["planted_by"] = f"schedule entry {expected['entry']}"
+        if not finding["planted"]:
+            finding["explained_by"] = self.explain(finding)
         return finding
 
     def _window_record(self, window: int, now: float, findings: list[dict], stats: list[dict], replay: bool) -> dict:
@@ -169,7 +184,7 @@ class WindowSink:
                 f"{counted(decided, 'message')} decided")
         if record["replay"]:
             return head + "; a window replayed after a restart: its findings were written before"
-        said = f"; held: {len(held)} guarantee(s)" if held else "; nothing decided yet"
+        said = f"; held: {counted(len(held), 'guarantee')}" if held else "; nothing decided yet"
         if broke:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(record["findings"].items()))
             said += f"; BROKE: {', '.join(broke)} ({why})"
@@ -186,6 +201,10 @@ class WindowSink:
             if f["severity"] == "error":
                 totals.errors += 1
                 totals.last_breakage = record["end_ts"]
+                if f["planted"]:
+                    totals.errors_planted += 1
+                elif f["explained_by"]:
+                    totals.errors_explained[", ".join(f["explained_by"])] += 1
         for name, s in record["subscriptions"].items():
             for g, v in s["guarantees"].items():
                 if v == "violated":
