@@ -102,12 +102,13 @@ class ProbeSetup:
 
 
 def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = None,
-            lock: bool = True) -> tuple[ProbeSetup, object]:
+            lock: bool = True, command: str = "verify") -> tuple[ProbeSetup, object]:
     """What a probe run is about, decided before anything is created on the target: (`ProbeSetup`, the push
     receiver bound but not started, or None). Takes the run's report directory (`locks.acquire`, released by
     the caller's `locks.scope`). `plan`: the plan or state the command already read for `config`
     (`target.declared_estate`; None: read here). `run_id`: the run's id (`pubsubguard watch` resuming: the
-    one its checkpoint names; None: a new one); `lock` False: the caller holds its own directory's lock."""
+    one its checkpoint names; None: a new one); `lock` False: the caller holds its own directory's lock;
+    `command`: the name its lines go under."""
     faults = parse_faults(config.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
         if getattr(config, name) is not None:
@@ -155,7 +156,7 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
                             "an endpoint of this run has none (validation/wire/upstream.py layer_upstreams)")
     packets, support = netem.probe_support()  # packet faults (netem entries): root, iproute2, the kernel's
     netem.refuse_unsupported(schedule, packets, support)
-    print(f"verify: {netem.availability_line(packets, support)}")
+    print(f"{command}: {netem.availability_line(packets, support)}")
     topics = {estate.topics[estate.subscriptions[name].topic].path: estate.subscriptions[name].topic for name in probed}
     schedule.check_names({t.declared_name for t in twin_specs}, set(topics.values()))
     return Nemesis(schedule, twins={t.path: t.declared_name for t in twin_specs}, topics=topics,

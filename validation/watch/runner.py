@@ -234,7 +234,8 @@ def watch(options: WatchOptions) -> int:
 
 def _watch(options: WatchOptions, directory: outdir.WatchDir) -> int:
     config = options.run.but(report=directory.path)
-    setup, receiver = run_setup.resolve(config, options.plan, run_id=directory.manifest.run_id, lock=False)
+    setup, receiver = run_setup.resolve(config, options.plan, run_id=directory.manifest.run_id, lock=False,
+                                        command="watch")
     config, estate = setup.config, setup.estate
     horizons = horizon.horizons(setup.twin_specs, setup.probed, options.horizon_s)
     subscriptions = [checked(estate.subscriptions[name]) for name in setup.probed]

@@ -174,13 +174,14 @@ class WindowSink:
 
     def _line(self, record: dict, findings: list[dict]) -> str:
         subs = record["subscriptions"]
-        published = sum(s["published"] for s in subs.values())
+        # a publish row is counted once per subscription of its topic in `subs`: here once per topic
+        published = sum({self.topic_of[n]: s["published"] for n, s in subs.items()}.values())
         delivered = sum(s["delivered"] for s in subs.values())
         decided = sum(s["decided"] for s in subs.values())
         held = sorted(f"{n}.{g}" for n, s in subs.items() for g, v in s["guarantees"].items() if v == "holds")
         broke = sorted(f"{n}.{g}" for n, s in subs.items() for g, v in s["guarantees"].items() if v == "violated")
         head = (f"watch {record['end'][11:19]} window {record['window']}: {len(subs)} subscriptions probed, "
-                f"{counted(published, 'publish row')}, {counted(delivered, 'delivery', 'deliveries')}, "
+                f"{counted(published, 'message')} published, {counted(delivered, 'delivery', 'deliveries')}, "
                 f"{counted(decided, 'message')} decided")
         if record["replay"]:
             return head + "; a window replayed after a restart: its findings were written before"
