@@ -323,3 +323,53 @@ def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cl
     for name, sub in on_cluster["subscriptions"].items():
         assert local["subscriptions"][name]["guarantees"] == sub["guarantees"], name
         assert local["subscriptions"][name]["findings"] == sub["findings"], name
+
+
+WATCH_STACK = """config:
+  gcp:project: pubsubguard-watch-cluster
+  pubsubguard:projectNumber: "100000000003"
+  pubsubguard:estate:
+    probe_isolation: true
+    topics:
+      - name: onc
+        publisher_region: us-east1
+        subscriptions:
+          - {name: onc-ordered, ordering: true, consumer_region: us-east1, ack_deadline_seconds: 10}
+          - {name: onc-eod, exactly_once: true, consumer_region: us-east1, ack_deadline_seconds: 10}
+"""
+
+
+def test_watch_on_standalone_cluster(cluster, tmp_path):
+    """`pubsubguard watch --master spark://…` from the CLI: its publisher and subscriber tasks and its streaming
+    query run on the cluster's executor (the driver's Python, this machine's), on an emulator of its own; every
+    window is judged, both subscriptions' guarantees hold, the stop decides what was published and exits 0."""
+    url, ui, worker_ui, work, _env = cluster
+    project = tmp_path / "proj"
+    project.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(Path(__file__).resolve().parent.parent / "infra", project / "infra",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (project / ".venv").symlink_to(sys.prefix)
+    (project / "Pulumi.onc.yaml").write_text(WATCH_STACK)
+    before = _app_ids(ui)
+    env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
+    out = tmp_path / "w"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pubsubguard", "watch", "-s", "onc", "--master", url, "--out", str(out), "--window", "2",
+         "--horizon", "12", "--rate", "2", "--keys", "2", "--metrics-port", "0", "--duration", "40",
+         "--conform-every", "0", "--no-progress"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert "Traceback" not in output
+    apps = _status(ui)
+    new = [a for a in apps.get("completedapps", []) + apps.get("activeapps", []) if a["id"] not in before]
+    assert [a["name"] for a in new] == ["pubsubguard-watch"], apps
+    executors = [e for e in _status(worker_ui).get("finishedexecutors", []) if e["appid"] == new[0]["id"]]
+    assert executors, "no executor of the watch ran on the worker"
+    windows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
+    held = {(n, g) for w in windows for n, s in w["subscriptions"].items() for g, v in s["guarantees"].items()
+            if v == "holds"}
+    assert {("onc-ordered", "ordering"), ("onc-eod", "exactly_once"), ("onc-ordered", "completeness")} <= held, held
+    assert not (out / "findings.jsonl").exists() or not [
+        line for line in (out / "findings.jsonl").read_text().splitlines() if '"error"' in line]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -33,6 +34,12 @@ import pyarrow as pa
 
 from ..checks import chunk, kernel
 from ..checks.findings import FINDING_FACTS
+
+# PySpark 4.3's applyInPandasWithState serializer (pyspark/worker.py) pads each output chunk with an empty frame and
+# pd.concat warns of it on every window, on the watch's terminal: the warning is about PySpark's frames, not ours,
+# and pandas' future behaviour changes nothing for them (the dtypes come from the output schema).
+warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty or all-NA entries",
+                        category=FutureWarning)
 
 NULL = -(2**62)  # a null number in the state's arrays
 CLOCK_SUB = -1  # the clock rows' sub_id: they move the watermark and are never judged

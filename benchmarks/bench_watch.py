@@ -1,0 +1,277 @@
+"""What `pubsubguard watch` costs and how fast it tells, on the emulator (issue 63's figures, docs/performance.md).
+
+    .venv/bin/python benchmarks/bench_watch.py                         # every part
+    .venv/bin/python benchmarks/bench_watch.py --part throughput --rows 200000
+    .venv/bin/python benchmarks/bench_watch.py --part live            # detection, cost, resume
+
+Parts, each printed with the load average before and after (a figure taken under load is not a result):
+
+- `throughput`: the streaming checks (`validation/watch/stream.judged`, one query with `availableNow`, a clock row
+  far past every horizon so every message is decided) beside the batch checks (`checks.run.run_checks`, the
+  shuffle pass) on the same generated evidence (bench_checks.py's legal histories, `--rows` delivery rows), one
+  warm Spark session (local[2]); rows/s of each and the findings each found, by kind.
+- `live`: a real watch at the default rate and window (1 msg/s per topic, 30 s) on a three-subscription stack
+  (plain, ordered, exactly-once) on the project's emulator, with one planted `drop_delivery`, scraped by a real
+  Prometheus with validation/watch/alerts.yml:
+  - detection latency: from the dropped message's publish (its evidence row) to its `lost` finding
+    (findings.jsonl `decided_at`) and to `PubSubMessagesPastHorizon` firing;
+  - cost: the watch's process tree (driver, Spark's JVM, its Python workers) between two samples in the steady
+    state: CPU cores (CPU seconds / wall seconds) and resident memory, whole and per probed subscription;
+  - time to resume: `kill -9` of the driver, the same command again: seconds to its first judged window, beside
+    the first start's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # histories, prometheus_server (test code)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+STACK = """config:
+  gcp:project: pubsubguard-bench-watch
+  pubsubguard:projectNumber: "100000000002"
+  pubsubguard:estate:
+    probe_isolation: true
+    topics:
+      - name: bench
+        publisher_region: us-east1
+        subscriptions:
+          - {name: b-plain, consumer_region: us-east1, ack_deadline_seconds: 10}
+          - {name: b-ordered, ordering: true, consumer_region: us-east1, ack_deadline_seconds: 10}
+          - {name: b-eod, exactly_once: true, consumer_region: us-east1, ack_deadline_seconds: 10}
+"""
+PROBED = 3
+DROPPED = ("b-plain", "key-000", 10)  # the planted drop: about 40 s in at 1 msg/s over 4 keys
+STEADY_S = 180.0  # the cost's two samples this far apart, the first once the first conformance run ended
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# ------------------------------------------------------------------------------------------ throughput
+def throughput(rows: int) -> dict:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    import bench_checks
+    from pubsubguard.validation.checks import run as batch
+    from pubsubguard.validation.evidence.records import RunInfo
+    from pubsubguard.validation.session import spark_session
+    from pubsubguard.validation.watch import judge, stream
+
+    directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
+    run = RunInfo.read(directory)
+    subscriptions = run.subscriptions
+    delivered_rows = ds.dataset(str(directory / "deliveries"), format="parquet").count_rows()
+    published_rows = ds.dataset(str(directory / "publishes"), format="parquet").count_rows()
+    spark = spark_session("local[2]", app_name="bench-watch")
+    spark.sparkContext.setLogLevel("ERROR")
+    # the batch checks, warm then timed
+    bench_checks.spark_checks(spark, directory)
+    batch_result = bench_checks.spark_checks(spark, directory)
+
+    def streaming() -> dict:
+        work = Path(tempfile.mkdtemp(prefix="bench-watch-"))
+        try:
+            evidence = work / "evidence"
+            for name in ("publishes", "deliveries"):
+                shutil.copytree(directory / name, evidence / name)
+            last = max(ds.dataset(str(directory / "deliveries"), format="parquet").to_table(
+                columns=["receive_time_us"])["receive_time_us"].to_pylist())
+            (evidence / "clock").mkdir()
+            horizon_us = 600_000_000
+            pq.write_table(pa.table({"t": pa.array([last + 4 * horizon_us], pa.int64())}),
+                           evidence / "clock" / "part-0.parquet")
+            config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                                       horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
+            spark.conf.set("spark.sql.shuffle.partitions", str(stream.SHUFFLE_PARTITIONS))
+            frame = stream.judged(spark, evidence, subscriptions, config, delay_s=1.0)
+            seen = {"findings": {}, "decided": 0, "windows": 0}
+
+            def sink(batch_frame, _window: int) -> None:
+                for r in batch_frame.collect():
+                    if r["rtype"] == "finding":
+                        seen["findings"][r["kind"]] = seen["findings"].get(r["kind"], 0) + 1
+                    else:
+                        seen["decided"] += r["decided"] or 0
+                seen["windows"] += 1
+
+            t = time.perf_counter()
+            query = (frame.writeStream.foreachBatch(sink).outputMode("append")
+                     .option("checkpointLocation", str(work / "checkpoint")).trigger(availableNow=True).start())
+            query.awaitTermination()
+            seen["seconds"] = time.perf_counter() - t
+            return seen
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    streaming()  # warm
+    stream_result = streaming()
+    spark.stop()
+    total = delivered_rows + published_rows
+    return {"rows": rows, "delivery_rows": delivered_rows, "publish_rows": published_rows,
+            "batch": {"seconds": round(batch_result["seconds"], 2), "rows_per_s": round(total / batch_result["seconds"]),
+                      "findings": batch_result["findings"]},
+            "streaming": {"seconds": round(stream_result["seconds"], 2),
+                          "rows_per_s": round(total / stream_result["seconds"]), "findings": stream_result["findings"],
+                          "decided": stream_result["decided"], "windows": stream_result["windows"]}}
+
+
+# ------------------------------------------------------------------------------------------ live
+def _tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _sample(pid: int) -> dict:
+    """CPU seconds (user + system, the live processes of the tree) and resident MiB of the watch's tree."""
+    ticks, rss = 0, 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    hz = os.sysconf("SC_CLK_TCK")
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+            rss += int(fields[21]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return {"t": time.monotonic(), "cpu_s": ticks / hz, "rss_mib": rss / 2**20}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _lines_until(process, wanted: str, timeout_s: float, log: list[str]) -> float | None:
+    """Read the process's output until a line containing `wanted`: seconds waited, None when not within timeout."""
+    start = time.monotonic()
+    os.set_blocking(process.stdout.fileno(), False)
+    buffer = ""
+    while time.monotonic() - start < timeout_s and process.poll() is None:
+        chunk = process.stdout.read()
+        if chunk:
+            buffer += chunk
+            *whole, buffer = buffer.split("\n")
+            log.extend(whole)
+            if any(wanted in line for line in whole):
+                return time.monotonic() - start
+        time.sleep(0.1)
+    return None
+
+
+def live() -> dict:
+    from prometheus_server import prometheus_server
+
+    import pyarrow.dataset as ds
+
+    cli = [sys.executable, "-m", "pubsubguard"]
+    work = Path(tempfile.mkdtemp(prefix="bench-watch-live-"))
+    project = work / "proj"
+    project.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(ROOT / "infra", project / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / ".venv").symlink_to(sys.prefix)
+    (project / "Pulumi.bench.yaml").write_text(STACK)
+    sub, key, seq = DROPPED
+    (work / "schedule.yaml").write_text(f"faults:\n  - {{kind: drop_delivery, subscription: {sub}, key: {key}, seq: {seq}}}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
+    subprocess.run([*cli, "emulator", "start"], cwd=project, env=env, check=True, capture_output=True)
+    out, port = work / "w", _free_port()
+    argv = [*cli, "watch", "-s", "bench", "--out", str(out), "--metrics-port", str(port), "--nemesis",
+            str(work / "schedule.yaml")]
+    result: dict = {"probed_subscriptions": PROBED}
+    log: list[str] = []
+    try:
+        with prometheus_server([f"127.0.0.1:{port}"], [ROOT / "validation" / "watch" / "alerts.yml"]) as prometheus:
+            launched = time.monotonic()
+            watch = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+            result["first_start_to_window_s"] = round(_lines_until(watch, " window 0:", 300, log) or -1, 1)
+            _lines_until(watch, "watch: conformance run", 300, log)
+            first = _sample(watch.pid)
+            time.sleep(STEADY_S)
+            second = _sample(watch.pid)
+            wall = second["t"] - first["t"]
+            cores = (second["cpu_s"] - first["cpu_s"]) / wall
+            result["cost"] = {"wall_s": round(wall), "cores": round(cores, 3), "cores_per_subscription": round(cores / PROBED, 3),
+                              "rss_mib": round(second["rss_mib"]), "rss_mib_per_subscription": round(second["rss_mib"] / PROBED)}
+            found = prometheus.wait_for(lambda: [f for f in _findings(out) if f["kind"] == "lost"], timeout=600)
+            fired_at = None
+            if prometheus.wait_for(lambda: prometheus.firing("PubSubMessagesPastHorizon", subscription=sub), timeout=300):
+                fired_at = time.time()
+            publishes = ds.dataset(str(out / "evidence" / "publishes"), format="parquet").to_table().to_pylist()
+            published_us = next(p["publish_time_us"] for p in publishes if p["key"] == key and p["seq"] == seq)
+            if found:
+                decided = datetime.fromisoformat(found[0]["decided_at"].replace("Z", "+00:00")).timestamp()
+                result["detection"] = {
+                    "horizon_s": found[0].get("horizon_s"),
+                    "publish_to_finding_s": round(decided - published_us / 1e6, 1),
+                    "publish_to_alert_s": round(fired_at - published_us / 1e6, 1) if fired_at else None,
+                    "finding": {k: found[0][k] for k in ("subscription", "kind", "form", "key", "seq", "planted")}}
+            watch.send_signal(signal.SIGKILL)
+            watch.wait()
+        time.sleep(3)
+        again = subprocess.Popen([*argv[:-2], "--duration", "60"], cwd=project, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        result["resume_to_window_s"] = round(_lines_until(again, " window ", 300, log) or -1, 1)
+        again.communicate(timeout=400)
+        result["launched_s_ago"] = round(time.monotonic() - launched)
+    finally:
+        subprocess.run([*cli, "emulator", "stop"], cwd=project, env=env, capture_output=True)
+        (ROOT / "benchmarks" / "out").mkdir(exist_ok=True)
+        (ROOT / "benchmarks" / "out" / "bench_watch_live.log").write_text("\n".join(log) + "\n")
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _findings(out: Path) -> list[dict]:
+    path = out / "findings.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("all", "throughput", "live"), default="all")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="delivery rows of the throughput part")
+    args = parser.parse_args(argv)
+    print(f"bench_watch: {' '.join(sys.argv)}; {os.cpu_count()} cores; before: {load()}", flush=True)
+    if args.part in ("all", "throughput"):
+        print("throughput: " + json.dumps(throughput(args.rows)), flush=True)
+        print(f"  {load()}", flush=True)
+    if args.part in ("all", "live"):
+        print("live: " + json.dumps(live()), flush=True)
+        print(f"  {load()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
