@@ -174,10 +174,14 @@ def _free_port() -> int:
 def _lines_until(process, wanted: str, timeout_s: float, log: list[str]) -> float | None:
     """Read the process's output until a line containing `wanted`: seconds waited, None when not within timeout."""
     start = time.monotonic()
-    os.set_blocking(process.stdout.fileno(), False)
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
     buffer = ""
     while time.monotonic() - start < timeout_s and process.poll() is None:
-        chunk = process.stdout.read()
+        try:
+            chunk = os.read(fd, 65536).decode(errors="replace")
+        except BlockingIOError:
+            chunk = ""
         if chunk:
             buffer += chunk
             *whole, buffer = buffer.split("\n")
@@ -213,8 +217,7 @@ def live() -> dict:
     try:
         with prometheus_server([f"127.0.0.1:{port}"], [ROOT / "validation" / "watch" / "alerts.yml"]) as prometheus:
             launched = time.monotonic()
-            watch = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+            watch = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             result["first_start_to_window_s"] = round(_lines_until(watch, " window 0:", 300, log) or -1, 1)
             _lines_until(watch, "watch: conformance run", 300, log)
             first = _sample(watch.pid)
@@ -241,9 +244,10 @@ def live() -> dict:
             watch.wait()
         time.sleep(3)
         again = subprocess.Popen([*argv[:-2], "--duration", "60"], cwd=project, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
+                                 stderr=subprocess.STDOUT)
         result["resume_to_window_s"] = round(_lines_until(again, " window ", 300, log) or -1, 1)
-        again.communicate(timeout=400)
+        _lines_until(again, "watch: last window", 400, log)
+        again.wait(timeout=60)
         result["launched_s_ago"] = round(time.monotonic() - launched)
     finally:
         subprocess.run([*cli, "emulator", "stop"], cwd=project, env=env, capture_output=True)
