@@ -132,7 +132,7 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     all_loopback = all(endpoints.is_loopback(mapping.get(e) or emulator_host or e) for e in used)
     if config.target == "gcp" and not all_loopback:
         access.check_credentials()
-    nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used)
+    nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used, command)
     setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
                        drain_base_s=default_drain_timeout(twin_specs, config.fault_deadline),
                        run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
@@ -141,7 +141,8 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     return setup, receiver
 
 
-def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, observable: bool):
+def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, observable: bool,
+                command: str = "verify"):
     """The fault layer's `Nemesis` for `--nemesis FILE` (None without): its entries must name probed
     subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a
     loopback listener (the layer is the listeners)."""
