@@ -263,3 +263,25 @@ def test_a_watch_killed_mid_window_resumes_without_saying_anything_twice(project
     assert manifest["starts"] == 2 and manifest["running"] is False
     after = len((out / "windows.jsonl").read_text().splitlines())
     assert after > before
+
+
+def test_a_metrics_port_held_only_by_a_stopped_watchs_connections_is_free():
+    """A watch restarted right after a crash finds its --metrics-port's last connections in TIME_WAIT (its server
+    closed them first): that port is free, as the metrics server binds it; a port something listens on is not."""
+    from pubsubguard.commands.watch import _port_free
+    from pubsubguard.core.errors import UserError
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    with pytest.raises(UserError, match=f"--metrics-port {port}: already in use"):
+        _port_free(port)
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the server's side closes first: its end of the connection waits in TIME_WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    _port_free(port)

@@ -100,6 +100,9 @@ def _port_free(port: int) -> None:
     if port == 0:
         return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # as the metrics server binds (http.server's allow_reuse_address): connections of a watch that just stopped
+        # or crashed, in TIME_WAIT for a minute, do not hold the port; a listener still does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as err:
