@@ -55,6 +55,7 @@ STACK = """config:
 """
 PROBED = 3
 DROPPED = ("b-plain", "key-000", 10)  # the planted drop: about 40 s in at 1 msg/s over 4 keys
+ALERT_FOR_S = 60.0  # PubSubMessagesPastHorizon's `for` in validation/watch/alerts.yml
 STEADY_S = 180.0  # the cost's two samples this far apart, the first once the first conformance run ended
 
 
@@ -228,9 +229,13 @@ def live() -> dict:
             result["cost"] = {"wall_s": round(wall), "cores": round(cores, 3), "cores_per_subscription": round(cores / PROBED, 3),
                               "rss_mib": round(second["rss_mib"]), "rss_mib_per_subscription": round(second["rss_mib"] / PROBED)}
             found = prometheus.wait_for(lambda: [f for f in _findings(out) if f["kind"] == "lost"], timeout=600)
-            fired_at = None
-            if prometheus.wait_for(lambda: prometheus.firing("PubSubMessagesPastHorizon", subscription=sub), timeout=300):
-                fired_at = time.time()
+            fired = prometheus.wait_for(lambda: prometheus.firing("PubSubMessagesPastHorizon", subscription=sub),
+                                        timeout=300)
+            # when it began to fire, by Prometheus' clock, not when this looked: pending since activeAt, then the
+            # rule's `for` (alerts.yml: 1m)
+            fired_at = datetime.fromisoformat(fired[0]["activeAt"].replace("Z", "+00:00")[:26] + "+00:00"
+                                              if "." in fired[0]["activeAt"] else
+                                              fired[0]["activeAt"].replace("Z", "+00:00")).timestamp() + ALERT_FOR_S
             publishes = ds.dataset(str(out / "evidence" / "publishes"), format="parquet").to_table().to_pylist()
             published_us = next(p["publish_time_us"] for p in publishes if p["key"] == key and p["seq"] == seq)
             if found:
