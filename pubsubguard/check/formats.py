@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from pubsubguard.core.errors import UserError
-from pubsubguard.core.project import source_lines
+from pubsubguard.core.project import environments_said, source_lines
 from pubsubguard.check.result import Outcome, Violation
 
 
@@ -92,14 +92,7 @@ def _ran_by(outcome: Outcome) -> list[str]:
 
 def _environments(outcome: Outcome) -> list[str]:
     """The first screen's line on the ESC environments the stack imports: whether their values were read."""
-    if not outcome.environments:
-        return []
-    names = ", ".join(outcome.environments)
-    if outcome.environment_values:
-        return [f"environments: {names}, their values from --environment-values {outcome.environment_values} "
-                "(every value kept secret)"]
-    return [f"environments: {names}, imported by {outcome.source}: their values were NOT read (offline nothing "
-            "opens them; a key only they set is missing here: --environment-values FILE gives them)"]
+    return list(filter(None, [environments_said(outcome.environments, outcome.environment_values, outcome.source)]))
 
 
 def _count(number: int, noun: str) -> str:
@@ -184,9 +177,16 @@ def _not_judged_heading(outcome: Outcome) -> str:
 
 
 def _origin(sources: list[dict]) -> str:
-    """Where an unknown input comes from, as the JSON's `unknown_inputs` has it: `Function handler.httpsTriggerUrl`."""
+    """Where an unknown input comes from, as the JSON's `unknown_inputs` has it: `Function handler.httpsTriggerUrl`,
+    or a configuration value an ESC environment sets (`config team:x, set by environment acme/dev`) or may set."""
     named = []
     for source in sources:
+        if source.get("config"):
+            environments = list(source.get("environments") or ())
+            which = f"environment{'s' if len(environments) > 1 else ''} {', '.join(environments)}"
+            named.append(f"config {source['config']}, " + (f"set by {which}" if source.get("values_from") else
+                                                             f"which {which} may set: not read offline"))
+            continue
         what = " ".join(filter(None, (source.get("type", "").split(":")[-1], source.get("name") or source.get("urn"))))
         named.append(what + (f".{source['output']}" if source.get("output") else ""))
     return f" (from {' and '.join(named)})" if named else ""

@@ -46,12 +46,7 @@ def register(subparsers) -> None:
              "invokes and calls not in it are unknown offline (gcp.organizations.getIAMPolicy is evaluated "
              "locally) (default: none)",
     )
-    parser.add_argument(
-        "--environment-values", type=options.input_file, metavar="FILE",
-        help="the values of the Pulumi ESC environments the stack file imports (`environment:`), as `esc open "
-             "ORG/ENV --format json > FILE` prints them: its pulumiConfig merges into the stack's config, the "
-             "stack file's own values winning; every value is kept secret (default: not read, said on the first "
-             "screen; a key only they set is missing)")
+    options.add_environment_values_argument(parser)
     compact = parser.add_mutually_exclusive_group()
     compact.add_argument("--compact", action="store_true", default=None,
                          help=f"text: summarise per rule (the default above {formats.COMPACT_FROM} violations)")

@@ -163,6 +163,17 @@ def add_program_arguments(parser) -> None:
                        help="show secret values in the output and plan (default: [secret], as Pulumi)")
 
 
+def add_environment_values_argument(parser) -> None:
+    """`--environment-values FILE`, as `check` and `plan` take it (read by `plan.read_inputs`)."""
+    parser.add_argument(
+        "--environment-values", type=input_file, metavar="FILE",
+        help="the values of the Pulumi ESC environments the stack file imports (`environment:`), as `esc open "
+             "ORG/ENV --format json > FILE` prints them: its pulumiConfig merges into the stack's config, the "
+             "stack file's own values winning; every value is kept secret, and a value the program reads from "
+             "it as text is unknown to the rules (default: not read, as the output says first; a key the stack "
+             "file does not set is then unknown, or missing where the program requires it)")
+
+
 def run_options(args) -> dict:
     from pubsubguard.core.recorder import Limits
 

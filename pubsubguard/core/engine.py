@@ -34,7 +34,7 @@ from pubsubguard.core import callbacks, request_reader
 from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.recorder import STACK_TYPE, Recorder, Refused, make_urn
 from pubsubguard.core.wire_values import (
-    decode, fields_of, output_dependencies, partial_strings, read_outputs, reference_urn, struct, to_dict,
+    config_reads, decode, fields_of, output_dependencies, partial_strings, read_outputs, reference_urn, struct, to_dict,
     with_documented_forms,
 )
 
@@ -162,9 +162,11 @@ class _Monitor:
     def _register(self, request, urn: str):
         """Record a registration (after its transforms) and answer it."""
         recorder = self.recorder
-        wire = to_dict(request.object)
+        wire, reads = to_dict(request.object), {}
+        if recorder.environments:  # reads of what an ESC environment sets or may set: their keys, then unmarked
+            wire = config_reads(wire, "", reads)
         inputs = decode(wire)
-        recorder.record(request, urn, inputs, partial=partial_strings(wire))
+        recorder.record(request, urn, inputs, partial=partial_strings(wire), config_reads=reads)
         if request.transforms:
             recorder.own_transforms[urn] = list(request.transforms)
         if request.type == STACK_TYPE:

@@ -267,10 +267,11 @@ COPY_MAX_BINDS = 256
 READ_ONLY_DIRECTORIES = ("node_modules", ".git", ".hg", ".svn")
 
 
-def writable_copy(root: Path, scratch: Path) -> tuple[list[str], str]:
+def writable_copy(root: Path, scratch: Path, hidden: frozenset[Path] = frozenset()) -> tuple[list[str], str]:
     """bubblewrap arguments that put a throwaway copy of the project at its own path, and "" — or no
     arguments and why not (the project then stays read-only to the program). Virtualenvs, `node_modules`,
-    VCS folders and large files are not copied: read-only binds of the originals stand in their place."""
+    VCS folders and large files are not copied: read-only binds of the originals stand in their place.
+    The `hidden` files are never copied: an empty file stands in their place (`start` hides it)."""
     copy = scratch / "project"
     binds: list[str] = []
     files = size = 0
@@ -300,6 +301,9 @@ def writable_copy(root: Path, scratch: Path) -> tuple[list[str], str]:
                 source = here / name
                 if source.is_symlink():
                     os.symlink(os.readlink(source), there / name)
+                    continue
+                if source.resolve() in hidden:
+                    (there / name).touch()
                     continue
                 info = source.stat()
                 files, size = files + 1, size + min(info.st_size, COPY_FILE_MAX_BYTES)
@@ -476,19 +480,22 @@ NO_SDK = 3  # langhost_exec.NO_SDK (that file is run by the program's Python, ne
 
 
 def start(command: list[str], project: Project, scratch: Path, env: dict, *, memory_mib: int,
-          require_isolation: bool, notes: list[str], program: str = "") -> Child:
+          require_isolation: bool, notes: list[str], program: str = "", hidden: tuple[Path, ...] = ()) -> Child:
     """Start `command` (a program's runner; `program` names what runs it, for messages) in the child (see
-    module doc); `notes` gets one line per missing confinement."""
+    module doc); `notes` gets one line per missing confinement. The `hidden` files (`--environment-values`)
+    read as empty to a confined program, and are never copied for it."""
     program = program or command[0]
     bwrap, why = bubblewrap()
+    hidden = frozenset(Path(path).resolve() for path in hidden)
+    covers = [arg for path in sorted(hidden) for arg in ("--ro-bind", "/dev/null", str(path))]
     if bwrap is not None and overlay()[0]:  # writes anywhere, into a throwaway overlay (`overlay_root.py`)
         command = [*overlay_command(scratch), bwrap, *_bwrap_args(scratch, project.program_dir, scratch / "writes" / "root"),
-                   "--", *command]
+                   *covers, "--", *command]
     elif bwrap is not None:
-        layer, no_layer = writable_copy(project.root.resolve(), scratch)
+        layer, no_layer = writable_copy(project.root.resolve(), scratch, hidden)
         if no_layer:
             notes.append(no_layer)
-        command = [bwrap, *_bwrap_args(scratch, project.program_dir), *layer, "--", *command]  # env: Popen's
+        command = [bwrap, *_bwrap_args(scratch, project.program_dir), *layer, *covers, "--", *command]  # env: Popen's
     else:
         message = (f"{why}: the program runs without network, file-system and PID isolation "
                    "(its environment is still an allowlist; install bubblewrap for the rest)")

@@ -21,6 +21,9 @@ only where the SDK has the part it changes; an SDK without it runs as it is):
   fields' types: they stay empty) and whose echoed arguments are known; a nested output a new
   resource's inputs did not set (`fn.service_config.uri`) reads as unknown, as the provider's preview
   leaves computed attributes, never absent;
+- a configuration value the stack's ESC environments set or may set (`ENVIRONMENT_READS`) is unknown where
+  the program reads it as text, the sentinel marked with its key so that the engine names the key and the
+  environments; a typed read of one nothing here gives fails in one line (`_config_from_environments`);
 - a program that makes no progress (nothing constructed, no RPC answered, its thread waiting in its
   event loop or blocked in one place) for `--idle-timeout` seconds is stopped with an error naming the
   resource it waits for.
@@ -134,6 +137,56 @@ def _unknown_fields_of_typed_values():
         return value
 
     rpc.translate_output_properties, rpc.resolve_outputs, pulumi.get = translate_output_properties, resolve_outputs, get
+
+
+ENVIRONMENT_READS = "PUBSUBGUARD_ENVIRONMENT_READS"  # project.ENVIRONMENT_READS
+CONFIG_READ = "%s<config %s>"  # wire_values.CONFIG_READ: the sentinel, marked with the key it was read for
+TYPED_READS = {"bool": "a boolean", "int": "an integer", "float": "a number", "object": "an object"}
+
+
+class ConfigValueUnknownError(Exception):
+    """A typed read of a configuration value an unread environment may set: nothing offline has its value."""
+
+
+def _config_from_environments(reads):
+    """Reads of configuration values the stack's ESC environments set (`{"unknown": [keys]}`, their values
+    given) or may set (`{"known": [keys]}`, unread: every key but the stack file's own) are unknown at
+    preview: a text read is the engine's sentinel marked with its key (`CONFIG_READ`; the engine names the
+    key and the environments wherever it is unknown); `require` of a key nothing here sets still fails as
+    the SDK fails it; a typed read (boolean, number, object) of an unread environment's key fails in one
+    line, and of a given one is the value given (the program computes with it)."""
+    from urllib.parse import quote
+
+    import pulumi
+    from pulumi.runtime.config import get_config
+
+    given = reads.get("unknown")
+    given, known = (set(given) if given is not None else None), set(reads.get("known") or ())
+
+    def from_environment(full):
+        if given is not None:
+            return full in given
+        return full not in known and full.split(":", 1)[0] != "pulumi"
+
+    def read(name, original, kind, required, secret):
+        def method(self, key, *args, **kwargs):
+            full = self.full_key(key)
+            if not from_environment(full) or (required and get_config(full) is None) or \
+                    (kind is not None and given is not None):
+                return original(self, key, *args, **kwargs)
+            if kind is not None:
+                raise ConfigValueUnknownError("Configuration value '%s' is read as %s, and offline its value is "
+                                              "unknown" % (full, TYPED_READS[kind]))
+            value = CONFIG_READ % (UNKNOWN, quote(full, safe=":/._-"))
+            return pulumi.Output.secret(value) if secret else value
+
+        method.__name__ = name
+        return method
+
+    for name in [n for n in vars(pulumi.Config) if n.startswith(("get", "require"))]:
+        kind = next((k for k in TYPED_READS if name.endswith("_" + k)), None)
+        setattr(pulumi.Config, name, read(name, getattr(pulumi.Config, name), kind, name.startswith("require"),
+                                          "_secret" in name))
 
 
 def _concatenation_keeps_known_parts():
@@ -484,6 +537,11 @@ def main(argv=None):
         for key, value in config_env.items():
             pulumi.runtime.set_config(key, value)
 
+    reads = os.environ.pop(ENVIRONMENT_READS, None)
+    if reads:
+        import json
+
+        _patch("environments", lambda: _config_from_environments(json.loads(reads)))
     activity = Activity()
     for description, function in (("unknowns", _unknowns_print_as_sentinel),
                                    ("unknown fields", _unknown_fields_of_typed_values),

@@ -27,6 +27,8 @@
 // - where each Output input comes from (a resource's output property, the `apply` / `all` /
 //   `interpolate` it went through) is reported to the engine in debug lines (`pubsubguard:provenance `),
 //   which it attaches to the inputs unknown at preview: a report, never a judgement;
+// - a configuration value the stack's ESC environments set or may set is unknown where the program reads
+//   it as text, the sentinel marked with its key (`patchConfigFromEnvironments`, as for Python);
 // - a program that makes no progress (nothing constructed, no engine call answered) for
 //   `--idle-timeout` seconds is stopped with an error naming the resource it waits for;
 // - constructions are counted, and the program stopped at `--max-resources`;
@@ -220,6 +222,44 @@ function patchNestedOutputs(sdk) {
         }
         return original.apply(this, arguments);
     };
+}
+
+// Reads of configuration values the stack's ESC environments set or may set are unknown at preview, as
+// langhost_exec.py's `_config_from_environments` makes them (`reads`: `{unknown: [keys]}` with their
+// values given, `{known: [keys]}` unread): a text read is the sentinel marked with its key, `require` of
+// a key nothing here sets fails as the SDK fails it, a typed read of an unread environment's key fails in
+// one line and of a given one is the value given.
+const ENVIRONMENT_READS = "PUBSUBGUARD_ENVIRONMENT_READS"; // project.ENVIRONMENT_READS
+const TYPED_READS = { Boolean: "a boolean", Number: "a number", Object: "an object" };
+
+function patchConfigFromEnvironments(sdk, reads) {
+    const { Config } = require(path.join(sdk, "config"));
+    const { getConfig } = require(path.join(sdk, "runtime", "config"));
+    const { secret } = require(path.join(sdk, "output"));
+    const given = reads.unknown ? new Set(reads.unknown) : null;
+    const known = new Set(reads.known || []);
+    const fromEnvironment = (full) => (given ? given.has(full) : !known.has(full) && full.split(":")[0] !== "pulumi");
+    const names = Object.getOwnPropertyNames(Config.prototype).filter((name) => /^(get|require)/.test(name) &&
+        !name.endsWith("Impl"));
+    for (const name of names) {
+        const original = Config.prototype[name];
+        const kind = Object.keys(TYPED_READS).find((type) => name.endsWith(type));
+        const required = name.startsWith("require");
+        Config.prototype[name] = function (key, ...rest) {
+            const full = this.fullKey(key);
+            if (!fromEnvironment(full) || (required && getConfig(full) === undefined) || (kind && given)) {
+                return original.call(this, key, ...rest);
+            }
+            if (kind) {
+                const err = new Error(`Configuration value '${full}' is read as ${TYPED_READS[kind]}, and offline ` +
+                    "its value is unknown");
+                err.name = "ConfigValueUnknownError";
+                throw err;
+            }
+            const value = `${UNKNOWN}<config ${encodeURIComponent(full)}>`; // wire_values.CONFIG_READ
+            return name.includes("Secret") ? secret(value) : value;
+        };
+    }
 }
 
 function patchConcatenation(sdk) {
@@ -613,6 +653,8 @@ function main() {
     if (own["--config-file"]) {
         Object.assign(process.env, JSON.parse(fs.readFileSync(own["--config-file"], "utf8")));
     }
+    const reads = process.env[ENVIRONMENT_READS];
+    delete process.env[ENVIRONMENT_READS];
     const sdk = path.resolve(runPath, "..", "..");
     const root = own["--root-directory"] ? fs.realpathSync(own["--root-directory"]) + path.sep : "";
     const activity = new Activity();
@@ -623,7 +665,8 @@ function main() {
     };
     for (const patch of [() => patchConcatenation(sdk), () => patchInvokes(sdk, root), () => patchNestedOutputs(sdk),
         () => patchCallbacks(sdk, socketFolder(rest)),
-        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop)]) {
+        () => countConstructions(sdk, activity, parseInt(own["--max-resources"], 10), stop),
+        () => reads && patchConfigFromEnvironments(sdk, JSON.parse(reads))]) {
         try {
             patch();
         } catch (err) {

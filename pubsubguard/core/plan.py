@@ -111,7 +111,8 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
     notes: list[str] = list(runner.notes)
     stop = threading.Event()
     recorder = Recorder(project=project.name, stack=stack, invoke_results=invoke_results or InvokeResults(),
-                        root=project.root, limits=limits, on_resource=on_resource, on_breach=stop.set)
+                        root=project.root, limits=limits, on_resource=on_resource, on_breach=stop.set,
+                        environments=config.environments, environment_values=config.environment_values)
     scratch = langhost.scratch_directory()
     server = child = None
     code = None
@@ -124,7 +125,8 @@ def run_program(stack: str = "dev", root: Path | None = None, *, invoke_results:
                                  stack=stack, parallel=PARALLEL, idle_timeout_s=limits.idle_timeout_s,
                                  max_resources=limits.max_resources, config_file=config_file)
         child = langhost.start(runner.command(scratch, launch), project, scratch, env, memory_mib=limits.memory_mib,
-                               require_isolation=require_isolation, notes=notes, program=runner.program)
+                               require_isolation=require_isolation, notes=notes, program=runner.program,
+                               hidden=(Path(config.environment_values),) if config.environment_values else ())
         for line in notes:
             (note or _note)(line)
         code = langhost.wait(child, time.monotonic() + limits.timeout_s, stop.is_set)
@@ -163,6 +165,9 @@ def runner_for(project: Project, python: str | None = None):
 
 MISSING_KEY = re.compile(r"^(?:the program failed: (?P<place>.*?)[A-Za-z]*Error: )?Missing required configuration "
                          r"variable '(?P<key>[^']+)'")  # the SDKs' ConfigMissingError (Python's logged as it is)
+UNKNOWN_KEY = re.compile(r"^the program failed: (?P<place>.*?)ConfigValueUnknownError: Configuration value "
+                         r"'(?P<key>[^']+)' is read as (?P<kind>[a-z ]+), and offline its value is unknown$")
+# a typed read of a key an unread environment may set (langhost_exec.ConfigValueUnknownError)
 
 
 def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limits, config: StackConfig,
@@ -177,6 +182,11 @@ def _failure(run: ProgramRun, recorder: Recorder, code: int | None, limits: Limi
         message = recorder.errors[0] or "the program failed: an error with no message"
         if message.startswith("the program made no progress"):
             return f"{source}: {message}"
+        typed = UNKNOWN_KEY.match(message)
+        if typed and config.environments_unread:
+            return (f"the program failed: {typed.group('place')}configuration value {typed.group('key')!r} is read "
+                    f"as {typed.group('kind')}, and offline its value is unknown: {source} does not set it, and "
+                    f"{config.unread_environments()} may")
         missing = MISSING_KEY.match(message)
         if missing and config.environments_unread:  # never the SDK's advice to `pulumi config set` it
             return (f"the program failed: {missing.group('place') or ''}configuration value {missing.group('key')!r} "

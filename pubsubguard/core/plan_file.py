@@ -12,8 +12,9 @@ Plan format (`format: pubsubguard-plan/1`), deterministic (sorted keys, resource
                     value unknown at preview comes from: the resources its top-level property
                     depends on (the engine's record), the output property (`id`, `email`, ...)
                     and the `apply` / `all` chain it went through (reported by the program
-                    side; absent where it could not tell); [] for an unknown invoke result or a
-                    `secure:` config value)}...],
+                    side; absent where it could not tell); {config, environments, values_from}
+                    for a configuration value an ESC environment sets or may set; [] for an unknown
+                    invoke result or a `secure:` config value)}...],
      "outputs": {"topics": {...}, "subscriptions": {...}, "probe_isolation": true},
      "unknown_invokes": [{"token", "args"}...],
      "secrets": "redacted" (present when secret values were written as "[secret]")}
@@ -105,12 +106,43 @@ def _unredacted(value: Any) -> Any:
     return value
 
 
-def dumps(plan: dict, show_secrets: bool = False) -> str:
+def _secret_where_held(value: Any, strings: frozenset[str]) -> Any:
+    """`value` with each string that holds one of `strings` in a secret envelope."""
+    if isinstance(value, str):
+        return {SIG: SECRET_SIG, "value": value} if any(secret in value for secret in strings) else value
+    if isinstance(value, dict):
+        if value.get(SIG) == SECRET_SIG:
+            return value
+        return {k: _secret_where_held(v, strings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_secret_where_held(v, strings) for v in value]
+    return value
+
+
+def _kept_secret(plan: dict, strings: frozenset[str]) -> dict:
+    """The plan with `strings` (the stack's secret configuration values, e.g. every value `--environment-values`
+    gives) secret wherever they are: a resource's input or a stack output that holds one is a secret (read
+    back, unknown), a partly known string that holds one is dropped (it would read back as a known part)."""
+    resources = []
+    for resource in plan.get("resources") or []:
+        partial = [entry for entry in resource.get("partial") or []
+                   if not any(secret in str(entry.get("value")) for secret in strings)]
+        resource = {**resource, "inputs": _secret_where_held(resource.get("inputs") or {}, strings)}
+        resources.append({**resource, "partial": partial} if partial else
+                         {k: v for k, v in resource.items() if k != "partial"})
+    return {**plan, "resources": resources, "outputs": _secret_where_held(plan.get("outputs") or {}, strings)}
+
+
+def dumps(plan: dict, show_secrets: bool = False, secrets: frozenset[str] = frozenset()) -> str:
     """The plan file's text. Secret values are written as `[secret]` (and the plan says
-    `"secrets": "redacted"`), as Pulumi shows them, unless `show_secrets`."""
-    if not show_secrets and secret_strings(plan):
-        plan = {**_redacted(plan), "secrets": "redacted"}
-    return json.dumps(plan, indent=2, sort_keys=True) + "\n"
+    `"secrets": "redacted"`), as Pulumi shows them, unless `show_secrets`. `secrets`: strings kept secret
+    wherever they are (`StackConfig.secret_strings`): in values as secrets, anywhere else (a resource's
+    name, the GCP project) as `[secret]` (read back, a GCP project or provider setting so written is unknown)."""
+    text = json.dumps(plan, indent=2, sort_keys=True)
+    if show_secrets or not (secret_strings(plan) or mask(text, set(secrets)) != text):
+        return text + "\n"
+    plan = {**_redacted(_kept_secret(plan, secrets) if secrets else plan), "secrets": "redacted"}
+    return mask(json.dumps(plan, indent=2, sort_keys=True), set(secrets)) + "\n"
 
 
 def load_plan(path: Path) -> dict:
@@ -120,6 +152,10 @@ def load_plan(path: Path) -> dict:
         raise PlanError(f"{path}: format: expected {PLAN_FORMAT!r}, got {plan.get('format') if isinstance(plan, dict) else type(plan).__name__!r}")
     if plan.get("secrets") == "redacted":
         plan = _unredacted(plan)
+        if plan.get("gcp_project") == REDACTED:  # a secret configuration value (`dumps`): unknown here
+            plan["gcp_project"] = "unknown-project"
+        if isinstance(plan.get("provider_config"), dict):
+            plan["provider_config"] = {k: v for k, v in plan["provider_config"].items() if v != REDACTED}
     return plan
 
 

@@ -16,7 +16,9 @@ What the Pulumi CLI does and this does too:
   into the stack's config, the stack file's own values winning. Offline nothing can open them: their names
   are kept (`StackConfig.environments`, said on the first screen), and their values are read only from
   what `esc open ORG/ENV --format json` printed, given as `environment_values` (`--environment-values
-  FILE`), every value of it a secret (that form does not say which were).
+  FILE`), every value of it a secret (that form does not say which were). A value they set, or unread may
+  set, is unknown to the rules where the program reads it as text (`StackConfig.environment_reads`, made
+  so by the program side: `langhost_exec`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class StackConfig:
     source: str  # "Pulumi.dev.yaml"
     environments: tuple[str, ...] = ()  # the ESC environments the stack file imports, in order
     environment_values: str = ""  # the file their values were read from (`--environment-values`), or ""
+    own_keys: tuple[str, ...] = ()  # the keys the stack file's own `config:` sets (they win over environments)
+    environment_keys: tuple[str, ...] = ()  # the keys whose value is the file's (`--environment-values`)
+    environment_others: tuple[Any, ...] = ()  # the file's values besides its pulumiConfig (kept secret too)
 
     @property
     def environments_unread(self) -> bool:
@@ -75,10 +80,10 @@ class StackConfig:
         return bool(self.environments) and not self.environment_values
 
     def secret_strings(self) -> frozenset[str]:
-        """The strings inside the secret values known here (an environment's, from `--environment-values`):
-        masked wherever text is shown, whatever the program did with them."""
+        """The strings inside the secret values known here (every value of `--environment-values`, its
+        pulumiConfig and the rest): masked wherever text is shown, whatever the program did with them."""
         found: set[str] = set()
-        pending = [self.values[key] for key in self.secret_keys if key in self.values]
+        pending = [self.values[key] for key in self.secret_keys if key in self.values] + list(self.environment_others)
         while pending:
             value = pending.pop()
             if isinstance(value, dict):
@@ -97,14 +102,51 @@ class StackConfig:
                 f"(imported by {self.source}; not read offline: give their values with --environment-values FILE, "
                 "what `esc open ORG/ENV --format json` prints)")
 
+    def environments_said(self) -> str:
+        """The first screen's line on the environments the stack imports (empty without): which, and whether
+        their values were read."""
+        return environments_said(self.environments, self.environment_values, self.source)
+
+    def environment_reads(self) -> dict | None:
+        """What the program side makes unknown (`ENVIRONMENT_READS`): with the environments' values given,
+        the keys they set (`unknown`); unread, every key but those the stack file sets (`known`); None
+        without environments."""
+        if not self.environments:
+            return None
+        if self.environment_values:
+            return {"unknown": sorted(self.environment_keys)}
+        return {"known": sorted(self.own_keys)}
+
     def env(self) -> dict[str, str]:
-        """The language host's environment for this configuration."""
-        return {
+        """The language host's environment for this configuration (and what the program side makes
+        unknown, `ENVIRONMENT_READS`, when the stack imports environments)."""
+        env = {
             "PULUMI_CONFIG": json.dumps(
                 {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.values.items()}, sort_keys=True
             ),
             "PULUMI_CONFIG_SECRET_KEYS": json.dumps(sorted(self.secret_keys)),
         }
+        reads = self.environment_reads()
+        if reads is not None:
+            env[ENVIRONMENT_READS] = json.dumps(reads)
+        return env
+
+
+ENVIRONMENT_READS = "PUBSUBGUARD_ENVIRONMENT_READS"  # langhost_exec's and langhost_node_exec.js's name for it
+
+
+def environments_said(environments: tuple[str, ...], values_from: str, source: str) -> str:
+    """`environments: acme/common, acme/pubsub-dev, imported by Pulumi.dev.yaml: their values were NOT
+    read (...)`, or where they were read from; "" without environments."""
+    if not environments:
+        return ""
+    names = ", ".join(environments)
+    if values_from:
+        return (f"environments: {names}, their values from --environment-values {values_from} (every value kept "
+                "secret; a value the program reads from them as text is unknown to the rules)")
+    return (f"environments: {names}, imported by {source}: their values were NOT read (offline nothing opens them: "
+            "a key the stack file does not set is unknown here, and missing where the program requires it; "
+            "--environment-values FILE gives them)")
 
 
 def load_project_yaml(path: Path, what: str) -> Any:
@@ -224,9 +266,10 @@ def stack_environments(data: dict, name: str) -> tuple[str, ...]:
     return tuple(names) + ((INLINE_VALUES,) if inline else ())
 
 
-def read_environment_values(path: Path, project: Project) -> dict[str, Any]:
+def read_environment_values(path: Path, project: Project) -> tuple[dict[str, Any], list[Any]]:
     """The `pulumiConfig` of what `esc open ORG/ENV --format json` printed, as `namespace:key` -> value (a
-    key without a namespace belongs to the project, as in a stack file)."""
+    key without a namespace belongs to the project, as in a stack file), and the file's other values (its
+    `environmentVariables`, `files`: never the program's, kept secret all the same)."""
     where = f"--environment-values {path}"
     data = read_mapping(path, PlanError, where=where, language="JSON",
                         expected="the JSON object `esc open ORG/ENV --format json` prints")
@@ -234,7 +277,8 @@ def read_environment_values(path: Path, project: Project) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise PlanError(f"{where}: pulumiConfig: expected an object of configuration keys to values, "
                         f"got a {type(config).__name__}")
-    return {_full_key(str(key), project.name): value for key, value in config.items()}
+    return ({_full_key(str(key), project.name): value for key, value in config.items()},
+            [value for key, value in data.items() if key != "pulumiConfig"])
 
 
 def read_stack_config(project: Project, stack: str, environment_values: Path | None = None) -> StackConfig:
@@ -269,14 +313,22 @@ def read_stack_config(project: Project, stack: str, environment_values: Path | N
                 secret.add(full)
         else:
             values[full] = spec
+    given: set[str] = set()
+    others: list[Any] = []
     if environment_values is not None:  # over the project's defaults, under the stack file's own values
-        for full, value in read_environment_values(environment_values, project).items():
+        given_values, others = read_environment_values(environment_values, project)
+        for full, value in given_values.items():
             values[full] = value
+            given.add(full)
             secret.add(full)  # `--format json` does not say which were secrets: every one is kept secret
+    own: set[str] = set()
     for key, value in config.items():
         full = _full_key(str(key), project.name)
         plain, had_secret = _unsecured(value)
         values[full] = plain
+        own.add(full)
+        if full in given and not declared.get(full, {}).get("secret"):
+            secret.discard(full)  # the stack file's own value wins: a secret as it says, not as the value given was
         if had_secret:
             secret.add(full)
     for full, spec in declared.items():
@@ -296,7 +348,8 @@ def read_stack_config(project: Project, stack: str, environment_values: Path | N
                 f"{path.name}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
             )
     return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name, environments=environments,
-                       environment_values=str(environment_values or ""))
+                       environment_values=str(environment_values or ""), own_keys=tuple(sorted(own)),
+                       environment_keys=tuple(sorted(given - own)), environment_others=tuple(others))
 
 
 def source_lines(path: Path) -> list[str]:

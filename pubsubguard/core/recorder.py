@@ -67,8 +67,12 @@ class Recorder:
     its log. Shared by the two services; every method may run on any of the server's threads."""
 
     def __init__(self, *, project: str, stack: str, invoke_results: InvokeResults, root: Path | None,
-                 limits: Limits, on_resource=None, on_breach=None):
+                 limits: Limits, on_resource=None, on_breach=None, environments: tuple[str, ...] = (),
+                 environment_values: str = ""):
         self.project, self.stack, self.invoke_results, self.limits = project, stack, invoke_results, limits
+        # the ESC environments the stack imports, and the file their values came from ("" unread): where a
+        # configuration value the program read as unknown comes from (`config_reads`)
+        self.environments, self.environment_values = tuple(environments), environment_values
         self.root_prefix = str(Path(root).resolve()).rstrip("/") + "/" if root is not None else None
         self.on_resource, self.on_breach = on_resource, on_breach
         self.lock = threading.Lock()
@@ -163,7 +167,7 @@ class Recorder:
 
     # -- registrations --
     def record(self, request, urn: str, inputs: dict, *, read_id: str | None = None,
-               partial: list[dict] | None = None) -> None:
+               partial: list[dict] | None = None, config_reads: dict[str, list[str]] | None = None) -> None:
         provider = request.provider.rsplit("::", 1)[0] if request.provider else None
         record = {
             "urn": urn,
@@ -186,7 +190,7 @@ class Recorder:
             record["source"] = source
         if partial:
             record["partial"] = partial
-        unknowns = self.provenance(inputs, record["property_dependencies"], request.type, request.name)
+        unknowns = self.provenance(inputs, record["property_dependencies"], config_reads or {})
         if unknowns:
             record["unknowns"] = unknowns
         if read_id is not None:
@@ -202,13 +206,15 @@ class Recorder:
         if duplicate:
             self.fail(f"Duplicate resource URN '{urn}'; try giving it a unique name")
 
-    def provenance(self, inputs: dict, dependencies: dict[str, list[str]], type_: str = "",
-                   name: str = "") -> dict[str, list[dict]]:
+    def provenance(self, inputs: dict, dependencies: dict[str, list[str]],
+                   config_reads: dict[str, list[str]]) -> dict[str, list[dict]]:
         """Where each unknown input comes from: `{dotted path: [{urn, type, name, output, via}]}`, the
         resources its top-level property depends on (the SDK sends dependencies per top-level property: the
         engine's own record), with the output property and the `apply` / `Output.all` chain where the
-        program side reported them (`trace`). An unknown with no dependency comes from an unknown invoke
-        result or a `secure:` config value."""
+        program side reported them (`trace`); and `{config, environments, values_from}` for each
+        configuration value an ESC environment sets or may set that the path was built from (`config_reads`,
+        the keys the program side marked its sentinel with). An unknown with neither comes from an unknown
+        invoke result or a `secure:` config value."""
         found: dict[str, list[dict]] = {}
         for key, value in inputs.items():
             paths = list(unknown_paths(value, key))
@@ -219,7 +225,9 @@ class Recorder:
                 record = self.records.get(urn)
                 sources.append({"urn": urn, "type": record["type"], "name": record["name"]} if record else {"urn": urn})
             for path in paths:
-                found[path] = [dict(source) for source in sources]
+                found[path] = [dict(source) for source in sources] + [
+                    {"config": key, "environments": list(self.environments), "values_from": self.environment_values
+                     or None} for key in config_reads.get(path, [])]
         return found
 
     def invoke(self, token: str, args: dict) -> dict:

@@ -5,7 +5,9 @@ a resource read with `.get` is known to hold."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.signatures import BYTE_STRING_SIG, OUTPUT_SIG, RESOURCE_SIG, SECRET_SIG, SIG
@@ -94,6 +96,33 @@ def unknown_paths(value: Any, path: str):
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from unknown_paths(item, f"{path}[{index}]")
+
+
+CONFIG_READ = re.compile(re.escape(UNKNOWN) + r"<config ([^<>\s]{1,400})>")  # langhost_exec.CONFIG_READ: a
+# configuration value an ESC environment sets or may set, read by the program (the sentinel, marked with its key)
+
+
+def config_reads(value: Any, path: str, found: dict[str, list[str]]) -> Any:
+    """`value` (a property value on the wire) with the marks of its configuration reads (`CONFIG_READ`)
+    taken out, the sentinel left; `found` gets the keys read at each dotted path (as `unknown_paths`
+    spells it: secrets and outputs are their value's path, list items `path[i]`)."""
+    if isinstance(value, str):
+        if "<config " not in value:
+            return value
+        for key in CONFIG_READ.findall(value):
+            keys = found.setdefault(path, [])
+            if unquote(key) not in keys:
+                keys.append(unquote(key))
+        return CONFIG_READ.sub(UNKNOWN, value)
+    if isinstance(value, list):
+        return [config_reads(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        if value.get(SIG) in (SECRET_SIG, OUTPUT_SIG):
+            return {key: config_reads(item, path, found) if key == "value" else item for key, item in value.items()}
+        if value.get(SIG) is not None:
+            return value
+        return {key: config_reads(item, f"{path}.{key}" if path else str(key), found) for key, item in value.items()}
+    return value
 
 
 def partial_strings(value: Any, path: tuple = ()) -> list[dict]:
