@@ -78,3 +78,34 @@ def unary_ack_result(err: Exception | None) -> str:
     if isinstance(err, exceptions.PermissionDenied):
         return "permission_denied"
     return "other"
+
+
+
+# The gRPC codes on which the client library retries an exactly-once ack (python-pubsub 2.x,
+# `_EXACTLY_ONCE_DELIVERY_TEMPORARY_RETRY_ERRORS`): the answer is not final, the ack may still be taken.
+RETRIED_CODES = frozenset({"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNAVAILABLE"})
+
+
+def acknowledge_answers(err: Exception | None, ack_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+    """What an exactly-once `Acknowledge(ack_ids)` that raised `err` (None: it returned) answered each ack id: its
+    `ack_result` and, when that answer is not final, why (else None). The target names each failed ack id in an
+    ErrorInfo (reason EXACTLY_ONCE_ACKID_FAILURE, a protobuf map ack id -> reason); one it does not name was applied
+    (`failed_batch_mates`); a `TRANSIENT_*` reason (e.g. `TRANSIENT_FAILURE_UNORDERED_ACK_ID`: an earlier message of
+    its ordering key is outstanding, acks must come in order) is not final. A call that failed as a whole is not final
+    when its code is one the client library retries (`RETRIED_CODES`)."""
+    if err is None:
+        return {ack_id: ("success", None) for ack_id in ack_ids}
+    metadata = getattr(err, "metadata", None)
+    if getattr(err, "reason", None) == "EXACTLY_ONCE_ACKID_FAILURE" and hasattr(metadata, "get"):
+        answers = {}
+        for ack_id in ack_ids:
+            reason = metadata.get(ack_id)
+            if reason is None:
+                answers[ack_id] = ("success", None)
+            else:
+                result = "invalid_ack_id" if "INVALID_ACK_ID" in reason else "other"
+                answers[ack_id] = (result, reason if reason.startswith("TRANSIENT_") else None)
+        return answers
+    code = getattr(getattr(err, "grpc_status_code", None), "name", None)
+    result = unary_ack_result(err)
+    return {ack_id: (result, code if code in RETRIED_CODES else None) for ack_id in ack_ids}

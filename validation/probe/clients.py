@@ -15,7 +15,9 @@ ordering key is recorded and the key resumed with `resume_publish`.
 
 Subscriber: one streaming pull per twin subscription (through the declared consumer endpoint), lease
 extension pinned to the declared ack deadline, `ack_with_response()` / `nack_with_response()` with the
-result recorded for every delivery. Faults (`pubsubguard.validation.probe.faults`) decide nack / expire / ack; poison
+result recorded for every delivery; on an ordered exactly-once subscription the probe sends its acks itself and
+releases each message from the client once answered (`ordered_acks`: the library would hold the key behind an ack
+the target refuses for now). Faults (`pubsubguard.validation.probe.faults`) decide nack / expire / ack; poison
 messages are nacked on dead-lettering subscriptions. An expired delivery is `drop()`ped from the
 client's lease management at once (its lease is not extended, it frees its flow-control slot and, on
 an ordered subscription, its ordering key: holding it must not delay other messages *in our client*),

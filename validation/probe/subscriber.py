@@ -22,6 +22,7 @@ from .clients import (
     log_abandoned_ack_retries, now_us, use_target,
 )
 from .faults import Faults, delivery_action
+from .ordered_acks import OrderedAcks, held_by_the_library
 
 
 class PulledMessage:
@@ -94,6 +95,7 @@ class ProbeSubscriber:
         # the drain's final read (`<evidence>/_heal`, set by the driver): no fault is injected from then on,
         # every delivery is settled as the workload says (acked; a poison one nacked where it dead-letters)
         self.healed = False
+        self._ordered_acks: OrderedAcks | None = None  # acks the client library would hold a key on, sent by the probe
 
     def row(self, twin: dict, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
@@ -130,12 +132,17 @@ class ProbeSubscriber:
             )
         return row
 
-    def settle(self, message, row: dict, action: str) -> None:
+    def settle(self, twin: dict, message, row: dict, action: str) -> None:
         twin_name = row["subscription"]
         with self.lock:
             self.held.pop(id(row), None)
         row["action"] = action
         row["ack_time_us"] = now_us()
+        if action == "ack" and held_by_the_library(message):
+            # on an ordered exactly-once subscription: sent by the probe, so the key never waits in the library on an
+            # ack the target refuses for now (`ordered_acks`)
+            self.ordered_acks().ack(self.clients[twin["consumer_endpoint"]], twin["path"], message, row)
+            return
         future = message.nack_with_response() if action == "nack" else message.ack_with_response()
 
         def record(fut):
@@ -150,6 +157,31 @@ class ProbeSubscriber:
             self.writer.add(row)
 
         future.add_done_callback(record)
+
+    def ordered_acks(self) -> OrderedAcks:
+        """The acks this task sends itself (made at the first: a task on unordered subscriptions never needs it)."""
+        with self.lock:
+            if self._ordered_acks is None:
+                self._ordered_acks = OrderedAcks(self.writer.add, self._ack_retried)
+            return self._ordered_acks
+
+    def _ack_retried(self, subscription: str, reason: str) -> None:
+        name = self.twin_to_declared.get(subscription.rsplit("/", 1)[-1], subscription)
+        self.note(f"ack on {name} answered {reason} (not final): retried by the probe, the message released from the "
+                  "client library meanwhile so its ordering key's next messages still reach the probe (the library "
+                  "would hold them behind it while it retried, and the message the target waits for may be one of them)")
+
+    def _end_ordered_acks(self) -> None:
+        """At the task's end: the acks still answered transiently are written (`other`), said in one note."""
+        if self._ordered_acks is None:
+            return
+        left = self._ordered_acks.stop()
+        for row, _ in left:
+            self.writer.add(row)
+        if left:
+            answers = ", ".join(sorted({reason or "not sent yet" for _, reason in left}))
+            self.note(f"{len(left)} ack{'' if len(left) == 1 else 's'} of ordered exactly-once deliveries not answered for "
+                      f"good when the task ended ({answers}): recorded ack_result other (neither taken nor refused)")
 
     def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
         """Ack an expired delivery with its stale ack id, outside the streaming client (it was dropped)."""
@@ -196,13 +228,13 @@ class ProbeSubscriber:
                 self.crash_held.append(row)
             return  # never acked: the crash leaves it outstanding
         if row["probe_run"] != self.run_id:
-            self.settle(message, row, "ack")  # not this run's message: recorded, acked on the twin only
+            self.settle(twin, message, row, "ack")  # not this run's message: recorded, acked on the twin only
             return
         if attributes.get("poison") == "1" and twin["dead_lettering"]:
-            self.settle(message, row, "nack")
+            self.settle(twin, message, row, "nack")
             return
         if self.healed:
-            self.settle(message, row, "ack")
+            self.settle(twin, message, row, "ack")
             return
         # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
         window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
@@ -221,7 +253,7 @@ class ProbeSubscriber:
                 self.held[id(row)] = row
             timer.start()
             return
-        self.settle(message, row, action)
+        self.settle(twin, message, row, action)
 
     def shorten_deadline(self, twin: dict, message, row: dict) -> float:
         """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
@@ -494,6 +526,7 @@ class ProbeSubscriber:
                     row["action"] = "expire"
                     self.writer.add(row)
                 self.held.clear()
+            self._end_ordered_acks()
             # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
             # close (measured in the main job): the task's result does not wait for it.
             threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
