@@ -23,6 +23,7 @@ from .clients import (
 )
 from .faults import Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
+from .unkeyed import subscribe_unkeyed
 
 
 class PulledMessage:
@@ -489,8 +490,14 @@ class ProbeSubscriber:
                     min_duration_per_lease_extension=deadline,
                     max_duration_per_lease_extension=deadline,
                 )
-                future = clients[twin["consumer_endpoint"]].subscribe(
-                    twin["path"], callback=lambda m, twin=twin: self.callback(twin, m), flow_control=flow)
+                client, callback = clients[twin["consumer_endpoint"]], (lambda m, twin=twin: self.callback(twin, m))
+                future = None if twin.get("ordered") else subscribe_unkeyed(client, twin["path"], callback, flow)
+                if future is None:
+                    if not twin.get("ordered"):
+                        self.note(f"{twin['declared_name']} has no message ordering, but this client library keeps its "
+                                  "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
+                                  "client behind the one before it (validation/probe/unkeyed.py)")
+                    future = client.subscribe(twin["path"], callback=callback, flow_control=flow)
                 futures.append(future)
                 streams[twin["path"]] = future
 
