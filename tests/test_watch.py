@@ -139,6 +139,25 @@ def read_findings(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def plant_late_delivery_row(out: Path) -> None:
+    """A delivery row an hour older than anything else, written into the running watch's evidence as the subscriber
+    tasks write theirs (a whole file under a name Spark skips, then renamed): behind the watermark when read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pubsubguard.validation.evidence import records
+
+    deliveries = out / "evidence" / "deliveries"
+    received = (time.time_ns() // 1000) - 3_600_000_000
+    row = {field.name: None for field in records.DELIVERY_SCHEMA}
+    row.update(run_id="late", subscription="w-plain", kind="delivery", message_id="late-1", key="key-000", seq=0,
+               receive_time_us=received, publish_time_us=received - 1000, subscriber_task="planted",
+               ack_deadline_s=10, action="ack", ack_result="success", ack_time_us=received)
+    hidden = deliveries / "_part-planted-late.parquet"
+    pq.write_table(pa.Table.from_pylist([row], schema=records.DELIVERY_SCHEMA), hidden)
+    os.replace(hidden, deliveries / "part-planted-late-00000.parquet")
+
+
 def test_a_planted_drop_is_lost_past_its_horizon_and_alerts_on_a_real_prometheus(project_emulator, tmp_path):
     """drop_delivery of w-plain's key-000 seq 2 (acked upstream, never delivered): after its horizon it is a lost
     finding of form past_horizon, planted, in findings.jsonl; PubSubMessagesPastHorizon fires for w-plain within
@@ -159,6 +178,7 @@ def test_a_planted_drop_is_lost_past_its_horizon_and_alerts_on_a_real_prometheus
             # the lost finding is decided after horizon + the watermark's delay; the alert a `for` of 1m after
             decided = prometheus.wait_for(lambda: [f for f in read_findings(out) if f["kind"] == "lost"], timeout=150)
             decided_at = time.monotonic()
+            plant_late_delivery_row(out)  # the watermark is well past it: dropped, and said
             fired = prometheus.wait_for(lambda: prometheus.firing("PubSubMessagesPastHorizon", subscription="w-plain"),
                                         timeout=60 + 2 + 2 + 20)
             assert time.monotonic() - decided_at <= 60 + 2 + 2 + 20, "the alert came later than alerts.yml promises"
@@ -182,6 +202,9 @@ def test_a_planted_drop_is_lost_past_its_horizon_and_alerts_on_a_real_prometheus
     windows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
     assert any(w["subscriptions"]["w-eod"]["guarantees"].get("exactly_once") == "holds" for w in windows)
     assert "BROKE: w-plain.completeness" in output
+    # the planted late row: said on its window's line and on the last, never judged (no finding of it above)
+    assert "watch: window " in output and "1 evidence row came more than " in output, output[-3000:]
+    assert "; 1 evidence row came behind the watermark, not judged" in output.splitlines()[-1], output[-1000:]
     report = json.loads((out / "report.json").read_text())
     assert report["final"] and report["error_findings"] == 1 and report["footprint"], report.keys()
 

@@ -74,7 +74,7 @@ def test_promtool_unit_tests_of_every_alert_pass():
 def test_every_alert_is_unit_tested_firing_and_silent():
     names = {rule["alert"] for rule in rules()}
     assert names == {"PubSubGuaranteeBroken", "PubSubMessagesPastHorizon", "PubSubCanaryStalled",
-                     "PubSubDeliveryLatencyOverAckDeadline"}
+                     "PubSubDeliveryLatencyOverAckDeadline", "PubSubCanaryEvidenceLate"}
     cases = [case for test in yaml.safe_load(ALERTS_TEST.read_text())["tests"] for case in test["alert_rule_test"]]
     fired = {case["alertname"] for case in cases if case["exp_alerts"]}
     silent = {case["alertname"] for case in cases if not case["exp_alerts"]}

@@ -26,6 +26,8 @@ reproducible and every subscriber task agrees on which messages are poison.
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import asdict, dataclass
 
 from pubsubguard.core.errors import UserError
@@ -113,3 +115,28 @@ def delivery_action(faults: Faults, run_id: str, subscription: str, message_id: 
     if draw < faults.nack + faults.expire:
         return "expire" if may_expire else "ack"
     return "ack"
+
+
+class DeliveryCounts:
+    """How many times this task was handed each message (a twin's path and the message id), for the fault draw,
+    which hashes the count so a redelivery draws afresh. Kept for two generations of `span_s`: a watch runs for
+    days, one entry a message would grow without end; a message handed over again later than that counts from 1
+    again, long past the one deadline within which a fault may hold it."""
+
+    def __init__(self, span_s: float = 3600.0):
+        self.span_s = span_s
+        self.current: dict[tuple, int] = {}
+        self.previous: dict[tuple, int] = {}
+        self.since = time.monotonic()
+
+    def count(self, token: tuple) -> int:
+        """One more delivery of `token`: its count so far, this one included."""
+        now = time.monotonic()
+        if now - self.since >= self.span_s:
+            self.previous, self.current, self.since = self.current, {}, now
+        count = (self.current.get(token) or self.previous.pop(token, 0)) + 1
+        self.current[token] = count
+        return count
+
+    def __len__(self) -> int:
+        return len(self.current) + len(self.previous)

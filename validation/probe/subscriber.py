@@ -21,7 +21,7 @@ from .clients import (
     FLUSH_ROWS, FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PULL_WORKERS, PartWriter, READY_PREFIX, UNARY_PULL_TIMEOUT_S,
     log_abandoned_ack_retries, now_us, use_target,
 )
-from .faults import Faults, delivery_action
+from .faults import DeliveryCounts, Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
 from .unkeyed import subscribe_unkeyed
 
@@ -83,7 +83,7 @@ class ProbeSubscriber:
                                  spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
         self.lock = threading.Lock()
-        self.seen: dict[tuple, int] = {}
+        self.seen = DeliveryCounts()
         self.received = 0
         self.crash_after = spec.get("crash_after")  # deliveries before the crash starts; None: no crash
         self.crash_started: float | None = None
@@ -211,9 +211,7 @@ class ProbeSubscriber:
         row = self.row(twin, message, received_us, attributes)
         with self.lock:
             self.received += 1
-            token = (twin["path"], message.message_id)
-            self.seen[token] = self.seen.get(token, 0) + 1
-            local_count = self.seen[token]
+            local_count = self.seen.count((twin["path"], message.message_id))
             crashing = self.crash_after is not None and self.received > self.crash_after
             crashing = crashing and not self.healed
             if crashing and self.crash_started is None:

@@ -80,6 +80,10 @@ class WatchMetrics:
         self._latency = Histogram(
             "pubsubguard_delivery_latency_seconds", "Time from a probe message's publish to its delivery.",
             ("subscription",), buckets=self.buckets, registry=reg)
+        self._late_rows = Counter(
+            "pubsubguard_late_evidence_rows",
+            "Evidence rows that reached the streaming checks behind their watermark and were not judged.",
+            registry=reg)
         self._window_end = self._window_length = None  # absent until the first window (window())
         self._window_lock = threading.Lock()
         ack_deadline = Gauge(
@@ -171,6 +175,9 @@ class WatchMetrics:
 
     def unsettled(self, subscription: str, n: int) -> None:
         self._unsettled.labels(subscription=self._subscription(subscription)).set(n)
+
+    def late_rows(self, n: int) -> None:
+        self._late_rows.inc(n)
 
     def window(self, end_ts: float, length_s: float) -> None:
         """A window was judged: it ended at `end_ts` (Unix time) and lasted `length_s`. Both series appear with

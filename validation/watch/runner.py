@@ -32,6 +32,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from .. import footprint, run_setup
 from ..checks import applied_faults, run as batch
+from ..checks.wording import counted
 from ..config import RunConfig
 from ..driver import ProbeDriver, twins_of_task
 from ..evidence import locks, records
@@ -357,6 +358,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             ticks = 0
             while not stop.asked():
                 _check(query, driver)
+                sink.progress(query.recentProgress, delay_s)
                 write_clock(evidence, ticks)
                 ticks += 1
                 footprints.sample(query)
@@ -375,6 +377,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             else:
                 stop_file.set()
             _stop_query(query)
+            sink.progress(query.recentProgress, delay_s)
             left = twins.delete()
             if left:
                 print(f"watch: could not delete probe twins {left}; run `pubsubguard verify --cleanup`", flush=True)
@@ -389,7 +392,9 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     broken = ", ".join(sorted(totals.broken))
     print(f"watch: {totals.windows} windows judged; "
           + (f"BROKEN: {broken} ({totals.errors_said()}; {directory.path / 'findings.jsonl'})" if totals.errors
-             else "every decided guarantee held") + f"; report: {directory.path / 'report.html'}", flush=True)
+             else "every decided guarantee held")
+          + (f"; {counted(totals.late_rows, 'evidence row')} came behind the watermark, not judged" if totals.late_rows
+             else "") + f"; report: {directory.path / 'report.html'}", flush=True)
     return 1 if totals.errors else 0
 
 

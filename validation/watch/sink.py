@@ -44,6 +44,7 @@ class WatchTotals:
     last_line: str = ""
     last_breakage: float | None = None
     broken: set = field(default_factory=set)  # "subscription.guarantee" ever violated in this process
+    late_rows: int = 0  # evidence rows that reached the query behind its watermark, not judged
 
     def errors_said(self) -> str:
         """`3 error findings: 1 planted, 2 explained by stream-reset-keeps-delivering (violated on this target)`."""
@@ -80,6 +81,7 @@ class WindowSink:
         self.lock = threading.Lock()
         self.window_done = threading.Condition(self.lock)
         self.last_window = -1
+        self.progress_seen = -1  # the last window whose query progress `progress` read
         self.started = time.time()
 
     # -- findings.jsonl, exactly once --------------------------------------------------------------------------
@@ -231,6 +233,28 @@ class WindowSink:
         for f in findings:
             metrics.finding(f["subscription"], f["kind"], f["severity"])
         metrics.window(now, self.window_s)
+
+    def progress(self, progresses: list[dict], delay_s: float) -> None:
+        """The query's progress of the windows judged since the last call (`query.recentProgress`): the evidence
+        rows its state operator dropped because they came behind the watermark are said, one line a window, and
+        counted (metric and last line). Such a row was never judged: if it was a message's delivery, that message
+        is called lost past its horizon although it came."""
+        for progress in progresses:
+            window = progress.get("batchId", -1)
+            with self.lock:
+                if window <= self.progress_seen:
+                    continue
+                self.progress_seen = window
+            late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in progress.get("stateOperators") or [])
+            if not late:
+                continue
+            with self.lock:
+                self.totals.late_rows += late
+            if self.metrics is not None:
+                self.metrics.late_rows(late)
+            self.show(f"watch: window {window}: {counted(late, 'evidence row')} came more than {delay_s:g} s behind "
+                      "the newest (the watermark) and were not judged; a message whose delivery such a row recorded "
+                      "is called lost although it came")
 
     def wait_windows(self, count: int, timeout_s: float) -> bool:
         """Wait until `count` more windows were judged (False: not within `timeout_s`)."""
