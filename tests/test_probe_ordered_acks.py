@@ -128,6 +128,13 @@ def test_a_key_whose_head_delivery_the_probe_holds_leaves_nothing_in_its_client(
             time.sleep(0.1)
         state = json.loads(state_file.read_text())[declared]
         assert (state["leased"], state["on_hold"], state["paused"], state["reopened"]) == (0, 0, False, False), state
+        # and it is the state as the final read goes on, written again each second: the driver judges by the last
+        written = state_file.stat().st_mtime_ns
+        deadline = time.monotonic() + 5
+        while state_file.stat().st_mtime_ns == written and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state_file.stat().st_mtime_ns != written, "the client's state is not written again during the final read"
+        assert json.loads(state_file.read_text())[declared]["leased"] == 0
     finally:
         stop.set()
         task.join(timeout=30)

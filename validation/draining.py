@@ -287,9 +287,9 @@ class DrainSteps:
 
     def _held_in_client(self, unsettled: dict[str, int]) -> dict[str, dict]:
         """The unsettled subscriptions whose stream the final read kept (ordered ones) and on which the client
-        library, when the final read began, held messages it never handed to the probe or had paused the stream
-        by its flow control (`<evidence>/client-state-<task>.json`, per task): their final read proves nothing;
-        said in one observation each."""
+        library, when the final read ended (the task's last state, written each second of it), held messages it
+        never handed to the probe or had paused the stream by its flow control (`<evidence>/client-state-<task>.json`,
+        per task): their final read proves nothing; said in one observation each."""
         held: dict[str, dict] = {}
         for file in storage.names(self.evidence_dir, CLIENT_STATE_PREFIX):
             task = file[len(CLIENT_STATE_PREFIX):].removesuffix(".json")
@@ -311,7 +311,7 @@ class DrainSteps:
             paused = (f"; its flow control had paused the stream of {', '.join(entry['paused_tasks'])}"
                       if entry["paused_tasks"] else "")
             self.observations.append(
-                f"final read of {name}: when it began, the probe's client library held {entry['leased']:,} leased "
+                f"final read of {name}: when it ended, the probe's client library held {entry['leased']:,} leased "
                 f"messages ({entry['on_hold']:,} behind an earlier message of their ordering key) it never handed to "
                 f"the probe{paused}, and an ordered stream is kept for the final read: of its {unsettled[name]:,} "
                 "unsettled messages, those no earlier cause takes are form held_in_client, none `lost`")

@@ -348,13 +348,8 @@ class ProbeSubscriber:
         state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
         reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
         its own there (what the client held behind an earlier message of its key is noted)."""
-        import json
-
         by_path = {twin["path"]: twin for twin in self.spec["twins"]}
-        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
-                for path, future in streams.items() if (state := self.client_held(future)) is not None}
-        storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
-                           json.dumps(held, sort_keys=True))
+        self.write_client_state(streams)
         self.note_held_in_client(streams, "when the final read began")
         reopened, kept = [], []
         for path in list(streams):
@@ -370,6 +365,19 @@ class ProbeSubscriber:
                       f"the ordered subscriptions {', '.join(sorted(kept)) or '(none)'} (resetting an ordered stream is "
                       "a fault of its own: the emulator then stops delivering the keys outstanding at that moment, "
                       "conformance scenario ordered-stream-reset-keeps-delivering)")
+
+    def write_client_state(self, streams: dict) -> None:
+        """What the client library holds on each stream now (`client_held`), and whether the final read reads it
+        on a new stream (`reopened`: unordered subscriptions), in `<evidence>/client-state-<task>.json`: written
+        when the final read begins and again each second of it, so the driver judges by what the client held
+        when the final read ended, not when it began (a message the client let go meanwhile is not its own)."""
+        import json
+
+        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
+                for path, future in streams.items() if (state := self.client_held(future)) is not None}
+        storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
+                           json.dumps(held, sort_keys=True))
 
     def should_crash(self) -> bool:
         if self.crash_started is None:
@@ -514,6 +522,8 @@ class ProbeSubscriber:
                 if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
                     self.healed = True
                     self.fresh_streams(streams, subscribe)
+                elif self.healed and polls % 10 == 0:
+                    self.write_client_state(streams)
                 time.sleep(0.1)
         finally:
             self.note_held_in_client(streams)
