@@ -125,7 +125,8 @@ def test_a_metrics_port_in_use_is_refused(project, tmp_path):
 
 
 def test_a_horizon_shorter_than_an_ack_deadline_names_the_subscription(project, tmp_path):
-    done = cli("watch", "-s", "watch", "--horizon", "5", "--out", str(tmp_path / "w"), cwd=project, timeout=120)
+    done = cli("watch", "-s", "watch", "--horizon", "5", "--metrics-port", "0", "--out", str(tmp_path / "w"), cwd=project,
+               timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.strip().splitlines()[-1] == (
         "pubsubguard watch: --horizon 5: shorter than subscription w-eod's ack deadline (10 s); a message it holds "
