@@ -210,7 +210,7 @@ def _take(judge: JudgeConfig, keep: KeyState, new: pd.DataFrame, out: list[dict]
         table = _kernel_table({"seq": seq[foreign], "meta": meta[foreign], "t": _ints(rows["t"]),
                                "ack_t": _ints(rows["ack_t"]), "att": _ints(rows["att"])}, 0)
         for f in _found(table, judge.subscriptions, judge.skew_us):
-            out.append(_finding(f, None, names))
+            out.append(_finding(f, rows["key"].iloc[0], names))  # a group's rows are one key's
     mine = ~foreign
     if not mine.any():
         return
