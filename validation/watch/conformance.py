@@ -2,10 +2,13 @@
 topics and subscriptions, so a window's findings carry `explained_by` as verify's do (same scenarios, same
 `conformance.explains.EXPLAINS`).
 
-Those that disturb the target's other subscriptions while they run (`Scenario.disturbs`) never run beside a watch:
-the watch probes all the time, and verify runs them only once its drain has ended. The latest run's results explain
-the findings decided after it; a finding decided while the first run is still going waits for it (the window's
-write waits, bounded), so no finding is written unexplained only because the scenarios had not ended yet.
+Those that disturb the target's other subscriptions while they run (`Scenario.disturbs`) never run beside the
+probe: verify runs them once its drain has ended, a watch once at its first start, before its probe begins, and
+only where they could explain something (`STALL_SCENARIO`: the watch probes an ordered dead-lettering subscription).
+Their results are kept in `conformance-start.json` and stand for the watch's life, restarts included. The latest
+run's results explain the findings decided after it; a finding decided while the first run is still going waits for
+it (the window's write waits, bounded), so no finding is written unexplained only because the scenarios had not
+ended yet.
 """
 
 from __future__ import annotations
@@ -24,7 +27,21 @@ from ..conformance.harness import ScenarioRun
 # the schedule. verify's drain names the same cause `after_stream_reset` (`drain.EvidenceTally.silent_keys`).
 RESET_CAUSE = "after_stream_reset"
 RESET_KINDS = frozenset({"lost", "late_delivery"})
+# The cause of a finding on a subscription while an ordered dead-lettering one may be stalled: its messages sent to a
+# reset stream (kept in dispatch by the emulator, `stream-reset-keeps-delivering`) expire again and again until they
+# reach their last attempt, and this emulator then serves every other subscription only every 10 s
+# (`ordered-dead-letter-spares-other-subscriptions`). verify's drain names the same cause `after_stall`.
+STALL_CAUSE = "after_stall"
+STALL_SCENARIO = "ordered-dead-letter-spares-other-subscriptions"
 FIRST_RUN_WAIT_S = 600.0  # a finding's window waits at most this long for the first run's results
+
+
+def stall_onsets(stalls_after: dict[str, float], resets_us: dict[str, list[int]]) -> dict[str, int]:
+    """When each ordered dead-lettering subscription may have stalled (STALL_CAUSE), in microseconds: its first
+    stream reset (`resets_us`: a `kill_stream` or `partition` applied to it, or a restart after a crash) plus the
+    time its messages sent to the dead stream take to reach their last attempt (`stalls_after`: max delivery
+    attempts x ack deadline, seconds). Subscriptions never reset have no onset."""
+    return {name: min(resets) + int(stalls_after[name] * 1e6) for name, resets in resets_us.items() if resets}
 
 
 class WatchConformance:
@@ -32,13 +49,18 @@ class WatchConformance:
     the ids of the latest run's violated scenarios that explain finding `f`; `summary()` for the report."""
 
     def __init__(self, target: str, project: str, project_number: str | None, endpoint: str | None, out: Path,
-                 every_s: float | None, ordered: frozenset, show=print, on_run_id=lambda run_id: None):
+                 every_s: float | None, ordered: frozenset, show=print, on_run_id=lambda run_id: None,
+                 stall_possible: bool = False):
+        """`stall_possible`: the watch probes an ordered dead-lettering subscription, so STALL_CAUSE may explain
+        findings: the disturbing scenarios then run once, at the first start, before the probe begins."""
         # the run id goes into watch.json before the run creates anything, None once it deleted what it made
         self.on_run_id = on_run_id
         self.target, self.project, self.project_number, self.endpoint = target, project, project_number, endpoint
         self.out, self.every_s, self.ordered, self.show = out, every_s, ordered, show
         self.beside = [s for s in runner.SCENARIOS if not s.disturbs]
-        self.left_out = [s.id for s in runner.SCENARIOS if s.disturbs]
+        self.disturbing = [s for s in runner.SCENARIOS if s.disturbs] if stall_possible else []
+        self.left_out = [s.id for s in runner.SCENARIOS if s.disturbs and s not in self.disturbing]
+        self.at_start: dict[str, str] = {}  # the disturbing scenarios' results (conformance-start.json)
         self.halt = threading.Event()
         self.first_done = threading.Event()
         self.lock = threading.Lock()
@@ -57,8 +79,44 @@ class WatchConformance:
         self.show("watch: conformance scenarios on the target at start"
                   + (f" and every {self.every_s:g} s" if self.every_s else "")
                   + f", each on its own throwaway topic and subscription{left_out}")
+        if self.disturbing:
+            self._at_start()
         self.thread.start()
         return self
+
+    def _at_start(self) -> None:
+        """The disturbing scenarios' results: those of this --out's first start (conformance-start.json), else run
+        now, before the probe begins (they slow the target's other subscriptions while they run)."""
+        kept = self.out / "conformance-start.json"
+        try:
+            doc = json.loads(kept.read_text())
+            self.at_start = {s["id"]: s["result"] for s in doc["scenarios"]}
+            self.show(f"watch: {', '.join(sorted(self.at_start))}: {', '.join(self.at_start.values())} at this --out's "
+                      f"first start (conformance run {doc['run_id']}, conformance-start.json)")
+            return
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        ids = ", ".join(s.id for s in self.disturbing)
+        self.show(f"watch: {ids} runs once now, before the probe begins: it disturbs the target's other subscriptions "
+                  "while it runs")
+        run_id = runner.new_run_id()
+        self.on_run_id(run_id)
+        began = time.monotonic()
+        try:
+            doc = runner.conform(self.target, self.project, project_number=self.project_number, endpoint=self.endpoint,
+                                 scenarios=self.disturbing, run_id=run_id, stop=self.halt, log=self.show,
+                                 client_log=self.out / "client-log-conformance.txt")
+        except Exception as err:  # noqa: BLE001 - said; what it would explain stays unexplained
+            self.show(f"watch: {ids} failed ({type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}); "
+                      "what it would explain is not explained")
+            return
+        self.on_run_id(None)
+        self.at_start = {s["id"]: s["result"] for s in doc["scenarios"]}
+        tmp = self.out / ".conformance-start.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, kept)
+        self.show(f"watch: conformance run {doc['run_id']} ({time.monotonic() - began:.0f} s): "
+                  + ", ".join(f"{i} {r}" for i, r in sorted(self.at_start.items())) + " (conformance-start.json)")
 
     def stop(self) -> None:
         self.halt.set()
@@ -114,17 +172,24 @@ class WatchConformance:
         summary = ", ".join(f"{n} {result}" for result, n in doc["summary"].items())
         self.show(f"watch: conformance run {doc['run_id']} ({took_s:.0f} s): {summary} (conformance.json)")
 
-    def explain(self, finding: dict, reset: bool) -> list[str]:
-        """The latest run's violated scenarios that explain `finding`; `reset`: its subscription's streams were
-        reset in this process's life, so a lost, late or unsettled message is judged as verify's drain judges one
-        after a stream reset."""
+    def explain(self, finding: dict, reset: bool, stalled: bool = False) -> list[str]:
+        """The violated scenarios (the latest run's, and those run at the first start) that explain `finding`;
+        `reset`: its subscription's streams were reset in this process's life, so a lost, late or unsettled message is
+        judged as verify's drain judges one after a stream reset; `stalled`: it was decided once an ordered
+        dead-lettering subscription (another one) could have stalled (STALL_CAUSE)."""
         self.first_done.wait(FIRST_RUN_WAIT_S)
         with self.lock:
-            results = dict(self.results)
-        form = RESET_CAUSE if reset and finding["kind"] in RESET_KINDS else finding.get("form")
-        return explains.explained_by({**finding, "form": form}, results, finding["subscription"] in self.ordered)
+            results = {**self.at_start, **self.results}
+        ordered = finding["subscription"] in self.ordered
+        forms = [finding.get("form")]
+        if finding["kind"] in RESET_KINDS:
+            forms = ([RESET_CAUSE] if reset else forms) + ([STALL_CAUSE] if stalled else [])
+        said: list[str] = []
+        for form in forms:
+            said += [s for s in explains.explained_by({**finding, "form": form}, results, ordered) if s not in said]
+        return said
 
     def summary(self) -> dict:
         with self.lock:
             return {"every_s": self.every_s, "left_out": self.left_out, "runs": list(self.runs),
-                    "results": dict(self.results), "error": self.error}
+                    "results": {**self.at_start, **self.results}, "error": self.error}

@@ -121,6 +121,10 @@ class KeyState:
 
 
 def _ints(series: pd.Series) -> np.ndarray:
+    """A column as int64, NULL for a null. The query hands its numbers null-free (`stream.judged`), so they come as
+    int64 and are taken as they are; a column with nulls would have come as float64, inexact past 2**53."""
+    if series.dtype == np.int64:
+        return series.to_numpy()
     values = pd.to_numeric(series)
     return np.where(values.isna(), NULL, values.fillna(0)).astype(np.int64)
 
@@ -277,14 +281,14 @@ def _decide(judge: JudgeConfig, keep: KeyState, h: int, watermark_us: int, out: 
     emitted = set(keep.emitted)
     found = []
     if decided:
-        unproven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__,
-                                                "lost_proven": (False,) * len(names)})
-        found += [f for f in _found(_kernel_table(keep.rows, h), unproven, judge.skew_us)
-                  if f["seq"] is not None and f["seq"] in decided]
-    if newly:
-        rows = {name: values[np.isin(keep.rows["seq"], newly)] for name, values in keep.rows.items()}
+        # one kernel call over every kept row, as proven: `lost_proven` changes nothing but `lost` (kernel.completeness),
+        # and a message's `lost` depends on its own rows only; so the other findings are those of the decided
+        # messages, and `lost` is said of the newly decided ones alone (once)
+        newly_set = set(newly)
         proven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__, "lost_proven": (True,) * len(names)})
-        for f in _found(_kernel_table(rows, h), proven, judge.skew_us):
+        for f in _found(_kernel_table(keep.rows, h), proven, judge.skew_us):
+            if f["seq"] is None or f["seq"] not in (newly_set if f["kind"] == "lost" else decided):
+                continue
             if f["kind"] == "lost":
                 published = f.get("published_us")
                 at_crash = published is not None and any(lo <= published <= hi for lo, hi in judge.crash_windows)
@@ -292,7 +296,8 @@ def _decide(judge: JudgeConfig, keep: KeyState, h: int, watermark_us: int, out: 
                 if at_crash:
                     f["severity"] = "advisory"
                 keep.lost.append(int(f["seq"]))
-                found.append(f)
+            found.append(f)
+    if newly:
         keep.decided_through = max(keep.decided_through, newly[-1])
     for f in found:
         if f["kind"] == "unexpected" and f["form"] == "unpublished" and _unrecorded(judge, keep.sub_id, keep.key, f["seq"]):

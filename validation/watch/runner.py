@@ -42,7 +42,7 @@ from ..session import spark_session
 from ..target import checked
 from ..wire import endpoints, netem
 from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
-from .conformance import WatchConformance
+from .conformance import WatchConformance, stall_onsets
 from .metrics import WatchMetrics
 from .sink import WindowSink, print_line
 
@@ -292,6 +292,11 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     footprints = Footprints(directory.path)
     planted = (lambda: setup.nemesis.as_dict().get("applied", [])) if setup.nemesis else (lambda: [])
     reset: set[str] = set()  # declared subscriptions whose twins' streams a crashed watch left behind
+    # an ordered dead-lettering subscription -> how long after its streams were reset its messages, sent to the dead
+    # stream and expiring each time, may reach their last attempt (conformance.STALL_CAUSE)
+    stalls_after = {s.name: s.max_delivery_attempts * s.ack_deadline_s for s in subscriptions
+                    if s.ordering and s.dead_lettering}
+    started_us = time.time_ns() // 1000
     conformance = None
     if options.conform_every_s != 0:
         def remember(run_id: str | None) -> None:
@@ -301,7 +306,8 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
         conformance = WatchConformance(config.target, estate.project, getattr(estate, "project_number", None),
                                        setup.emulator_host if config.target == "emulator" else None, directory.path,
                                        options.conform_every_s, frozenset(s.name for s in subscriptions if s.ordering),
-                                       show=lambda line: print(line, flush=True), on_run_id=remember)
+                                       show=lambda line: print(line, flush=True), on_run_id=remember,
+                                       stall_possible=bool(stalls_after))
 
     page = report.RollingReport(directory.path, estate.stack, run_id, horizons, delay_s, footprints,
                                 conformance=lambda: conformance.summary() if conformance is not None else None)
@@ -309,10 +315,14 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     def explain(finding: dict) -> list[str]:
         if conformance is None:
             return []
-        resets = finding["subscription"] in reset or any(
-            r["kind"] in ("kill_stream", "partition") and r.get("subscription") == finding["subscription"]
-            and not applied_faults.not_applied(r) for r in planted())
-        return conformance.explain(finding, resets)
+        applied = [r for r in planted() if r["kind"] in ("kill_stream", "partition") and not applied_faults.not_applied(r)]
+        resets = finding["subscription"] in reset or any(r.get("subscription") == finding["subscription"] for r in applied)
+        onsets = stall_onsets(stalls_after, {name: [started_us] * (name in reset)
+                                             + [r["time_us"] for r in applied if r.get("subscription") == name]
+                                             for name in stalls_after})
+        stalled = any(name != finding["subscription"] and onset <= time.time_ns() // 1000
+                      for name, onset in onsets.items())
+        return conformance.explain(finding, resets, stalled)
 
     sink = WindowSink(directory.path, subscriptions, topic_of, horizons, metrics, planted=planted,
                       window_s=options.window_s, show=print_line, report=page.write, explain=explain)

@@ -67,6 +67,9 @@ def judged(spark, evidence_dir: Path, subscriptions: list, config: judge.JudgeCo
                              "CAST(NULL AS BIGINT) AS seq", "t", "CAST(NULL AS BIGINT) AS ack_t",
                              "CAST(NULL AS BIGINT) AS att")
     rows = rows.unionByName(ticks)
+    # the numbers a row may lack as judge.NULL: a null among a column's values would reach pandas as float64, which
+    # keeps 53 bits of `att`'s 63 (a delivery's attempt and action are its low bits)
+    rows = rows.withColumns({name: F.coalesce(F.col(name), F.lit(judge.NULL).cast("long")) for name in ("seq", "ack_t", "att")})
     rows = rows.withColumn("h2", F.expr("CAST(shiftright(meta, 32) AS INT)"))
     rows = rows.withColumn("evt", F.expr("timestamp_micros(t)")).withWatermark("evt", f"{int(delay_s * 1000)} milliseconds")
     return rows.groupBy("h", "h2").applyInPandasWithState(
