@@ -365,8 +365,15 @@ def test_watch_on_standalone_cluster(cluster, tmp_path):
     apps = _status(ui)
     new = [a for a in apps.get("completedapps", []) + apps.get("activeapps", []) if a["id"] not in before]
     assert [a["name"] for a in new] == ["pubsubguard-watch"], apps
-    executors = [e for e in _status(worker_ui).get("finishedexecutors", []) if e["appid"] == new[0]["id"]]
-    assert executors, "no executor of the watch ran on the worker"
+    # the worker's page lists an application's executor among its running ones until it has reaped it (under load,
+    # seconds after the application ended): both lists, read again for a while
+    executors, deadline = [], time.monotonic() + 30
+    while not executors and time.monotonic() < deadline:
+        worker = _status(worker_ui)
+        executors = [e for e in worker.get("finishedexecutors", []) + worker.get("executors", [])
+                     if e["appid"] == new[0]["id"]]
+        time.sleep(0 if executors else 1)
+    assert executors, f"no executor of the watch ran on the worker: {worker}"
     windows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
     held = {(n, g) for w in windows for n, s in w["subscriptions"].items() for g, v in s["guarantees"].items()
             if v == "holds"}
