@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 
 import pyarrow as pa
@@ -224,7 +225,6 @@ def test_other_code_does_not_read_what_this_code_kept(spark, tmp_path):
     history = merged_history(4)
     directory = written(tmp_path, history)
     check(spark, directory)
-    from pubsubguard.validation.checks import run as checks, kernel
 
     class Other:  # another version of the code that packs the rows
         __file__ = "checks_v2.py"
@@ -234,8 +234,8 @@ def test_other_code_does_not_read_what_this_code_kept(spark, tmp_path):
             def get_data(path):
                 return b"# another version\n"
 
-    assert sorted_input.Kept.of(directory, history.subscriptions, (checks, kernel)).find()
-    assert sorted_input.Kept.of(directory, history.subscriptions, (Other, kernel)).find() is None
+    assert sorted_input.Kept.of(directory, history.subscriptions, checks._SHAPING_MODULES).find()
+    assert sorted_input.Kept.of(directory, history.subscriptions, (Other, *checks._SHAPING_MODULES[1:])).find() is None
 
 
 def test_code_shipped_in_a_zip_is_digested_as_a_file_is(tmp_path):
@@ -399,3 +399,77 @@ def test_verify_from_evidence_keeps_and_reads_it_and_no_checks_input_does_neithe
     manifest = (kept_dir / sorted_input.MANIFEST).read_text()
     code, err = verify("--no-checks-input")  # a kept input is not read either, nor touched
     assert code == 1 and "checks:" not in err and (kept_dir / sorted_input.MANIFEST).read_text() == manifest
+
+
+# the packed layout of `meta` (validation/checks/chunk.py), and another that packs the same facts: a subscription
+# index of 11 bits from bit 5, the ack deadline in the 16 bits above it
+LAYOUT = "SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 12, 17, 15\n"
+OTHER_LAYOUT = "SUB_BITS, DEADLINE_SHIFT, DEADLINE_BITS = 11, 16, 16\n"
+
+
+def test_a_kept_input_packed_in_another_layout_is_not_read(spark, tmp_path, capsys):
+    """A version of the code whose packed layout (`chunk.py`) differs checks the same evidence: driver and
+    executors import it from a bundle zip (validation/bundle.py) in a verify process of its own (in another
+    directory: the checkout's own `pubsubguard/` would come first on the path). It does not
+    read what this code kept, nor this code what it kept; both keep their own and give the same report."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from pubsubguard.validation import bundle, job
+
+    directory = written(tmp_path, merged_history(5))
+    manifest_path = directory / sorted_input.DIRNAME / sorted_input.MANIFEST
+
+    def verify_here(report: str) -> str:
+        assert job.main(["--from-evidence", str(directory), "--report", str(tmp_path / report), "--no-progress"],
+                        spark=spark) == 1
+        return capsys.readouterr().err
+
+    def verify_other(report: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pubsubguard.validation.job", "--from-evidence", str(directory),
+                               "--report", str(tmp_path / report), "--no-progress"],
+                              env={**os.environ, "PYTHONPATH": str(other)}, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 1, done.stderr
+        return done.stderr
+
+    def subscriptions(report: str) -> dict:
+        """The report's verdict per subscription; its findings' ids (numbered in the order the pass's partitions
+        give them, 8 in that process, the tests' session's 4 here) masked."""
+        text = (tmp_path / report / "report.json").read_text()
+        return json.loads(re.sub(r'"finding-[0-9]+"', '"finding-N"', text))["subscriptions"]
+
+    def code_digest() -> str:
+        return json.loads(manifest_path.read_text())["sources"]["code"]
+
+    assert f"checks: kept the sorted input in {manifest_path.parent}" in verify_here("here")
+    kept_here = code_digest()
+
+    # the same package with the other layout of `meta`
+    other = tmp_path / "other-layout.zip"
+    bundle.write_zip(tmp_path / "this-layout.zip")
+    with zipfile.ZipFile(tmp_path / "this-layout.zip") as this, zipfile.ZipFile(other, "w") as changed:
+        for entry in this.infolist():
+            data = this.read(entry)
+            if entry.filename == "pubsubguard/validation/checks/chunk.py":
+                assert data.decode().count(LAYOUT) == 1, "the layout line this test changes"
+                data = data.decode().replace(LAYOUT, OTHER_LAYOUT).encode()
+            changed.writestr(entry, data)
+    probe = subprocess.run([sys.executable, "-c", "from pubsubguard.validation.checks import chunk; "
+                            "print(chunk.__file__, chunk.DEADLINE_SHIFT, chunk.MAX_SUBSCRIPTIONS)"],
+                           env={**os.environ, "PYTHONPATH": str(other)}, cwd=tmp_path, capture_output=True, text=True,
+                           check=True)
+    assert probe.stdout.split()[1:] == ["16", "2048"] and ".zip" in probe.stdout, probe.stdout
+
+    err = verify_other("other")
+    assert f"checks: kept the sorted input in {manifest_path.parent}" in err, err  # not read: another layout
+    assert code_digest() != kept_here
+    assert subscriptions("other") == subscriptions("here")
+    assert "checks: read the sorted input" in verify_other("other-again")
+    assert subscriptions("other-again") == subscriptions("here")
+
+    # and this code does not read what the other layout kept
+    assert f"checks: kept the sorted input in {manifest_path.parent}" in verify_here("here-again")
+    assert code_digest() == kept_here
+    assert subscriptions("here-again") == subscriptions("here")

@@ -96,7 +96,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, functions as F, types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from . import aggregates, chunk, findings, kernel, sorted_input
+from . import aggregates, chunk, findings, kernel, scans, sorted_input
 from ..evidence.records import DeclaredSubscription
 from .findings import DEFAULT_SKEW_US, FINDING_COLUMNS, FINDING_KINDS, TIMES
 
@@ -325,6 +325,12 @@ def _kept_pass(
     return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
 
 
+# the code that shapes the kept sorted input, digested into its manifest: the packing (`_unified`, this
+# module), the packed layout (`chunk`: INPUT_COLUMNS and the bits of `meta` and `att`), the ranks and the
+# row groups' cut (`kernel.with_id_ranks`, `kernel.last_key_start`) and the scans they use
+_SHAPING_MODULES = (sys.modules[__name__], chunk, kernel, scans)
+
+
 @dataclass
 class _Passed:
     """The pass's output as Arrow; the key names kept with the sorted input it read (or None); and
@@ -345,7 +351,7 @@ def _judged(
 
     def sources():  # what the frames read now (Spark lists their files when they are made)
         read = {os.path.realpath(url2pathname(urlparse(u).path)) for u in publishes.inputFiles() + deliveries.inputFiles()}
-        return sorted_input.Kept.of(evidence_dir, subscriptions, (sys.modules[__name__], kernel), read)
+        return sorted_input.Kept.of(evidence_dir, subscriptions, _SHAPING_MODULES, read)
 
     kept = sources() if evidence_dir else None
     found = kept.find() if kept is not None else None
