@@ -111,6 +111,21 @@ def build(rows: int, out: Path) -> Path:
     return directory
 
 
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """--rows and --out of the scripts that read a log this benchmark made (profile_checks, profile_stages)."""
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+
+
+def made_log(args: argparse.Namespace) -> Path | None:
+    """The log of `args.rows` rows this benchmark made under `args.out`; None, said, when there is none."""
+    directory = args.out / f"checks-{args.rows}"
+    if (directory / "run.json").exists():
+        return directory
+    print(f"{directory}: no log; make it with: .venv/bin/python benchmarks/bench_checks.py --sizes {args.rows}")
+    return None
+
+
 def disk_mib(directory: Path) -> float:
     """The log's part files (not the sorted input a check keeps beside them)."""
     return sum(p.stat().st_size for name in ("publishes", "deliveries") for p in (directory / name).rglob("*.parquet")) / 2**20

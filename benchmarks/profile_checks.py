@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histori
 
 from pyspark.sql import functions as F  # noqa: E402
 
+import bench_checks  # noqa: E402
+
 from pubsubguard.validation.checks import run as checks, chunk, kernel  # noqa: E402
 from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US  # noqa: E402
 from pubsubguard.validation.evidence.records import RunInfo  # noqa: E402
@@ -42,13 +44,11 @@ def _drain(batches):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    bench_checks.add_log_arguments(parser)
     parser.add_argument("--repeat", type=int, default=2, help="the first run is often slower (JIT, caches)")
     args = parser.parse_args(argv)
-    directory = args.out / f"checks-{args.rows}"
-    if not (directory / "run.json").exists():
-        print(f"{directory}: no log; make it with: .venv/bin/python benchmarks/bench_checks.py --sizes {args.rows}")
+    directory = bench_checks.made_log(args)
+    if directory is None:
         return 2
     print("before: load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     spark = spark_session("local[2]", app_name="profile-checks")
