@@ -7,7 +7,7 @@
 Uses the logs `bench_checks.py` generates (run it first). One untimed first check (JIT, page cache, the
 Python workers started), then one timed first check (`run_checks` with the evidence directory, nothing
 kept before it: it keeps its sorted input) with its findings and statistics collected, as bench_checks
-times it. Printed:
+times it (`--nothing-kept`: the shuffle pass without an evidence directory instead). Printed:
 - each Spark stage of the timed check: its wall time, the tasks' run and CPU time, and what Spark
   measured inside it (scan, shuffle write and fetch wait, sort, the Arrow exchange with Python, GC);
 - the executors' Python workers' CPU time (/proc) and, with `--py-spy` (py-spy on PATH or beside this
@@ -155,6 +155,8 @@ def main(argv=None) -> int:
     bench_checks.add_log_arguments(parser)
     parser.add_argument("--py-spy", action="store_true", help="sample the executors' Python workers (py-spy)")
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
+    parser.add_argument("--nothing-kept", action="store_true",
+                        help="time the shuffle pass that keeps nothing (no evidence directory) instead of a first check")
     args = parser.parse_args(argv)
     directory = bench_checks.made_log(args)
     if directory is None:
@@ -171,8 +173,12 @@ def main(argv=None) -> int:
 
     spark = spark_session("local[2]", app_name="profile-stages")
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    warm = bench_checks.first_check(spark, directory)
-    print(f"warm-up first check (untimed): {warm['seconds']:.2f} s", flush=True)
+    def check():
+        return bench_checks.spark_checks(spark, directory) if args.nothing_kept else bench_checks.first_check(spark, directory)
+
+    warm = check()
+    what = "shuffle pass (nothing kept)" if args.nothing_kept else "first check"
+    print(f"warm-up {what} (untimed): {warm['seconds']:.2f} s", flush=True)
     sampler, collapsed = None, events / "py-spy.txt"
     daemon = _python_daemon(jvm_pid)
     if spy is not None:
@@ -181,7 +187,7 @@ def main(argv=None) -> int:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # py-spy attaches
     start_load, started, python_cpu = _loads(), time.time(), _python_cpu_s(jvm_pid)
-    timed = bench_checks.first_check(spark, directory)
+    timed = check()
     end_load, python_cpu = _loads(), _python_cpu_s(jvm_pid) - python_cpu
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
@@ -189,7 +195,7 @@ def main(argv=None) -> int:
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     spark.stop()  # the event log is whole once the context stops
     stages = [s for s in _stages(next(events.glob("local-*"))) if s["submitted"] >= started]
-    print(f"timed first check: {timed['seconds']:.2f} s wall ({args.rows:,} rows; load average {start_load} at its "
+    print(f"timed {what}: {timed['seconds']:.2f} s wall ({args.rows:,} rows; load average {start_load} at its "
           f"start, {end_load} at its end), {timed['sorted_input']}")
     header = "| stage | tasks | wall s | " + " | ".join(f"{label} s" for label, _, _ in STAGE_METRICS) + " |"
     print(header)
