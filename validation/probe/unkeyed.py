@@ -7,10 +7,9 @@ waits in the client until the one before it is acked, nacked or dropped. The Go 
 changed it to follow the subscription's `enable_message_ordering` (googleapis/google-cloud-go#3884, fixed by #3886).
 A subscription without ordering still receives the keys its messages were published with -- a dead-letter drain
 receives them from an ordered topic's dead-lettered messages -- so the probe's client serialised that subscription per
-key. In a 2-hour watch (issue 63), once the machine's load reached 23 the dead-letter drain's callbacks slowed, the
-messages waiting behind their keys kept their leases while redeliveries of the same keys queued behind them (about
-65,000 held in the client), and 1,430 messages the target had delivered were judged `lost` past their horizon: the
-probe's client, not the target, held them.
+key. In a 2-hour watch (issue 63), once the dead-letter drain's deliveries slowed (the emulator's stall, docs/watch.md)
+and the machine's load reached 23, the messages waiting behind their keys kept their leases while redeliveries of
+the same keys queued behind them: about 65,000 held in the probe's client, never handed to the probe.
 
 So on an unordered subscription the probe opens the streaming pull itself, as `SubscriberClient.subscribe` does, with
 a hold that keeps the library's arrival order and flow control but no per-key queue. An ordered subscription keeps the
