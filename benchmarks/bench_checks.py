@@ -5,17 +5,20 @@
 
 The logs are legal histories from `histories` (four subscriptions: plain, ordered,
 exactly-once, dead-lettering), tiled to size under renamed keys, plus one mutated copy so the
-findings and their evidence join are exercised. They are written once as Parquet under
-`benchmarks/out/checks-<rows>/` (the probe's layout) and reused.
+findings and their evidence join are exercised. Each is written once as Parquet and reused: under
+`benchmarks/out/checks-<rows>/` in the probe's bucketed layout (validation/evidence/layout.py), and
+under `checks-<rows>-plain/` as the probe wrote part files before it (the same rows).
 
 For each size, in the same run, after one untimed run of each side on that size (JIT, the page cache:
 "warm"; its time is printed), `--repeat` times (default 3; the best time of each side is compared,
 every time is printed):
 - Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
-  collected -- the whole verdict, wall time -- three ways: the shuffle pass with nothing kept (the
-  `ratio` line, comparable with earlier rounds); the first check of the evidence, which keeps the
-  pass's sorted input beside it (validation/checks/sorted_input.py; removed before each such run); a
-  re-check, which reads it (the findings and statistics of both are compared with the shuffle pass's);
+  collected -- the whole verdict, wall time -- four ways: the shuffle pass with nothing kept (the
+  `ratio` line, comparable with earlier rounds); the check of the bucketed log (validation/checks/buckets.py:
+  what a first check and a re-check of the probe's evidence both do); the first check of the log not
+  bucketed, which keeps the pass's sorted input beside it (validation/checks/sorted_input.py; removed
+  before each such run); and its re-check, which reads it (the findings and statistics of each are
+  compared with the shuffle pass's);
 - floor: DuckDB (2 threads, in a subprocess) on the same files doing the least work any checker
   must do: read the columns the checks read, sort by (subscription, key, receive time), count
   deliveries per message id.
@@ -45,7 +48,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import histories as H  # noqa: E402
-from pubsubguard.validation.evidence import seal  # noqa: E402
+from pubsubguard.validation.evidence import layout, seal  # noqa: E402
 from pubsubguard.validation.checks import sorted_input
 from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo  # noqa: E402
 
@@ -76,10 +79,13 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "messages": n[0], "rows":
 CHUNK_ROWS = 5_000_000  # a log is tiled and written this many delivery rows at a time (bounded memory)
 
 
-def build(rows: int, out: Path) -> Path:
-    directory = out / f"checks-{rows}"
+def build(rows: int, out: Path, bucketed: bool = True) -> Path:
+    """The log of `rows` delivery rows under `out`: `checks-<rows>/`, its part files in the probe's bucketed
+    layout (validation/evidence/layout.py), or as the probe wrote them before it (`checks-<rows>-plain/`)."""
+    directory = out / (f"checks-{rows}" if bucketed else f"checks-{rows}-plain")
     if (directory / "run.json").exists():
         return directory
+    write = layout.write_part if bucketed else pq.write_table
     legal = H.generate(SUBSCRIPTIONS, WORKLOAD, seed=7, run_id="bench")
     per_copy = len(legal.deliveries)
     copies = max(1, round(rows / per_copy) - 1)
@@ -91,7 +97,7 @@ def build(rows: int, out: Path) -> Path:
                 table = _suffixed(table, column, f"~c{chunk}")  # keys unique across chunks
             (directory / name).mkdir(parents=True, exist_ok=True)
             for i, first in enumerate(range(0, table.num_rows, 1_000_000)):
-                pq.write_table(table.slice(first, 1_000_000), directory / name / f"part-c{chunk:04d}-{i:05d}.parquet")
+                write(table.slice(first, 1_000_000), directory / name / f"part-c{chunk:04d}-{i:05d}.parquet")
         del pubs, dels
     mutated = legal
     for name in ("lost", "out_of_order/skip", "duplicate_after_ack", "dead_letter_missing"):
@@ -104,7 +110,7 @@ def build(rows: int, out: Path) -> Path:
         mp = _suffixed(mp, column, "~mut")
         md = _suffixed(md, column, "~mut")
     for name, table in (("publishes", mp), ("deliveries", md)):
-        pq.write_table(table, directory / name / "part-mutated.parquet")
+        write(table, directory / name / "part-mutated.parquet")
     RunInfo(run_id="bench", target="generated", subscriptions=list(SUBSCRIPTIONS),
             parameters={"generator": "histories"}).write(directory)
     seal.seal(directory, "bench")  # last: the log is complete, as a probe run seals it
@@ -211,8 +217,17 @@ def spark_checks(spark, directory: Path, keep: bool = False) -> dict:
             "verdict": sorted(map(repr, findings)) + sorted(map(repr, stats)), "sorted_input": results.sorted_input}
 
 
+def layout_check(spark, directory: Path) -> dict:
+    """A check of the probe's evidence, in its bucketed layout: the pass reads each bucket in place (a first check and
+    a re-check alike: nothing is kept)."""
+    result = spark_checks(spark, directory, keep=True)
+    assert result["sorted_input"].startswith("checks: read the evidence's"), result["sorted_input"]
+    return result
+
+
 def first_check(spark, directory: Path) -> dict:
-    """The first check of the evidence: nothing kept yet (removed), the pass keeps its sorted input."""
+    """The first check of evidence not in the layout (written before it): nothing kept yet (removed), the shuffle
+    pass keeps its sorted input."""
     shutil.rmtree(directory / sorted_input.DIRNAME, ignore_errors=True)
     result = spark_checks(spark, directory, keep=True)
     assert result["sorted_input"].startswith("checks: kept"), result["sorted_input"]
@@ -222,7 +237,7 @@ def first_check(spark, directory: Path) -> dict:
 def re_check(spark, directory: Path) -> dict:
     """A later check of the same evidence: the pass reads the sorted input the first check kept."""
     result = spark_checks(spark, directory, keep=True)
-    assert result["sorted_input"].startswith("checks: read"), result["sorted_input"]
+    assert result["sorted_input"].startswith("checks: read the sorted input"), result["sorted_input"]
     return result
 
 
@@ -244,26 +259,32 @@ def main(argv=None) -> int:
 
     from pubsubguard.validation.session import spark_session
 
-    dirs = {}
+    dirs, plain = {}, {}
     for rows in sizes:
         t = time.perf_counter()
-        dirs[rows] = build(rows, args.out)
-        print(f"log {rows:>11,} rows: {dirs[rows]} ({time.perf_counter() - t:.1f} s to make or find; "
-              f"{disk_mib(dirs[rows]):,.0f} MiB of Parquet on disk)", flush=True)
+        dirs[rows], plain[rows] = build(rows, args.out), build(rows, args.out, bucketed=False)
+        print(f"log {rows:>11,} rows: {dirs[rows]} and, not bucketed, {plain[rows]} ({time.perf_counter() - t:.1f} s "
+              f"to make or find; {disk_mib(dirs[rows]):,.0f} and {disk_mib(plain[rows]):,.0f} MiB of Parquet on disk)",
+              flush=True)
 
     spark = spark_session("local[2]", app_name="bench-checks", shuffle_partitions=args.shuffle_partitions)
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     results = {}
-    sides = {"shuffle": spark_checks, "first": first_check, "re-check": re_check, "floor": lambda _, d: floor(d)}
+    # (side, its function, which log it reads)
+    sides = {"shuffle": (spark_checks, plain), "layout": (layout_check, dirs), "first": (first_check, plain),
+             "re-check": (re_check, plain), "floor": (lambda _, d: floor(d), dirs)}
+    labels = {"layout": "check of the bucketed layout (first and re-check alike)",
+              "first": "first check of a log not bucketed, keeping its sorted input",
+              "re-check": "re-check of that log, reading it"}
 
-    def each_side(directory: Path) -> dict:
-        return {name: side(spark, directory) for name, side in sides.items()}
+    def each_side(rows: int) -> dict:
+        return {name: side(spark, logs[rows]) for name, (side, logs) in sides.items()}
 
     for rows in sizes:
-        warm = each_side(dirs[rows])
+        warm = each_side(rows)
         print(f"{rows:>11,} rows  warm-up: " + "; ".join(f"{name} {r['seconds']:.1f} s" for name, r in warm.items()),
               flush=True)
-        runs = [each_side(dirs[rows]) for _ in range(args.repeat)]
+        runs = [each_side(rows) for _ in range(args.repeat)]
         best = {name: min((r[name] for r in runs), key=lambda x: x["seconds"]) for name in sides}
         s, f = best["shuffle"], best["floor"]
         n = f["rows"]
@@ -277,15 +298,15 @@ def main(argv=None) -> int:
             f"findings {s['findings']}",
             flush=True,
         )
-        kept_mib = sum(p.stat().st_size for p in (dirs[rows] / sorted_input.DIRNAME).rglob("*.parquet")) / 2**20
-        for name, label in (("first", "first check, keeping its sorted input"), ("re-check", "re-check, reading it")):
+        kept_mib = sum(p.stat().st_size for p in (plain[rows] / sorted_input.DIRNAME).rglob("*.parquet")) / 2**20
+        for name, label in labels.items():
             r = best[name]
             same = all(x[name]["verdict"] == s["verdict"] for x in runs)
             print(f"{n:>11,} rows  {label}: {r['seconds']:6.2f} s   ratio {r['seconds'] / f['seconds']:5.2f}x   "
                   f"{'same findings and statistics as the shuffle pass' if same else 'FINDINGS OR STATISTICS DIFFER'}",
                   flush=True)
-        print(f"{n:>11,} rows  sorted input kept: {kept_mib:,.0f} MiB beside the log's {disk_mib(dirs[rows]):,.0f} MiB",
-              flush=True)
+        print(f"{n:>11,} rows  sorted input kept for the log not bucketed: {kept_mib:,.0f} MiB beside its "
+              f"{disk_mib(plain[rows]):,.0f} MiB", flush=True)
     if len(sizes) > 1:
         lo, hi = sizes[0], sizes[-1]
         print(f"scaling {hi:,}/{lo:,} rows: spark {results[hi][0]['seconds'] / results[lo][0]['seconds']:.2f}x, "

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pubsubguard.validation.evidence import seal
+from pubsubguard.validation.evidence import layout, seal
 from pubsubguard.validation.evidence.records import DELIVERY_SCHEMA, PUBLISH_SCHEMA, DeclaredSubscription, RunInfo
 from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US
 
@@ -93,15 +93,22 @@ def write_evidence(
     deliveries: pa.Table,
     target: str = "generated",
     row_group_size: int = 1_000_000,
+    bucketed: bool = True,
 ) -> Path:
-    """Write tables in the probe's layout: run.json, publishes/part-*.parquet, deliveries/part-*.parquet,
-    and seal them as a probe run does when it ends (pubsubguard.validation.evidence.seal)."""
+    """Write tables as the probe does: run.json, publishes/part-*.parquet, deliveries/part-*.parquet (up to
+    `row_group_size` rows each, in the bucketed layout, `pubsubguard.validation.evidence.layout`, unless not
+    `bucketed`: as the probe wrote them before it), and seal them as a probe run does when it ends
+    (pubsubguard.validation.evidence.seal)."""
     directory = Path(directory)
     for name, table in (("publishes", publishes), ("deliveries", deliveries)):
         sub = directory / name
         sub.mkdir(parents=True, exist_ok=True)
         for i, start in enumerate(range(0, max(table.num_rows, 1), row_group_size)):
-            pq.write_table(table.slice(start, row_group_size), sub / f"part-{i:05d}.parquet")
+            part = sub / f"part-{i:05d}.parquet"
+            if bucketed:
+                layout.write_part(table.slice(start, row_group_size), part)
+            else:
+                pq.write_table(table.slice(start, row_group_size), part)
     RunInfo(run_id=run_id, target=target, subscriptions=list(subscriptions), parameters={"generator": "histories"}).write(directory)
     seal.seal(directory, run_id)
     return directory

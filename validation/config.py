@@ -251,5 +251,5 @@ def add_arguments(parser: argparse.ArgumentParser,
                      help="no progress bars (the summary, observations and verdict still go to stdout)")
     out.add_argument("--no-checks-input", action="store_true",
                      help="neither keep the checks' sorted input in <evidence>/checks-input/ nor read one kept "
-                          "there: every check reads, shuffles and sorts the log (for evidence nothing may be "
-                          "written to)")
+                          "there: every check of evidence not in the probe's bucketed layout reads, shuffles and "
+                          "sorts the log (for evidence nothing may be written to)")

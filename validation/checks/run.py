@@ -77,9 +77,16 @@ counts per bin, extent, crash window, expiry deadlines), which come to the drive
 findings and the hottest keys only, a read of the key columns names them and a read of every column
 (filtered by those names when they are few) fetches the evidence rows.
 
-Re-checks. With `evidence_dir` (local evidence), the pass's tasks also keep their sorted partitions
-beside the evidence, and a later check of the same part files, subscriptions and code reads them
-instead of reading, packing, shuffling and sorting the log again (`sorted_input`; same verdict).
+The probe's layout. Evidence in a local directory whose part files are all in the probe's bucketed
+layout (`pubsubguard.validation.evidence.layout`: each file's rows of a bucket of keys in a row group of
+its own) needs no shuffle: one task per bucket reads its row group of every file, packs and sorts it with
+NumPy into the same rows in the same order, and the same kernel judges them (`buckets`, `_bucket_pass`).
+A file not where its layout says is said, and the log judged with the shuffle pass.
+
+Re-checks. Other evidence in a local directory (written before the layout, or by another writer): the
+shuffle pass's tasks also keep their sorted partitions beside the evidence, and a later check of the
+same part files, subscriptions and code reads them instead of reading, packing, shuffling and sorting
+the log again (`sorted_input`; same verdict).
 """
 
 from __future__ import annotations
@@ -96,7 +103,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, functions as F, types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from . import aggregates, chunk, findings, kernel, scans, sorted_input
+from . import aggregates, buckets, chunk, findings, kernel, scans, sorted_input
 from ..evidence.records import DeclaredSubscription
 from .findings import DEFAULT_SKEW_US, FINDING_COLUMNS, FINDING_KINDS, TIMES
 
@@ -325,6 +332,38 @@ def _kept_pass(
     return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
 
 
+def _bucket_pass(
+    spark, pub_paths: list[str], del_paths: list[str], count: int, subscriptions: list[DeclaredSubscription],
+    skew_us: int, chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
+) -> DataFrame:
+    """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): one task per bucket reads
+    its row group of every part file, packs and sorts it, and the same kernel judges it."""
+    config = _config(subscriptions, unproven)
+    declared = buckets.Declared.of(subscriptions)
+
+    def check_each(batches):
+        from . import buckets as b  # the executor's import
+        from . import kernel as k
+
+        for batch in batches:
+            for bucket in batch.column(0).to_pylist():
+                rows = b.bucket_input(pub_paths, del_paths, declared, bucket, count)
+                yield from k.check_partition(rows, config, skew_us, bucket, chunk_rows)
+
+    return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+
+
+def _local_path(uri: str) -> str:
+    return os.path.realpath(url2pathname(urlparse(uri).path))
+
+
+def _first_line(err: BaseException) -> str:
+    """An error's type and the last line that names it (a task's error comes wrapped in Spark's)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    named = [line for line in lines if "NotInLayout" in line or "Error" in line]
+    return (named[-1] if named else (lines[0] if lines else type(err).__name__))[:300]
+
+
 # the code that shapes the kept sorted input, digested into its manifest: the packing (`_unified`, this
 # module), the packed layout (`chunk`: INPUT_COLUMNS and the bits of `meta` and `att`), the ranks and the
 # row groups' cut (`kernel.with_id_ranks`, `kernel.last_key_start`) and the scans they use
@@ -345,24 +384,38 @@ class _Passed:
 
 def _judged(
     publishes: DataFrame, deliveries: DataFrame, subscriptions: list[DeclaredSubscription], skew_us: int,
-    chunk_rows: int, evidence_dir, unproven: frozenset = frozenset(),
+    chunk_rows: int, evidence_dir, unproven: frozenset = frozenset(), keep: bool = True,
 ) -> _Passed:
     spark = publishes.sparkSession
 
     def sources():  # what the frames read now (Spark lists their files when they are made)
-        read = {os.path.realpath(url2pathname(urlparse(u).path)) for u in publishes.inputFiles() + deliveries.inputFiles()}
+        read = {_local_path(u) for u in publishes.inputFiles() + deliveries.inputFiles()}
         return sorted_input.Kept.of(evidence_dir, subscriptions, _SHAPING_MODULES, read)
 
+    unreadable = ""
+    if evidence_dir:  # evidence in the probe's bucketed layout: judged bucket by bucket, nothing to shuffle or keep
+        paths = [_local_path(u) for u in publishes.inputFiles()], [_local_path(u) for u in deliveries.inputFiles()]
+        count = buckets.layout_of(paths[0] + paths[1])
+        if count is not None:
+            try:
+                passed = _bucket_pass(spark, *paths, count, subscriptions, skew_us, chunk_rows, unproven).toArrow()
+                sentence = f"checks: read the evidence's {count} buckets in place (no shuffle)"
+                return _Passed(passed, buckets.KeyNames(*paths, buckets.Declared.of(subscriptions)), lambda names: sentence)
+            except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
+                unreadable = (f"checks: the evidence's bucketed layout could not be read "
+                              f"({_first_line(err)}); judged with the shuffle pass; ")
+    if not keep:
+        evidence_dir = None  # neither keep a sorted input nor read one (the layout above needs neither)
     kept = sources() if evidence_dir else None
     found = kept.find() if kept is not None else None
-    unreadable = ""
     if found is not None:
         try:
             passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
-            sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+            sentence = f"{unreadable or 'checks: '}read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
             return _Passed(passed, found.names, lambda names: sentence)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
-            unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
+            unreadable = (f"{unreadable or 'checks: '}the sorted input kept in {kept.directory} could not be read "
+                          f"({type(err).__name__}); ")
     writing = kept.start(spark) if kept is not None else None
     try:
         passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
@@ -373,7 +426,8 @@ def _judged(
         raise
     if kept is None:
         sentence = None if evidence_dir is None else (
-            f"checks: nothing kept in {evidence_dir}: its part files could not be listed, or are not the files checked")
+            f"{unreadable or 'checks: '}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
+            "the files checked")
         return _Passed(passed, None, lambda names: sentence)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
@@ -509,6 +563,7 @@ def run_checks(
     chunk_rows: int = chunk.CHUNK_ROWS,
     evidence_dir=None,
     unproven: frozenset = frozenset(),
+    keep: bool = True,
 ) -> CheckResults:
     """Check the evidence of one run against the declared subscriptions it probed.
 
@@ -519,9 +574,10 @@ def run_checks(
     collected, reads the evidence rows of the keys with findings. The findings are held on the
     driver (as the report holds them).
 
-    `evidence_dir`: the local directory `publishes` and `deliveries` are read from, unfiltered. The
-    pass then keeps its sorted input there, or reads what an earlier check of the same files,
-    subscriptions and code kept (`sorted_input`).
+    `evidence_dir`: the local directory `publishes` and `deliveries` are read from, unfiltered. Evidence
+    in the probe's bucketed layout is then judged bucket by bucket in place (`buckets`); other evidence
+    has its sorted input kept there, or read from what an earlier check of the same files, subscriptions
+    and code kept (`sorted_input`), unless not `keep`.
 
     `unproven`: subscriptions whose never-delivered messages no final read of the drain proved lost
     (`validation/probe/drain_clock.py`): no `lost` there; they stay unsettled.
@@ -529,7 +585,7 @@ def run_checks(
     spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
-    judged = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven))
+    judged = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven), keep)
     try:  # until the sorted input is kept or not (`finish`): a failure leaves nothing half-kept
         passed = judged.table
         is_finding = pc.is_valid(passed["kind"])

@@ -42,10 +42,12 @@ def finding_record(row: dict) -> dict:
     return record
 
 
-def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None, integrity=None) -> RunVerdict:
+def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None, integrity=None,
+                keep: bool = True) -> RunVerdict:
     """Run the checks on a run's evidence and fold them, with its recorded config drift, into a
     verdict per declared subscription and guarantee. `evidence_dir`: the local directory the frames
-    were read from, where the checks keep (or find) their sorted input (`checks.run_checks`).
+    were read from, whose bucketed layout the checks read in place, or where they keep (or find) their
+    sorted input unless not `keep` (`checks.run_checks`).
     `integrity` (`pubsubguard.validation.evidence.seal.Integrity`): the evidence against its seal; every
     delivery-derived guarantee of a subscription whose rows may be missing (`affected`: unsealed evidence,
     parts not read) is `inconclusive` whatever the rows read show (their findings are all kept: rows
@@ -58,7 +60,7 @@ def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None,
     probed = [s for s in info.subscriptions if s.name not in info.tested]
     drain = info.parameters.get("drain") or {}
     results = run_checks(publishes, deliveries, probed, skew_us=int(info.parameters.get("skew_us", DEFAULT_SKEW_US)),
-                         evidence_dir=evidence_dir, unproven=frozenset(drain.get("unproven") or ()))
+                         evidence_dir=evidence_dir, unproven=frozenset(drain.get("unproven") or ()), keep=keep)
     if results.sorted_input:
         print(results.sorted_input, file=sys.stderr)
     findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]

@@ -53,6 +53,7 @@ import pyarrow as pa
 
 from pubsubguard.core import storage
 
+from ..evidence import layout
 from ..wire import endpoints
 
 DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
@@ -73,7 +74,8 @@ FLUSH_ROWS, FLUSH_S = 500, 1.0
 
 
 class PartWriter:
-    """Buffered Parquet part files: `<directory>/part-<prefix>-<n>.parquet`, flushed by size and by time."""
+    """Buffered Parquet part files: `<directory>/part-<prefix>-<n>.parquet`, flushed by size and by time, each in
+    the bucketed layout the checks read without a shuffle (`pubsubguard.validation.evidence.layout`)."""
 
     def __init__(self, directory: Path, schema: pa.Schema, prefix: str, flush_rows: int = FLUSH_ROWS, flush_s: float = FLUSH_S):
         self.directory = directory if storage.is_remote(directory) else Path(directory)
@@ -104,7 +106,7 @@ class PartWriter:
         if not self.rows:
             return
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
-        storage.write_parquet(table, storage.join(self.directory, f"part-{self.prefix}-{self.parts:05d}.parquet"))
+        layout.write_part(table, storage.join(self.directory, f"part-{self.prefix}-{self.parts:05d}.parquet"))
         self.parts += 1
         self.written += len(self.rows)
         self.rows = []

@@ -56,8 +56,9 @@ MAX_TIMELINES = 12  # keys with a sequence plot: the worked examples' keys first
 def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, keep_sorted_input: bool = True,
                 partial: bool = False) -> dict:
     """The document of the evidence in `evidence_dir` (checked with Spark, `pubsubguard.validation.checks.verdict`),
-    naming its evidence as `shown` (default: where it is read). Evidence in a local directory gets the
-    checks' sorted input kept beside it, or read from there (`pubsubguard.validation.checks.sorted_input`),
+    naming its evidence as `shown` (default: where it is read). Evidence in a local directory is read in
+    place when it is in the probe's bucketed layout (`pubsubguard.validation.checks.buckets`), else gets
+    the checks' sorted input kept beside it, or read from there (`pubsubguard.validation.checks.sorted_input`),
     unless `keep_sorted_input` is false. The evidence is checked against its seal first
     (`pubsubguard.validation.evidence.seal`); `partial`: judge what is intact of it (`verify --partial-evidence`)."""
     from pubsubguard.core import storage
@@ -68,8 +69,8 @@ def of_evidence(spark, evidence_dir, shown=None, staging: Path | None = None, ke
     # aggregates; every other read (key names, evidence rows, the plotted keys, the topics' counts)
     # takes a few columns or the row groups of a few keys. Caching every column cost more than all
     # of them (1M delivery rows: 11.3 s cached, against 5.0 s for the checks).
-    local = Path(evidence_dir) if keep_sorted_input and not storage.is_remote(evidence_dir) else None
-    verdict = run_verdict(publishes, deliveries, info, local if integrity.whole else None, integrity)
+    local = Path(evidence_dir) if not storage.is_remote(evidence_dir) else None
+    verdict = run_verdict(publishes, deliveries, info, local if integrity.whole else None, integrity, keep_sorted_input)
     return build(verdict, info, shown or evidence_dir, publishes, deliveries, integrity)
 
 
