@@ -380,6 +380,9 @@ class _Passed:
     names: "sorted_input.KeyNames | None"
     finish: object
     abandon: object = lambda: None  # when the check fails before `finish`: nothing half-kept stays
+    # (publishes, deliveries) holding the rows of the given key names (the bucketed layout's row groups of
+    # their buckets), or None: the log's frames
+    rows_of: object = lambda publishes, deliveries, names: None
 
 
 def _judged(
@@ -400,7 +403,8 @@ def _judged(
             try:
                 passed = _bucket_pass(spark, *paths, count, subscriptions, skew_us, chunk_rows, unproven).toArrow()
                 sentence = f"checks: read the evidence's {count} buckets in place (no shuffle)"
-                return _Passed(passed, buckets.KeyNames(*paths, buckets.Declared.of(subscriptions)), lambda names: sentence)
+                return _Passed(passed, buckets.KeyNames(*paths, buckets.Declared.of(subscriptions)), lambda names: sentence,
+                               rows_of=lambda pubs, dels, names: buckets.rows_of(pubs, dels, *paths, count, names))
             except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
                 unreadable = (f"checks: the evidence's bucketed layout could not be read "
                               f"({_first_line(err)}); judged with the shuffle pass; ")
@@ -614,12 +618,13 @@ def run_checks(
     # the evidence: every column of the rows of the keys with findings, filtered by their names
     # when they are few
     key_values = pc.unique(found["key"]).to_pylist()
+    few = len(key_values) <= _PUSHDOWN_KEYS
+    logs = judged.rows_of(publishes, deliveries, key_values) if few and key_values else None
     rows = _evidence_rows(
-        publishes,
-        deliveries,
+        *(logs or (publishes, deliveries)),
         subscriptions,
         core.select("subscription", "h", "h2").distinct(),
-        key_values if len(key_values) <= _PUSHDOWN_KEYS else None,
+        key_values if few else None,
     )
     findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
     for name in names:

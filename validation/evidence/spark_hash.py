@@ -44,7 +44,14 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
 
 
 def _round64(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
-    return _rotl64(acc + lane * _P2, 31) * _P1
+    """XXH64's round, in place: `lane` (a fresh array) is spent, `acc` is the result."""
+    lane *= _P2
+    acc += lane
+    lane = acc << np.uint64(31)
+    acc >>= np.uint64(33)
+    acc |= lane
+    acc *= _P1
+    return acc
 
 
 def xxhash64_int(values: np.ndarray, seed) -> np.ndarray:
@@ -100,21 +107,32 @@ def _xxh64_of_length(b: _Bytes, rows: np.ndarray, length: int, seed: np.ndarray)
             offset += 32
         h = _rotl64(v1, 1) + _rotl64(v2, 7) + _rotl64(v3, 12) + _rotl64(v4, 18)
         for v in (v1, v2, v3, v4):
-            h = (h ^ _round64(np.zeros_like(v), v)) * _P1 + _P4
+            h ^= _round64(np.zeros_like(v), v.copy())
+            h *= _P1
+            h += _P4
     else:
         h = seed + _P5
-    h = h + np.uint64(length)
+    h += np.uint64(length)
     while offset + 8 <= length:
-        h = h ^ _round64(np.zeros_like(h), b.u64[p + offset])
-        h = _rotl64(h, 27) * _P1 + _P4
+        h ^= _round64(np.zeros_like(h), b.u64[p + offset])
+        h = _rotl64(h, 27)
+        h *= _P1
+        h += _P4
         offset += 8
     if offset + 4 <= length:
-        h = h ^ b.u32[p + offset].astype(np.uint64) * _P1
-        h = _rotl64(h, 23) * _P2 + _P3
+        lane = b.u32[p + offset].astype(np.uint64)
+        lane *= _P1
+        h ^= lane
+        h = _rotl64(h, 23)
+        h *= _P2
+        h += _P3
         offset += 4
     while offset < length:
-        h = h ^ b.data[p + offset].astype(np.uint64) * _P5
-        h = _rotl64(h, 11) * _P1
+        lane = b.data[p + offset].astype(np.uint64)
+        lane *= _P5
+        h ^= lane
+        h = _rotl64(h, 11)
+        h *= _P1
         offset += 1
     return _fmix64(h)
 
