@@ -14,11 +14,11 @@ For each size, in the same run, after one untimed run of each side on that size 
 every time is printed):
 - Spark: a warm session (`local[2]`); `run_checks` on the files, then findings and statistics
   collected -- the whole verdict, wall time -- four ways: the shuffle pass with nothing kept (the
-  `ratio` line, comparable with earlier rounds); the check of the bucketed log (validation/checks/buckets.py:
-  what a first check and a re-check of the probe's evidence both do); the first check of the log not
-  bucketed, which keeps the pass's sorted input beside it (validation/checks/sorted_input.py; removed
-  before each such run); and its re-check, which reads it (the findings and statistics of each are
-  compared with the shuffle pass's);
+  `ratio` line, comparable with earlier rounds); the first check of the bucketed log
+  (validation/checks/buckets.py: no shuffle), which keeps the pass's sorted input beside it
+  (validation/checks/sorted_input.py; removed before each such run); a re-check, which reads it; and
+  the first check of the log not bucketed (the shuffle pass, keeping its input: evidence written before
+  the layout). The findings and statistics of each are compared with the shuffle pass's;
 - floor: DuckDB (2 threads, in a subprocess) on the same files doing the least work any checker
   must do: read the columns the checks read, sort by (subscription, key, receive time), count
   deliveries per message id.
@@ -217,20 +217,12 @@ def spark_checks(spark, directory: Path, keep: bool = False) -> dict:
             "verdict": sorted(map(repr, findings)) + sorted(map(repr, stats)), "sorted_input": results.sorted_input}
 
 
-def layout_check(spark, directory: Path) -> dict:
-    """A check of the probe's evidence, in its bucketed layout: the pass reads each bucket in place (a first check and
-    a re-check alike: nothing is kept)."""
-    result = spark_checks(spark, directory, keep=True)
-    assert result["sorted_input"].startswith("checks: read the evidence's"), result["sorted_input"]
-    return result
-
-
 def first_check(spark, directory: Path) -> dict:
-    """The first check of evidence not in the layout (written before it): nothing kept yet (removed), the shuffle
-    pass keeps its sorted input."""
+    """The first check of the evidence: nothing kept yet (removed); the pass (of the bucketed layout, or the shuffle
+    pass for a log not bucketed) keeps its sorted input."""
     shutil.rmtree(directory / sorted_input.DIRNAME, ignore_errors=True)
     result = spark_checks(spark, directory, keep=True)
-    assert result["sorted_input"].startswith("checks: kept"), result["sorted_input"]
+    assert "kept the sorted input" in result["sorted_input"], result["sorted_input"]
     return result
 
 
@@ -271,11 +263,11 @@ def main(argv=None) -> int:
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     results = {}
     # (side, its function, which log it reads)
-    sides = {"shuffle": (spark_checks, plain), "layout": (layout_check, dirs), "first": (first_check, plain),
-             "re-check": (re_check, plain), "floor": (lambda _, d: floor(d), dirs)}
-    labels = {"layout": "check of the bucketed layout (first and re-check alike)",
-              "first": "first check of a log not bucketed, keeping its sorted input",
-              "re-check": "re-check of that log, reading it"}
+    sides = {"shuffle": (spark_checks, plain), "first": (first_check, dirs), "re-check": (re_check, dirs),
+             "unbucketed": (first_check, plain), "floor": (lambda _, d: floor(d), dirs)}
+    labels = {"first": "first check (the probe's bucketed layout; keeps its sorted input)",
+              "re-check": "re-check, reading it",
+              "unbucketed": "first check of the log not bucketed (the shuffle pass; keeps its input)"}
 
     def each_side(rows: int) -> dict:
         return {name: side(spark, logs[rows]) for name, (side, logs) in sides.items()}
@@ -298,15 +290,15 @@ def main(argv=None) -> int:
             f"findings {s['findings']}",
             flush=True,
         )
-        kept_mib = sum(p.stat().st_size for p in (plain[rows] / sorted_input.DIRNAME).rglob("*.parquet")) / 2**20
+        kept_mib = sum(p.stat().st_size for p in (dirs[rows] / sorted_input.DIRNAME).rglob("*.parquet")) / 2**20
         for name, label in labels.items():
             r = best[name]
             same = all(x[name]["verdict"] == s["verdict"] for x in runs)
             print(f"{n:>11,} rows  {label}: {r['seconds']:6.2f} s   ratio {r['seconds'] / f['seconds']:5.2f}x   "
                   f"{'same findings and statistics as the shuffle pass' if same else 'FINDINGS OR STATISTICS DIFFER'}",
                   flush=True)
-        print(f"{n:>11,} rows  sorted input kept for the log not bucketed: {kept_mib:,.0f} MiB beside its "
-              f"{disk_mib(plain[rows]):,.0f} MiB", flush=True)
+        print(f"{n:>11,} rows  sorted input kept: {kept_mib:,.0f} MiB beside the log's {disk_mib(dirs[rows]):,.0f} MiB",
+              flush=True)
     if len(sizes) > 1:
         lo, hi = sizes[0], sizes[-1]
         print(f"scaling {hi:,}/{lo:,} rows: spark {results[hi][0]['seconds'] / results[lo][0]['seconds']:.2f}x, "

@@ -138,13 +138,14 @@ def _verdict(results) -> tuple:
     return findings, stats
 
 
+def _frames(spark, directory):
+    return spark.read.parquet(str(directory / "publishes")), spark.read.parquet(str(directory / "deliveries"))
+
+
 def _checked(spark, directory):
     from pubsubguard.validation.evidence.records import RunInfo
 
-    info = RunInfo.read(directory)
-    pubs = spark.read.parquet(str(directory / "publishes"))
-    dels = spark.read.parquet(str(directory / "deliveries"))
-    return checks_run.run_checks(pubs, dels, info.subscriptions, evidence_dir=directory)
+    return checks_run.run_checks(*_frames(spark, directory), RunInfo.read(directory).subscriptions, evidence_dir=directory)
 
 
 def test_a_check_of_the_layout_is_the_shuffle_pass(spark, tmp_path):
@@ -156,12 +157,18 @@ def test_a_check_of_the_layout_is_the_shuffle_pass(spark, tmp_path):
     bucketed = H.write_evidence(tmp_path / "bucketed", "run-c", SUBS, pubs, dels, row_group_size=97)
     plain = H.write_evidence(tmp_path / "plain", "run-c", SUBS, pubs, dels, row_group_size=97, bucketed=False)
     by_buckets = _checked(spark, bucketed)
-    assert by_buckets.sorted_input == f"checks: read the evidence's {layout.BUCKETS} buckets in place (no shuffle)"
-    assert not (bucketed / "checks-input").exists()  # nothing kept: a re-check reads the layout again
+    assert by_buckets.sorted_input.startswith(
+        f"checks: read the evidence's {layout.BUCKETS} buckets in place (no shuffle); kept the sorted input in ")
     shuffled = _checked(spark, plain)
     assert shuffled.sorted_input.startswith("checks: kept the sorted input")
     found, stats = _verdict(by_buckets)
     assert (found, stats) == _verdict(shuffled)
+    again = _checked(spark, bucketed)  # a re-check reads what the bucket pass kept
+    assert again.sorted_input.startswith("checks: read the sorted input an earlier check kept")
+    assert _verdict(again) == (found, stats) and again.plot == by_buckets.plot
+    unkept = checks_run.run_checks(*_frames(spark, bucketed), SUBS, evidence_dir=bucketed, keep=False)
+    assert unkept.sorted_input == f"checks: read the evidence's {layout.BUCKETS} buckets in place (no shuffle)"
+    assert _verdict(unkept) == (found, stats)
     assert {r.kind for r in by_buckets.findings.collect()} >= {"lost", "out_of_order", "unexpected"}
     assert by_buckets.plot == shuffled.plot  # what the report draws, too
 

@@ -1,4 +1,4 @@
-"""The pass over evidence in the probe's bucketed layout: no shuffle, no sort by Spark, nothing kept.
+"""The pass over evidence in the probe's bucketed layout: no shuffle, no sort by Spark.
 
 Every part file of such evidence holds each bucket of keys in a row group of its own
 (`pubsubguard.validation.evidence.layout`). One Spark task per bucket reads that row group of every part file

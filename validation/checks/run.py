@@ -81,12 +81,13 @@ The probe's layout. Evidence in a local directory whose part files are all in th
 layout (`pubsubguard.validation.evidence.layout`: each file's rows of a bucket of keys in a row group of
 its own) needs no shuffle: one task per bucket reads its row group of every file, packs and sorts it with
 NumPy into the same rows in the same order, and the same kernel judges them (`buckets`, `_bucket_pass`).
-A file not where its layout says is said, and the log judged with the shuffle pass.
+A file not where its layout says is said, and the log judged with the shuffle pass. Other evidence
+(written before the layout, or by another writer) is judged with the shuffle pass.
 
-Re-checks. Other evidence in a local directory (written before the layout, or by another writer): the
-shuffle pass's tasks also keep their sorted partitions beside the evidence, and a later check of the
-same part files, subscriptions and code reads them instead of reading, packing, shuffling and sorting
-the log again (`sorted_input`; same verdict).
+Re-checks. With `evidence_dir` (local evidence), the pass's tasks (the bucket pass's or the shuffle
+pass's) also keep their sorted partitions beside the evidence, and a later check of the same part
+files, subscriptions and code reads them instead of reading, packing and sorting the log again
+(`sorted_input`; same verdict).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ from pyspark.sql import DataFrame, functions as F, types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from . import aggregates, buckets, chunk, findings, kernel, scans, sorted_input
+from ..evidence import layout, spark_hash
 from ..evidence.records import DeclaredSubscription
 from .findings import DEFAULT_SKEW_US, FINDING_COLUMNS, FINDING_KINDS, TIMES
 
@@ -335,19 +337,25 @@ def _kept_pass(
 def _bucket_pass(
     spark, pub_paths: list[str], del_paths: list[str], count: int, subscriptions: list[DeclaredSubscription],
     skew_us: int, chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
+    writing: sorted_input.Writing | None = None,
 ) -> DataFrame:
     """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): one task per bucket reads
-    its row group of every part file, packs and sorts it, and the same kernel judges it."""
+    its row group of every part file, packs and sorts it, and the same kernel judges it. With `writing`, each task
+    also keeps its sorted rows there (`sorted_input.tee`), as the shuffle pass's do."""
     config = _config(subscriptions, unproven)
     declared = buckets.Declared.of(subscriptions)
+    directory, seen, written = (writing.path, writing.seen, writing.written) if writing is not None else (None,) * 3
 
     def check_each(batches):
         from . import buckets as b  # the executor's import
         from . import kernel as k
+        from . import sorted_input as s
 
         for batch in batches:
             for bucket in batch.column(0).to_pylist():
                 rows = b.bucket_input(pub_paths, del_paths, declared, bucket, count)
+                if directory is not None:
+                    rows = s.tee(rows, directory, bucket, seen, written)
                 yield from k.check_partition(rows, config, skew_us, bucket, chunk_rows)
 
     return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
@@ -367,7 +375,7 @@ def _first_line(err: BaseException) -> str:
 # the code that shapes the kept sorted input, digested into its manifest: the packing (`_unified`, this
 # module), the packed layout (`chunk`: INPUT_COLUMNS and the bits of `meta` and `att`), the ranks and the
 # row groups' cut (`kernel.with_id_ranks`, `kernel.last_key_start`) and the scans they use
-_SHAPING_MODULES = (sys.modules[__name__], chunk, kernel, scans)
+_SHAPING_MODULES = (sys.modules[__name__], chunk, kernel, scans, buckets, layout, spark_hash)
 
 
 @dataclass
@@ -396,55 +404,69 @@ def _judged(
         return sorted_input.Kept.of(evidence_dir, subscriptions, _SHAPING_MODULES, read)
 
     unreadable = ""
-    if evidence_dir:  # evidence in the probe's bucketed layout: judged bucket by bucket, nothing to shuffle or keep
+    bucketed = None  # ((publish part files, delivery part files), buckets) of evidence in the probe's layout
+    if evidence_dir:
         paths = [_local_path(u) for u in publishes.inputFiles()], [_local_path(u) for u in deliveries.inputFiles()]
         count = buckets.layout_of(paths[0] + paths[1])
-        if count is not None:
-            try:
-                passed = _bucket_pass(spark, *paths, count, subscriptions, skew_us, chunk_rows, unproven).toArrow()
-                sentence = f"checks: read the evidence's {count} buckets in place (no shuffle)"
-                return _Passed(passed, buckets.KeyNames(*paths, buckets.Declared.of(subscriptions)), lambda names: sentence,
-                               rows_of=lambda pubs, dels, names: buckets.rows_of(pubs, dels, *paths, count, names))
-            except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
-                unreadable = (f"checks: the evidence's bucketed layout could not be read "
-                              f"({_first_line(err)}); judged with the shuffle pass; ")
-    if not keep:
-        evidence_dir = None  # neither keep a sorted input nor read one (the layout above needs neither)
-    kept = sources() if evidence_dir else None
+        bucketed = (paths, count) if count is not None else None
+    rows_of = _Passed.rows_of
+    if bucketed is not None:
+        (pub_paths, del_paths), count = bucketed
+        rows_of = lambda pubs, dels, wanted: buckets.rows_of(pubs, dels, pub_paths, del_paths, count, wanted)  # noqa: E731
+    kept = sources() if evidence_dir and keep else None
     found = kept.find() if kept is not None else None
     if found is not None:
         try:
             passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
-            sentence = f"{unreadable or 'checks: '}read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
-            return _Passed(passed, found.names, lambda names: sentence)
+            sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
+            return _Passed(passed, found.names, lambda names: sentence, rows_of=rows_of)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
-            unreadable = (f"{unreadable or 'checks: '}the sorted input kept in {kept.directory} could not be read "
-                          f"({type(err).__name__}); ")
+            unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
+    how, names = "", None
     try:
-        passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
-                           writing, unproven).toArrow()
+        if bucketed is not None:  # judged bucket by bucket in place: no shuffle
+            try:
+                passed = _bucket_pass(spark, pub_paths, del_paths, count, subscriptions, skew_us, chunk_rows,
+                                      unproven, writing).toArrow()
+                how = f"read the evidence's {count} buckets in place (no shuffle); "
+                names = buckets.KeyNames(pub_paths, del_paths, buckets.Declared.of(subscriptions))
+            except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
+                unreadable += (f"{'' if unreadable else 'checks: '}the evidence's bucketed layout could not be read "
+                               f"({_first_line(err)}); judged with the shuffle pass; ")
+                bucketed, rows_of = None, _Passed.rows_of
+                if writing is not None:
+                    writing.discard()
+                    writing = kept.start(spark)
+        if bucketed is None:
+            passed = _one_pass(_unified(publishes, deliveries, subscriptions), subscriptions, skew_us, chunk_rows,
+                               writing, unproven).toArrow()
     except BaseException:
         if writing is not None:
             writing.discard()
         raise
+    said = unreadable or "checks: "
     if kept is None:
-        sentence = None if evidence_dir is None else (
-            f"{unreadable or 'checks: '}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
-            "the files checked")
-        return _Passed(passed, None, lambda names: sentence)
+        if not evidence_dir:
+            sentence = None
+        elif not keep:  # nothing kept, as asked: only how the log was read, when it was not the usual way
+            sentence = f"{said}{how}".rstrip("; ") if how or unreadable else None
+        else:
+            sentence = (f"{said}{how}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
+                        "the files checked")
+        return _Passed(passed, names, lambda key_names: sentence, rows_of=rows_of)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
         writing = None
 
-    def finish(names: sorted_input.KeyNames) -> str:
-        kept_bytes = writing.commit(names) if writing is not None else None
+    def finish(key_names: sorted_input.KeyNames) -> str:
+        kept_bytes = writing.commit(key_names) if writing is not None else None
         if kept_bytes is None:
-            return f"{unreadable or 'checks: '}could not keep the sorted input in {kept.directory}: re-checks will shuffle again"
+            return f"{said}{how}could not keep the sorted input in {kept.directory}: re-checks will judge the log again"
         size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
-        return f"{unreadable or 'checks: '}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
+        return f"{said}{how}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
-    return _Passed(passed, None, finish, writing.discard if writing is not None else (lambda: None))
+    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None), rows_of)
 
 
 # -- evidence ---------------------------------------------------------------------------------
