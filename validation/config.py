@@ -83,6 +83,7 @@ class RunConfig:
     drain_timeout: float | None = None  # None: the drain's ceiling is derived from the run (validation/probe/drain_clock.py)
     rate: float | None = None  # messages published per second, over all publisher tasks (None: in-flight bound only)
     conform: bool = False
+    conform_apart: str | None = None  # host:port of a second emulator for the scenarios that disturb the target
     skew_us: int = DEFAULT_SKEW_US
     # output
     report: Path | str | None = None
@@ -103,6 +104,14 @@ class RunConfig:
     def but(self, **changes) -> "RunConfig":
         """A copy with `changes` (the value itself never changes)."""
         return replace(self, **changes)
+
+
+def host_port(text: str) -> str:
+    """`HOST:PORT` as given, once it parses (a port from 1 to 65535)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT")
+    return text
 
 
 def fault_deadline(text: str) -> float | None:
@@ -230,6 +239,10 @@ def add_arguments(parser: argparse.ArgumentParser,
     work.add_argument("--conform", action="store_true",
                       help="run the conformance scenarios (pubsubguard.validation.conformance) on the same target, "
                            "beside the probe; the report names, per finding, the violated scenarios that explain it")
+    work.add_argument("--conform-apart", type=host_port, default=None, metavar="HOST:PORT",
+                      help="with --conform on the emulator: a second emulator, started with the same command as the "
+                           "target, on which the scenarios that disturb the target's other subscriptions run at once, "
+                           "beside the probe, instead of after its drain (`pubsubguard run` starts one)")
     work.add_argument("--skew-us", type=non_negative_int, default=DEFAULT_SKEW_US,
                       help="clock skew tolerated between tasks, in microseconds")
     out = parser.add_argument_group("output")

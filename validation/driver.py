@@ -124,7 +124,8 @@ def _probe(setup: ProbeSetup, session, listeners, receiver, observations: list[s
     with interruptible():
         try:
             if config.conform:
-                scenarios = ConformanceBeside(config.target, estate, setup.emulator_host, setup.report)
+                scenarios = ConformanceBeside(config.target, estate, setup.emulator_host, setup.report,
+                                              apart=config.conform_apart)
             twins.create()
             parameters["twins_created_us"] = time.time_ns() // 1000
             parameters["twins_seek"] = twins.seeks  # each twin seeked to the run's start (repeatable rehearsals)

@@ -74,6 +74,9 @@ def run(config: RunConfig, spark=None, plan: dict | None = None) -> int:
         return run_cleanup(config, plan)
     if storage.is_remote(config.report or ""):
         return probe_to_store(config, spark, plan)
+    if config.conform_apart and not (config.conform and config.target == "emulator"):
+        raise VerifyError("--conform-apart: only with --conform on --target emulator (a second emulator for the "
+                          "scenarios that disturb the target)")
     if config.partial_evidence:
         raise VerifyError("--partial-evidence: only with --from-evidence (a probe run judges the evidence it sealed)")
     with locks.scope():  # the report directory, held by the probe from before it empties the evidence

@@ -17,9 +17,13 @@ class ConformanceBeside:
     its own throwaway topic and subscription (they never touch the estate or the twins): the drain's wait
     for deadlines covers theirs. `result()` waits for them and writes `<report>/conformance.json`; it
     returns what the report needs of them (run id, summary, each scenario's id, behaviour, result,
-    detail). `stop()` (interrupted run) ends them at their next call and deletes what they created."""
+    detail). `stop()` (interrupted run) ends them at their next call and deletes what they created.
 
-    def __init__(self, target: str, estate, emulator_host, report: Path):
+    `apart`: the host:port of a second emulator, started with the same command as the target (`pubsubguard run`
+    starts one): the scenarios that disturb the target run there at once, beside the others and the probe,
+    instead of after the drain (conformance.json's `apart` says so)."""
+
+    def __init__(self, target: str, estate, emulator_host, report: Path, apart: str | None = None):
         from . import runner
 
         self.report = report
@@ -27,22 +31,27 @@ class ConformanceBeside:
         self.error: BaseException | None = None
         self.halt = threading.Event()
         endpoint = emulator_host if target == "emulator" else None
-        # Those that disturb the target for other subscriptions (`Scenario.disturbs`) wait for the probe's drain.
-        beside = [s for s in runner.SCENARIOS if not s.disturbs]
-        self.after = [s for s in runner.SCENARIOS if s.disturbs]
+        disturbing = [s for s in runner.SCENARIOS if s.disturbs]
+        self.apart = apart if target == "emulator" and disturbing else None
+        # Those that disturb the target for other subscriptions (`Scenario.disturbs`) wait for the probe's drain,
+        # unless a second emulator takes them.
+        beside = runner.SCENARIOS if self.apart else [s for s in runner.SCENARIOS if not s.disturbs]
+        self.after = [] if self.apart else disturbing
+        where = (f" ({', '.join(s.id for s in disturbing)} at once on a second emulator, {self.apart}, started with "
+                 "the same command: it disturbs the other subscriptions of the emulator it runs on)") if self.apart else (
+            f" ({', '.join(s.id for s in self.after)} after the probe's drain: it disturbs the target's other "
+            "subscriptions)" if self.after else "")
         print(f"verify: conformance scenarios on {target}{f' {endpoint}' if endpoint else ''}, started "
-              "before the probe and run beside it on their own throwaway resources"
-              + (f" ({', '.join(s.id for s in self.after)} after the probe's drain: it disturbs the target's other "
-                 "subscriptions)" if self.after else ""), flush=True)
+              f"before the probe and run beside it on their own throwaway resources{where}", flush=True)
 
-        def conform(scenarios, run_id=None, part="") -> dict:
+        def conform(scenarios, run_id=None, part="", apart=None) -> dict:
             return runner.conform(target, estate.project, endpoint=endpoint, scenarios=scenarios, run_id=run_id,
                                        project_number=getattr(estate, "project_number", None), stop=self.halt,
-                                       client_log=report / f"client-log-conformance{part}.txt")
+                                       client_log=report / f"client-log-conformance{part}.txt", apart=apart)
 
         def run() -> None:
             try:
-                self.doc = conform(beside)
+                self.doc = conform(beside, apart=self.apart)
             except BaseException as err:  # noqa: BLE001 - raised in result()
                 self.error = err
 

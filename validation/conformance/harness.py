@@ -106,14 +106,18 @@ class ScenarioRun:
     """What the scenarios share: the target, its clients, the throwaway resources and the stop flag."""
 
     def __init__(self, target: str, project: str, run_id: str, project_number: str | None = None,
-                 api_endpoint: str | None = None, stop: threading.Event | None = None):
+                 api_endpoint: str | None = None, stop: threading.Event | None = None,
+                 emulator_host: str | None = None):
         from google.cloud import pubsub_v1
 
         self.target, self.project, self.run_id, self.project_number = target, project, run_id, project_number
         # Google Cloud: a locational endpoint when given (exactly-once holds for subscribers of one region).
         self.client_options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        # An emulator other than PUBSUB_EMULATOR_HOST's (the variable is the process's; the library prefers it to
+        # client_options): dialled on a channel of its own, as the emulator is, without TLS or credentials.
+        self.emulator_host = emulator_host
         self.publisher = self.new_publisher()
-        self.subscriber = pubsub_v1.SubscriberClient(client_options=self.client_options)
+        self.subscriber = pubsub_v1.SubscriberClient(**self._dialled("subscriber"))
         self.stop = stop or threading.Event()  # set: the scenarios end at their next call or wait
         self._lock = threading.Lock()
         self._topics: list[str] = []
@@ -126,7 +130,18 @@ class ScenarioRun:
 
         return pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
-            client_options=self.client_options)
+            **self._dialled("publisher"))
+
+    def _dialled(self, kind: str) -> dict:
+        """A client's keyword arguments: the session's endpoint, or a transport on `emulator_host`'s channel."""
+        if self.emulator_host is None:
+            return {"client_options": self.client_options}
+        import grpc
+        from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+        from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+
+        transport = PublisherGrpcTransport if kind == "publisher" else SubscriberGrpcTransport
+        return {"transport": transport(channel=grpc.insecure_channel(self.emulator_host))}
 
     def track(self, kind: str, path: str) -> None:
         """Remember a created resource for cleanup; one created after cleanup began is deleted at once."""

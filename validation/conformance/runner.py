@@ -66,22 +66,26 @@ def run_one(session: ScenarioRun, spec: Scenario) -> dict:
 
 
 def run_scenarios(session: ScenarioRun, scenarios: list[Scenario] | None = None,
-                  on_done: Callable[[dict], None] | None = None) -> list[dict]:
-    """Run the scenarios concurrently, those that disturb the target (`Scenario.disturbs`) after the others;
+                  on_done: Callable[[dict], None] | None = None, apart: ScenarioRun | None = None) -> list[dict]:
+    """Run the scenarios concurrently, those that disturb the target (`Scenario.disturbs`) after the others, or,
+    given `apart` (a session on a second target of the same kind), on that one beside the others;
     on Ctrl-C/SIGTERM stop them, wait for their threads, re-raise. Cleanup is the caller's
     (`ScenarioRun.cleanup`), in a `finally`."""
     scenarios = list(SCENARIOS if scenarios is None else scenarios)
     results: dict[str, dict] = {}
+    if apart is not None:
+        _run_phase([(apart if s.disturbs else session, s) for s in scenarios], results, on_done)
+        return [results[spec.id] for spec in scenarios]
     for phase in ([s for s in scenarios if not s.disturbs], [s for s in scenarios if s.disturbs]):
         if phase:
-            _run_phase(session, phase, results, on_done)
+            _run_phase([(session, s) for s in phase], results, on_done)
     return [results[spec.id] for spec in scenarios]
 
 
-def _run_phase(session: ScenarioRun, scenarios: list[Scenario], results: dict[str, dict],
+def _run_phase(runs: list[tuple[ScenarioRun, Scenario]], results: dict[str, dict],
                on_done: Callable[[dict], None] | None) -> None:
-    pool = ThreadPoolExecutor(max_workers=max(1, len(scenarios)), thread_name_prefix="conform")
-    futures = {pool.submit(run_one, session, spec): spec for spec in scenarios}
+    pool = ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix="conform")
+    futures = {pool.submit(run_one, session, spec): spec for session, spec in runs}
     try:
         pending = set(futures)
         while pending:
@@ -91,7 +95,8 @@ def _run_phase(session: ScenarioRun, scenarios: list[Scenario], results: dict[st
                 if on_done is not None:
                     on_done(results[futures[future].id])
     except BaseException:
-        session.stop.set()
+        for session in {id(session): session for session, _ in runs}.values():
+            session.stop.set()
         wait(futures, timeout=PULL_TIMEOUT_S + 30)
         raise
     finally:
@@ -144,33 +149,49 @@ class LibraryLog(logging.Handler):
 def conform(target: str, project: str, *, project_number: str | None = None, endpoint: str | None = None,
             scenarios: list[Scenario] | None = None, on_done: Callable[[dict], None] | None = None,
             log: Callable[[str], None] = print, run_id: str | None = None,
-            stop: threading.Event | None = None, client_log: Path | None = None) -> dict:
+            stop: threading.Event | None = None, client_log: Path | None = None,
+            emulator_host: str | None = None, apart: str | None = None) -> dict:
     """Run the scenarios on a target (run id: fresh unless given), delete what they created (also when
     interrupted, or when `stop` is set from another thread) and return the results document (conformance.json).
-    The client library's warnings go to `client_log` (a file; counted in the document), not the terminal."""
+    The client library's warnings go to `client_log` (a file; counted in the document), not the terminal.
+    `emulator_host`: the emulator dialled, when not PUBSUB_EMULATOR_HOST's. `apart` (emulator only): the host:port
+    of a second emulator, started with the same command as the target, on which the scenarios that disturb the
+    target (`Scenario.disturbs`) run at once, beside the others, instead of after them (the document's `apart`)."""
     from ..probe.clients import log_abandoned_ack_retries
 
     log_abandoned_ack_retries()
     run_id = run_id or new_run_id()
     started, began = utc_now(), time.monotonic()
+    apart = apart if target == "emulator" else None
+    stop = stop or threading.Event()  # one flag for both sessions
     with LibraryLog(client_log) as library:
         session = ScenarioRun(target, project, run_id, project_number,
-                              api_endpoint=endpoint if target == "gcp" else None, stop=stop)
+                              api_endpoint=endpoint if target == "gcp" else None, stop=stop,
+                              emulator_host=emulator_host if target == "emulator" else None)
+        sessions = [session]
         try:
-            results = run_scenarios(session, scenarios, on_done=on_done)
+            if apart is not None:
+                sessions.append(ScenarioRun(target, project, run_id, project_number, stop=stop, emulator_host=apart))
+            results = run_scenarios(session, scenarios, on_done=on_done, apart=sessions[1] if apart else None)
         finally:
-            cleanup = session.cleanup()
-            session.close()
+            cleanups = []
+            for each in sessions:
+                cleanups.append(each.cleanup())
+                each.close()
+            cleanup = {key: [item for each in cleanups for item in each[key]] for key in cleanups[0]}
             if cleanup["failed"]:
                 log(f"conform: NOT deleted: {', '.join(f['name'] for f in cleanup['failed'])}")
     run = {"target": target, "endpoint": endpoint, "project": project, "run_id": run_id,
            "started": started.isoformat(timespec="seconds")}
+    if apart is not None:
+        run["apart"] = {"endpoint": apart,
+                        "scenarios": [s.id for s in (SCENARIOS if scenarios is None else scenarios) if s.disturbs]}
     return {**document(run, results, cleanup, time.monotonic() - began), "client_log": library.summary()}
 
 
 def document(run: dict, scenarios: list[dict], cleanup: dict, duration_s: float) -> dict:
-    """conformance.json: the run (target, endpoint, project, run_id, started), its scenarios' results
-    counted, what was cleaned up."""
+    """conformance.json: the run (target, endpoint, project, run_id, started; `apart`: the second emulator and the
+    scenarios run on it), its scenarios' results counted, what was cleaned up."""
     counts = {result: sum(1 for s in scenarios if s["result"] == result) for result in RESULTS}
     return {**run, "duration_s": round(duration_s, 1), "summary": counts, "scenarios": scenarios, "cleanup": cleanup}
 
