@@ -187,6 +187,7 @@ def test_help_names_what_out_and_policy_config_are():
     (("emulator", "start", "--port", "70000"), "argument --port: expected a TCP port from 1 to 65535"),
     (("verify", "--push-port", "70000"), "argument --push-port: expected a TCP port from 1 to 65535, got '70000'"),
     (("verify", "--push-port", "0"), "argument --push-port: expected a TCP port from 1 to 65535"),
+    (("verify", "--conform-apart", "localhost"), "argument --conform-apart: 'localhost': expected HOST:PORT"),
     (("check", "--policy-config", "no-such.json"), "argument --policy-config: no-such.json: no such file"),
     (("apply", "--emulator", "--plan", "no-such.json"), "argument --plan: no-such.json: no such file"),
 ])
@@ -555,3 +556,26 @@ def test_run_and_verify_refuse_a_stack_that_is_not_there_before_anything_starts(
         assert (done.returncode, done.stdout) == (2, ""), done.stdout
         assert done.stderr == f"pubsubguard {command}: Pulumi.nope.yaml: no such stack 'nope' (stacks here: dev)\n"
         assert not (tmp_path / command).exists()
+
+
+def test_run_refuses_in_one_step_when_the_emulator_started_beside_plan_and_check_exits(project, tmp_path):
+    """The emulators start beside plan and check (`pubsubguard run`): one that exits before answering ends the run
+    after check, at the emulator step, exit 2 with its log's tail; nothing is applied and nothing is left running."""
+    launcher = tmp_path / "cloud-pubsub-emulator"
+    pids = tmp_path / "pids"
+    launcher.write_text(f"#!/bin/sh\necho $$ >> {pids}\necho 'no emulator today'\nsleep 1\nexit 3\n")
+    launcher.chmod(0o755)
+    env = {"PUBSUBGUARD_EMULATOR": str(launcher)}
+    environment = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", "run", "-s", "dev", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, cwd=project,
+                          env={**environment, "NO_GCE_CHECK": "true", **env})
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    steps = [line for line in done.stdout.splitlines() if line.startswith("== ")]
+    assert [step.split(":")[0] for step in steps] == ["== plan", "== check", "== emulator"], done.stdout
+    assert "exited with code 3 before answering" in done.stderr and "no emulator today" in done.stderr, done.stderr
+    started = pids.read_text().split()
+    assert len(started) == 2  # the target and the second one, both tried
+    for pid in started:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()

@@ -114,10 +114,39 @@ def _plan_and_check(args, plan_file) -> int | None:
     return None
 
 
+def _start_emulators(state_dir) -> list:
+    """The target emulator and the second one, starting (futures of `Emulator.start`), each in a thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pubsubguard.core.emulator import Emulator
+
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="emulator")
+    started = [pool.submit(Emulator.start, state_dir=state_dir) for _ in range(2)]
+    pool.shutdown(wait=False)
+    return started
+
+
+def _stop_emulators(started: list) -> None:
+    """Every emulator `_start_emulators` started, stopped (each waited for first: one still starting is stopped
+    once up), beside each other; one that did not start has nothing to stop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def stop(future) -> None:
+        try:
+            emulator = future.result()
+        except Exception:  # noqa: BLE001 - it did not start (Emulator.start stopped what it had started)
+            return
+        emulator.stop()
+
+    if started:
+        with ThreadPoolExecutor(max_workers=len(started), thread_name_prefix="emulator-stop") as pool:
+            list(pool.map(stop, started))
+
+
 def run(args) -> int:
     from pubsubguard.commands.preflight import preflight, stack_names
     from pubsubguard.validation.config import RunConfig
-    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator
+    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator, EmulatorError
     from pubsubguard.core.plan_file import load_plan
 
     deployed = None
@@ -155,24 +184,40 @@ def run(args) -> int:
     starting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-session")
     session = starting.submit(spark_session, args.master, log_dir=report)
     starting.shutdown(wait=False)
-    if deployed:
-        from pubsubguard.core.state import describe
-
-        _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
-              "deploy: skipped)")
-    else:
-        refused = _plan_and_check(args, plan_file)
-        if refused is not None:
-            return refused
-
-    emulator = None
-    if own_emulator:
-        _step("emulator: starting the Pub/Sub emulator on a free loopback port")
-        emulator = Emulator.start(project=(deployed or load_plan(plan_file))["gcp_project"], state_dir=out / "emulator")
-        os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-        os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
-        print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
+    # The emulators start beside plan and check (a JVM's start, seconds): the target, and a second one, started
+    # with the same command, for the conformance scenarios that disturb the target's other subscriptions (they
+    # run there beside the probe instead of after its drain). Their project is only recorded: set once known.
+    emulators = _start_emulators(out / "emulator") if own_emulator else []
+    emulator = apart = None
     try:
+        if deployed:
+            from pubsubguard.core.state import describe
+
+            _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
+                  "deploy: skipped)")
+        else:
+            refused = _plan_and_check(args, plan_file)
+            if refused is not None:
+                return refused
+
+        if own_emulator:
+            _step("emulator: starting the Pub/Sub emulator on a free loopback port (and a second one for the "
+                  "conformance scenarios that disturb the target)")
+            emulator = emulators[0].result()  # raises EmulatorError (with its log's tail) when it did not start
+            emulator.project = (deployed or load_plan(plan_file))["gcp_project"]
+            os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+            os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
+            print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
+            try:
+                apart = emulators[1].result()
+            except EmulatorError as err:  # the scenarios that disturb the target wait for the drain, as on any target
+                print(f"run: the second emulator did not start ({str(err).splitlines()[0]}); the conformance "
+                      "scenarios that disturb the target run after the probe's drain", file=sys.stderr)
+            else:
+                apart.project = emulator.project
+                verify_argv += ["--conform-apart", apart.host]
+                print(f"second emulator at {apart.host} (log {apart.log}): the conformance scenarios that disturb "
+                      "the target run there")
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
         applied = run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
@@ -181,8 +226,8 @@ def run(args) -> int:
         session.result()  # raises what making it raised
         verdict = run_command("verify", verify_argv)
     finally:
+        _stop_emulators(emulators)
         if emulator is not None:
-            emulator.stop()
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
             os.environ.pop(PUSH_RECEIVER_ENV, None)
     elapsed = f"{time.monotonic() - started:.0f}s"
