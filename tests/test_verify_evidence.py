@@ -33,8 +33,12 @@ def start_verify(plan_file: Path, report: Path) -> subprocess.Popen:
 def wait_for_deliveries(process: subprocess.Popen, evidence: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        # A pull subscriber task's part (`part-sub-…`): the push receiver's (`part-push-…`) may come first.
-        if list((evidence / "deliveries").glob("part-sub-*.parquet")) if (evidence / "deliveries").exists() else []:
+        # A pull subscriber task's part (`part-sub-…`): the push receiver's (`part-push-…`) may come first; and a
+        # publisher's part: each writer flushes on its own clock, so deliveries can be on disk before any publish
+        # row (seen under load 12: a run killed then had nothing published to re-check)
+        delivered = list((evidence / "deliveries").glob("part-sub-*.parquet")) if (evidence / "deliveries").exists() else []
+        published = list((evidence / "publishes").glob("part-*.parquet")) if (evidence / "publishes").exists() else []
+        if delivered and published:
             return
         if process.poll() is not None:
             raise AssertionError(f"verify ended early: {process.stdout.read().decode()[-6000:]}")
