@@ -24,7 +24,10 @@ from pathlib import Path
 
 from pubsubguard.core.errors import UserError
 
-FORMAT = 1  # what watch.json, the checkpoint's state schema and findings.jsonl look like (judge.STATE)
+# what watch.json, the checkpoint's state schema and findings.jsonl look like (judge.STATE, stream.BUCKETS). 1: a
+# state per (subscription, key); 2: a state per bucket of keys (issue 65), which Spark cannot read from format 1's
+# checkpoint, so a format-1 --out is refused (a new --out starts afresh; its findings.jsonl stays where it is)
+FORMAT = 2
 MANIFEST = "watch.json"
 SEQ_BLOCK = 1_000_000  # seqs a publisher start reserves (at a canary's rate, weeks of publishing)
 
