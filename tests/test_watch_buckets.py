@@ -164,6 +164,11 @@ def test_an_out_of_the_per_key_format_is_refused_in_one_line(tmp_path):
     said = str(refused.value)
     assert "\n" not in said and said.startswith(f"--out {out.absolute()}: its checkpoint was written by pubsubguard")
     assert "in watch format 1;" in said and "reads format 2 only: use another --out" in said
+    # another stack's directory is said to be another stack's, whatever its format
+    (out / "watch.json").write_text(json.dumps({"format": 1, "pubsubguard": "0.1.0", "stack": "prod", "project": "p",
+                                                "run_id": "r"}))
+    with pytest.raises(UserError, match="holds the watch of stack 'prod'"):
+        outdir.WatchDir.open(out, "watch", "p")
     # a format-2 directory of the same stack opens (resumed)
     (out / "watch.json").write_text(json.dumps({"format": 2, "pubsubguard": "0.1.0", "stack": "watch", "project": "p",
                                                 "run_id": "r"}))
