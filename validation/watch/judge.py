@@ -252,14 +252,16 @@ def judge_bucket(judge: JudgeConfig, bucket: tuple, frames: Iterator[pd.DataFram
             judged.append((keep, stats))
     judged += [(keys[k], {"published": 0, "delivered": 0, "latencies": []}) for k in timed_out]
     _judge_foreign(judge, foreign, out)
-    decided = _decide_all(judge, [keep for keep, _ in judged], watermark_us, out)
-    for (keep, stats), newly in zip(judged, decided):
+    times = [_message_times(keep) for keep, _ in judged]  # the rows do not change until some are evicted
+    decided = _decide_all(judge, [keep for keep, _ in judged], times, watermark_us, out)
+    for (keep, stats), newly, when in zip(judged, decided, times):
         out.append({"rtype": "stats", "sub_id": keep.sub_id, "key": keep.key, "published": stats["published"],
                     "delivered": stats["delivered"], "decided": newly, "unsettled": _unsettled(keep),
                     "latencies": stats["latencies"]})
-        _evict(judge, keep, watermark_us)
+        if _evict(judge, keep, when, watermark_us):
+            when = _message_times(keep)
         if keep.kept():
-            upcoming = _next_time(judge, keep)
+            upcoming = _next_time(judge, keep, when)
             keep.timeout_ms = None if upcoming is None else max(upcoming // 1000, watermark_ms + 1)
         else:
             del keys[(keep.h, keep.h2)]
@@ -312,14 +314,15 @@ def _take(judge: JudgeConfig, keep: KeyState, new: dict[str, np.ndarray], out: l
                     "form": form, "severity": "advisory", "seq": int(seq[i]), "t": int(t[i]),
                     "fid": finding_id(sub, "late_delivery", form, keep.key, int(seq[i]), int(t[i])),
                     "facts": json.dumps({"received_us": int(t[i]), "horizon_s": horizon_s})})
-    # a first delivery's latency: from its publish (the key's kept publish rows)
-    published_at = _publish_times(keep.rows["seq"], keep.rows["meta"], keep.rows["t"])
-    seen = set(keep.rows["seq"][(keep.rows["meta"] & 3) == chunk.DELIVERY].tolist())
-    for i in np.flatnonzero(kind == chunk.DELIVERY):
-        s = int(seq[i])
-        if s in published_at and s not in seen:
-            stats["latencies"].append(max(0.0, (t[i] - published_at[s]) / 1e6))
-            seen.add(s)
+    # a first delivery's latency: from its publish (the key's kept publish rows), for a seq no kept row delivered
+    published, published_at = _publish_times(keep.rows["seq"], keep.rows["meta"], keep.rows["t"])
+    seen = keep.rows["seq"][(keep.rows["meta"] & 3) == chunk.DELIVERY]
+    first = np.flatnonzero(kind == chunk.DELIVERY)
+    first = first[np.isin(seq[first], published) & ~np.isin(seq[first], seen)]
+    if len(first):
+        first = first[np.sort(np.unique(seq[first], return_index=True)[1])]  # each seq's first, in arrival order
+        at = published_at[np.searchsorted(published, seq[first])]
+        stats["latencies"].extend(np.maximum(0.0, (t[first] - at) / 1e6).tolist())
     stay = ~(late & (seq <= keep.closed_through))  # rows of messages that left the state do not come back
     for name in _ROWS:
         keep.rows[name] = np.concatenate([keep.rows[name], rows[name][stay]])
@@ -335,26 +338,31 @@ def _judge_foreign(judge: JudgeConfig, foreign: list, out: list[dict]) -> None:
         out.append(_finding(f, names[(f["h"], f["h2"])], judge.subscriptions.names))
 
 
-def _publish_times(seq: np.ndarray, meta: np.ndarray, t: np.ndarray) -> dict[int, int]:
-    """seq -> its first publish row's time."""
-    times: dict[int, int] = {}
-    for s, m, when in zip(seq.tolist(), meta.tolist(), t.tolist()):
-        if m & 3 == chunk.PUBLISH and (s not in times or when < times[s]):
-            times[s] = when
-    return times
+def _publish_times(seq: np.ndarray, meta: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The seqs that have a publish row (sorted), and each one's earliest publish row's time."""
+    published = (meta & 3) == chunk.PUBLISH
+    seqs, which = np.unique(seq[published], return_inverse=True)
+    times = np.full(len(seqs), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(times, which.reshape(-1), t[published])
+    return seqs, times
 
 
-def _message_times(keep: KeyState) -> dict[int, int]:
-    """seq -> when the message started (its publish, else its first row), for every kept message."""
+def _message_times(keep: KeyState) -> tuple[np.ndarray, np.ndarray]:
+    """Every kept message's seq (sorted) and when it started: its publish, else its first row kept (in the order the
+    rows came)."""
     seq, t = keep.rows["seq"], keep.rows["t"]
-    starts = _publish_times(seq, keep.rows["meta"], t)
-    for s, when in zip(seq.tolist(), t.tolist()):
-        if s != NULL and s not in starts:
-            starts[s] = min(when, starts.get(s, when))
-    return starts
+    seqs, starts = _publish_times(seq, keep.rows["meta"], t)
+    other = (seq != NULL) & ~np.isin(seq, seqs)
+    if other.any():
+        more, first = np.unique(seq[other], return_index=True)
+        seqs, starts = np.concatenate([seqs, more]), np.concatenate([starts, t[other][first]])
+        order = np.argsort(seqs, kind="stable")
+        seqs, starts = seqs[order], starts[order]
+    return seqs, starts
 
 
-def _decide_all(judge: JudgeConfig, keeps: list[KeyState], watermark_us: int, out: list[dict]) -> list[int]:
+def _decide_all(judge: JudgeConfig, keeps: list[KeyState], times: list, watermark_us: int,
+                out: list[dict]) -> list[int]:
     """Findings of the messages decided by now (their horizon passed the watermark), each written once; per key,
     how many messages were newly decided.
 
@@ -362,7 +370,7 @@ def _decide_all(judge: JudgeConfig, keeps: list[KeyState], watermark_us: int, ou
     nothing but `lost` (kernel.completeness), and a message's `lost` depends on its own rows only; so the other
     findings are those of the decided messages, and `lost` is said of the newly decided ones alone (once). The
     kernel judges each key on its own rows, so one call over many keys finds what a call per key finds."""
-    due = [_due(judge, keep, watermark_us) for keep in keeps]
+    due = [_due(judge, keep, when, watermark_us) for keep, when in zip(keeps, times)]
     with_decided = [keep for keep, (decided, _) in zip(keeps, due) if decided]
     found: dict[tuple[int, int], list[dict]] = {}
     if with_decided:
@@ -375,11 +383,11 @@ def _decide_all(judge: JudgeConfig, keeps: list[KeyState], watermark_us: int, ou
             for keep, (decided, newly) in zip(keeps, due)]
 
 
-def _due(judge: JudgeConfig, keep: KeyState, watermark_us: int) -> tuple[set[int], list[int]]:
-    """The key's kept messages decided by now, and those of them newly decided (sorted)."""
-    horizon = judge.horizon_us[keep.sub_id]
-    decided = {s for s, when in _message_times(keep).items() if when + horizon <= watermark_us}
-    return decided, sorted(s for s in decided if s > keep.decided_through)
+def _due(judge: JudgeConfig, keep: KeyState, times: tuple, watermark_us: int) -> tuple[set[int], list[int]]:
+    """The key's kept messages decided by now, and those of them newly decided (sorted); `times`: _message_times."""
+    seqs, starts = times
+    decided = seqs[starts + judge.horizon_us[keep.sub_id] <= watermark_us]
+    return set(decided.tolist()), decided[decided > keep.decided_through].tolist()
 
 
 def _said(judge: JudgeConfig, keep: KeyState, found: list[dict], decided: set[int], newly: list[int],
@@ -430,31 +438,33 @@ def _unsettled(keep: KeyState) -> int:
     """Kept messages published and not yet acked with success nor dead-lettered."""
     seq, meta = keep.rows["seq"], keep.rows["meta"]
     kind, ok, act = meta & 3, (meta >> 4) & 1, (meta >> 2) & 3
-    published = set(seq[(kind == chunk.PUBLISH) & (ok == 1)].tolist())
-    settled = set(seq[(kind == chunk.DEAD_LETTER) | ((kind == chunk.DELIVERY) & (ok == 1)
-                                                      & ((act == chunk.ACT_ACK) | (act == chunk.ACT_LATE_ACK)))].tolist())
-    return len(published - settled)
+    published = seq[(kind == chunk.PUBLISH) & (ok == 1)]
+    settled = seq[(kind == chunk.DEAD_LETTER) | ((kind == chunk.DELIVERY) & (ok == 1)
+                                                 & ((act == chunk.ACT_ACK) | (act == chunk.ACT_LATE_ACK)))]
+    return len(np.setdiff1d(published, settled))
 
 
-def _evict(judge: JudgeConfig, keep: KeyState, watermark_us: int) -> None:
-    """The rows of messages decided one horizon ago leave the state (with their findings' ids)."""
-    horizon = judge.horizon_us[keep.sub_id]
-    gone = sorted(s for s, when in _message_times(keep).items()
-                  if when + 2 * horizon <= watermark_us and s <= keep.decided_through)
-    if not gone:
-        return
-    keep.closed_through = max(keep.closed_through, gone[-1])
+def _evict(judge: JudgeConfig, keep: KeyState, times: tuple, watermark_us: int) -> bool:
+    """The rows of messages decided one horizon ago leave the state (with their findings' ids); whether some
+    did. `times`: _message_times."""
+    seqs, starts = times
+    gone = seqs[(starts + 2 * judge.horizon_us[keep.sub_id] <= watermark_us) & (seqs <= keep.decided_through)]
+    if not len(gone):
+        return False
+    keep.closed_through = max(keep.closed_through, int(gone[-1]))
     stay = ~np.isin(keep.rows["seq"], gone) & ~((keep.rows["seq"] != NULL) & (keep.rows["seq"] <= keep.closed_through))
     keep.rows = {name: values[stay] for name, values in keep.rows.items()}
     kept = [(fid, s) for fid, s in zip(keep.emitted, keep.emitted_seq) if s > keep.closed_through]
     keep.emitted = [fid for fid, _ in kept]
     keep.emitted_seq = [s for _, s in kept]
+    return True
 
 
-def _next_time(judge: JudgeConfig, keep: KeyState) -> int | None:
-    """When this key next has something to decide or to let go (microseconds), None when nothing is kept."""
+def _next_time(judge: JudgeConfig, keep: KeyState, times: tuple) -> int | None:
+    """When this key next has something to decide or to let go (microseconds), None when nothing is kept.
+    `times`: _message_times."""
+    seqs, starts = times
+    if not len(seqs):
+        return None
     horizon = judge.horizon_us[keep.sub_id]
-    times = []
-    for s, when in _message_times(keep).items():
-        times.append(when + (horizon if s > keep.decided_through else 2 * horizon))
-    return min(times) if times else None
+    return int((starts + np.where(seqs > keep.decided_through, horizon, 2 * horizon)).min())
