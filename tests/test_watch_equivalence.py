@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -91,3 +92,43 @@ def test_the_streaming_checks_find_what_the_batch_checks_find(spark, tmp_path):
     assert found, "the mutations raised nothing in the batch checks: the comparison would prove nothing"
     assert [f for f in streamed if f["kind"] == "late_delivery"] == []
     assert sorted(map(_said, streamed)) == sorted(map(_said, found))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_streaming_checks_resume_from_their_checkpoint_with_each_keys_state(spark, tmp_path):
+    """The evidence in two halves by time, a query stopped after the first and a new one started on the same
+    checkpoint for the second (a restart): the keys' states come back from the buckets' states in the checkpoint,
+    and what was decided across the restart is what the batch checks find on the whole."""
+    copies = _copies()
+    merged = H.History("run-eq", [s for h in copies for s in h.subscriptions],
+                       [p for h in copies for p in h.publishes], [d for h in copies for d in h.deliveries])
+    publishes, deliveries = merged.publish_table(), merged.delivery_table()
+    times = sorted(deliveries["receive_time_us"].to_pylist() + publishes["publish_time_us"].to_pylist())
+    assert times[-1] - times[0] < HORIZON_US, "a message decided before the restart would make the halves differ"
+    middle = times[len(times) // 2]
+    evidence = tmp_path / "evidence"
+    for name in ("publishes", "deliveries", "clock"):
+        (evidence / name).mkdir(parents=True)
+
+    def half(first: bool) -> None:
+        for name, table, column in (("publishes", publishes, "publish_time_us"),
+                                    ("deliveries", deliveries, "receive_time_us")):
+            early = pc.less(table[column], middle)
+            pq.write_table(table.filter(early if first else pc.invert(early)),
+                           evidence / name / f"part-{int(not first)}.parquet")
+
+    half(True)
+    before = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint")
+    # nothing is decided before its horizon passed; a foreign row is judged at once (nothing can change it)
+    assert before and {(f["kind"], f["form"]) for f in before} == {("unexpected", "foreign")}
+    half(False)
+    last = max(d["receive_time_us"] for d in merged.deliveries)
+    pq.write_table(pa.table({"t": pa.array([last + 4 * HORIZON_US], pa.int64())}),
+                   evidence / "clock" / "part-0.parquet")
+    after = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint")
+
+    found = [r.asDict() for r in batch.run_checks(spark.read.parquet(str(evidence / "publishes")),
+                                                   spark.read.parquet(str(evidence / "deliveries")),
+                                                   merged.subscriptions).findings.collect()]
+    assert found and [f for f in after if f["kind"] == "late_delivery"] == []
+    assert sorted(map(_said, before + after)) == sorted(map(_said, found))

@@ -24,7 +24,10 @@ from pathlib import Path
 
 from pubsubguard.core.errors import UserError
 
-FORMAT = 1  # what watch.json, the checkpoint's state schema and findings.jsonl look like (judge.STATE)
+# what watch.json, the checkpoint's state schema and findings.jsonl look like (judge.STATE, stream.BUCKETS). 1: a
+# state per (subscription, key); 2: a state per bucket of keys (issue 65), which Spark cannot read from format 1's
+# checkpoint, so a format-1 --out is refused (a new --out starts afresh; its findings.jsonl stays where it is)
+FORMAT = 2
 MANIFEST = "watch.json"
 SEQ_BLOCK = 1_000_000  # seqs a publisher start reserves (at a canary's rate, weeks of publishing)
 
@@ -74,10 +77,7 @@ class WatchDir:
         path = Path(path).absolute()
         manifest_path = path / MANIFEST
         if manifest_path.exists():
-            manifest = cls._read(manifest_path)
-            if manifest.stack != stack:
-                raise UserError(f"--out {path}: holds the watch of stack {manifest.stack!r} ({MANIFEST}), not of "
-                                f"{stack!r}; use another --out for this stack")
+            manifest = cls._read(manifest_path, stack)
             if manifest.project != project:
                 raise UserError(f"--out {path}: holds a watch of project {manifest.project!r} ({MANIFEST}), not of "
                                 f"{project!r}; use another --out")
@@ -100,17 +100,16 @@ class WatchDir:
         not a watch's directory: decided before anything starts (`open` decides again, with the project)."""
         manifest_path = Path(path) / MANIFEST
         if manifest_path.exists():
-            manifest = cls._read(manifest_path)
-            if manifest.stack != stack:
-                raise UserError(f"--out {path}: holds the watch of stack {manifest.stack!r} ({MANIFEST}), not of "
-                                f"{stack!r}; use another --out for this stack")
+            cls._read(manifest_path, stack)
         elif Path(path).exists() and any(p.name not in ("emulator", "plan.json", ".pubsubguard.lock")
                                          for p in Path(path).iterdir()):
             raise UserError(f"--out {path}: exists and is not a watch's directory (no {MANIFEST}); choose an empty "
                             "or new directory")
 
     @staticmethod
-    def _read(manifest_path: Path) -> Manifest:
+    def _read(manifest_path: Path, stack: str) -> Manifest:
+        """watch.json of `stack`'s watch. Another stack's is refused before its format is looked at: whatever format
+        it has, it is not this watch's."""
         try:
             data = json.loads(manifest_path.read_text())
         except (OSError, ValueError) as err:
@@ -118,6 +117,9 @@ class WatchDir:
                             f"({type(err).__name__}); expected what `pubsubguard watch` writes") from None
         if not isinstance(data, dict) or "format" not in data:
             raise UserError(f"--out {manifest_path.parent}: {MANIFEST} is not a watch's manifest")
+        if data.get("stack") != stack:
+            raise UserError(f"--out {manifest_path.parent}: holds the watch of stack {data.get('stack')!r} ({MANIFEST}), "
+                            f"not of {stack!r}; use another --out for this stack")
         if data["format"] != FORMAT:
             raise UserError(f"--out {manifest_path.parent}: its checkpoint was written by pubsubguard "
                             f"{data.get('pubsubguard', '?')} in watch format {data['format']}; this pubsubguard "
