@@ -15,7 +15,7 @@ A check uses them only when the manifest matches what it is asked to check now: 
 its run.json and of its seal, `pubsubguard.validation.evidence.seal`: a kept input is never read by another run),
 every file of the run's `publishes/` and `deliveries/` (relative path, size, modification time), the
 declared subscriptions in order, and a digest of the code that makes and judges the rows (this module,
-`checks`, `chunk` with its packed layout, `kernel`, `scans`: `checks._SHAPING_MODULES`). Anything else (no manifest, a file added, changed or removed, another run, other
+`run`, `chunk` with its packed layout, `kernel`, `scans`: `run._SHAPING_MODULES`). Anything else (no manifest, a file added, changed or removed, another run, other
 subscriptions, other code) and the check runs the shuffle pass and keeps its rows anew. A kept input
 that matches but is damaged (its manifest not JSON, a kept file missing, of another size or another
 SHA-256 than the manifest says, or outside its generation) is an EvidenceError naming the file (exit 2):
