@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core.errors import read_mapping, read_yaml_mapping
+from pubsubguard.core.user_files import read_mapping, read_yaml_mapping
 from pubsubguard.check.result import CheckError, LEVELS, PolicyInfo
 
 
