@@ -72,7 +72,7 @@ def _provider(resource: dict, plan: dict, by_urn: dict):
 
 def _properties(resource: dict):
     """A resource's inputs as the pack gets them: unknowns as the sentinel, and a string built from an
-    unknown and a known part as it was built (the known part can decide a rule: `wire_values.partial_strings`)."""
+    unknown and a known part as it was built (the known part can decide a rule: `wire_values.partial_string_entries`)."""
     return _struct(with_partial_strings(resource.get("inputs") or {}, resource.get("partial") or []))
 
 
