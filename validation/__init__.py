@@ -19,7 +19,9 @@
     report/                report.json's document from a verdict, and its rendering (JSON, HTML, terminal)
     conformance/           the scenarios that measure the target's documented behaviour, and which findings
                            each explains
+    watch/                 `pubsubguard watch`: the job's probe kept running, its evidence judged as it streams
 
-Stages import downwards only (tests/test_architecture.py): checks/ and report/ never import probe/ or wire/;
-evidence/ imports neither; no stage imports the job's modules above them.
+The stages are ranked, top to bottom: watch/, the job's modules, report/, conformance/, probe/, then wire/ beside
+checks/, then evidence/. A module imports its own stage and those ranked below it only; wire/ and checks/ never
+import each other (tests/test_architecture.py `RANKING`, drawn in docs/architecture.md).
 """
