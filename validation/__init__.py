@@ -3,7 +3,8 @@
     job.py, driver.py      the job's entry (spark-submit, `pubsubguard verify`) and the run it drives;
     config.py, target.py,  the run's options (one frozen RunConfig), the declared estate and the target, what a
     run_setup.py           probe run resolves before it creates anything; session.py (Spark), signals.py
-                           (interrupts), failures.py (a Spark job's failure in one line), footprint.py, warmup.py
+                           (interrupts), failures.py (a Spark job's failure in one line), client_logs.py (the client
+                           library's logs), footprint.py, warmup.py
                            (the checks warmed up during the drain), bundle.py (the executors' Python),
                            selftest.py (`conform --self-test`)
     probe/                 the clients on the target: publisher and subscriber tasks (clients), the twins the probe
