@@ -150,7 +150,7 @@ def test_drift_is_detected_and_a_mutable_setting_is_updated_back(emulator, dev_p
 
     result = applying.apply_plan(plan, target=emulator.host)
     assert [o for o in result.outcomes if o.action == applying.UPDATED] == [
-        applying.ResourceOutcome(path, "subscription", applying.UPDATED, "ack_deadline_seconds")
+        applying.ResourceAction(path, "subscription", applying.UPDATED, "ack_deadline_seconds")
     ]
     assert readback.differences(wanted, readback.actual(wanted)) == observed_differences(plan)
 

@@ -151,45 +151,80 @@ def test_analysis_never_imports_rendering():
                                 "pubsubguard.validation.evidence.store"}
 
 
-# validation/ by stage (issue 47): what each stage may never import. Every stage is beneath the job's own modules
-# (validation/*.py), which none of them imports.
-STAGES = ("probe", "wire", "evidence", "checks", "report", "conformance")
-NEVER = {"checks": {"probe", "wire"}, "report": {"probe", "wire"}, "evidence": set(STAGES) - {"evidence"},
-         "wire": {"probe", "checks", "report", "conformance"}}
+# validation/ by stage (issues 47, 66): one ranking of every stage, top to bottom; "job" is the job's own modules
+# (validation/*.py). A module imports its own stage and the stages on lower lines only; the stages of one line never
+# import each other (wire/ and checks/: the network layer and the judge stay apart). docs/architecture.md draws it
+# ("The prove side, by stage"), with the arrows the code has (test_the_stage_drawing_is_the_code's).
+RANKING = (("watch",), ("job",), ("report",), ("conformance",), ("probe",), ("wire", "checks"), ("evidence",))
+RANK = {stage: len(RANKING) - line for line, stages in enumerate(RANKING) for stage in stages}
+STAGES = tuple(stage for stages in RANKING for stage in stages if stage != "job")  # the stage folders
 
 
 def stage_of(module: str) -> str | None:
-    """`pubsubguard.validation.checks.kernel` -> checks; a module of the job's own (validation/*.py) -> top."""
+    """`pubsubguard.validation.checks.kernel` -> checks; a module of the job's own (validation/*.py) -> job; a
+    module outside validation/ (or validation/__init__.py) -> None."""
     if not module.startswith("pubsubguard.validation."):
         return None
-    parts = module.split(".")[2:]
-    return parts[0] if parts[0] in STAGES else "top"
+    stage = module.split(".")[2]
+    return stage if stage in STAGES else "job"
 
 
 def stage_crossings(edges: dict[str, set[str]]) -> list[str]:
-    """Every import that runs against the stage order: `module -> imported`."""
+    """Every import of validation/ that runs up the ranking, or across one line of it: `module -> imported`."""
     wrong = []
     for module, targets in sorted(edges.items()):
         stage = stage_of(module)
-        if stage in (None, "top"):
-            continue
         for target in sorted(targets):
             other = stage_of(target)
-            if other == "top" or (other in NEVER.get(stage, ()) and other != stage):
+            if None not in (stage, other) and other != stage and RANK[other] >= RANK[stage]:
                 wrong.append(f"{module} -> {target}")
     return wrong
 
 
-def test_validation_imports_follow_the_stage_order():
+def stage_arrows(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The stages each stage imports (its own left out): the drawing's arrows."""
+    arrows: dict[str, set[str]] = {stage: set() for stage in RANK}
+    for module, targets in edges.items():
+        if (stage := stage_of(module)) is not None:
+            arrows[stage] |= {other for t in targets if (other := stage_of(t)) not in (None, stage)}
+    return arrows
+
+
+def test_validation_imports_follow_the_stage_ranking():
     edges = graph()
-    assert {stage_of(m) for m in edges} >= {*STAGES, "top", None}  # every stage is a folder the graph reads
+    assert {stage_of(m) for m in edges} >= {*RANK, None}  # every stage is a folder the graph reads
     assert stage_crossings(edges) == []
-    # the guard can fail: the report's document reaching the fault layer, and evidence reaching the job, are found
+    # the guard can fail: an import up the ranking, or across a line of it, is found and named
     planted = {k: set(v) for k, v in edges.items()}
-    planted["pubsubguard.validation.report.document"].add("pubsubguard.validation.wire.nemesis")
-    planted["pubsubguard.validation.evidence.seal"].add("pubsubguard.validation.config")
-    assert stage_crossings(planted) == ["pubsubguard.validation.evidence.seal -> pubsubguard.validation.config",
-                                        "pubsubguard.validation.report.document -> pubsubguard.validation.wire.nemesis"]
+    planted["pubsubguard.validation.evidence.seal"].add("pubsubguard.validation.config")  # evidence -> job
+    planted["pubsubguard.validation.checks.kernel"].add("pubsubguard.validation.report.document")  # checks -> report
+    planted["pubsubguard.validation.conformance.runner"].add("pubsubguard.validation.report.render")  # up one line
+    planted["pubsubguard.validation.checks.verdict"].add("pubsubguard.validation.wire.endpoints")  # across a line
+    planted["pubsubguard.validation.driver"].add("pubsubguard.validation.watch.runner")  # job -> watch
+    assert stage_crossings(planted) == [
+        "pubsubguard.validation.checks.kernel -> pubsubguard.validation.report.document",
+        "pubsubguard.validation.checks.verdict -> pubsubguard.validation.wire.endpoints",
+        "pubsubguard.validation.conformance.runner -> pubsubguard.validation.report.render",
+        "pubsubguard.validation.driver -> pubsubguard.validation.watch.runner",
+        "pubsubguard.validation.evidence.seal -> pubsubguard.validation.config"]
+
+
+def drawn_stages(text: str) -> dict[str, tuple[int, set[str]]]:
+    """docs/architecture.md's drawing of the ranking: `{stage: (rank, the stages it imports)}`, from the block
+    whose first line is `rank  stage  imports`."""
+    lines = text.split("\n```\nrank  stage", 1)[1].split("```", 1)[0].splitlines()[1:]
+    drawn = {}
+    for line in lines:
+        rank, stage, imported = line.split(None, 2)
+        drawn[stage] = (int(rank), set() if imported.strip() == "-" else set(imported.split(", ")))
+    return drawn
+
+
+def test_the_stage_drawing_is_the_code():
+    """The drawing in docs/architecture.md is the ranking, and its arrows are the code's, no more and no fewer."""
+    drawn = drawn_stages((ROOT / "docs" / "architecture.md").read_text())
+    arrows = stage_arrows(graph())
+    assert drawn == {stage: (RANK[stage], arrows[stage]) for stage in RANK}
 
 
 def unresolved_relative_imports(path: Path, module: str, known: set[str]) -> list[str]:

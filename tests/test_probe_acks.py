@@ -331,7 +331,7 @@ def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in
 
     from google.cloud.pubsub_v1.subscriber._protocol import streaming_pull_manager
 
-    from pubsubguard.validation.failures import client_log_summary
+    from pubsubguard.validation.client_logs import client_log_summary
     from pubsubguard.validation.probe.clients import CLIENT_LOG_PREFIX
     from pubsubguard.validation.probe.subscriber import DROPPED_ON_RECEIPT, EXPIRY_LOGGER, _ClientLog
 

@@ -284,7 +284,7 @@ def test_each_number_of_the_terminal_summary_is_the_one_report_json_holds(spark,
     assert not re.findall(r"(?<![\d,.])1 (?:[a-z/-]+ )?(?:warnings|errors|stream kills|files|entries|times|kills)\b", out), out
     assert "under 1 stream kill" in out
     from pubsubguard.validation.conformance.beside import library_note
-    from pubsubguard.validation.failures import client_log_summary
+    from pubsubguard.validation.client_logs import client_log_summary
 
     assert [o.split(" (commonest")[0] for o in client_log_summary(run / "evidence")] == \
         ["the Pub/Sub client library in sub-1 logged 1 warning/error"]

@@ -3,7 +3,8 @@
     job.py, driver.py      the job's entry (spark-submit, `pubsubguard verify`) and the run it drives;
     config.py, target.py,  the run's options (one frozen RunConfig), the declared estate and the target, what a
     run_setup.py           probe run resolves before it creates anything; session.py (Spark), signals.py
-                           (interrupts), failures.py (a Spark job's failure in one line), footprint.py, warmup.py
+                           (interrupts), failures.py (a Spark job's failure in one line), client_logs.py (the client
+                           library's logs), footprint.py, warmup.py
                            (the checks warmed up during the drain), bundle.py (the executors' Python),
                            selftest.py (`conform --self-test`)
     probe/                 the clients on the target: publisher and subscriber tasks (clients), the twins the probe
@@ -19,7 +20,9 @@
     report/                report.json's document from a verdict, and its rendering (JSON, HTML, terminal)
     conformance/           the scenarios that measure the target's documented behaviour, and which findings
                            each explains
+    watch/                 `pubsubguard watch`: the job's probe kept running, its evidence judged as it streams
 
-Stages import downwards only (tests/test_architecture.py): checks/ and report/ never import probe/ or wire/;
-evidence/ imports neither; no stage imports the job's modules above them.
+The stages are ranked, top to bottom: watch/, the job's modules, report/, conformance/, probe/, then wire/ beside
+checks/, then evidence/. A module imports its own stage and those ranked below it only; wire/ and checks/ never
+import each other (tests/test_architecture.py `RANKING`, drawn in docs/architecture.md).
 """

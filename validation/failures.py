@@ -1,5 +1,7 @@
-"""Why a Spark job of the probe failed, in one line; and keeping Spark's own death notices of an
-injected crash off the terminal (the full text goes to `<evidence>/failure-<task>.txt`)."""
+"""Spark's failures: why a Spark job of the probe or the checks failed, in one line (`spark_cause`; a part of the
+evidence Spark could not read is named as damaged evidence: `unreadable_evidence`); and keeping Spark's own death
+notices of an injected crash off the terminal (the full text goes to `<evidence>/failure-<task>.txt`). The client
+library's own logs are `client_logs`."""
 
 from __future__ import annotations
 
@@ -9,9 +11,7 @@ from pathlib import Path
 from pubsubguard.core import storage
 from pubsubguard.core.errors import UserError
 
-from .checks.wording import counted
 from .evidence.records import EvidenceError
-from .probe.clients import CLIENT_LOG_PREFIX
 
 # Spark's own log lines for a subscriber task's death (an ERROR and a Java stack trace per crash); the
 # failure's full text goes to <evidence>/failure-<task>.txt and the report instead.
@@ -75,19 +75,5 @@ def quiet_crash_logs(sc, quiet: bool) -> None:
         pass
 
 
-def client_log_summary(evidence_dir: Path | str) -> list[str]:
-    """One observation per task whose client library logged warnings: the count and the commonest."""
-    from collections import Counter
-
-    out = []
-    for name in storage.names(evidence_dir, CLIENT_LOG_PREFIX):
-        path = storage.join(evidence_dir, name)
-        records = Counter(line.split(" for message ordering key:")[0][:160] for line in storage.read_text(path).splitlines()
-                          if line.startswith(("WARNING ", "ERROR ", "CRITICAL ")))
-        if records:
-            common = "; ".join(f"{text!r} x{n}" for text, n in records.most_common(3))
-            task = name[len(CLIENT_LOG_PREFIX):].removesuffix(".txt")
-            out.append(f"the Pub/Sub client library in {task} logged "
-                       f"{counted(sum(records.values()), 'warning/error', 'warnings/errors')} (commonest: {common}); "
-                       f"full text: {path}")
-    return out
+# driver.py's import of the client logs' summary, until it imports it from client_logs (issue 66)
+from .client_logs import client_log_summary  # noqa: E402, F401

@@ -106,7 +106,7 @@ def probe_to_store(config: RunConfig, spark=None, plan: dict | None = None) -> i
 # ------------------------------------------------------------------------------- check + report
 def from_evidence(config: RunConfig, spark=None) -> int:
     """A re-check: the evidence's checks and report, written to `--report` or, by default, to the evidence's own
-    `recheck/` (`evidence_store.recheck_directory`): inside what it re-checks, never beside it, where another
+    `recheck/` (`evidence.store.recheck_directory`): inside what it re-checks, never beside it, where another
     run's report may be. It holds its report directory, the evidence (where the checks keep their sorted input)
     and, when the evidence is a probe run's `<report>/evidence`, that run's report directory, which the probe
     holds while it writes the evidence; nothing else is written outside the evidence and `--report`."""
@@ -126,7 +126,7 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
                      shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True,
                      partial: bool = False) -> int:
     """Judge a run's evidence (pubsubguard.validation.checks.verdict) and write its report; the report's exit code.
-    Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence_store`). The report names
+    Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence.store`). The report names
     its evidence as `shown` and itself as `location` (default: where they are read and written). `keep`: the
     checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not).
     `terminal`: the summary on stdout (progress bars are the probe's: `--no-progress` leaves the summary);

@@ -2,7 +2,8 @@
 these for the project, a leaf package (no imports but the standard library) so that the policy pack in
 its own virtualenv, the estate model (`pubsubguard.infra.estate`), the declared model and the verification job read
 the same numbers. Each fact names where it comes from (`docs/pubsub-facts.md` and the Google documents
-it cites). This tool's own conventions (the probe contract) live in `pubsubguard.core.probe_contract`.
+it cites). This tool's own conventions (the probe contract) live in `pubsubguard.core.probe_contract`. Beside
+them, `levels`: the policy engine's enforcement levels, which the pack and the check that runs it share.
 """
 
 from __future__ import annotations

@@ -22,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from pubsub_facts.levels import EnforcementLevel
 from pubsub_rules.model import Resource, Stack, from_policy_resource, provider_project, reads_unknown
 from pubsub_rules.values import once_in_request, partial_props, plain_props
 
-MANDATORY = "mandatory"
-ADVISORY = "advisory"
+# the two levels a rule is declared with, as `@rule(..., MANDATORY, ...)` names them
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
 UNDECIDED_SEPARATOR = "; "
 
 
@@ -45,7 +47,7 @@ def undecided_text(entries: list[tuple[str, tuple[str, ...]]]) -> str:
 class Rule:
     name: str
     description: str  # "Requires…" / "Prohibits…"
-    level: str  # MANDATORY or ADVISORY: the default, overridable by the pack's config
+    level: EnforcementLevel  # MANDATORY or ADVISORY: the default, overridable by the pack's config
     fact: str  # the Pub/Sub fact the rule enforces (docs/pubsub-facts.md)
     unknowns: str  # what the rule does with values unknown at preview time
     check: Callable[..., Iterable[Any]]
@@ -112,13 +114,13 @@ class Rule:
     def policy(self):
         """The SDK policy object (imports pulumi_policy: only the pack's virtualenv has it)."""
         from pulumi_policy import (
-            EnforcementLevel,
+            EnforcementLevel as SdkEnforcementLevel,
             PolicyConfigSchema,
             ResourceValidationPolicy,
             StackValidationPolicy,
         )
 
-        level = EnforcementLevel(self.level)
+        level = SdkEnforcementLevel(EnforcementLevel(self.level).value)
         schema = PolicyConfigSchema(properties=dict(self.config_schema)) if self.config_schema else None
         if self.stack:
 
@@ -163,7 +165,7 @@ class Rules:
         self.defaults = defaults
         self.all: list[Rule] = []
 
-    def __call__(self, name: str, description: str, level: str, fact: str, **fields: Any):
+    def __call__(self, name: str, description: str, level: EnforcementLevel, fact: str, **fields: Any):
         def register(check: Callable[..., Iterable[Any]]) -> Callable[..., Iterable[Any]]:
             self.all.append(Rule(name=name, description=description, level=level, fact=fact, check=check,
                                  **{**self.defaults, **fields}))

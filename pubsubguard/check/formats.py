@@ -11,6 +11,7 @@ from pathlib import Path
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.project import environments_said, source_lines
 from pubsubguard.check.result import Outcome, Violation
+from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
 COMPACT_FROM = 40  # violations: above this, text output summarises per rule (the machine formats keep all)
@@ -148,11 +149,12 @@ def _program_section(outcome: Outcome) -> list[str]:
 
 
 def _per_rule(outcome: Outcome) -> list[str]:
-    by_rule: dict[tuple[str, str], list[Violation]] = {}
+    by_rule: dict[tuple[EnforcementLevel, str], list[Violation]] = {}
     for v in outcome.counted:
         by_rule.setdefault((v.level, v.policy), []).append(v)
     lines = []
-    for (level, policy), found in sorted(by_rule.items(), key=lambda item: (item[0][0] != "mandatory", item[0][1])):
+    for (level, policy), found in sorted(by_rule.items(),
+                                         key=lambda item: (item[0][0] != EnforcementLevel.MANDATORY, item[0][1])):
         names = sorted({v.resource_name or "stack" for v in found})
         more = f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else ""
         lines.append(f"[{level}] {policy}: {len(found)} violation{'s' if len(found) != 1 else ''} "
@@ -203,7 +205,7 @@ def _not_judged(outcome: Outcome, locate=None) -> list[str]:
         for entry in outcome.unjudged:
             path, line = locate(unjudged_violation(entry)) if locate is not None else ("", 0)
             location = f"{path}:{line}: " if path else ""
-            level = " (mandatory)" if outcome.levels.get(entry["policy"]) == "mandatory" else ""
+            level = " (mandatory)" if outcome.levels.get(entry["policy"]) == EnforcementLevel.MANDATORY else ""
             resource = " ".join(filter(None, (entry["resource_type"].split(":")[-1], entry["resource_name"] or "stack")))
             inputs = "; ".join(f"{blocking}{_origin((entry.get('unknown_inputs') or {}).get(blocking) or [])}"
                                for blocking in entry["properties"])
@@ -247,7 +249,7 @@ def format_json(outcome: Outcome, locate=None) -> str:
 
 def unjudged_violation(entry: dict) -> Violation:
     """A not-judged entry as a violation record, to be located like one."""
-    return Violation(policy=entry["policy"], level="advisory", message="", urn=entry["urn"],
+    return Violation(policy=entry["policy"], level=EnforcementLevel.ADVISORY, message="", urn=entry["urn"],
                      resource_type=entry["resource_type"], resource_name=entry["resource_name"])
 
 
@@ -276,7 +278,8 @@ def format_json_error(error: UserError, *, stack: str = "", source: str = "") ->
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-_SARIF_LEVEL = {"mandatory": "error", "advisory": "warning", "remediate": "error", "disabled": "none"}
+_SARIF_LEVEL = {EnforcementLevel.MANDATORY: "error", EnforcementLevel.ADVISORY: "warning",
+                EnforcementLevel.REMEDIATE: "error", EnforcementLevel.DISABLED: "none"}
 
 
 def format_sarif(outcome: Outcome, locate=None) -> str:
@@ -322,7 +325,7 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
                                       "justification": f"{v.suppression.reason} ({v.suppression.where})"}]
         results.append(entry)
     for entry in outcome.unjudged:
-        blocking = outcome.unknowns_fail and outcome.levels.get(entry["policy"]) == "mandatory"
+        blocking = outcome.unknowns_fail and outcome.levels.get(entry["policy"]) == EnforcementLevel.MANDATORY
         uri, line = locate(unjudged_violation(entry)) if locate else (outcome.source or "Pulumi.yaml", 1)
         results.append({
             "ruleId": entry["policy"], "level": "error" if blocking else "note",

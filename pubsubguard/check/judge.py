@@ -18,7 +18,7 @@ from pubsubguard.core.invokes import InvokeResults
 from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
 from pubsubguard.check.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
 from pubsubguard.check.wire import (
-    configure_stack, level_name, level_value, protobufs, analyze_request, analyze_stack_request, cannot_judge_entries,
+    configure_stack, level_of, level_value, protobufs, analyze_request, analyze_stack_request, cannot_judge_entries,
     judged_resources, plan_context, policy_infos,
 )
 
@@ -288,7 +288,7 @@ class Judge:
             self.policies = policy_infos(self.info)
             initial = {
                 name: {
-                    "level": level_name(cfg.enforcementLevel) if cfg.enforcementLevel else None,
+                    "level": level_of(cfg.enforcementLevel) if cfg.enforcementLevel else None,
                     "properties": json_format.MessageToDict(cfg.properties),
                 }
                 for name, cfg in self.info.initialConfig.items()
@@ -341,7 +341,7 @@ class Judge:
                 message = message[len(d.description) + 1 :]
             violations.append(
                 Violation(
-                    policy=d.policyName, level=level_name(d.enforcementLevel), message=message, urn=urn,
+                    policy=d.policyName, level=level_of(d.enforcementLevel), message=message, urn=urn,
                     resource_type=resource.get("type", ""), resource_name=resource.get("name", ""),
                 )
             )

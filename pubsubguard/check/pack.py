@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core.errors import read_mapping, read_yaml_mapping
-from pubsubguard.check.result import CheckError, LEVELS, PolicyInfo
+from pubsubguard.core.user_files import read_mapping, read_yaml_mapping
+from pubsubguard.check.result import CheckError, PolicyInfo
+from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
 STARTUP_TIMEOUT_S = 60.0
@@ -177,7 +178,7 @@ def from_invokes(spec: dict, invoke_results, gcp_project: str | None) -> dict[st
 
 def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user: dict[str, Any],
                      source: str = "policy config", *, invoke_results=None,
-                     gcp_project: str | None = None) -> dict[str, tuple[str, dict]]:
+                     gcp_project: str | None = None) -> dict[str, tuple[EnforcementLevel, dict]]:
     """Every policy's (level, properties), as the CLI computes them before `Configure`.
 
     Precedence: the user's entry for the policy, then the user's "all" level, then the pack's initial
@@ -223,15 +224,15 @@ def reconcile_config(policies: list[PolicyInfo], initial: dict[str, dict], user:
                     raise CheckError(f"{where}.{key}: expected {spec.get('type')}, got {json.dumps(value)}")
                 props[key] = value
         elif entry is not None:
-            raise CheckError(f"{where}: expected a level ({', '.join(LEVELS)}) or an object, got {json.dumps(entry)}")
+            raise CheckError(f"{where}: expected a level ({', '.join(EnforcementLevel)}) or an object, got {json.dumps(entry)}")
         result[policy.name] = (level, props)
     return result
 
 
-def _level(value: Any, where: str) -> str:
-    if value not in LEVELS:
-        raise CheckError(f"{where}: expected one of {', '.join(LEVELS)}, got {json.dumps(value)}")
-    return value
+def _level(value: Any, where: str) -> EnforcementLevel:
+    if value not in tuple(EnforcementLevel):
+        raise CheckError(f"{where}: expected one of {', '.join(EnforcementLevel)}, got {json.dumps(value)}")
+    return EnforcementLevel(value)
 
 
 def peak_mib(pid: int) -> float | None:

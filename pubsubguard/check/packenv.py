@@ -92,7 +92,7 @@ def default_pack_dir() -> Path:
 
 def virtualenv_name(pack_dir: Path) -> str:
     """`runtime.options.virtualenv` of PulumiPolicy.yaml (default `venv`), as the CLI reads it."""
-    from pubsubguard.core.errors import read_yaml_mapping
+    from pubsubguard.core.user_files import read_yaml_mapping
 
     manifest = read_yaml_mapping(Path(pack_dir) / "PulumiPolicy.yaml", PackError, f"is {pack_dir} a policy pack?",
                                  "a mapping with 'runtime' and 'version'")

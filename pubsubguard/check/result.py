@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pubsubguard.core.errors import UserError
+from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
-LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 UNKNOWNS_MODES = ("advisory", "fail")  # what a mandatory rule that could not decide does (`--unknowns`)
 
 
@@ -23,7 +23,7 @@ class CheckError(UserError):
 class PolicyInfo:
     name: str
     description: str
-    level: str  # default level the pack declares
+    level: EnforcementLevel  # default level the pack declares
     kind: str  # "resource" or "stack"
     config_schema: dict = field(default_factory=dict)
     remediation: str = ""  # what the pack says fixes a violation and why (its PolicyInfo.remediation_steps)
@@ -53,7 +53,7 @@ class Suppression:
 @dataclass(frozen=True)
 class Violation:
     policy: str
-    level: str  # effective level: "mandatory" or "advisory"
+    level: EnforcementLevel  # effective level: mandatory or advisory
     message: str  # the rule's own sentence (the SDK's "description\n" prefix removed)
     urn: str  # "" when the violation is about the stack as a whole
     resource_type: str
@@ -72,7 +72,7 @@ class Violation:
 
 
 def sort_key(violation: Violation) -> tuple:
-    return violation.urn, violation.level != "mandatory", violation.policy, violation.message
+    return violation.urn, violation.level != EnforcementLevel.MANDATORY, violation.policy, violation.message
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Judgement:
     source: str  # what was judged: "Pulumi.dev.yaml" or a plan file
     resources: int
     policies: tuple[PolicyInfo, ...]
-    levels: dict[str, str]  # effective level of every policy
+    levels: dict[str, EnforcementLevel]  # effective level of every policy
     violations: tuple[Violation, ...]
     unknown_invokes: tuple[dict, ...] = ()  # invokes whose results were unknown offline
     unjudged: tuple[dict, ...] = ()  # {urn, resource_name, policy, properties}: not judged
@@ -110,7 +110,7 @@ class Outcome:
     source: str
     resources: int
     policies: tuple[PolicyInfo, ...]
-    levels: dict[str, str]
+    levels: dict[str, EnforcementLevel]
     violations: tuple[Violation, ...]  # every violation the pack reported, each with its suppression state
     unknown_invokes: tuple[dict, ...] = ()
     unjudged: tuple[dict, ...] = ()
@@ -133,11 +133,11 @@ class Outcome:
 
     @property
     def mandatory(self) -> list[Violation]:
-        return [v for v in self.counted if v.level == "mandatory"]
+        return [v for v in self.counted if v.level == EnforcementLevel.MANDATORY]
 
     @property
     def advisory(self) -> list[Violation]:
-        return [v for v in self.counted if v.level != "mandatory"]
+        return [v for v in self.counted if v.level != EnforcementLevel.MANDATORY]
 
     @property
     def unknowns_fail(self) -> bool:
@@ -146,7 +146,7 @@ class Outcome:
     @property
     def undecided_mandatory(self) -> list[dict]:
         """Not-judged entries of mandatory rules (they fail the check with `--unknowns fail`)."""
-        return [e for e in self.unjudged if self.levels.get(e["policy"]) == "mandatory"]
+        return [e for e in self.unjudged if self.levels.get(e["policy"]) == EnforcementLevel.MANDATORY]
 
     @property
     def failed(self) -> bool:

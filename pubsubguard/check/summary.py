@@ -8,6 +8,7 @@ check appends its section."""
 from __future__ import annotations
 
 from pubsubguard.check.result import Outcome, Violation
+from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 from pubsubguard.core.errors import UserError
 
 MAX_ROWS = 200  # per stack: GitHub caps a step summary at 1 MiB; the SARIF upload keeps every result
@@ -19,7 +20,8 @@ def _cell(text: str) -> str:
 
 def _level(violation: Violation) -> str:
     """The level a row shows: SARIF's error is mandatory, its warning advisory."""
-    return {"mandatory": "mandatory", "remediate": "mandatory", "disabled": "none"}.get(violation.level, "advisory")
+    return {EnforcementLevel.MANDATORY: "mandatory", EnforcementLevel.REMEDIATE: "mandatory",
+            EnforcementLevel.DISABLED: "none"}.get(violation.level, "advisory")
 
 
 def _sorted(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -36,7 +38,7 @@ def section(outcome: Outcome, locate=None) -> str:
 
     open_ = [(_level(v), v.policy, v.resource_name or "stack", where(v), v.message, "") for v in outcome.counted]
     for entry in outcome.unjudged:
-        blocking = outcome.unknowns_fail and outcome.levels.get(entry["policy"]) == "mandatory"
+        blocking = outcome.unknowns_fail and outcome.levels.get(entry["policy"]) == EnforcementLevel.MANDATORY
         open_.append(("mandatory" if blocking else "note", entry["policy"], entry["resource_name"] or "stack",
                       where(unjudged_violation(entry)),
                       f"Not judged: {', '.join(entry['properties'])} unknown until deploy.", ""))

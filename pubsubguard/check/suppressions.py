@@ -31,7 +31,8 @@ from pathlib import Path
 
 from pubsubguard.check.result import BaselineUse, Judgement, Suppression
 from pubsubguard.core.recorder import STACK_TYPE
-from pubsubguard.core.errors import UserError, read_mapping
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.user_files import read_mapping
 from pubsubguard.core.project import source_lines
 
 BASELINE_FORMAT = "pubsubguard-baseline/1"

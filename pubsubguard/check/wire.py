@@ -10,6 +10,7 @@ from typing import Any
 from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.wire_values import with_partial_strings
 from pubsubguard.check.result import PolicyInfo
+from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
 def protobufs():
@@ -18,14 +19,14 @@ def protobufs():
     return analyzer_pb2
 
 
-def level_name(value: int) -> str:
-    pb = protobufs()
-    return {pb.ADVISORY: "advisory", pb.MANDATORY: "mandatory", pb.REMEDIATE: "remediate", pb.DISABLED: "disabled"}[value]
+def level_of(value: int) -> EnforcementLevel:
+    """The level an Analyzer message carries (the protocol's enum value)."""
+    return EnforcementLevel[protobufs().EnforcementLevel.Name(value)]
 
 
-def level_value(name: str) -> int:
-    pb = protobufs()
-    return {"advisory": pb.ADVISORY, "mandatory": pb.MANDATORY, "remediate": pb.REMEDIATE, "disabled": pb.DISABLED}[name]
+def level_value(level: EnforcementLevel) -> int:
+    """The protocol's enum value of a level."""
+    return protobufs().EnforcementLevel.Value(EnforcementLevel(level).name)
 
 
 def wire_value(value: Any) -> Any:
@@ -72,7 +73,7 @@ def _provider(resource: dict, plan: dict, by_urn: dict):
 
 def _properties(resource: dict):
     """A resource's inputs as the pack gets them: unknowns as the sentinel, and a string built from an
-    unknown and a known part as it was built (the known part can decide a rule: `wire_values.partial_strings`)."""
+    unknown and a known part as it was built (the known part can decide a rule: `wire_values.partial_string_entries`)."""
     return _struct(with_partial_strings(resource.get("inputs") or {}, resource.get("partial") or []))
 
 
@@ -124,7 +125,7 @@ def policy_infos(info) -> list[PolicyInfo]:
         schema = json_format.MessageToDict(p.configSchema) if p.HasField("configSchema") else {}
         result.append(
             PolicyInfo(
-                name=p.name, description=p.description, level=level_name(p.enforcementLevel),
+                name=p.name, description=p.description, level=level_of(p.enforcementLevel),
                 kind="stack" if p.policy_type == pb.POLICY_TYPE_STACK else "resource", config_schema=schema,
                 remediation=getattr(p, "remediation_steps", ""), url=getattr(p, "url", ""),
             )

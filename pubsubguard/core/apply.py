@@ -6,9 +6,9 @@ topics, other topics, subscriptions on dead-letter topics (drains), other subscr
 
 Idempotent: a resource that exists is compared with the plan (`pubsubguard.core.readback`); matching
 settings are left alone, mutable differences are updated with a field mask, immutable ones
-(ordering, filter, topic) are reported, never silently replaced. Every plan resource ends with one
-`ResourceOutcome`: nothing is dropped, and when creation stops midway the outcomes say what exists and what
-does not.
+(ordering, filter, topic) are reported, never silently replaced. Every plan resource ends with one or more
+`ResourceAction`s (what was done to it, then to a setting of it): nothing is dropped, and when creation stops
+midway the outcomes say what exists and what does not.
 """
 
 from __future__ import annotations
@@ -64,7 +64,10 @@ _FIXED_AT_CREATION = {"topic", "ordering", "filter"}
 
 
 @dataclass(frozen=True)
-class ResourceOutcome:
+class ResourceAction:
+    """One thing apply did to a resource, or to one of its settings (created, then a setting not applied, ...);
+    the command groups a resource's actions into its `ResourceOutcome`."""
+
     path: str  # resource path; for IAM "path role member"
     kind: str  # "topic" | "subscription" | "iam" | plan type token
     action: str
@@ -74,7 +77,7 @@ class ResourceOutcome:
 @dataclass
 class ApplyResult:
     target: str
-    outcomes: list[ResourceOutcome] = field(default_factory=list)
+    outcomes: list[ResourceAction] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for o in self.outcomes if o.action == action)
@@ -224,23 +227,23 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
     broken: set[str] = set()  # paths that do not exist after their step
     for kind, resource, path in steps:
         if unavailable is not None:
-            result.outcomes.append(ResourceOutcome(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
+            result.outcomes.append(ResourceAction(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
             continue
         if kind == "subscription":
             needs = {resource.topic_path, resource.dead_letter_topic} - {None}
             missing = sorted(needs & broken)
             if missing:
                 broken.add(path)
-                result.outcomes.append(ResourceOutcome(path, kind, NOT_ATTEMPTED, f"needs {', '.join(missing)}, which does not exist"))
+                result.outcomes.append(ResourceAction(path, kind, NOT_ATTEMPTED, f"needs {', '.join(missing)}, which does not exist"))
                 continue
         try:
             outcomes = _apply_one(kind, resource, publisher, subscriber)
         except Exception as err:  # noqa: BLE001 - every API error becomes an outcome, none escapes unreported
             if _is_unavailable(err):
                 unavailable = err
-                result.outcomes.append(ResourceOutcome(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(err)})"))
+                result.outcomes.append(ResourceAction(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(err)})"))
             else:
-                result.outcomes.append(ResourceOutcome(path, kind, FAILED, _error_text(err)))
+                result.outcomes.append(ResourceAction(path, kind, FAILED, _error_text(err)))
             broken.add(path)
             continue
         result.outcomes.extend(outcomes)
@@ -248,18 +251,18 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
         path = _iam_resource_path(resource, project)
         label = f"{path} {resource['inputs'].get('role')} {_iam_members(resource)}"
         if unavailable is not None:
-            result.outcomes.append(ResourceOutcome(label, "iam", NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
+            result.outcomes.append(ResourceAction(label, "iam", NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
             continue
         result.outcomes.append(_apply_iam(resource, path, label, publisher, subscriber, path in broken))
     for resource in others:
         result.outcomes.append(
-            ResourceOutcome(resource.get("id") or resource["name"], resource["type"], NOT_APPLIED,
+            ResourceAction(resource.get("id") or resource["name"], resource["type"], NOT_APPLIED,
                     f"resource type {resource['type']} is not handled by pubsubguard apply")
         )
     return result
 
 
-def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publisher, subscriber) -> list[ResourceOutcome]:
+def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publisher, subscriber) -> list[ResourceAction]:
     from google.api_core import exceptions
     from google.protobuf import field_mask_pb2
 
@@ -277,7 +280,7 @@ def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publ
         create = lambda message: subscriber.create_subscription(request=message)  # noqa: E731
         normalise, update_fields = readback.actual_subscription, _SUBSCRIPTION_UPDATE_FIELDS
         update = lambda mask: subscriber.update_subscription(request={"subscription": request, "update_mask": mask})  # noqa: E731
-    outcomes = [ResourceOutcome(path, kind, NOT_APPLIED, f"plan input {item} is not an API field of {kind}s") for item in unsupported]
+    outcomes = [ResourceAction(path, kind, NOT_APPLIED, f"plan input {item} is not an API field of {kind}s") for item in unsupported]
     try:
         existing = get()
     except exceptions.NotFound:
@@ -287,16 +290,16 @@ def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publ
             existing = get()
         else:
             outcomes += [
-                ResourceOutcome(path, kind, NOT_APPLIED, f"the target refused {name}; created without it ({reason})")
+                ResourceAction(path, kind, NOT_APPLIED, f"the target refused {name}; created without it ({reason})")
                 for name, reason in refused
             ]
-            return [ResourceOutcome(path, kind, CREATED), *outcomes]
+            return [ResourceAction(path, kind, CREATED), *outcomes]
     diffs = readback.differences({path: declared_settings}, {path: normalise(existing)})
     if not diffs:
-        return [ResourceOutcome(path, kind, UNCHANGED), *outcomes]
+        return [ResourceAction(path, kind, UNCHANGED), *outcomes]
     fixed = [d for d in diffs if d.setting in _FIXED_AT_CREATION]
     for d in fixed:
-        outcomes.append(ResourceOutcome(path, kind, NOT_APPLIED,
+        outcomes.append(ResourceAction(path, kind, NOT_APPLIED,
                                 f"{d.setting} is fixed at creation (declared {d.declared!r}, exists as {d.actual!r}); "
                                 "delete and re-create the resource to change it"))
     mask_paths = sorted({f for d in diffs if d.setting in update_fields for f in update_fields[d.setting]})
@@ -314,13 +317,13 @@ def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publ
                 except (exceptions.InvalidArgument, exceptions.FailedPrecondition, exceptions.MethodNotImplemented) as one:
                     refused.append(f"{mask_path} ({_error_text(one)})")
             if applied:
-                outcomes.insert(0, ResourceOutcome(path, kind, UPDATED, ", ".join(applied)))
+                outcomes.insert(0, ResourceAction(path, kind, UPDATED, ", ".join(applied)))
             if refused:
-                outcomes.append(ResourceOutcome(path, kind, NOT_APPLIED, "the target refused the update of " + "; ".join(refused)))
+                outcomes.append(ResourceAction(path, kind, NOT_APPLIED, "the target refused the update of " + "; ".join(refused)))
         else:
-            outcomes.insert(0, ResourceOutcome(path, kind, UPDATED, settings))
+            outcomes.insert(0, ResourceAction(path, kind, UPDATED, settings))
     if not any(o.action == UPDATED for o in outcomes):
-        outcomes.insert(0, ResourceOutcome(path, kind, UNCHANGED, "exists; differs from the plan (see not applied)"))
+        outcomes.insert(0, ResourceAction(path, kind, UNCHANGED, "exists; differs from the plan (see not applied)"))
     return outcomes
 
 
@@ -357,14 +360,14 @@ def _iam_members(resource: dict) -> str:
     return inputs.get("member") or ",".join(inputs.get("members") or []) or "(policy)"
 
 
-def _apply_iam(resource: dict, path: str, label: str, publisher, subscriber, resource_missing: bool) -> ResourceOutcome:
+def _apply_iam(resource: dict, path: str, label: str, publisher, subscriber, resource_missing: bool) -> ResourceAction:
     from google.api_core import exceptions
 
     if resource_missing:
-        return ResourceOutcome(label, "iam", NOT_ATTEMPTED, f"{path} does not exist")
+        return ResourceAction(label, "iam", NOT_ATTEMPTED, f"{path} does not exist")
     inputs = resource["inputs"]
     if resource["type"] in (facts.TOPIC_IAM_POLICY, facts.SUBSCRIPTION_IAM_POLICY):
-        return ResourceOutcome(label, "iam", NOT_APPLIED, "authoritative IAM policies are left to `pulumi up`")
+        return ResourceAction(label, "iam", NOT_APPLIED, "authoritative IAM policies are left to `pulumi up`")
     members = [inputs["member"]] if "member" in inputs else list(inputs.get("members") or [])
     role = inputs["role"]
     client = publisher if resource["type"] in facts.TOPIC_IAM_TYPES else subscriber
@@ -372,13 +375,13 @@ def _apply_iam(resource: dict, path: str, label: str, publisher, subscriber, res
         policy = client.get_iam_policy(request={"resource": path})
         binding = next((b for b in policy.bindings if b.role == role and not b.condition.expression), None)
         if binding is not None and set(members) <= set(binding.members):
-            return ResourceOutcome(label, "iam", UNCHANGED)
+            return ResourceAction(label, "iam", UNCHANGED)
         if binding is None:
             binding = policy.bindings.add(role=role)
         binding.members.extend(m for m in members if m not in binding.members)
         client.set_iam_policy(request={"resource": path, "policy": policy})
     except exceptions.MethodNotImplemented as err:
-        return ResourceOutcome(label, "iam", NOT_APPLIED, f"the target has no IAM ({_error_text(err)})")
+        return ResourceAction(label, "iam", NOT_APPLIED, f"the target has no IAM ({_error_text(err)})")
     except exceptions.GoogleAPICallError as err:
-        return ResourceOutcome(label, "iam", FAILED, _error_text(err))
-    return ResourceOutcome(label, "iam", CREATED)
+        return ResourceAction(label, "iam", FAILED, _error_text(err))
+    return ResourceAction(label, "iam", CREATED)

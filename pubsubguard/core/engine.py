@@ -34,8 +34,8 @@ from pubsubguard.core import callbacks, request_reader
 from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.recorder import STACK_TYPE, Recorder, Refused, make_urn
 from pubsubguard.core.wire_values import (
-    config_reads, decode, fields_of, output_dependencies, partial_strings, read_outputs, reference_urn, struct, to_dict,
-    with_documented_forms,
+    config_reads, decode, fields_of, output_dependencies, partial_string_entries, read_outputs, reference_urn, struct,
+    to_dict, with_documented_forms,
 )
 
 FEATURES = (  # what the engine offers a program (`SupportsFeature`), as `pulumi preview` does: callbacks into the
@@ -166,7 +166,7 @@ class _Monitor:
         if recorder.environments:  # reads of what an ESC environment sets or may set: their keys, then unmarked
             wire = config_reads(wire, "", reads)
         inputs = decode(wire)
-        recorder.record(request, urn, inputs, partial=partial_strings(wire), config_reads=reads)
+        recorder.record(request, urn, inputs, partial=partial_string_entries(wire), config_reads=reads)
         if request.transforms:
             recorder.own_transforms[urn] = list(request.transforms)
         if request.type == STACK_TYPE:

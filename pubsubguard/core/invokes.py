@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core.errors import read_mapping
+from pubsubguard.core.user_files import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError
 
 GET_IAM_POLICY = "gcp:organizations/getIAMPolicy:getIAMPolicy"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsubguard.core import storage
-from pubsubguard.core.errors import read_mapping
+from pubsubguard.core.user_files import read_mapping
 from pubsubguard.core.project import UNKNOWN, PlanError, Project
 from pubsubguard.core.signatures import SECRET_SIG, SIG
 

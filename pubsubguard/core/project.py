@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pubsubguard.core.errors import UserError, read_mapping
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.user_files import read_mapping
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's sentinel for a value unknown at preview
 RUNTIMES = ("python", "nodejs")  # the languages whose programs run offline (core.plan.RUNNERS)

@@ -43,7 +43,8 @@ from pubsubguard.policies import pubsub_facts as facts
 from pubsubguard.core import storage
 from pubsubguard.core.recorder import STACK_TYPE
 from pubsubguard.core.signatures import RESOURCE_SIG, SECRET_SIG, SIG
-from pubsubguard.core.errors import UserError, json_problem
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.user_files import json_problem
 
 DEPLOYMENT_VERSION = 3
 EXPORT_HINT = "expected the file `pulumi stack export --file state.json` writes"

@@ -125,22 +125,24 @@ def config_reads(value: Any, path: str, found: dict[str, list[str]]) -> Any:
     return value
 
 
-def partial_strings(value: Any, path: tuple = ()) -> list[dict]:
+def partial_string_entries(value: Any, path: tuple = ()) -> list[dict]:
     """The strings of a property value (as on the wire, before `decode`) that are built from an unknown
     and a known part: `[{path: [key or index, ...], value: the string with the sentinel in it}]`. The
     recorded inputs keep them unknown; the pack also gets them as they are, so that a rule may judge by
-    the known part alone (a URL's scheme, a service agent's form). Secrets stay wholly unknown."""
+    the known part alone (a URL's scheme, a service agent's form). Secrets stay wholly unknown. The pack reads them
+    back from its properties as `{path: string}` (`pubsub_rules.values.partial_strings`)."""
     if isinstance(value, str):
         return [{"path": list(path), "value": value}] if UNKNOWN in value and value != UNKNOWN else []
     if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in partial_strings(item, (*path, index))]
+        return [found for index, item in enumerate(value) for found in partial_string_entries(item, (*path, index))]
     if isinstance(value, dict):
         sig = value.get(SIG)
         if sig == OUTPUT_SIG and not value.get("secret"):
-            return partial_strings(value.get("value"), path)
+            return partial_string_entries(value.get("value"), path)
         if sig is not None:
             return []  # a secret's known part is never shown to the pack (it could end up in a message)
-        return [found for key, item in sorted(value.items()) for found in partial_strings(item, (*path, str(key)))]
+        return [found for key, item in sorted(value.items())
+                for found in partial_string_entries(item, (*path, str(key)))]
     return []
 
 

@@ -7,7 +7,7 @@ hottest keys, the timeline) is `pubsubguard.validation.checks.aggregates`.
 
 `validation/checks/run.py` shuffles the unified evidence rows once by (subscription, key), sorts them
 within partitions by (key hashes, seq, foreign, time, row kind) and hands each partition to
-`check_partition` (Spark's `mapInArrow`). The definitions of the findings are in `checks.py`'s
+`check_partition` (Spark's `mapInArrow`). The definitions of the findings are in `checks/run.py`'s
 docstring and `docs/checks.md`; this module is their only implementation.
 
 Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart from rendering):

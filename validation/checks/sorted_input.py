@@ -15,7 +15,7 @@ A check uses them only when the manifest matches what it is asked to check now: 
 its run.json and of its seal, `pubsubguard.validation.evidence.seal`: a kept input is never read by another run),
 every file of the run's `publishes/` and `deliveries/` (relative path, size, modification time), the
 declared subscriptions in order, and a digest of the code that makes and judges the rows (this module,
-`checks`, `chunk` with its packed layout, `kernel`, `scans`: `checks._SHAPING_MODULES`). Anything else (no manifest, a file added, changed or removed, another run, other
+`run`, `chunk` with its packed layout, `kernel`, `scans`: `run._SHAPING_MODULES`). Anything else (no manifest, a file added, changed or removed, another run, other
 subscriptions, other code) and the check runs the shuffle pass and keeps its rows anew. A kept input
 that matches but is damaged (its manifest not JSON, a kept file missing, of another size or another
 SHA-256 than the manifest says, or outside its generation) is an EvidenceError naming the file (exit 2):
@@ -93,7 +93,7 @@ class Kept:
                    "code": digest.hexdigest()}
         return cls(evidence_dir / DIRNAME, _plain(sources))
 
-    def find(self) -> "Found | None":
+    def find(self) -> "KeptMatch | None":
         """The kept input (its parts and the key names kept with it) when it was made from exactly these
         sources; else None. EvidenceError naming the file when it was, but is damaged."""
         from ..evidence.records import EvidenceError, read_record
@@ -128,7 +128,7 @@ class Kept:
                     raise EvidenceError(f"{path}: damaged kept sorted input (its SHA-256 is not the manifest's); {remedy}")
                 parts.append((int(part["partition"]), str(path)))
             names = manifest.get("names") or {"wanted": [], "keys": []}
-            return Found(parts, KeyNames({(int(h), bool(published)) for h, published in names["wanted"]},
+            return KeptMatch(parts, KeyNames({(int(h), bool(published)) for h, published in names["wanted"]},
                                          {(s, int(h), int(h2)): key for s, h, h2, key in names["keys"]}))
         except (KeyError, TypeError, ValueError) as err:
             raise EvidenceError(f"{location}: damaged kept sorted input: {type(err).__name__}: {err}; {remedy}") from None
@@ -163,7 +163,7 @@ class KeyNames:
 
 
 @dataclasses.dataclass(frozen=True)
-class Found:
+class KeptMatch:
     """A kept input that matches: (partition, file) of its parts, and the key names kept with it."""
 
     parts: list

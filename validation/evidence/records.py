@@ -26,7 +26,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from pubsubguard.core import storage
-from pubsubguard.core.errors import UserError, json_problem
+from pubsubguard.core.errors import UserError
+from pubsubguard.core.user_files import json_problem
 from pubsubguard.policies import pubsub_facts as facts
 
 # -- publishes: one row per publish attempt result ---------------------------------------------

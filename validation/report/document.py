@@ -2,7 +2,7 @@
 grouped, what explains them, and the data the plots need. Analysis only: `pubsubguard.validation.report.render`
 renders the document (report.json, report.html, the terminal summary) and this module never imports it.
 
-`of_evidence(spark, evidence_dir)` is the whole re-check: the evidence read (`evidence_store`), the
+`of_evidence(spark, evidence_dir)` is the whole re-check: the evidence read (`evidence.store`), the
 checks folded into a verdict (`verdict.run_verdict`), the document built (`build`).
 
 `report.json` (format `pubsubguard-report/1`):
