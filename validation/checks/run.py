@@ -449,8 +449,8 @@ def _judged(
     if kept is None:
         if not evidence_dir:
             sentence = None
-        elif not keep:  # nothing kept, as asked: only how the log was read, when it was not the usual way
-            sentence = f"{said}{how}".rstrip("; ") if how or unreadable else None
+        elif not keep:  # nothing kept, as asked (and the warm-up's check): only a layout that could not be read
+            sentence = unreadable.rstrip("; ") or None
         else:
             sentence = (f"{said}{how}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
                         "the files checked")
