@@ -22,7 +22,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..evidence import layout, spark_hash
 from . import chunk
@@ -340,33 +339,3 @@ class KeyNames:
                 named[(name, int(h[i]), second)] = array[i].as_py()
         return named
 
-
-def rows_of(publishes, deliveries, pub_paths: list[str], del_paths: list[str], buckets: int, names: list):
-    """Frames of the log's rows whose key is among `names` (None: no key), with the log frames' schemas: read
-    from the row groups of those keys' buckets only (where the log frames' read of every column would scan
-    every row group, each holding many keys)."""
-    spark = publishes.sparkSession
-    words = [n for n in names if n is not None]
-    wanted = set(layout.buckets_of(pa.array(words, pa.string()), buckets).tolist()) if words else set()
-    if None in names:
-        wanted.add(int(spark_hash.SEED % buckets))
-    frames = []
-    for frame, paths in ((publishes, pub_paths), (deliveries, del_paths)):
-        tables = []
-        for path in paths:
-            file = pq.ParquetFile(path)
-            groups = layout.row_groups(file.metadata)
-            if groups is None:
-                return None
-            for i, bucket in enumerate(groups[1]):
-                if bucket in wanted:
-                    table = file.read_row_group(i, columns=frame.columns, use_threads=False)
-                    keep = pc.is_in(table["key"], value_set=pa.array(words, pa.string()))
-                    if None in names:
-                        keep = pc.or_(keep, pc.is_null(table["key"]))
-                    tables.append(table.filter(keep))
-        schema = to_arrow_schema(frame.schema)
-        table = pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
-        frames.append(spark.createDataFrame(table, frame.schema) if table.num_rows else
-                      spark.createDataFrame([], frame.schema))
-    return tuple(frames)

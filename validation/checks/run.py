@@ -388,9 +388,6 @@ class _Passed:
     names: "sorted_input.KeyNames | None"
     finish: object
     abandon: object = lambda: None  # when the check fails before `finish`: nothing half-kept stays
-    # (publishes, deliveries) holding the rows of the given key names (the bucketed layout's row groups of
-    # their buckets), or None: the log's frames
-    rows_of: object = lambda publishes, deliveries, names: None
 
 
 def _judged(
@@ -409,23 +406,20 @@ def _judged(
         paths = [_local_path(u) for u in publishes.inputFiles()], [_local_path(u) for u in deliveries.inputFiles()]
         count = buckets.layout_of(paths[0] + paths[1])
         bucketed = (paths, count) if count is not None else None
-    rows_of = _Passed.rows_of
-    if bucketed is not None:
-        (pub_paths, del_paths), count = bucketed
-        rows_of = lambda pubs, dels, wanted: buckets.rows_of(pubs, dels, pub_paths, del_paths, count, wanted)  # noqa: E731
     kept = sources() if evidence_dir and keep else None
     found = kept.find() if kept is not None else None
     if found is not None:
         try:
             passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
             sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
-            return _Passed(passed, found.names, lambda names: sentence, rows_of=rows_of)
+            return _Passed(passed, found.names, lambda names: sentence)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
             unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
     how, names = "", None
     try:
         if bucketed is not None:  # judged bucket by bucket in place: no shuffle
+            (pub_paths, del_paths), count = bucketed
             try:
                 passed = _bucket_pass(spark, pub_paths, del_paths, count, subscriptions, skew_us, chunk_rows,
                                       unproven, writing).toArrow()
@@ -434,7 +428,7 @@ def _judged(
             except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
                 unreadable += (f"{'' if unreadable else 'checks: '}the evidence's bucketed layout could not be read "
                                f"({_first_line(err)}); judged with the shuffle pass; ")
-                bucketed, rows_of = None, _Passed.rows_of
+                bucketed = None
                 if writing is not None:
                     writing.discard()
                     writing = kept.start(spark)
@@ -454,7 +448,7 @@ def _judged(
         else:
             sentence = (f"{said}{how}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
                         "the files checked")
-        return _Passed(passed, names, lambda key_names: sentence, rows_of=rows_of)
+        return _Passed(passed, names, lambda key_names: sentence)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
         writing = None
@@ -466,7 +460,7 @@ def _judged(
         size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
         return f"{said}{how}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
-    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None), rows_of)
+    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None))
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -640,13 +634,12 @@ def run_checks(
     # the evidence: every column of the rows of the keys with findings, filtered by their names
     # when they are few
     key_values = pc.unique(found["key"]).to_pylist()
-    few = len(key_values) <= _PUSHDOWN_KEYS
-    logs = judged.rows_of(publishes, deliveries, key_values) if few and key_values else None
     rows = _evidence_rows(
-        *(logs or (publishes, deliveries)),
+        publishes,
+        deliveries,
         subscriptions,
         core.select("subscription", "h", "h2").distinct(),
-        key_values if few else None,
+        key_values if len(key_values) <= _PUSHDOWN_KEYS else None,
     )
     findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
     for name in names:
