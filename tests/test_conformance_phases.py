@@ -12,14 +12,17 @@ from pubsubguard.validation.conformance import runner
 from pubsubguard.validation.conformance.harness import HOLDS, SCENARIOS, Scenario
 
 
-def test_disturbing_scenarios_start_after_the_others_ended():
+def _timed_scenarios() -> tuple[list, list[tuple[str, str, float]], dict[str, object]]:
+    """Three scenarios (slow, disturbing, quick) that record when each starts and ends and the session it ran on."""
     events: list[tuple[str, str, float]] = []
+    sessions: dict[str, object] = {}
     lock = threading.Lock()
 
     def body(name: str, seconds: float):
         def run(probe):
             with lock:
                 events.append((name, "start", time.monotonic()))
+                sessions[name] = getattr(probe, "session", None)
             time.sleep(seconds)
             with lock:
                 events.append((name, "end", time.monotonic()))
@@ -28,6 +31,11 @@ def test_disturbing_scenarios_start_after_the_others_ended():
 
     scenarios = [Scenario("slow", "", "", body("slow", 0.3)), Scenario("disturbing", "", "", body("disturbing", 0.01), True),
                  Scenario("quick", "", "", body("quick", 0.05))]
+    return scenarios, events, sessions
+
+
+def test_disturbing_scenarios_start_after_the_others_ended():
+    scenarios, events, _ = _timed_scenarios()
     session = SimpleNamespace(publisher=None, subscriber=None, stop=threading.Event())
     results = runner.run_scenarios(session, scenarios)
     assert [r["id"] for r in results] == ["slow", "disturbing", "quick"]  # reported in the given order
@@ -47,23 +55,7 @@ def test_the_one_that_stalls_an_ordered_dead_lettering_subscription_with_a_strea
 def test_with_a_second_target_the_disturbing_scenarios_run_there_beside_the_others():
     """`apart` (a second emulator, `pubsubguard run`): the disturbing scenario starts at once, beside the others, and
     every scenario runs on the session of the target it belongs to."""
-    events: list[tuple[str, str, float]] = []
-    sessions: dict[str, object] = {}
-    lock = threading.Lock()
-
-    def body(name: str, seconds: float):
-        def run(probe):
-            with lock:
-                events.append((name, "start", time.monotonic()))
-                sessions[name] = probe.session
-            time.sleep(seconds)
-            with lock:
-                events.append((name, "end", time.monotonic()))
-            return HOLDS, name
-        return run
-
-    scenarios = [Scenario("slow", "", "", body("slow", 0.3)), Scenario("disturbing", "", "", body("disturbing", 0.01), True),
-                 Scenario("quick", "", "", body("quick", 0.05))]
+    scenarios, events, sessions = _timed_scenarios()
     stop = threading.Event()
     target = SimpleNamespace(publisher=None, subscriber=None, stop=stop)
     second = SimpleNamespace(publisher=None, subscriber=None, stop=stop)
