@@ -7,7 +7,8 @@
 Uses the logs `bench_checks.py` generates (run it first). One untimed first check (JIT, page cache, the
 Python workers started), then one timed first check (`run_checks` with the evidence directory, nothing
 kept before it: it keeps its sorted input) with its findings and statistics collected, as bench_checks
-times it (`--nothing-kept`: the shuffle pass without an evidence directory instead). Printed:
+times it (`--nothing-kept`: the shuffle pass without an evidence directory instead; `--re-check`: a re-check,
+which reads the sorted input the untimed first check kept). Printed:
 - each Spark stage of the timed check: its wall time, the tasks' run and CPU time, and what Spark
   measured inside it (scan, shuffle write and fetch wait, sort, the Arrow exchange with Python, GC);
 - the executors' Python workers' CPU time (/proc) and, with `--py-spy` (py-spy on PATH or beside this
@@ -157,6 +158,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--nothing-kept", action="store_true",
                         help="time the shuffle pass that keeps nothing (no evidence directory) instead of a first check")
+    parser.add_argument("--re-check", action="store_true",
+                        help="time a re-check (it reads the sorted input the untimed first check kept) instead")
     args = parser.parse_args(argv)
     directory = bench_checks.made_log(args)
     if directory is None:
@@ -174,10 +177,12 @@ def main(argv=None) -> int:
     spark = spark_session("local[2]", app_name="profile-stages")
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     def check():
-        return bench_checks.spark_checks(spark, directory) if args.nothing_kept else bench_checks.first_check(spark, directory)
+        if args.nothing_kept:
+            return bench_checks.spark_checks(spark, directory)
+        return bench_checks.re_check(spark, directory) if args.re_check else bench_checks.first_check(spark, directory)
 
-    warm = check()
-    what = "shuffle pass (nothing kept)" if args.nothing_kept else "first check"
+    warm = bench_checks.first_check(spark, directory) if args.re_check else check()
+    what = "shuffle pass (nothing kept)" if args.nothing_kept else "re-check" if args.re_check else "first check"
     print(f"warm-up {what} (untimed): {warm['seconds']:.2f} s", flush=True)
     sampler, collapsed = None, events / "py-spy.txt"
     daemon = _python_daemon(jvm_pid)
