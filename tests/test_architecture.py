@@ -3,7 +3,7 @@ too: a lazy import is still a dependency):
 
 - no import cycle between modules, nor between folders (packages and sub-packages), with no special
   case: the command line (`pubsubguard/cli.py`, `pubsubguard/commands/`) on top, the three parts
-  (`infra/` declare, `policies/` judge with `pubsubguard/check/` running the pack, `validation/` prove)
+  (`infra/` declare, `policies/` judge with `pubsubguard/judging/` running the pack, `validation/` prove)
   beneath it, the shared core (`pubsubguard/core/`) at the bottom, importing none of them;
 - the Pub/Sub facts are a leaf that imports nothing of the project;
 - the one import name is `pubsubguard`: each folder is named as the build installs it (pyproject.toml).
@@ -114,7 +114,7 @@ def test_the_core_is_the_bottom():
     """The core imports nothing of the command line nor of the three parts (the facts excepted: a leaf)."""
     folders = folder_graph()
     assert folders["pubsubguard/core"] <= {"policies/pubsub_facts", "policies"}, folders["pubsubguard/core"]
-    for part in ("infra", "validation", "pubsubguard/check"):
+    for part in ("infra", "validation", "pubsubguard/judging"):
         assert "pubsubguard/commands" not in folders.get(part, set()) and "pubsubguard" not in folders.get(part, set()), (part, folders[part])
 
 
