@@ -39,8 +39,8 @@ from pathlib import Path
 
 import yaml
 
-from pubsubguard import check as checking
-from pubsubguard.check.judge import default_workers
+from pubsubguard import judging
+from pubsubguard.judging.judge import default_workers
 from pubsubguard.core import plan as planning
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,13 +98,13 @@ def measure(topics: int, language: str = "python") -> dict:
         language_project(root, topics, language)
         cpu_start = _cpu()
         timings: dict = {}
-        judged = checking.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
-        plan, result = judged.run.plan, checking.compose(judged.judgement)
+        judged = judging.judge_program(planning.read_inputs(root, "bench"), source="Pulumi.bench.yaml", timings=timings)
+        plan, result = judged.run.plan, judging.compose(judged.judgement)
         cpu_end = _cpu()
         self_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the in-process check below
         # The check of a saved plan alone (`pubsubguard check --plan`): the pack's own cost, not overlapped.
         alone_start = time.perf_counter()
-        checking.judge_plan(plan, source="Pulumi.bench.yaml")
+        judging.judge_plan(plan, source="Pulumi.bench.yaml")
         alone_s = time.perf_counter() - alone_start
         if language == "python":
             mocks_s = mocks_seconds(root)

@@ -16,7 +16,7 @@ floor, on the logs of `bench_checks.py` (made there, or here if missing):
 Per size, after one untimed run of each side (warm: JIT, page cache; the first check, which keeps the
 pass's sorted input beside the evidence, validation/checks/sorted_input.py), `--repeat` times: the checks
 alone (`run_checks` reading the kept input, findings and statistics collected: bench_checks.py's
-re-check), the re-check as `verify --from-evidence` does it (pubsubguard.validation.report.document.of_evidence's
+re-check), the re-check as `verify --from-evidence` does it (pubsubguard.validation.judgement.judge's
 steps: read the evidence and judge it; build the report and its plots' data; render and write
 report.html), and the floor. Prints every
 time, the best of each, the ratios (checks / floor, re-check / checks), the peaks of the driver and
@@ -64,6 +64,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_evidence:
         return prove_path([int(n) for n in args.sizes.split(",")], args.repeat)
+    from pubsubguard.validation.judgement import judge, judged as judged_run
     from pubsubguard.validation.report import document
     from pubsubguard.validation.report import render
     from pubsubguard.validation.evidence.store import read_evidence
@@ -85,7 +86,7 @@ def main() -> int:
     workers = PythonWorkerPeak(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     for attempt in range(1, args.repeat):
         started = time.monotonic()
-        render.render_html(document.of_evidence(spark, evidence))
+        render.render_html(document.build(judge(spark, evidence)))
         print(f"run {attempt} ({'cold JVM' if attempt == 1 else 'warm'}): judge + build + render "
               f"{time.monotonic() - started:.1f} s")
     info, publishes, deliveries, integrity = read_evidence(spark, evidence)
@@ -94,7 +95,7 @@ def main() -> int:
     started = time.monotonic()
     verdict = run_verdict(publishes, deliveries, info, integrity=integrity)
     judged = time.monotonic()
-    result = document.build(verdict, info, evidence, publishes, deliveries, integrity)
+    result = document.build(judged_run(verdict, info, evidence, deliveries, integrity))
     built = time.monotonic()
     render.write(result, work / "report")
     written = time.monotonic()
@@ -128,6 +129,7 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     """Per size: checks alone, the re-check from evidence to report.html (by stage) and the DuckDB floor."""
     from bench_checks import PythonWorkerPeak, build, first_check, floor, re_check
 
+    from pubsubguard.validation.judgement import judge, judged as judged_run
     from pubsubguard.validation.report import document
     from pubsubguard.validation.report import render
     from pubsubguard.validation.evidence.store import read_evidence
@@ -142,12 +144,12 @@ def prove_path(sizes: list[int], repeat: int) -> int:
     report_dir = Path(tempfile.mkdtemp(prefix="bench-prove-"))
 
     def recheck(directory: Path) -> dict:
-        """pubsubguard.validation.report.document.of_evidence, then write: timed by stage."""
+        """pubsubguard.validation.judgement.judge, the document built, then written: timed by stage."""
         t = time.perf_counter()
         info, publishes, deliveries, integrity = read_evidence(spark, directory)
-        verdict = run_verdict(publishes, deliveries, info, directory, integrity)  # as of_evidence: the kept sorted input
+        verdict = run_verdict(publishes, deliveries, info, directory, integrity)  # as judge: the kept sorted input
         judged = time.perf_counter()
-        result = document.build(verdict, info, directory, publishes, deliveries, integrity)
+        result = document.build(judged_run(verdict, info, directory, deliveries, integrity))
         built = time.perf_counter()
         render.write(result, report_dir)
         written = time.perf_counter()

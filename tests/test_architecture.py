@@ -3,7 +3,7 @@ too: a lazy import is still a dependency):
 
 - no import cycle between modules, nor between folders (packages and sub-packages), with no special
   case: the command line (`pubsubguard/cli.py`, `pubsubguard/commands/`) on top, the three parts
-  (`infra/` declare, `policies/` judge with `pubsubguard/check/` running the pack, `validation/` prove)
+  (`infra/` declare, `policies/` judge with `pubsubguard/judging/` running the pack, `validation/` prove)
   beneath it, the shared core (`pubsubguard/core/`) at the bottom, importing none of them;
 - the Pub/Sub facts are a leaf that imports nothing of the project;
 - the one import name is `pubsubguard`: each folder is named as the build installs it (pyproject.toml).
@@ -114,7 +114,7 @@ def test_the_core_is_the_bottom():
     """The core imports nothing of the command line nor of the three parts (the facts excepted: a leaf)."""
     folders = folder_graph()
     assert folders["pubsubguard/core"] <= {"policies/pubsub_facts", "policies"}, folders["pubsubguard/core"]
-    for part in ("infra", "validation", "pubsubguard/check"):
+    for part in ("infra", "validation", "pubsubguard/judging"):
         assert "pubsubguard/commands" not in folders.get(part, set()) and "pubsubguard" not in folders.get(part, set()), (part, folders[part])
 
 
@@ -147,8 +147,29 @@ def test_analysis_never_imports_rendering():
     analysis = [m for m in edges if m.startswith(("pubsubguard.validation.checks", "pubsubguard.validation.evidence"))]
     analysis.append("pubsubguard.validation.report.document")
     assert [m for m in analysis if render in edges[m]] == []
-    assert not edges[render] & {"pubsubguard.validation.checks.run", "pubsubguard.validation.checks.verdict",
-                                "pubsubguard.validation.evidence.store"}
+
+
+# what reads evidence or judges it: the job (validation/judgement.py) calls these, the report never does (issue 66)
+READS_OR_JUDGES = {"pubsubguard.validation.evidence.store", "pubsubguard.validation.checks.run",
+                   "pubsubguard.validation.checks.verdict", "pubsubguard.validation.checks.buckets",
+                   "pubsubguard.validation.checks.sorted_input", "pubsubguard.validation.judgement"}
+
+
+def report_reading_or_judging(edges: dict[str, set[str]]) -> list[str]:
+    """Every import of a report module (validation/report/) of what reads evidence or judges it: `module -> imported`."""
+    return [f"{m} -> {t}" for m, targets in sorted(edges.items()) if m.startswith("pubsubguard.validation.report")
+            for t in sorted(targets & READS_OR_JUDGES)]
+
+
+def test_the_report_only_reports():
+    """The report arranges and renders a judged run (judgement.JudgedRun); it neither reads evidence nor runs the
+    checks or the verdict, and the guard can fail."""
+    edges = graph()
+    assert report_reading_or_judging(edges) == []
+    planted = {k: set(v) for k, v in edges.items()}
+    planted["pubsubguard.validation.report.document"].add("pubsubguard.validation.checks.verdict")
+    assert report_reading_or_judging(planted) == [
+        "pubsubguard.validation.report.document -> pubsubguard.validation.checks.verdict"]
 
 
 # validation/ by stage (issues 47, 66): one ranking of every stage, top to bottom; "job" is the job's own modules

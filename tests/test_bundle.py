@@ -26,7 +26,7 @@ def test_the_zip_ships_what_the_job_and_its_tasks_import(tmp_path):
         assert expected <= set(names), package
     assert "pubsubguard/validation/report/templates/report.html.j2" in names or any(n.startswith("pubsubguard/validation/report/templates/") for n in names)
     assert not [n for n in names if n.startswith(("pubsubguard/policies/pubsub_rules/", "pubsubguard/commands/",
-                                                   "pubsubguard/check/", "pubsubguard/infra/"))]
+                                                   "pubsubguard/judging/", "pubsubguard/infra/"))]
 
 
 def test_requirements_are_pinned_and_leave_out_pulumi_and_pyspark():

@@ -331,8 +331,8 @@ def test_guarantee_status():
 
 
 def test_report_sentences_are_rendered_from_the_fields(judged):
-    """The report's sentences come from a finding's fields alone (pubsubguard.validation.report.document.describe)."""
-    from pubsubguard.validation.report.document import clock, describe
+    """The report's sentences come from a finding's fields alone (pubsubguard.validation.checks.wording.describe)."""
+    from pubsubguard.validation.checks.wording import clock, describe
     from pubsubguard.validation.checks.verdict import finding_record
 
     _, findings, _ = judged

@@ -106,7 +106,7 @@ def test_unsettled_poison_counts_only_dead_lettering_subscriptions(tmp_path):
 
 
 def test_unsettled_poison_is_a_cause_of_its_own_explained_like_dead_letter_missing():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator", "parameters": {"drain": {"ended": "stuck", "unsettled": {"o": 5},
@@ -211,7 +211,7 @@ def test_what_was_on_its_way_at_the_last_nack_is_as_long_as_the_latency_just_bef
 
 
 def test_stalled_messages_are_a_cause_of_their_own_explained_only_by_the_violated_scenario():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     def result(scenario_result: str, stalled: dict) -> dict:
         return {"target": "emulator",
@@ -323,7 +323,7 @@ def test_a_poison_message_nacked_on_a_dead_lettering_subscription_is_owed_one_ba
 
 
 def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator",
@@ -344,8 +344,8 @@ def test_after_stall_messages_are_their_own_cause_before_the_poison_ones():
 
 
 def test_the_terminal_says_each_unsettled_cause_once_with_what_explains_it():
-    from pubsubguard.validation.report.document import explanations
-    from pubsubguard.validation.report.render import explanation_lines
+    from pubsubguard.validation.conformance.explains import explanations
+    from pubsubguard.validation.report.terminal import explanation_lines
 
     result = {"target": "emulator",
               "parameters": {"drain": {"ended": "timeout", "unsettled": {"e": 3}, "unsettled_poison": {},
@@ -409,7 +409,7 @@ def test_an_unordered_subscription_is_explained_by_the_unordered_reset_scenario_
 
 
 def test_messages_on_silent_keys_are_explained_only_by_the_violated_reset_scenario():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     def result(scenario_result: str) -> dict:
         return {"target": "emulator",
@@ -466,7 +466,7 @@ def test_a_redelivery_after_the_backoff_later_than_an_unsettled_message_was_owed
 
 
 def test_redeliveries_the_target_stopped_are_explained_only_by_a_violated_backoff_scenario_on_unordered_ones():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     def result(scenario: str, scenario_result: str, ordering: bool = False) -> dict:
         return {"target": "emulator",
@@ -653,7 +653,7 @@ def test_progress_counts_first_deliveries_and_settlements_never_redeliveries(tmp
 
 
 def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lost():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     result = {"target": "emulator", "conformance": None,
               "parameters": {"drain": {"ended": "ceiling", "unsettled": {"s": 120}, "unsettled_poison": {},
@@ -668,7 +668,7 @@ def test_never_delivered_messages_at_the_ceiling_are_an_unsettled_cause_never_lo
 
 
 def test_what_the_probes_client_held_on_a_kept_stream_is_caused_by_the_client_never_lost():
-    from pubsubguard.validation.report.document import explanations
+    from pubsubguard.validation.conformance.explains import explanations
 
     held = {"leased": 1809, "on_hold": 676, "paused_tasks": ["sub-1"], "tasks": ["sub-1", "sub-2"]}
     result = {"target": "emulator", "conformance": None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard.core import engine, invokes, recorder, signatures, wire_values
+from pubsubguard.core import engine, invokes, recorder, signatures, engine_values
 from pubsubguard.core.project import UNKNOWN
 from test_nodejs_programs import judged, line_of, mandatory, node_project, pubsubguard, python_twin
 
@@ -691,8 +691,8 @@ def test_a_byte_string_is_judged_as_the_text_it_reads_as():
     import base64
 
     wire = {signatures.SIG: signatures.BYTE_STRING_SIG, "value": base64.b64encode("ordérs\xff".encode("latin-1")).decode()}
-    assert wire_values.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
-    assert wire_values.decode({signatures.SIG: signatures.BYTE_STRING_SIG, "value": "not base64!"}) == UNKNOWN
+    assert engine_values.decode({"name": wire}) == {"name": "ord\ufffdrs\ufffd"}
+    assert engine_values.decode({signatures.SIG: signatures.BYTE_STRING_SIG, "value": "not base64!"}) == UNKNOWN
 
 
 def test_a_typescript_string_that_is_not_utf8_fails_the_program_in_one_line_naming_its_place(tmp_path):

@@ -218,7 +218,7 @@ for pack in PACKS:
 """ + VIOLATION, (), 1, "", ["no-exactly-once-on-push"]),
     "monkeypatches-pubsubguard": ("""
 try:
-    import pubsubguard.check as c, pubsubguard.core.plan as p
+    import pubsubguard.judging as c, pubsubguard.core.plan as p
     c.format_json = lambda result: '{"passed": true}\\n'
     c.Outcome.exit_code = property(lambda self: 0)
     p.run_program = None

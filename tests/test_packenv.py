@@ -1,4 +1,4 @@
-"""The pack's virtualenv made on first use (pubsubguard.check.packenv): keyed by the requirements, built once
+"""The pack's virtualenv made on first use (pubsubguard.judging.packenv): keyed by the requirements, built once
 when two checks start together, a pack that cannot be made is one line; the job summary from the check's outcome."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pubsubguard.check import packenv, summary
-from pubsubguard.check.result import Judgement, Suppression, Violation, compose
+from pubsubguard.judging import packenv, summary
+from pubsubguard.judging.result import Judgement, Suppression, Violation, compose
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -91,8 +91,8 @@ def _finding(number: int, subscription: str, kind: str, form=None, severity="err
 def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
     """Pure data: groups hold every finding once; each violated or inconclusive guarantee gets its causes
     (explained or not, unsettled messages too); advisories are merged; statuses are not touched."""
-    from pubsubguard.validation.report.document import explanations, finding_groups
-    from pubsubguard.validation.report.render import _what_to_do
+    from pubsubguard.validation.conformance.explains import explanations, finding_groups
+    from pubsubguard.validation.report.render import what_to_do
 
     findings = [_finding(1, "a", "out_of_order", "skip", explained_by=["ordered-nack-redelivers-in-order"]),
                 _finding(2, "a", "out_of_order", "regression", explained_by=["ordered-nack-redelivers-in-order"]),
@@ -124,7 +124,7 @@ def test_explanations_say_why_per_guarantee_and_leave_nothing_out():
     [drift] = why["advisories"]
     assert drift["count"] == 2 and drift["subscriptions"] == ["d", "e"] and drift["explained_by"] == ["retention-as-declared"]
     # each action once, with the numbers of the lines it is for (advisories numbered after the guarantees)
-    assert [numbers for _, numbers in _what_to_do(why)] == [[1, 4], [2], [3]]
+    assert [numbers for _, numbers in what_to_do(why)] == [[1, 4], [2], [3]]
     # without the conformance scenarios nothing could explain a finding, and the reader is told so
     alone = explanations({**result, "conformance": None}, finding_groups([_finding(4, "b", "duplicate_while_outstanding",
                                                                                    guarantee="exactly_once")]))
@@ -375,7 +375,7 @@ def test_the_timeline_draws_a_band_for_every_bin_with_nacks_or_expiries():
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgba
 
-    from pubsubguard.validation.report.render import _timeline_plot
+    from pubsubguard.validation.report.plots import _timeline_plot
 
     data = {"bins": 10, "bin_us": 1_000_000, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {"s": 30},
             "timeline": {"published": {0: 5}, "settled": {1: 5}, "delivered:ack": {1: 3},
@@ -405,7 +405,7 @@ def test_the_timeline_draws_a_band_for_every_network_fault_applied():
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgba
 
-    from pubsubguard.validation.report.render import NETWORK_BANDS, _timeline_plot
+    from pubsubguard.validation.report.plots import NETWORK_BANDS, _timeline_plot
 
     S = 1_000_000
     data = {"bins": 10, "bin_us": S, "t0": 0, "start": 0, "crash": None, "expiry_deadline_s": {},

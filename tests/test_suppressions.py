@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from one_line import one_line
-from pubsubguard.check import suppressions
+from pubsubguard.judging import suppressions
 
 ROOT = Path(__file__).resolve().parent.parent
 TEAM = ROOT / "examples" / "team-orders"
@@ -194,7 +194,7 @@ def test_a_baseline_written_with_the_earlier_urn_form_still_holds(team, tmp_path
 
 
 def test_the_form_both_urn_forms_share_keeps_the_parent_and_drops_the_stack():
-    from pubsubguard.check.suppressions import same_resource
+    from pubsubguard.judging.suppressions import same_resource
 
     now = "rule::team:index:Outer$team:index:Channel$gcp:pubsub/topic:Topic::orders"
     assert same_resource(now) == same_resource("rule::team:index:Channel$gcp:pubsub/topic:Topic::orders")
@@ -216,7 +216,7 @@ def test_a_policy_pack_that_is_not_a_pack_is_one_line(team, tmp_path):
 
 # --- the outcome: one value, built once -----------------------------------------------------------------
 def _judgement(*violations, unjudged=()):
-    from pubsubguard.check.result import Judgement
+    from pubsubguard.judging.result import Judgement
 
     return Judgement(pack="p", pack_version="1", stack="dev", source="Pulumi.dev.yaml", resources=2, policies=(),
                      levels={"ack-deadline-in-range": "mandatory", "topic-kms-key": "advisory"},
@@ -224,7 +224,7 @@ def _judgement(*violations, unjudged=()):
 
 
 def _violation(policy, level, name):
-    from pubsubguard.check.result import Violation
+    from pubsubguard.judging.result import Violation
 
     return Violation(policy=policy, level=level, message=f"{name} breaks {policy}", urn=f"urn:x::{name}",
                      resource_type="gcp:pubsub/topic:Topic", resource_name=name)
@@ -233,7 +233,7 @@ def _violation(policy, level, name):
 def test_the_outcome_carries_each_suppression_state_and_derives_its_verdict():
     import dataclasses
 
-    from pubsubguard.check.result import Suppression, compose
+    from pubsubguard.judging.result import Suppression, compose
 
     found = (_violation("ack-deadline-in-range", "mandatory", "a"), _violation("ack-deadline-in-range", "mandatory", "b"),
              _violation("ack-deadline-in-range", "mandatory", "c"), _violation("topic-kms-key", "advisory", "d"))
@@ -251,7 +251,7 @@ def test_the_outcome_carries_each_suppression_state_and_derives_its_verdict():
 
 
 def test_unknowns_fail_is_part_of_the_outcome():
-    from pubsubguard.check.result import compose
+    from pubsubguard.judging.result import compose
 
     undecided = {"policy": "ack-deadline-in-range", "urn": "urn:x::a", "resource_name": "a", "properties": ["x"]}
     judgement = _judgement(unjudged=[undecided])

@@ -119,7 +119,7 @@ def test_expire_only_within_the_first_deadline():
 
 
 def test_summary_is_not_truncated_when_stdout_is_not_a_terminal(capsys, tmp_path):
-    from pubsubguard.validation.report.render import print_summary
+    from pubsubguard.validation.report.terminal import print_summary
 
     name = "orders-ordered-exactly-once-with-a-long-name"
     result = {"run_id": "0123456789abcdef", "target": "emulator", "verdict": "violated", "observations": [],
@@ -156,7 +156,7 @@ def test_the_summary_leads_with_what_does_not_hold_and_folds_a_large_estates_hol
     """An estate of 100 topics prints 300 rows in name order, the violated ones scattered among them: the
     terminal's summary says the counts first, lists violated then inconclusive subscriptions before the rest,
     and beyond SUMMARY_ROWS folds the subscriptions where every tested guarantee holds into one line."""
-    from pubsubguard.validation.report.render import SUMMARY_ROWS, print_summary
+    from pubsubguard.validation.report.terminal import SUMMARY_ROWS, print_summary
 
     def sub(status: str) -> dict:
         return {"guarantees": {g: (status if g == "ordering" else "holds") for g in GUARANTEES},

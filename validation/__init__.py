@@ -4,7 +4,8 @@
     config.py, target.py,  the run's options (one frozen RunConfig), the declared estate and the target, what a
     run_setup.py           probe run resolves before it creates anything; session.py (Spark), signals.py
                            (interrupts), failures.py (a Spark job's failure in one line), client_logs.py (the client
-                           library's logs), footprint.py, warmup.py
+                           library's logs), footprint.py, judgement.py
+                           (the evidence read and judged for the report), warmup.py
                            (the checks warmed up during the drain), bundle.py (the executors' Python),
                            selftest.py (`conform --self-test`)
     probe/                 the clients on the target: publisher and subscriber tasks (clients), the twins the probe
@@ -17,9 +18,9 @@
     checks/                the table of guarantees and everything that judges evidence: the pass (kernel, scans,
                            aggregates), its Spark run, the kept sorted input, the verdict, the findings'
                            vocabulary, endpoint pinning, config drift, the fault layer's rows read back
-    report/                report.json's document from a verdict, and its rendering (JSON, HTML, terminal)
-    conformance/           the scenarios that measure the target's documented behaviour, and which findings
-                           each explains
+    report/                report.json's document from a judged run, and its rendering (JSON, HTML, terminal)
+    conformance/           the scenarios that measure the target's documented behaviour, and the explainer of a
+                           run's findings and guarantees (which scenario or planted fault explains each, what to do)
     watch/                 `pubsubguard watch`: the job's probe kept running, its evidence judged as it streams
 
 The stages are ranked, top to bottom: watch/, the job's modules, report/, conformance/, probe/, then wire/ beside

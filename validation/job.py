@@ -125,7 +125,7 @@ def from_evidence(config: RunConfig, spark=None) -> int:
 def check_and_report(spark, evidence_dir: Path | str, report: Path | str, terminal: bool = True,
                      shown: Path | str | None = None, location: Path | str | None = None, keep: bool = True,
                      partial: bool = False) -> int:
-    """Judge a run's evidence (pubsubguard.validation.checks.verdict) and write its report; the report's exit code.
+    """Judge a run's evidence (pubsubguard.validation.judgement) and write its report; the report's exit code.
     Evidence and report may be object store URIs (pubsubguard.core.storage; where evidence is read from: `evidence.store`). The report names
     its evidence as `shown` and itself as `location` (default: where they are read and written). `keep`: the
     checks keep their sorted input beside local evidence, or read one kept there (`--no-checks-input`: not).
@@ -144,19 +144,20 @@ def check_and_report(spark, evidence_dir: Path | str, report: Path | str, termin
 
 def _check_and_report(spark, evidence_dir: Path | str, report: Path, terminal: bool, shown: Path | str,
                       location: Path | str, staging: Path, keep: bool = True, partial: bool = False) -> int:
-    from .report import document
-    from .report import render
+    from .judgement import judge
+    from .report import document, render, terminal
 
     try:
-        result = document.of_evidence(spark, evidence_dir, shown, staging, keep_sorted_input=keep, partial=partial)
+        judged = judge(spark, evidence_dir, shown, staging, keep_sorted_input=keep, partial=partial)
     except Exception as err:  # noqa: BLE001 - a part Spark could not read: one line naming it
         unreadable = unreadable_evidence(err, evidence_dir)
         if unreadable is None or debugging():
             raise
         raise unreadable from None
+    result = document.build(judged)
     render.write(result, report, location)
     if terminal:
-        render.print_summary(result, location)
+        terminal.print_summary(result, location)
     else:
         print(f"report: {storage.join(location, 'report.json')} verdict={result['verdict']}", file=sys.stderr)
     return result["exit_code"]

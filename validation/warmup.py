@@ -36,12 +36,13 @@ class WarmUp:
 
     def start(self) -> None:
         def warm_up() -> None:
+            from .judgement import judge
             from .report import document
             from .report import render
 
             self.spark.sparkContext.setJobGroup(self.group, "pubsubguard: checks warmed up during the drain")
             try:
-                render.render_html(document.of_evidence(self.spark, self.evidence_dir, keep_sorted_input=False))
+                render.render_html(document.build(judge(self.spark, self.evidence_dir, keep_sorted_input=False)))
             except Exception:  # noqa: BLE001 - a warm-up: cancelled, or it fails again (and is reported) for real
                 pass
 

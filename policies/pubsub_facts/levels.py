@@ -1,5 +1,5 @@
 """A policy's enforcement level, the one set of names of the pack (`pubsub_rules`) and the check that runs it
-(`pubsubguard.check`): pulumi-policy's `EnforcementLevel`, the Analyzer protocol's four levels. Here because both
+(`pubsubguard.judging`): pulumi-policy's `EnforcementLevel`, the Analyzer protocol's four levels. Here because both
 sides read it and the pack's interpreter has pulumi-policy while pubsubguard's does not."""
 
 from __future__ import annotations

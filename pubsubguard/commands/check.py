@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pubsubguard.check import formats, judge, pack, packenv, summary, suppressions
-from pubsubguard.check.result import UNKNOWNS_MODES, Outcome, compose
+from pubsubguard.judging import formats, judge, pack, packenv, summary, suppressions
+from pubsubguard.judging.result import UNKNOWNS_MODES, Outcome, compose
 from pubsubguard.core import plan as planning
 from pubsubguard.core import plan_file as plan_files
 from pubsubguard.commands import options
@@ -59,7 +59,7 @@ def register(subparsers) -> None:
         "--unknowns", choices=UNKNOWNS_MODES, default="advisory",
         help="what a mandatory rule that cannot decide (values unknown until deploy) does: advisory lists it "
              "under 'Not judged', as Pulumi's policy SDK does; fail fails the check (exit 1) for a closed gate")
-    adopt = parser.add_argument_group("the pack, suppressions and baselines (see pubsubguard/check/suppressions.py)")
+    adopt = parser.add_argument_group("the pack, suppressions and baselines (see pubsubguard/judging/suppressions.py)")
     adopt.add_argument("--policy-pack", metavar="DIR", default=None,
                        help="judge with this policy pack folder (a team's fork) (default: pubsubguard's own; "
                             "`pubsubguard pack path` prints it)")

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from pubsubguard.check import packenv
+from pubsubguard.judging import packenv
 from pubsubguard.commands import options
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from pubsubguard.core import callbacks, request_reader
 from pubsubguard.core.project import UNKNOWN
 from pubsubguard.core.recorder import STACK_TYPE, Recorder, Refused, make_urn
-from pubsubguard.core.wire_values import (
+from pubsubguard.core.engine_values import (
     config_reads, decode, fields_of, output_dependencies, partial_string_entries, read_outputs, reference_urn, struct,
     to_dict, with_documented_forms,
 )

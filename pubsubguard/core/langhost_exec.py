@@ -140,7 +140,7 @@ def _unknown_fields_of_typed_values():
 
 
 ENVIRONMENT_READS = "PUBSUBGUARD_ENVIRONMENT_READS"  # project.ENVIRONMENT_READS
-CONFIG_READ = "%s<config %s>"  # wire_values.CONFIG_READ: the sentinel, marked with the key it was read for
+CONFIG_READ = "%s<config %s>"  # engine_values.CONFIG_READ: the sentinel, marked with the key it was read for
 TYPED_READS = {"bool": "a boolean", "int": "an integer", "float": "a number", "object": "an object"}
 
 

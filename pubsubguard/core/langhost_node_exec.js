@@ -256,7 +256,7 @@ function patchConfigFromEnvironments(sdk, reads) {
                 err.name = "ConfigValueUnknownError";
                 throw err;
             }
-            const value = `${UNKNOWN}<config ${encodeURIComponent(full)}>`; // wire_values.CONFIG_READ
+            const value = `${UNKNOWN}<config ${encodeURIComponent(full)}>`; // engine_values.CONFIG_READ
             return name.includes("Secret") ? secret(value) : value;
         };
     }

@@ -13,7 +13,7 @@ from typing import Any
 from pubsubguard.core import callbacks
 from pubsubguard.core.invokes import GET_IAM_POLICY, InvokeResults, iam_policy_data, read_invoke_id, unknown_result
 from pubsubguard.core.project import UNKNOWN
-from pubsubguard.core.wire_values import contains_unknown, unknown_paths, unsecret
+from pubsubguard.core.engine_values import contains_unknown, unknown_paths, unsecret
 
 STACK_TYPE = "pulumi:pulumi:Stack"  # the root resource's type
 UNSUPPORTED_FEATURE = re.compile(r"The Pulumi CLI does not support (?P<feature>[^.]+)\. Please update the Pulumi CLI\.?")

@@ -82,7 +82,7 @@ def autonamed(plan: dict) -> list[dict]:
 
 def needs_deploy(plan: dict) -> bool:
     """Whether the plan has names or references a deploy would decide (nothing to resolve otherwise)."""
-    from pubsubguard.core.wire_values import contains_unknown
+    from pubsubguard.core.engine_values import contains_unknown
 
     return "state" not in plan and (bool(autonamed(plan)) or any(
         contains_unknown(r.get("inputs", {})) for r in plan["resources"] if r["type"] in (*_NAMED, *facts.IAM_TYPES)))

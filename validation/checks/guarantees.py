@@ -10,7 +10,7 @@ by `markdown_table`; a test keeps it in step).
 Adding a guarantee is one `Guarantee` entry here; what the entry names is written where it runs: for one
 judged from the message rows, its function in `validation/checks/kernel.py` (`check_table`, run by `kernel` at
 import, refuses an entry whose function is missing), and a sentence per new finding kind in
-`pubsubguard.validation.report.document.describe`.
+`pubsubguard.validation.checks.wording.describe`.
 
     python -m pubsubguard.validation.checks.guarantees --update-doc docs/checks.md
 """

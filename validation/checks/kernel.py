@@ -15,7 +15,7 @@ Shaped as a composed checker (Jepsen's `checker/compose`, Elle's analysis apart 
 guarantee (`completeness`, `exactly_once`, `ordering`, `dead_letter`, composed by `GUARANTEE_CHECKS` as
 the table of guarantees, `validation/checks/guarantees.py`, names them) returns `Found` records: the rows that
 raise a finding kind and the facts each finding states (form, seqs, attempts, times). The pass writes
-those facts as columns (`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.report.document.describe`, not here.
+those facts as columns (`FINDING_FACTS`); sentences are rendered from them by `pubsubguard.validation.checks.wording.describe`, not here.
 
 Everything is vectorised with NumPy over a chunk of whole keys (a key never straddles two chunks,
 so memory is bounded by the chunk size, not the partition, plus the partition's latencies: 8 bytes

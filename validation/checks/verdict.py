@@ -5,7 +5,8 @@ table of guarantees, `pubsubguard.validation.checks.guarantees`, says when each 
 the run's.
 
 `run_verdict(publishes, deliveries, info)` is the one place the checks run for a verification run;
-the report's document (`pubsubguard.validation.report.document.build`) receives its `RunVerdict`.
+the job (`pubsubguard.validation.judgement.judge`) runs it on the evidence it reads, and the report renders
+what it returns.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ The table is checked at import, as the kernel's functions are against the table 
 form of the vocabulary its wording does not name fails here (WordingError), so a new kind or form cannot
 reach a report unworded.
 
-A wording takes the finding and `at(name)`, one of the finding's `times` as the reader reads it: the
-report's clock (`pubsubguard.validation.report.document.clock`) renders times, the checks never do.
+A wording takes the finding and `at(name)`, one of the finding's `times` as the reader reads it (`clock`:
+UTC and the offset from the run's start); `describe` is a finding's whole sentence, which the explainer
+(`pubsubguard.validation.conformance.explains`) attaches to each finding and the report shows.
 """
 
 from __future__ import annotations
@@ -70,6 +71,24 @@ def check_wording(wording: dict[str, Wording], worded_forms: dict[str, tuple[str
         if unworded:
             raise WordingError(f"finding kind {kind!r}: form {unworded[0]!r} is not among the forms its sentence "
                                f"({wording[kind].__name__}) was written for")
+
+
+def clock(time_us: int, start_us: int | None = None) -> str:
+    """A time as a reader reads it: UTC to the millisecond and its offset from the run's start,
+    `10:06:23.704 UTC (+5.819 s)`; without a start, with its date (`2026-11-25 10:06:23.704 UTC`)."""
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(time_us / 1e6, timezone.utc)
+    if start_us is None:
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return f"{moment.strftime('%H:%M:%S.%f')[:-3]} UTC ({(time_us - start_us) / 1e6:+.3f} s)"
+
+
+def describe(finding: dict, start_us: int | None = None) -> str:
+    """The sentence a report shows for a finding: its kind's wording, with times as `clock` renders them, offset
+    from `start_us` (the run's start) when given."""
+    times = finding.get("times") or {}
+    return sentence(finding, lambda name: clock(times[name], start_us))
 
 
 def sentence(finding: dict, at: At) -> str:

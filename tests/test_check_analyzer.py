@@ -11,10 +11,10 @@ from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2 as pb
 
 from pubsubguard.policies import pubsub_facts as facts
-from pubsubguard import check as checking
-from pubsubguard.check.judge import judge_main
-from pubsubguard.check.pack import reconcile_config
-from pubsubguard.check.wire import level_value, _struct, cannot_judge_entries, plan_context, policy_infos
+from pubsubguard import judging
+from pubsubguard.judging.judge import judge_main
+from pubsubguard.judging.pack import reconcile_config
+from pubsubguard.judging.analyzer import level_value, _struct, cannot_judge_entries, plan_context, policy_infos
 from pubsubguard import cli
 from pubsubguard.core import plan as planning
 
@@ -30,7 +30,7 @@ SUBSCRIPTION_URN = "urn:pulumi:test::demo::gcp:pubsub/subscription:Subscription:
 
 @pytest.fixture(scope="module")
 def pack():
-    with checking.PackProcess() as running:
+    with judging.PackProcess() as running:
         yield running
     assert running.process is None
 
@@ -141,7 +141,7 @@ def test_analyze_stack_resolves_unknown_references_through_property_dependencies
 
 
 def test_dev_plan_passes(dev_plan):
-    result = checking.compose(checking.judge_plan(dev_plan, source="Pulumi.dev.yaml"))
+    result = judging.compose(judging.judge_plan(dev_plan, source="Pulumi.dev.yaml"))
     assert result.mandatory == [], [v.message for v in result.mandatory]
     assert result.exit_code == 0
     assert result.resources == len(dev_plan["resources"])
@@ -155,23 +155,23 @@ def test_a_broken_plan_is_rejected_one_line_per_violation_mandatory_first(dev_pl
             resource["inputs"]["enableExactlyOnceDelivery"] = True
         if resource["type"] == facts.SUBSCRIPTION and resource["name"] == "orders-ordered-dead-letter-drain":
             resource["inputs"]["topic"] = "projects/pubsubguard-dev/topics/orders"
-    result = checking.compose(checking.judge_plan(plan))
+    result = judging.compose(judging.judge_plan(plan))
     assert result.exit_code == 1
     mandatory = {(v.resource_name, v.policy) for v in result.mandatory}
     assert mandatory == {("orders-push", "no-exactly-once-on-push"), ("orders-ordered", "dead-letter-topic-has-subscription")}
-    text = checking.format_text(result)
+    text = judging.format_text(result)
     lines = text.splitlines()
     push = next(i for i, line in enumerate(lines) if "mandatory no-exactly-once-on-push" in line)
     assert lines[push].startswith("Subscription orders-push: mandatory no-exactly-once-on-push: ")
     assert push < min(i for i, line in enumerate(lines) if " advisory " in line)  # mandatory first
-    assert "urn:pulumi:" not in text and "urn:pulumi:" in checking.format_text(result, verbose=True)
-    located = checking.format_text(result, locate=lambda v: ("infra/__main__.py", 15))
+    assert "urn:pulumi:" not in text and "urn:pulumi:" in judging.format_text(result, verbose=True)
+    located = judging.format_text(result, locate=lambda v: ("infra/__main__.py", 15))
     assert "infra/__main__.py:15: mandatory no-exactly-once-on-push: Subscription orders-push" in located
     assert lines[-1].startswith("REJECTED: 2 mandatory")
 
 
 def test_the_pack_process_is_terminated_on_error(tmp_path):
-    running = checking.PackProcess()
+    running = judging.PackProcess()
     with pytest.raises(RuntimeError):
         with running:
             process = running.process
@@ -183,19 +183,19 @@ def test_missing_pack_virtualenv_is_a_user_error(tmp_path):
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
     from pubsubguard.core.errors import UserError
 
-    # no virtualenv and no requirements.txt to make one from (pubsubguard.check.packenv)
+    # no virtualenv and no requirements.txt to make one from (pubsubguard.judging.packenv)
     with pytest.raises(UserError, match="requirements.txt does not exist to make one from .in a checkout: run scripts/setup.sh"):
-        checking.PackProcess(tmp_path)
+        judging.PackProcess(tmp_path)
 
 
 def test_a_pack_that_dies_at_start_is_reported_with_its_stderr(tmp_path):
     pack_dir = tmp_path / "pack"
     pack_dir.mkdir()
-    (pack_dir / "venv").symlink_to(checking.default_pack_dir() / "venv")
+    (pack_dir / "venv").symlink_to(judging.default_pack_dir() / "venv")
     (pack_dir / "PulumiPolicy.yaml").write_text("runtime: {name: python, options: {virtualenv: venv}}\nversion: 0.1.0\n")
     (pack_dir / "__main__.py").write_text("raise SystemExit('pack exploded')\n")
-    with pytest.raises(checking.CheckError, match="pack exploded"):
-        with checking.PackProcess(pack_dir):
+    with pytest.raises(judging.CheckError, match="pack exploded"):
+        with judging.PackProcess(pack_dir):
             pass
 
 
@@ -210,7 +210,7 @@ def test_a_pack_that_dies_at_start_is_reported_with_its_stderr(tmp_path):
 )
 def test_bad_policy_config_is_a_user_error(pack, config, message):
     info = pack.stub.GetAnalyzerInfo(empty_pb2.Empty())
-    with pytest.raises(checking.CheckError, match=message):
+    with pytest.raises(judging.CheckError, match=message):
         reconcile_config(policy_infos(info), {}, config, "--policy-config c.json")
 
 
@@ -251,11 +251,11 @@ def test_the_judge_process_gives_the_same_result_and_stops_quietly_when_nobody_w
     from multiprocessing.connection import Connection
 
     context = plan_context(dev_plan)
-    with checking.JudgeProcess(context) as judge:
+    with judging.JudgeProcess(context) as judge:
         for record in dev_plan["resources"]:
             judge.analyze(record)
         result, peaks = judge.finish(dev_plan)
-    expected = checking.judge_plan(dev_plan)
+    expected = judging.judge_plan(dev_plan)
     assert [(v.policy, v.urn, v.message) for v in result.violations] == \
         [(v.policy, v.urn, v.message) for v in expected.violations]
     assert peaks["pack_mib"] > 0 and peaks["judge_mib"] > 0

@@ -29,7 +29,7 @@ import json
 import re
 from pathlib import Path
 
-from pubsubguard.check.result import BaselineUse, Judgement, Suppression
+from pubsubguard.judging.result import BaselineUse, Judgement, Suppression
 from pubsubguard.core.recorder import STACK_TYPE
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.user_files import read_mapping

@@ -7,7 +7,7 @@ check appends its section."""
 
 from __future__ import annotations
 
-from pubsubguard.check.result import Outcome, Violation
+from pubsubguard.judging.result import Outcome, Violation
 from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 from pubsubguard.core.errors import UserError
 
@@ -30,7 +30,7 @@ def _sorted(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
 
 def section(outcome: Outcome, locate=None) -> str:
     """This stack's part of the summary. `locate(violation) -> (file, line)`, as for the other formats."""
-    from pubsubguard.check.formats import unjudged_violation
+    from pubsubguard.judging.formats import unjudged_violation
 
     def where(violation: Violation) -> str:
         path, line = locate(violation) if locate else (outcome.source or "Pulumi.yaml", 1)

@@ -15,9 +15,9 @@ from typing import Any
 
 from pubsubguard.core import plan as planning
 from pubsubguard.core.invokes import InvokeResults
-from pubsubguard.check.result import CheckError, Judgement, Violation, sort_key
-from pubsubguard.check.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
-from pubsubguard.check.wire import (
+from pubsubguard.judging.result import CheckError, Judgement, Violation, sort_key
+from pubsubguard.judging.pack import PackProcess, peak_mib, default_pack_dir, read_manifest, reconcile_config
+from pubsubguard.judging.analyzer import (
     configure_stack, level_of, level_value, protobufs, analyze_request, analyze_stack_request, cannot_judge_entries,
     judged_resources, plan_context, policy_infos,
 )
@@ -107,7 +107,7 @@ class JudgeProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", f"from pubsubguard.check.judge import judge_main; judge_main({from_parent}, {to_parent})"],
+                [sys.executable, "-c", f"from pubsubguard.judging.judge import judge_main; judge_main({from_parent}, {to_parent})"],
                 pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                 cwd=package_parent,  # `-c` puts the cwd first on sys.path: never the judged repository, whose
             )                        # own `pubsubguard/` folder would otherwise stand in for this package

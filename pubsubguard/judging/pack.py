@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsubguard.core.user_files import read_mapping, read_yaml_mapping
-from pubsubguard.check.result import CheckError, PolicyInfo
+from pubsubguard.judging.result import CheckError, PolicyInfo
 from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
@@ -24,16 +24,16 @@ ENGINE_ADDRESS = "127.0.0.1:0"  # the pack logs nothing to the engine; the CLI p
 
 
 def default_pack_dir() -> Path:
-    """The checkout's `policies/`, else the installed pack's folder in the cache (pubsubguard.check.packenv)."""
-    import pubsubguard.check.packenv as packenv
+    """The checkout's `policies/`, else the installed pack's folder in the cache (pubsubguard.judging.packenv)."""
+    import pubsubguard.judging.packenv as packenv
 
     return packenv.default_pack_dir()
 
 
 def pack_python(pack_dir: Path) -> Path:
     """The pack's interpreter: PulumiPolicy.yaml's `runtime.options.virtualenv` (as the CLI), else the
-    virtualenv made in the cache for its requirements (pubsubguard.check.packenv)."""
-    import pubsubguard.check.packenv as packenv
+    virtualenv made in the cache for its requirements (pubsubguard.judging.packenv)."""
+    import pubsubguard.judging.packenv as packenv
 
     return packenv.pack_python(pack_dir)
 

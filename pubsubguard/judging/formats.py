@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.project import environments_said, source_lines
-from pubsubguard.check.result import Outcome, Violation
+from pubsubguard.judging.result import Outcome, Violation
 from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 

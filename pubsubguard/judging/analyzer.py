@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from pubsubguard.core.project import UNKNOWN
-from pubsubguard.core.wire_values import with_partial_strings
-from pubsubguard.check.result import PolicyInfo
+from pubsubguard.core.engine_values import with_partial_strings
+from pubsubguard.judging.result import PolicyInfo
 from pubsubguard.policies.pubsub_facts.levels import EnforcementLevel
 
 
@@ -29,16 +29,16 @@ def level_value(level: EnforcementLevel) -> int:
     return protobufs().EnforcementLevel.Value(EnforcementLevel(level).name)
 
 
-def wire_value(value: Any) -> Any:
+def message_value(value: Any) -> Any:
     """A plan value as the CLI marshals it: unknowns are the engine's unknown (string) sentinel."""
     from pulumi.runtime import rpc
 
     if value == UNKNOWN:
         return rpc.UNKNOWN  # the SDK's marshalled unknown, the same string the plan records
     if isinstance(value, dict):
-        return {k: wire_value(v) for k, v in value.items()}
+        return {k: message_value(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [wire_value(v) for v in value]
+        return [message_value(v) for v in value]
     return value
 
 
@@ -46,7 +46,7 @@ def _struct(values: dict):
     from google.protobuf import struct_pb2
 
     struct = struct_pb2.Struct()
-    struct.update(wire_value(values))
+    struct.update(message_value(values))
     return struct
 
 
@@ -73,7 +73,7 @@ def _provider(resource: dict, plan: dict, by_urn: dict):
 
 def _properties(resource: dict):
     """A resource's inputs as the pack gets them: unknowns as the sentinel, and a string built from an
-    unknown and a known part as it was built (the known part can decide a rule: `wire_values.partial_string_entries`)."""
+    unknown and a known part as it was built (the known part can decide a rule: `engine_values.partial_string_entries`)."""
     return _struct(with_partial_strings(resource.get("inputs") or {}, resource.get("partial") or []))
 
 
