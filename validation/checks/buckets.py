@@ -302,38 +302,6 @@ def bucket_input(pub_paths: list[str], del_paths: list[str], declared: Declared,
     yield from packed(pubs, dels, declared, bucket, buckets).to_batches(max_chunksize=BATCH_ROWS)
 
 
-def rows_of_keys(paths: list[str], bucket: int, buckets: int, columns: list[str], keys: list) -> pa.Table | None:
-    """The rows whose key is one of `keys` (a None among them: the rows without a key) in row group `bucket` of
-    every part file, `columns` of them; a key's rows are all in its bucket's row groups. NotInLayout where a row
-    group holds another bucket's keys (the pass checked the files it read; a re-check's files were checked by the
-    check that kept its input, unless that check found the layout lying and judged with the shuffle pass)."""
-    wanted = pa.array([k for k in keys if k is not None], pa.string())
-    with_null = None in keys
-    tables = []
-    for path in paths:
-        file = pq.ParquetFile(path, read_dictionary=["key"])
-        groups = layout.row_groups(file.metadata)
-        if groups is None:
-            raise NotInLayout(f"{path}: not in the bucketed layout")
-        if bucket not in groups[1]:
-            continue
-        group = groups[1].index(bucket)
-        key = file.read_row_group(group, columns=["key"], use_threads=False).column("key").combine_chunks()
-        if (layout.buckets_of(key.dictionary.cast(pa.string()), buckets) != bucket).any() or (
-                key.null_count and spark_hash.SEED % buckets != bucket):
-            raise NotInLayout(f"{path}: a row group of bucket {bucket} holds rows of another bucket")
-        mine = pc.is_in(key.dictionary_decode(), value_set=wanted)
-        if with_null:
-            mine = pc.or_kleene(mine, key.is_null())
-        mine = pc.fill_null(mine, False)
-        if not pc.any(mine).as_py():
-            continue
-        tables.append(file.read_row_group(group, columns=columns, use_threads=False).filter(mine))
-    if not tables:
-        return None
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
 class KeyNames:
     """The names of wanted key hashes, read from the key dictionaries of the part files (`sorted_input.KeyNames`'
     interface: `covers`, `of`): every distinct key of the log hashed with each declared subscription, where the

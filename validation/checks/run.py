@@ -102,7 +102,7 @@ from urllib.request import url2pathname
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, functions as F, types as T
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from . import aggregates, buckets, chunk, findings, kernel, scans, sorted_input
 from ..evidence import layout, spark_hash
@@ -388,8 +388,6 @@ class _Passed:
     names: "sorted_input.KeyNames | None"
     finish: object
     abandon: object = lambda: None  # when the check fails before `finish`: nothing half-kept stays
-    # ((publish part files, delivery part files), buckets) of evidence in the probe's layout, else None
-    bucketed: tuple | None = None
 
 
 def _judged(
@@ -414,7 +412,7 @@ def _judged(
         try:
             passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
             sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
-            return _Passed(passed, found.names, lambda names: sentence, bucketed=bucketed)
+            return _Passed(passed, found.names, lambda names: sentence)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
             unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
@@ -450,7 +448,7 @@ def _judged(
         else:
             sentence = (f"{said}{how}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
                         "the files checked")
-        return _Passed(passed, names, lambda key_names: sentence, bucketed=bucketed)
+        return _Passed(passed, names, lambda key_names: sentence)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
         writing = None
@@ -462,7 +460,7 @@ def _judged(
         size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
         return f"{said}{how}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
-    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None), bucketed)
+    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None))
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -531,45 +529,6 @@ def _evidence_rows(
     pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({chunk.PUBLISH} AS TINYINT)", "publish_time_us")
     dels = of_wanted(deliveries, "delivery", del_columns, _ROW_KIND, "receive_time_us")
     return pubs.unionByName(dels)
-
-
-def _bucket_rows(
-    spark, bucketed: tuple, keys: list, publishes: DataFrame, deliveries: DataFrame,
-) -> tuple[DataFrame, DataFrame]:
-    """The publish and delivery rows of the named keys (`keys`; None: rows without a key) of evidence in the
-    probe's layout, as small frames of the logs' schemas: one task per bucket of those keys reads that bucket's
-    row group of each part file with pyarrow (`buckets.rows_of_keys`), where a read of the log by key names
-    reads every row group (each holds many keys). NotInLayout (from the job) where a row group lies."""
-    (pub_paths, del_paths), count = bucketed
-    named = pa.array([k for k in keys if k is not None], pa.string())
-    wanted = sorted(set(layout.buckets_of(named, count).tolist()) | ({spark_hash.SEED % count} if None in keys else set()))
-    logs = ((pub_paths, publishes.columns), (del_paths, deliveries.columns))
-
-    def read_each(batches):
-        from . import buckets as b  # the executor's import
-
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                found = [b.rows_of_keys(paths, wanted[i], count, columns, keys) for paths, columns in logs]
-                yield pa.RecordBatch.from_arrays([pa.array([None if t is None else _ipc(t)], pa.binary()) for t in found],
-                                                 names=["publishes", "deliveries"])
-
-    read = spark.range(0, len(wanted), 1, len(wanted)).mapInArrow(read_each, "publishes binary, deliveries binary")
-    got = read.toArrow()
-    frames = []
-    for name, frame in (("publishes", publishes), ("deliveries", deliveries)):
-        schema = to_arrow_schema(frame.schema)
-        tables = [pa.ipc.open_stream(x).read_all().cast(schema) for x in got[name].to_pylist() if x is not None]
-        frames.append(spark.createDataFrame(pa.concat_tables(tables), frame.schema) if tables
-                      else spark.createDataFrame([], frame.schema))
-    return frames[0], frames[1]
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
@@ -675,16 +634,13 @@ def run_checks(
     # the evidence: every column of the rows of the keys with findings, filtered by their names
     # when they are few
     key_values = pc.unique(found["key"]).to_pylist()
-    few = key_values if len(key_values) <= _PUSHDOWN_KEYS else None
-    logs = (publishes, deliveries)
-    if few and judged.bucketed is not None:  # only the row groups of those keys' buckets
-        try:
-            logs = _bucket_rows(spark, judged.bucketed, few, publishes, deliveries)
-        except Exception as err:  # noqa: BLE001 - a row group not where its layout says: read the log by key names
-            kept = (f"{kept}; " if kept else "checks: ") + (
-                f"the evidence's bucketed layout could not be read for the findings' rows ({_first_line(err)}); "
-                "read them from the whole log")
-    rows = _evidence_rows(*logs, subscriptions, core.select("subscription", "h", "h2").distinct(), few)
+    rows = _evidence_rows(
+        publishes,
+        deliveries,
+        subscriptions,
+        core.select("subscription", "h", "h2").distinct(),
+        key_values if len(key_values) <= _PUSHDOWN_KEYS else None,
+    )
     findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
