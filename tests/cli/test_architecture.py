@@ -15,7 +15,7 @@ import ast
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 # The installed name of each folder, as pyproject.toml maps them (test_the_build_maps_the_folders_so).
 PACKAGES = {"pubsubguard": ROOT / "pubsubguard", "pubsubguard.infra": ROOT / "infra",
             "pubsubguard.policies": ROOT / "policies", "pubsubguard.validation": ROOT / "validation"}

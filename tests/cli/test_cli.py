@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from one_line import one_line
+from support.one_line import one_line
 from pubsubguard import cli as cli_module
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 COMMANDS = cli_module.COMMANDS
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from one_line import one_line
+from support.one_line import one_line
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:

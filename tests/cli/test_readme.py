@@ -7,11 +7,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 README = (ROOT / "README.md").read_text()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from installed import IGNORED, ROOT, installed_tool, run, user_env
+from support.installed import IGNORED, ROOT, installed_tool, run, user_env
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
 from pubsubguard.infra.estate import EstateSpec, EstateError, PushDelivery, load_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["pubsubguard:estate"]
 PREFIX = "pubsubguard:estate"
 

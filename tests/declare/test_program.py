@@ -18,7 +18,7 @@ from pubsubguard.core import probe_contract
 from pubsubguard.core.plan import UNKNOWN, PlanError, make_plan
 from pubsubguard.core.plan_file import dumps
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 AGENT = "serviceAccount:service-100000000001@gcp-sa-pubsub.iam.gserviceaccount.com"
 
 

@@ -714,3 +714,14 @@ def renamed(h: History, suffix: str) -> History:
     for d in out.deliveries:
         d["subscription"] = subs[d["subscription"]].name
     return out
+
+
+# The subscriptions the property tests generate histories for: every declared shape the checks judge.
+SUBSCRIPTIONS = [
+    DeclaredSubscription("plain", "t-plain"),
+    DeclaredSubscription("ordered", "t-ordered", ordering=True),
+    DeclaredSubscription("eod", "t-eod", exactly_once=True, ack_deadline_s=60),
+    DeclaredSubscription("eod-ordered", "t-eod-ordered", ordering=True, exactly_once=True, ack_deadline_s=60),
+    DeclaredSubscription("dl", "t-dl", ack_deadline_s=20, max_delivery_attempts=5, dead_letter_topic="t-dlq"),
+    DeclaredSubscription("dl-ordered", "t-dl-ordered", ordering=True, max_delivery_attempts=5, dead_letter_topic="t-dlq"),
+]

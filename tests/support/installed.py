@@ -23,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from nodejs_projects import cache_root, ensure, remove_stale
+from support.nodejs_projects import cache_root, ensure, remove_stale
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 SOURCES = ("pyproject.toml", "README.md", "pubsubguard", "infra", "validation", "policies")
 IGNORED = shutil.ignore_patterns("__pycache__", "venv", ".venv", "*.egg-info", "build", "*.pyc")
 # The checkout's own pins: a program environment with them differs from the checkout's only in what is

@@ -4,12 +4,12 @@
 @types/node, as Pulumi's TypeScript template declares them (no ts-node: the SDK's own runs TypeScript, as
 for a team on the template). They are installed once per machine (`npm ci --ignore-scripts`) into the user's cache, keyed by
 the lockfile's digest: `~/.cache/pubsubguard-tests/node/<digest>/node_modules`. `scripts/setup.sh` runs
-this module to install them (`python tests/nodejs_projects.py`); a test gives a program a copy of its
+this module to install them (`python tests/support/nodejs_projects.py`); a test gives a program a copy of its
 folder with `node_modules` a symbolic link to that install (`as_node_project`), as a team's installed
 modules are. Standard library only: setup runs it before anything else is there.
 
 Test processes share these caches, and may run at once (`pytest -n N`, several checkouts): `ensure` builds
-an entry of them under a lock, for `tests/installed.py` too."""
+an entry of them under a lock, for `tests/support/installed.py` too."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-PACKAGES = Path(__file__).resolve().parent / "nodejs"
+PACKAGES = Path(__file__).resolve().parents[1] / "nodejs"
 
 
 def cache_root() -> Path:

@@ -18,8 +18,9 @@ import pytest
 from pubsubguard import cli
 from pubsubguard.core import declared, rehearsal, state
 from pubsubguard.core.plan import UNKNOWN, make_plan
+from support import ROOT
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "team-orders"
+EXAMPLE = ROOT / "examples" / "team-orders"
 STATE = EXAMPLE / "state.json"
 PROJECT = "team-orders-dev"
 CIPHERTEXT = json.loads(STATE.read_text())["deployment"]["resources"][0]["outputs"]["ops_webhook"]["ciphertext"]

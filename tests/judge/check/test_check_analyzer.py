@@ -18,12 +18,7 @@ from pubsubguard.judging.analyzer import level_value, _struct, cannot_judge_entr
 from pubsubguard import cli
 from pubsubguard.core import plan as planning
 
-import sys  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
-
-# The pack's catalog, imported as the pack's own interpreter imports it (from its folder: `pubsub_rules`)
-sys.path.insert(0, str(_Path(__file__).resolve().parent.parent / "policies"))
-from pubsub_rules.catalog import BY_NAME, PACK_NAME  # noqa: E402
+from support.pack_catalog import BY_NAME, PACK_NAME
 
 SUBSCRIPTION_URN = "urn:pulumi:test::demo::gcp:pubsub/subscription:Subscription::worker"
 

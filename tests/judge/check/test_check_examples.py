@@ -4,20 +4,15 @@ after, through the real command: offline plan of the program, pack process, gRPC
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from pubsubguard import cli
 
-import sys  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
+from support import ROOT
+from support.pack_catalog import RULES
 
-# The pack's catalog, imported as the pack's own interpreter imports it (from its folder: `pubsub_rules`)
-sys.path.insert(0, str(_Path(__file__).resolve().parent.parent / "policies"))
-from pubsub_rules.catalog import RULES  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "invalid"
+EXAMPLES = ROOT / "examples" / "invalid"
 NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "Pulumi.yaml").exists())
 
 

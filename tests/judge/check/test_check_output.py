@@ -10,8 +10,7 @@ import re
 import subprocess
 import sys
 
-from test_engine_features import python_line
-from test_nodejs_programs import pubsubguard, python_twin
+from support.programs import pubsubguard, python_line, python_twin
 
 FOUR_EXPIRING = """
     import pulumi_gcp as gcp

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installed import CHECKOUT_PINS, as_team_project, environment, installed_tool, user_env
-from nodejs_projects import as_node_project
+from support.installed import CHECKOUT_PINS, as_team_project, environment, installed_tool, user_env
+from support.nodejs_projects import as_node_project
 from pubsubguard import cli
+from support import ROOT
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = ROOT / "tests" / "corpus"
 PROGRAMS = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.yaml").exists())
 EXIT = {"passed": 0, "rejected": 1, "error": 2}
 

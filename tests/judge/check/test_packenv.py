@@ -17,7 +17,7 @@ import pytest
 from pubsubguard.judging import packenv, summary
 from pubsubguard.judging.result import Judgement, Suppression, Violation, compose
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 
 # A stand-in for the Python that makes the venv: `-m venv DIR` makes DIR/bin/python (itself), `-m pip`
 # counts the builds and takes a moment, so two concurrent builders would overlap.

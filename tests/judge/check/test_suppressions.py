@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from one_line import one_line
+from support.one_line import one_line
 from pubsubguard.judging import suppressions
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 TEAM = ROOT / "examples" / "team-orders"
 ORDERED = "        self.ordered = gcp.pubsub.Subscription(\n"
 

@@ -14,28 +14,12 @@ import pytest
 
 from pubsubguard.core import engine, invokes, recorder, signatures, engine_values
 from pubsubguard.core.project import UNKNOWN
-from test_nodejs_programs import judged, line_of, mandatory, node_project, pubsubguard, python_twin
+from support.programs import (
+    check_json, inputs_of, judged, line_of, mandatory, node_project, pubsubguard, python_line, python_twin,
+)
 
 PUSH = {"push_endpoint": "https://orders.example.com/push",
         "oidc_token": {"service_account_email": "pusher@proj-a.iam.gserviceaccount.com"}}
-
-
-def check_json(root: Path, *args: str) -> tuple[int, dict]:
-    done = pubsubguard(root, "check", "-s", "dev", "--format", "json", *args)
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
-def python_line(root: Path, needle: str) -> int:
-    return next(n for n, text in enumerate((root / "__main__.py").read_text().splitlines(), 1) if needle in text)
-
-
-def inputs_of(document_root: Path, name: str) -> dict:
-    """The recorded inputs of resource `name` (from `pubsubguard plan`)."""
-    done = pubsubguard(document_root, "plan", "-s", "dev")
-    assert done.returncode == 0, done.stderr
-    plan = json.loads(done.stdout)
-    return next(r for r in plan["resources"] if r["name"] == name)
 
 
 # --- Resource transforms ---------------------------------------------------------------------------

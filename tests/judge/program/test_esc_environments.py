@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from test_nodejs_programs import line_of, node_project, pubsubguard
+from support.programs import line_of, node_project, pubsubguard
 
 PROGRAM = """
     import pulumi

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installed import CHECKOUT_PINS, environment, installed_tool, own_virtualenv, user_env
+from support.installed import CHECKOUT_PINS, environment, installed_tool, own_virtualenv, user_env
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 CANARY = "pubsubguard-canary-" + uuid.uuid4().hex  # the "CI token" in the check's environment
 VIOLATION = """
 t = gcp.pubsub.Topic("orders", name="orders")
@@ -392,8 +392,8 @@ new gcp.pubsub.Topic("orders", { name: "orders", messageRetentionDuration: "8640
 
 
 def ts_project(tmp_path: Path, source: str, listener: Listener) -> Path:
-    """A TypeScript program with the installed packages as its node_modules (tests/nodejs_projects.py)."""
-    from nodejs_projects import node_modules
+    """A TypeScript program with the installed packages as its node_modules (tests/support/nodejs_projects.py)."""
+    from support.nodejs_projects import node_modules
 
     root = tmp_path / "team"
     root.mkdir()

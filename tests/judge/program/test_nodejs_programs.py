@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -17,80 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodejs_projects import node_modules
-
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-HEADER = 'import * as pulumi from "@pulumi/pulumi";\nimport * as gcp from "@pulumi/gcp";\n'
-TSCONFIG = {"compilerOptions": {"strict": True, "target": "ES2020", "module": "commonjs",
-                                "moduleResolution": "node", "esModuleInterop": True}, "files": ["index.ts"]}
-AGENT = "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
-DEAD_LETTER = """\
-const orders = new gcp.pubsub.Topic("orders", { name: "orders" });
-const deadLetter = new gcp.pubsub.Topic("orders-dlq", { name: "orders-dlq" });
-new gcp.pubsub.Subscription("orders-dlq-drain", { name: "orders-dlq-drain", topic: deadLetter.name, expirationPolicy: { ttl: "" } });
-const worker = new gcp.pubsub.Subscription("orders-worker", {
-    name: "orders-worker",
-    topic: orders.id,
-    expirationPolicy: { ttl: "" },
-    deadLetterPolicy: { deadLetterTopic: deadLetter.id, maxDeliveryAttempts: 5 },
-});
-"""
-
-
-def node_project(tmp_path: Path, source: str, *, modules: Path | None = None, name: str = "team-ts") -> Path:
-    root = tmp_path / name
-    root.mkdir()
-    (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": name, "runtime": "nodejs"}))
-    (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "proj-a"}}))
-    (root / "package.json").write_text(json.dumps({"name": name, "main": "index.ts", "dependencies": {
-        "@pulumi/pulumi": "3.248.0", "@pulumi/gcp": "9.37.0"}}))
-    (root / "tsconfig.json").write_text(json.dumps(TSCONFIG))
-    (root / "index.ts").write_text(HEADER + textwrap.dedent(source))
-    if modules is not False:
-        (root / "node_modules").symlink_to(modules or node_modules(), target_is_directory=True)
-    return root
-
-
-def pubsubguard(root: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pubsubguard", *args], cwd=root, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def one_line_error(root: Path) -> str:
-    """The check's one line on stderr, for a project it cannot run (exit 2)."""
-    done = pubsubguard(root, "check", "-s", "dev")
-    assert done.returncode == 2
-    [line] = done.stderr.strip().splitlines()
-    return line
-
-
-def line_of(root: Path, needle: str) -> int:
-    return next(n for n, text in enumerate((root / "index.ts").read_text().splitlines(), 1) if needle in text)
-
-
-def mandatory(document: dict) -> list[str]:
-    return sorted(v["policy"] for v in document["violations"] if v["level"] == "mandatory" and not v["suppressed"])
-
-
-def python_twin(tmp_path: Path, source: str, *, name: str = "team") -> Path:
-    """The Python program a TypeScript program is compared with: the same project name and stack config."""
-    root = tmp_path / "python"
-    root.mkdir()
-    (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": name, "runtime": "python"}))
-    (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "proj-a"}}))
-    (root / "__main__.py").write_text(textwrap.dedent(source).lstrip())
-    return root
-
-
-def judged(root: Path) -> tuple:
-    """The verdict and the "Not judged" list (rule, resource, the blocking properties and the types of
-    where they come from): what must be the same for a TypeScript program and its Python twin."""
-    done = pubsubguard(root, "check", "-s", "dev", "--format", "json")
-    document = json.loads(done.stdout)
-    unjudged = sorted((e["policy"], e["resource_name"], tuple(e["properties"]),
-                       tuple(sorted({s["type"] for sources in e["unknown_inputs"].values() for s in sources})))
-                      for e in document["unjudged"])
-    return done.returncode, mandatory(document), unjudged
+from pubsubguard.core.project import UNKNOWN
+from support.nodejs_projects import node_modules
+from support.programs import (
+    DEAD_LETTER, judged, line_of, mandatory, node_project, one_line_error, pubsubguard, python_twin,
+)
 
 
 def test_a_topic_and_an_ordered_subscription_pass(tmp_path):

@@ -5,7 +5,7 @@ one stops the check in one line, exit 2, never a quiet fall back to another Pyth
 first screen names the Python that ran and how it was found.
 
 uv and Poetry are the real tools, installed with pip into a virtualenv kept in the user's cache
-(`tests/installed.py` `environment`, built once per machine); the program's own environment is a copy of the
+(`tests/support/installed.py` `environment`, built once per machine); the program's own environment is a copy of the
 cached one with the checkout's pulumi and pulumi-gcp (hard links), as `uv sync` or `poetry install` leaves it."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installed import CHECKOUT_PINS, environment, own_virtualenv
+from support.installed import CHECKOUT_PINS, environment, own_virtualenv
 
 TOOLS = ("uv==0.9.5", "poetry==2.2.1")
 PROGRAM = """

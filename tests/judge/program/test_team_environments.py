@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installed import environment, installed_tool, user_env
+from support.installed import environment, installed_tool, user_env
 
 ENVIRONMENTS = {  # id: the team's pins (newest first; pubsubguard's own environment has pulumi-gcp 10)
     "pulumi-3.230-gcp-9": ("pulumi==3.230.0", "pulumi-gcp==9.20.0"),

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import histories as H
+from support import histories as H
 from pubsubguard.validation.checks import buckets, chunk
 from pubsubguard.validation.checks import run as checks_run
 from pubsubguard.validation.evidence import layout, spark_hash

@@ -16,19 +16,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import histories as H
+from support import histories as H
 from pubsubguard.validation.checks.run import run_checks
 from pubsubguard.validation.checks.findings import FINDING_KINDS
-from pubsubguard.validation.evidence.records import DeclaredSubscription
+from support.histories import SUBSCRIPTIONS
 
-SUBSCRIPTIONS = [
-    DeclaredSubscription("plain", "t-plain"),
-    DeclaredSubscription("ordered", "t-ordered", ordering=True),
-    DeclaredSubscription("eod", "t-eod", exactly_once=True, ack_deadline_s=60),
-    DeclaredSubscription("eod-ordered", "t-eod-ordered", ordering=True, exactly_once=True, ack_deadline_s=60),
-    DeclaredSubscription("dl", "t-dl", ack_deadline_s=20, max_delivery_attempts=5, dead_letter_topic="t-dlq"),
-    DeclaredSubscription("dl-ordered", "t-dl-ordered", ordering=True, max_delivery_attempts=5, dead_letter_topic="t-dlq"),
-]
 HISTORIES_PER_EXAMPLE = 3  # legal histories checked per Spark run (with all their mutations)
 COUNTS = {"histories": 0, "mutations": 0, "by_mutator": {}, "not_applicable": {}}
 

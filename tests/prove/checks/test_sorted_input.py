@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import histories as H
+from support import histories as H
 from pubsubguard.validation.checks import run as checks, chunk, kernel, sorted_input
 from pubsubguard.validation.evidence import seal
 from pubsubguard.validation.checks.run import run_checks

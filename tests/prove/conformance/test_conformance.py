@@ -19,7 +19,7 @@ import pytest
 from pubsubguard.validation.conformance import runner, docs as conformance_docs
 from pubsubguard.validation.conformance import harness
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "conformance.schema.json").read_text())
 EMULATOR_DOC = ROOT / "docs" / "emulator.md"
 ALL_IDS = [

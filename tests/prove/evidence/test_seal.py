@@ -22,7 +22,7 @@ from pubsubguard.validation import job
 from pubsubguard.validation.evidence import locks, seal
 from pubsubguard.validation.checks import sorted_input
 from pubsubguard.validation.checks.guarantees import SETTLED_BY_DELIVERIES
-from test_verify_e2e import ONE_TOPIC_STACK, make_estate
+from support.estates import ONE_TOPIC_STACK, make_estate
 
 pytestmark = pytest.mark.emulator
 

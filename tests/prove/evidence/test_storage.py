@@ -17,7 +17,7 @@ import pytest
 
 from pubsubguard.core import storage
 from pubsubguard.core.declared import plan_from
-import histories as H
+from support import histories as H
 from pubsubguard.validation.evidence import records
 from pubsubguard.validation import job
 from pubsubguard.validation.evidence.records import DeclaredSubscription
@@ -124,12 +124,12 @@ def test_a_probe_run_writes_its_whole_report_tree_to_gcs(gcs, spark, emulator, t
     """`verify --report gs://…`: the tasks write the evidence (parts, flags, notes) to the bucket as the run
     goes and the driver reads it from there; run.json, report.json and report.html land there too;
     nothing is left in a scratch directory; a re-check of the bucket's evidence reports the same findings.
-    (tests/test_cluster.py runs it on a worker that shares no files with the driver.)"""
+    (tests/prove/job/test_cluster.py runs it on a worker that shares no files with the driver.)"""
     import glob
     import tempfile
 
     from pubsubguard.core.apply import apply_plan
-    from test_verify_e2e import make_estate
+    from support.estates import make_estate
 
     plan_file, plan, topic = make_estate(tmp_path)
     apply_plan(plan)

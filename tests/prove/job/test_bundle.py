@@ -1,5 +1,5 @@
 """`pubsubguard bundle`'s zip holds exactly the packages the job's driver and task functions import
-(the full bundle, with its packed environment, is built and used by tests/test_cluster.py)."""
+(the full bundle, with its packed environment, is built and used by tests/prove/job/test_cluster.py)."""
 
 from __future__ import annotations
 

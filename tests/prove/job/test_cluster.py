@@ -35,7 +35,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-import histories as H
+from support import ROOT, histories as H
 from pubsubguard.validation.evidence.records import DeclaredSubscription
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -242,7 +242,7 @@ def test_probe_on_standalone_cluster_against_the_emulator(spark, cluster, bundle
     submitted with spark-submit against the emulator; re-checking its evidence on local[2] gives the same
     verdicts and findings."""
     from pubsubguard.core.apply import apply_plan
-    from test_verify_e2e import make_estate
+    from support.estates import make_estate
 
     url, ui, worker_ui, work, env = cluster
     plan_file, plan, topic = make_estate(tmp_path)
@@ -283,7 +283,7 @@ def test_probe_on_a_worker_that_shares_no_files_with_the_driver(spark, remote_cl
     is what a local[2] re-check of the bucket's evidence finds."""
     from pubsubguard.core import storage
     from pubsubguard.core.apply import apply_plan
-    from test_verify_e2e import make_estate
+    from support.estates import make_estate
 
     url, ui, worker_ui, work, env, worker_pid = remote_cluster
     driver_tmp = tmp_path / "driver-tmp"
@@ -346,8 +346,8 @@ def test_watch_on_standalone_cluster(cluster, tmp_path):
     url, ui, worker_ui, work, _env = cluster
     project = tmp_path / "proj"
     project.mkdir()
-    shutil.copy(Path(__file__).resolve().parent.parent / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copytree(Path(__file__).resolve().parent.parent / "infra", project / "infra",
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copytree(ROOT / "infra", project / "infra",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (project / ".venv").symlink_to(sys.prefix)
     (project / "Pulumi.onc.yaml").write_text(WATCH_STACK)

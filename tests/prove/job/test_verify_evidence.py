@@ -15,7 +15,7 @@ import pytest
 
 from pubsubguard.core.apply import apply_plan
 from pubsubguard.core.project import project_root
-from test_verify_e2e import make_estate, twins_left
+from support.estates import make_estate, twins_left
 
 pytestmark = pytest.mark.emulator
 

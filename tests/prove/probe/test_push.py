@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pubsubguard.core.apply import apply_plan
-from test_verify_e2e import ONE_TOPIC_STACK, make_estate, twins_left, verify
+from support.estates import ONE_TOPIC_STACK, make_estate, twins_left, verify
 
 pytestmark = pytest.mark.emulator
 

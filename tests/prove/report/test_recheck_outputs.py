@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import histories as H
+from support import ROOT, histories as H
 from pubsubguard.validation import job
 from pubsubguard.validation.evidence import seal
 from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo
@@ -81,7 +81,7 @@ def test_a_recheck_writes_inside_its_evidence_and_prints_no_path_that_is_not_the
 def planted_run(directory: Path, seed: int = 3) -> tuple[Path, dict]:
     """Evidence of a run with one planted anomaly (schedule entry 0 dropped a delivery of PLAIN: a `lost` message),
     an advisory drift nothing planted on a dead-letter drain, and the conformance scenarios' results."""
-    from test_report import conformance
+    from support.reports import conformance
 
     legal = H.generate([ORDERED, PLAIN], H.Workload(keys=3, messages_per_key=5, fault_rate=0.0, duplicate_rate=0.0), seed)
     message = next(p for p in legal.publishes if p["topic"] == PLAIN.topic)
@@ -152,7 +152,7 @@ def test_a_planted_finding_is_said_planted_everywhere_and_unplanted_ones_are_cou
 def test_findings_that_rest_on_rows_not_read_are_inconclusive_not_errors(spark, tmp_path, capsys):
     import jsonschema
 
-    from test_report import SCHEMA
+    from support.reports import SCHEMA
 
     history = H.generate([ORDERED, PLAIN], H.Workload(keys=3, messages_per_key=5), 4)
     directory = H.write_evidence(tmp_path / "evidence", history.run_id, history.subscriptions, history.publish_table(),
@@ -183,7 +183,7 @@ def test_the_publishers_bound_is_one_number_in_the_readme_and_both_helps(capsys)
     from pubsubguard.validation.probe.drain_clock import IN_FLIGHT_PAIRS
     from pubsubguard.validation.probe.publisher import IN_FLIGHT
 
-    said = {"README.md": (Path(__file__).resolve().parent.parent / "README.md").read_text()}
+    said = {"README.md": (ROOT / "README.md").read_text()}
     for command in ("run", "verify"):
         assert cli.main([command, "--help"]) == 0
         said[f"{command} --help"] = capsys.readouterr().out

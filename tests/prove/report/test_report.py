@@ -17,25 +17,18 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-import histories as H
+from support import histories as H
 from pubsubguard.validation.evidence import seal
 from pubsubguard.validation.conformance.explains import EXPLAINS, explained_by
 from pubsubguard.validation.conformance.runner import SCENARIOS
 from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo
 from pubsubguard.validation.checks.verdict import verdict_of
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((ROOT / "docs" / "schemas" / "report.schema.json").read_text())
+from support import ROOT
+from support.reports import SCHEMA, conformance
+
 ORDERED = DeclaredSubscription("ordered", "t", ordering=True)
 PLAIN = DeclaredSubscription("plain", "t")
-
-
-def conformance(violated: set[str]) -> dict:
-    scenarios = [{"id": s.id, "behaviour": s.behaviour, "source": s.source,
-                  "result": "violated" if s.id in violated else "holds", "detail": "as measured"} for s in SCENARIOS]
-    return {"run_id": "0123abcd", "started": "2026-11-23T21:00:00+00:00", "duration_s": 17.0, "file": "conformance.json",
-            "summary": {"holds": len(scenarios) - len(violated), "violated": len(violated), "unsupported": 0,
-                        "inconclusive": 0}, "scenarios": scenarios}
 
 
 def write_run(history: H.History, directory: Path, violated: set[str]) -> Path:

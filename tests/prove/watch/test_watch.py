@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from prometheus_server import prometheus_server
+from support.prometheus_server import prometheus_server
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 ALERTS = ROOT / "validation" / "watch" / "alerts.yml"
 STACK = """config:
   gcp:project: pubsubguard-watch

@@ -29,13 +29,13 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from prometheus_server import binary, listening, prometheus_server
+from support.prometheus_server import binary, listening, prometheus_server
 from pubsubguard.core import __version__
 from pubsubguard.core.errors import UserError
 from pubsubguard.validation.checks.findings import FINDING_KINDS, GUARANTEE_STATUSES, SEVERITIES
 from pubsubguard.validation.watch.metrics import WatchMetrics
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 ALERTS = ROOT / "validation" / "watch" / "alerts.yml"
 ALERTS_TEST = ROOT / "validation" / "watch" / "alerts_test.yml"
 DOC = ROOT / "docs" / "watch.md"

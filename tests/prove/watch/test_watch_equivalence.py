@@ -16,11 +16,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-import histories as H
+from support import histories as H
 from pubsubguard.validation.checks import run as batch
 from pubsubguard.validation.checks.findings import DEFAULT_SKEW_US
 
-from test_histories import SUBSCRIPTIONS
+from support.histories import SUBSCRIPTIONS
 
 HORIZON_US = 600_000_000
 WORKLOADS = [  # one where every mutator finds a place, and a busier one with publish errors and skew

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -15,8 +14,9 @@ import pytest
 from pubsubguard.validation.wire.schedule import PLANTED, ScheduleError, load_schedule, parse_schedule
 from pubsubguard.validation.checks import applied_faults
 from pubsubguard.validation.evidence.records import DeclaredSubscription
+from support import ROOT
 
-SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "schemas" / "nemesis.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "nemesis.schema.json").read_text())
 
 GOOD = [
     {"kind": "drop_delivery", "subscription": "s", "key": "key-002", "seq": 3},
