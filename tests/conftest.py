@@ -48,8 +48,9 @@ GROUPS_INPUT = "pubsubguard_test_groups"  # the file, in each worker's workerinp
 # and no test relies on another having run first; a group would be a long chain of slow tests.
 SPREAD = {
     ("tests/judge/check/test_corpus.py", "user_cache"): "a path; each wheel test drops the line saying the pack's virtualenv is made",
-    ("tests/judge/program/test_hostile_programs.py", "installed_user_cache"): "a path; each wheel test makes the pack's virtualenv "
-                                                                "(`pack path`) before it times the check",
+    ("tests/judge/program/test_hostile_programs.py", "installed_user_cache"): "a path; each wheel test makes the pack's "
+                                                                              "virtualenv (`pack path`) before it times the check",
+    ("tests/judge/program/test_hostile_typescript.py", "installed_user_cache"): "the same, for the TypeScript programs",
     ("tests/judge/program/test_team_environments.py", "library"): "two files; the environments are cached by their contents",
 }
 
