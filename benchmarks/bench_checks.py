@@ -41,13 +41,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
+sys.path.insert(0, str(ROOT / "tests"))  # support.histories: the model of legal histories (test code)
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-import histories as H  # noqa: E402
+from support import histories as H  # noqa: E402
 from pubsubguard.validation.evidence import layout, seal  # noqa: E402
 from pubsubguard.validation.checks import sorted_input
 from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from nodejs_projects import node_modules  # noqa: E402 - the packages setup.sh installed for the tests
+from support.nodejs_projects import node_modules  # noqa: E402 - the packages setup.sh installed for the tests
 
 PROGRAM = """\
 import * as pulumi from "@pulumi/pulumi";

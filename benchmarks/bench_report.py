@@ -38,11 +38,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
+sys.path.insert(0, str(ROOT / "tests"))  # support.histories: the model of legal histories (test code)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-import histories as H  # noqa: E402
+from support import histories as H  # noqa: E402
 from pubsubguard.validation.evidence.records import DeclaredSubscription  # noqa: E402
 
 SUBSCRIPTIONS = [

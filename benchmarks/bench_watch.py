@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # histories, prometheus_server (test code)
+sys.path.insert(0, str(ROOT / "tests"))  # support: histories, prometheus_server (test code)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 STACK = """config:
@@ -199,7 +199,7 @@ def _lines_until(process, wanted: str, timeout_s: float, log: list[str]) -> floa
 
 
 def live() -> dict:
-    from prometheus_server import prometheus_server
+    from support.prometheus_server import prometheus_server
 
     import pyarrow.dataset as ds
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # histories: the model of legal histories (test code)
+sys.path.insert(0, str(ROOT / "tests"))  # support.histories: the model of legal histories (test code)
 
 from pyspark.sql import functions as F  # noqa: E402
 

@@ -74,7 +74,7 @@ if $venvs_only; then ready; exit 0; fi
 
 # The Node.js packages the tests give TypeScript programs (tests/nodejs: @pulumi/pulumi, @pulumi/gcp,
 # typescript, ts-node), installed once from the lockfile into the user's cache (npm ci --ignore-scripts).
-"$py" tests/nodejs_projects.py || exit 2
+"$py" tests/support/nodejs_projects.py || exit 2
 
 if ! command -v java >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -92,7 +92,7 @@ if ! command -v chromium >/dev/null 2>&1; then  # the report's layout is tested 
       echo "setup: could not install chromium; the report's browser test will say it did not run" >&2
   fi
 fi
-# promtool and a Prometheus server test watch's alerting rules (tests/test_watch_alerts.py: promtool check and test
+# promtool and a Prometheus server test watch's alerting rules (tests/prove/watch/test_watch_alerts.py: promtool check and test
 # rules, a real server scraping the metrics). The tests run the server binary themselves, on loopback only; the
 # package's own service (every interface, :9090) is kept from starting while it installs (policy-rc.d).
 if ! command -v promtool >/dev/null 2>&1; then
@@ -103,10 +103,10 @@ if ! command -v promtool >/dev/null 2>&1; then
       printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=true
     fi
     { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
-      echo "setup: could not install prometheus; tests/test_watch_alerts.py will fail (apt-get install prometheus)" >&2
+      echo "setup: could not install prometheus; tests/prove/watch/test_watch_alerts.py will fail (apt-get install prometheus)" >&2
     if $made_policy; then rm -f /usr/sbin/policy-rc.d; fi
   else
-    echo "setup: promtool is not installed; tests/test_watch_alerts.py needs it (apt-get install prometheus)" >&2
+    echo "setup: promtool is not installed; tests/prove/watch/test_watch_alerts.py needs it (apt-get install prometheus)" >&2
   fi
 fi
 if ! .venv/bin/python -m pubsubguard.core.emulator --locate >/dev/null; then

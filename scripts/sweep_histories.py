@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/sweep_histories.py 12      # 12 random examples, 3 histories each
 
-Runs tests/test_histories.py's property with fresh random workloads and seeds, without shrinking (a
+Runs tests/prove/checks/test_histories.py's property with fresh random workloads and seeds, without shrinking (a
 failure is reported as found, with its seed and workload), and prints how many legal histories and
 mutations were checked.
 """
@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the model of legal histories (test code)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support: the model of legal histories (test code)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "prove" / "checks"))  # the property test
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -19,7 +19,7 @@ collect_ignore = [] if importlib.util.find_spec("pulumi_policy") else ["policies
 # The project's tests import pubsubguard as it is installed, under its one name: `python -m pytest` puts
 # the checkout's root first on sys.path, where `validation`, `infra` and `policies` would import as
 # top-level names no installation has (a `PackageLoader("validation", ...)` passed here and failed on a
-# cluster). Test modules and `histories` come from tests/, which pytest adds itself.
+# cluster). pytest adds tests/ itself (this file's folder: `support`) and each test module's own folder.
 if collect_ignore:  # the project's own virtualenv (the pack's tests run from the pack's)
     _root = Path(__file__).resolve().parent.parent
     sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _root]
@@ -32,13 +32,13 @@ os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
 # --- pytest -n N (pytest-xdist, scripts/test.sh) -----------------------------------------------------
 # Each worker is a pytest process of its own, with its own session fixtures below (a Spark session, an
 # emulator on a free port, each under the worker's own temporary directory). Caches shared between workers
-# are built under a lock (tests/nodejs_projects.py: ensure).
+# are built under a lock (tests/support/nodejs_projects.py: ensure).
 #
 # `--dist loadgroup` here: a test goes to whichever worker is free, but the tests of a group run in one
 # worker, one after another, in file order. A group: the tests of a module that share a module-scoped
 # fixture of that module, as in one process: it is set up once (a Spark cluster and the bundle it runs, the
 # conformance run, three rehearsals), and a test may rely on what an earlier one left in it
-# (test_wheel.py: the pack's virtualenv made by one check, reused by the next); but those in SPREAD. And
+# (cli/test_wheel.py: the pack's virtualenv made by one check, reused by the next); but those in SPREAD. And
 # the tests marked `xdist_group(NAME)` (tests that must not run beside each other). The workers collect the
 # tests and write their groups to a file the controller's scheduler reads (GroupScheduling):
 # pytest-xdist's own loadgroup tags node ids with the group, which pytest 9.2's structured node ids no
@@ -47,10 +47,11 @@ GROUPS_INPUT = "pubsubguard_test_groups"  # the file, in each worker's workerinp
 # Module-scoped fixtures whose tests may go to any worker (each worker sets them up for itself): cheap,
 # and no test relies on another having run first; a group would be a long chain of slow tests.
 SPREAD = {
-    ("tests/test_corpus.py", "user_cache"): "a path; each wheel test drops the line saying the pack's virtualenv is made",
-    ("tests/test_hostile_programs.py", "installed_user_cache"): "a path; each wheel test makes the pack's virtualenv "
-                                                                "(`pack path`) before it times the check",
-    ("tests/test_team_environments.py", "library"): "two files; the environments are cached by their contents",
+    ("tests/judge/check/test_corpus.py", "user_cache"): "a path; each wheel test drops the line saying the pack's virtualenv is made",
+    ("tests/judge/program/test_hostile_programs.py", "installed_user_cache"): "a path; each wheel test makes the pack's "
+                                                                              "virtualenv (`pack path`) before it times the check",
+    ("tests/judge/program/test_hostile_typescript.py", "installed_user_cache"): "the same, for the TypeScript programs",
+    ("tests/judge/program/test_team_environments.py", "library"): "two files; the environments are cached by their contents",
 }
 
 
@@ -119,7 +120,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _histories_counts() -> dict | None:
-    """What tests/test_histories.py counted in this process (None: not run here)."""
+    """What tests/prove/checks/test_histories.py counted in this process (None: not run here)."""
     histories = sys.modules.get("test_histories")
     return histories.COUNTS if histories is not None else None
 

@@ -25,5 +25,5 @@
 
 The stages are ranked, top to bottom: watch/, the job's modules, report/, conformance/, probe/, then wire/ beside
 checks/, then evidence/. A module imports its own stage and those ranked below it only; wire/ and checks/ never
-import each other (tests/test_architecture.py `RANKING`, drawn in docs/architecture.md).
+import each other (tests/cli/test_architecture.py `RANKING`, drawn in docs/architecture.md).
 """

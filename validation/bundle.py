@@ -38,7 +38,7 @@ from pubsubguard.core.errors import UserError
 ZIP_NAME = "pubsubguard.zip"
 ENV_NAME = "pubsubguard-env.tar.gz"
 ENV_ALIAS = "env"  # the archive's directory name on the executors: `--archives FILE#env`
-# The packages the job's driver and executors import (tests/test_bundle.py checks the list against what
+# The packages the job's driver and executors import (tests/prove/job/test_bundle.py checks the list against what
 # importing the job and its task functions loads).
 # Each is shipped without its sub-packages (those the job needs are listed themselves).
 PACKAGES = ("pubsubguard", "pubsubguard.core", "pubsubguard.policies", "pubsubguard.policies.pubsub_facts",

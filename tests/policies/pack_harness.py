@@ -21,6 +21,13 @@ from pubsub_rules.catalog import BY_NAME
 UNKNOWN = UNKNOWN_STRING_VALUE  # what the CLI sends for any value unknown during preview
 PROJECT = "example-project"
 AGENT = "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+# Properties the rules' cases give a subscription: a push endpoint, a BigQuery or Cloud Storage export, the labels
+# that pin its consumers or its topic's publishers to a region.
+PUSH = {"pushEndpoint": "https://orders.example.com/push", "oidcToken": {"serviceAccountEmail": "p@x.iam.gserviceaccount.com"}}
+BIGQUERY = {"table": "p.d.t"}
+STORAGE = {"bucket": "b"}
+PINNED = {"labels": {facts.CONSUMER_REGION_LABEL: "us-east1"}}
+PUBLISHERS = {"labels": {facts.PUBLISHER_REGION_LABEL: "us-east1"}}
 
 
 def _opts(parent: str | None = None) -> PolicyResourceOptions:

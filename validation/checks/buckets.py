@@ -6,7 +6,7 @@ with pyarrow, packs its rows into the kernel's six numbers (`chunk.INPUT_COLUMNS
 shuffle pass sorts a partition (`run._ORDER`) and hands them to the same kernel (`kernel.check_partition`). The
 numbers are those Spark's SQL makes in `run._unified` (its hashes: `evidence.spark_hash`), so the findings,
 statistics and the later reads that name a finding's key and fetch its evidence by those hashes are the shuffle
-pass's; `tests/test_checks_buckets.py` holds the packed rows of both equal on the legal histories and their
+pass's; `tests/prove/checks/test_checks_buckets.py` holds the packed rows of both equal on the legal histories and their
 mutations.
 
 A task checks what it read: a row whose key is not of the task's bucket (a file whose layout metadata lies) raises
