@@ -14,7 +14,9 @@ which reads the sorted input the untimed first check kept). Printed:
 - the executors' Python workers' CPU time (/proc) and, with `--py-spy` (py-spy on PATH or beside this
   interpreter; a measuring tool only, not a dependency of pubsubguard), how their busy samples split: the
   kernel, the writing of the kept input, Arrow's (de)serialisation, the rest;
-- the driver's share: the wall time of the check less the stages' wall time.
+- the driver's share: the wall time of the check less the stages' wall time;
+- the CPU time of the driver's Python, the JVM and the Python workers (/proc): on a busy machine, the
+  figures to compare two versions by (wall time is the load's).
 The load average before and after is printed beside the figures (a figure taken under load is not a result).
 """
 
@@ -109,6 +111,12 @@ def _python_daemon(jvm_pid: int) -> int | None:
     return None
 
 
+def _own_cpu_s(pid: int) -> float:
+    """CPU seconds of one process (/proc's utime and stime: all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+
+
 def _python_cpu_s(jvm_pid: int) -> float:
     """CPU seconds of the JVM's Python processes (the daemon, the workers it forked, and the workers it reaped:
     /proc's utime, stime, cutime, cstime), which a sampler cannot tell from time spent runnable but waiting
@@ -192,8 +200,10 @@ def main(argv=None) -> int:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # py-spy attaches
     start_load, started, python_cpu = _loads(), time.time(), _python_cpu_s(jvm_pid)
+    driver_cpu, jvm_cpu = time.process_time(), _own_cpu_s(jvm_pid)
     timed = check()
     end_load, python_cpu = _loads(), _python_cpu_s(jvm_pid) - python_cpu
+    driver_cpu, jvm_cpu = time.process_time() - driver_cpu, _own_cpu_s(jvm_pid) - jvm_cpu
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
         sampler.wait(timeout=60)
@@ -215,6 +225,10 @@ def main(argv=None) -> int:
     shuffled = sum(_metric(s, "shuffle bytes written", 2**20) for s in stages)
     print(f"shuffle written {shuffled:,.0f} MiB; Arrow sent to the Python workers {sent:,.0f} MiB")
     print(f"the executors' Python workers' CPU time (/proc): {python_cpu:.2f} s")
+    # CPU seconds change far less with the load than wall time does: the figure to compare two versions by on
+    # a busy machine (the JVM's: the driver's planning and scheduling, the executors' threads, GC and JIT)
+    print(f"CPU time of the check: driver Python {driver_cpu:.2f} s, JVM {jvm_cpu:.2f} s, Python workers "
+          f"{python_cpu:.2f} s, in all {driver_cpu + jvm_cpu + python_cpu:.2f} s")
     if sampler is not None:
         parts, total, rest = _python_parts(collapsed)
         print(f"Python workers, busy samples ({total:,} at {args.rate}/s; py-spy counts a worker waiting for a core as "

@@ -8,7 +8,8 @@ Spark's SQL agree with the shuffle pass's. Both follow Spark's own implementatio
 (`org.apache.spark.sql.catalyst.expressions.XXH64`, `org.apache.spark.unsafe.hash.Murmur3_x86_32`): XXH64 is the
 standard algorithm; Spark's Murmur3 of a string mixes each byte past the last whole 4-byte word as a signed int of
 its own (not the standard tail). Several columns chain: each column's hash is the seed of the next (42 first); a
-null leaves the hash as it is. `tests/test_spark_hash.py` compares both with Spark's SQL on hostile strings.
+null leaves the hash as it is. `tests/prove/checks/test_checks_buckets.py` compares both with Spark's SQL on hostile
+strings.
 
 Strings are hashed vectorised over the rows of each byte length (the words read from Arrow's data buffer in
 place), so the cost is a few dozen NumPy operations a word, not a Python call a row.
