@@ -330,17 +330,9 @@ class ProbeDriver(DrainSteps):
             "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
             "fault_deadline_s": config.fault_deadline,
         }
-        dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
-        self.twins = [
-            {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
-             "retry_max_backoff_s": t.retry_max_backoff_s,
-             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering,
-             "ordered": t.ordering}
-            for t in twin_specs
-        ]
-        pushed = {t.path for t in twin_specs if t.push_endpoint}
-        self.push_twins = [t for t in self.twins if t["path"] in pushed]
-        self.twins = [t for t in self.twins if t["path"] not in pushed]
+        # the twins the tasks read, as they are (`TwinSpec`, a frozen value the tasks are handed): pull and push
+        self.twins = [t for t in twin_specs if not t.push_endpoint]
+        self.push_twins = [t for t in twin_specs if t.push_endpoint]
         self.receiver = receiver
         self.push = None
         self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
@@ -398,7 +390,7 @@ class ProbeDriver(DrainSteps):
             self.task_counter += 1
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
+                "faults": self.faults, "stop_file": self.stop_file.location, "crash_after": crash_after,
                 "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
                 "close_file": self.close_file, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
@@ -435,7 +427,7 @@ class ProbeDriver(DrainSteps):
         if not self.push_twins:
             return
         spec = {**self.base, "task_id": "push", "twins": self.push_twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults.as_dict(), "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
+                "faults": self.faults, "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
         self.push = PushSubscriber(spec)
         self.receiver.answer = self.push.answer
         if not self.twins:
@@ -540,12 +532,12 @@ class ProbeDriver(DrainSteps):
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.config.subscribers}: "
                                      f"{self.config.subscribers} crash(es) injected")
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
-        declared = {t["declared_name"]: t for t in self.twins + self.push_twins}
-        deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
+        declared = {t.declared_name: t for t in self.twins + self.push_twins}
+        deadline_us = {name: int(declared[name].ack_deadline_s * 1e6) for name in self.probed}
         # a push twin's nack is an HTTP error, redelivered on the service's own push schedule: pull twins only
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
-                              {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed},
-                              frozenset(t["declared_name"] for t in self.twins if t.get("dead_lettering")))
+                              {name: declared[name].retry_max_backoff_s or 0.0 for name in self.probed},
+                              frozenset(t.declared_name for t in self.twins if t.dead_lettering))
         published_target = len(self.keys) * self.config.messages_per_key * len(self.topics)
         warm_up = WarmUp(self.spark, self.evidence_dir, self.run_id)
         try:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
-from pubsubguard.commands import options, run_command
+from pubsubguard.commands import options, run_command, step
 from pubsubguard.core.errors import INTERRUPTED_EXIT
 from pubsubguard.validation.config import (
     MASTER_FORMS,
-    endpoint_mapping,
+    EndpointMap,
     faults,
     nemesis_schedule,
     publish_rate,
@@ -45,7 +46,7 @@ def register(subparsers) -> None:
                              "use the deployed names, plan and check are skipped (they judge what to deploy)")
     parser.add_argument("--faults", type=faults, default=DEFAULT_FAULTS,
                         help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N, misroute=1")
-    parser.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None,
+    parser.add_argument("--endpoint", action=EndpointMap, default=None,
                         metavar="REGION=HOST:PORT",
                         help="the verify step dials this host for REGION's locational endpoint (repeatable)")
     parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
@@ -70,27 +71,36 @@ def _schedule_names(schedule, plan: dict) -> None:
     """A `--nemesis` schedule names only subscriptions and topics the stack declares: refused (one line, exit 2)
     before the emulator starts, not after apply (the verify step checks it again against what it probes)."""
     from pubsubguard.core.declared import estate
-    from pubsubguard.validation.wire.schedule import load_schedule
 
     declared = estate(plan)
-    load_schedule(schedule).check_names(set(declared.subscriptions), set(declared.topics))
+    schedule.check_names(set(declared.subscriptions), set(declared.topics))
 
 
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def _verify_argv(args, declared: list[str], report) -> list[str]:
-    """The verify step's arguments: what `run` was given, on the emulator, with the conformance scenarios."""
-    return [
-        "--cwd", str(args.root), *declared, "--target", "emulator",
-        "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
-        *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
-        *(["--rate", repr(args.rate)] if args.rate else []),
-        *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
-        *(["--master", args.master] if args.master else []),
-    ]
+def _verify_config(args, declared: dict, report):
+    """The verify step's configuration: what `run` was given, on the emulator, with the conformance scenarios
+    (`declared`: the plan file, or the state `run` rehearses)."""
+    from dataclasses import replace
+
+    from pubsubguard.validation.config import RunConfig
+
+    return RunConfig(
+        root=args.root, **declared, target="emulator", faults=args.faults, keys=args.keys,
+        messages_per_key=args.messages_per_key, report=report, conform=True, endpoint=dict(args.endpoint or {}),
+        nemesis=replace(args.nemesis, source=str(Path(args.nemesis.source).absolute())) if args.nemesis else None,
+        rate=args.rate, drain_timeout=args.drain_timeout, master=args.master,
+    )
+
+
+def _state_location(deployed: dict) -> Path | str:
+    """Where the state `run` rehearses was read (an object store URI as it is), for the verify step to read."""
+    from pubsubguard.core import storage
+
+    location = deployed["state"]["location"]
+    return location if storage.is_remote(location) else Path(location).expanduser()
 
 
 def _plan_and_check(args, plan_file) -> int | None:
@@ -144,7 +154,7 @@ def _stop_emulators(started: list) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard.commands.preflight import preflight, stack_names
+    from pubsubguard.commands.preflight import preflight, stack_names, verify
     from pubsubguard.validation.config import RunConfig
     from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator, EmulatorError
     from pubsubguard.core.plan_file import load_plan
@@ -164,7 +174,8 @@ def run(args) -> int:
     plan_file = out / "plan.json"
     declared = ["--state", deployed["state"]["location"]] if deployed else ["--plan", str(plan_file)]
     report = out / "report"
-    verify_argv = _verify_argv(args, declared, report)
+    verify_config = _verify_config(args, {"state": _state_location(deployed)} if deployed else {"plan": plan_file},
+                                   report)
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     preflight(RunConfig(target="emulator", report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -215,16 +226,17 @@ def run(args) -> int:
                       "scenarios that disturb the target run after the probe's drain", file=sys.stderr)
             else:
                 apart.project = emulator.project
-                verify_argv += ["--conform-apart", apart.host]
+                verify_config = verify_config.but(conform_apart=apart.host)
                 print(f"second emulator at {apart.host} (log {apart.log}): the conformance scenarios that disturb "
                       "the target run there")
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
         applied = run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
             return applied
-        _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
+        _step(f"verify: probe with faults {args.faults.spec()!r} and the conformance scenarios beside it, check with "
+              "Spark, report")
         session.result()  # raises what making it raised
-        verdict = run_command("verify", verify_argv)
+        verdict = step("verify", lambda: verify(verify_config))
     finally:
         _stop_emulators(emulators)
         if emulator is not None:

@@ -76,7 +76,7 @@ class PushSubscriber(ProbeSubscriber):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
-        self.by_name = {short_name(t["path"]): t for t in spec["twins"]}
+        self.by_name = {short_name(t.path): t for t in spec["twins"]}
         self.pending: dict[str, _Pushed] = {}
 
     def answer(self, twin_name: str, body: bytes) -> int:
@@ -88,7 +88,7 @@ class PushSubscriber(ProbeSubscriber):
         with self.lock:
             self.pending[message.ack_id] = message
         self.callback(twin, message)
-        message.answered.wait(twin["ack_deadline_s"] + self.spec.get("expire_margin_s", 2.0) + 5)
+        message.answered.wait(twin.ack_deadline_s + self.spec.get("expire_margin_s", 2.0) + 5)
         with self.lock:
             self.pending.pop(message.ack_id, None)
         return message.status or LATE_STATUS

@@ -78,7 +78,7 @@ class ProbeSubscriber:
         self.spec = spec
         self.run_id = spec["run_id"]
         self.task = spec["task_id"]
-        self.faults = Faults(**spec["faults"])
+        self.faults: Faults = spec["faults"]
         self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), records.DELIVERY_SCHEMA, self.task,
                                  spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
@@ -104,7 +104,7 @@ class ProbeSubscriber:
         publish_time = message.publish_time
         row = {
             "run_id": self.run_id,
-            "subscription": twin["declared_name"],
+            "subscription": twin.declared_name,
             "kind": "delivery",
             "message_id": message.message_id,
             "key": attributes.get("key") if attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
@@ -115,7 +115,7 @@ class ProbeSubscriber:
             "publish_time_us": int(publish_time.timestamp() * 1_000_000) if publish_time else None,
             "subscriber_task": self.task,
             "ack_id": hashlib.blake2b(message.ack_id.encode(), digest_size=8).hexdigest(),
-            "ack_deadline_s": twin["ack_deadline_s"],
+            "ack_deadline_s": twin.ack_deadline_s,
             "action": "none",
             "ack_result": "none",
             "ack_time_us": None,
@@ -142,7 +142,7 @@ class ProbeSubscriber:
         if action == "ack" and held_by_the_library(message):
             # on an ordered exactly-once subscription: sent by the probe, so the key never waits in the library on an
             # ack the target refuses for now (`ordered_acks`)
-            self.ordered_acks().ack(self.clients[twin["consumer_endpoint"]], twin["path"], message, row)
+            self.ordered_acks().ack(self.clients[twin.consumer_endpoint], twin.path, message, row)
             return
         future = message.nack_with_response() if action == "nack" else message.ack_with_response()
 
@@ -194,7 +194,7 @@ class ProbeSubscriber:
         error = None
         try:
             # No retry: the target's first answer is the evidence.
-            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id],
+            self.clients[twin.consumer_endpoint].acknowledge(subscription=twin.path, ack_ids=[ack_id],
                                                                  timeout=30, retry=None)
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             error = err
@@ -211,7 +211,7 @@ class ProbeSubscriber:
         row = self.row(twin, message, received_us, attributes)
         with self.lock:
             self.received += 1
-            local_count = self.seen.count((twin["path"], message.message_id))
+            local_count = self.seen.count((twin.path, message.message_id))
             crashing = self.crash_after is not None and self.received > self.crash_after
             crashing = crashing and not self.healed
             if crashing and self.crash_started is None:
@@ -229,16 +229,16 @@ class ProbeSubscriber:
         if row["probe_run"] != self.run_id:
             self.settle(twin, message, row, "ack")  # not this run's message: recorded, acked on the twin only
             return
-        if attributes.get("poison") == "1" and twin["dead_lettering"]:
+        if attributes.get("poison") == "1" and twin.dead_lettering:
             self.settle(twin, message, row, "nack")
             return
         if self.healed:
             self.settle(twin, message, row, "ack")
             return
         # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
-        window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
+        window_s = min(twin.ack_deadline_s, self.spec.get("fault_deadline_s") or twin.ack_deadline_s)
         may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < window_s * 1e6
-        action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
+        action = delivery_action(self.faults, self.run_id, twin.declared_name, message.message_id,
                                  f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
             # Out of the client's lease management now: no extension, no flow-control slot, and the
@@ -266,7 +266,7 @@ class ProbeSubscriber:
         duplicate) and the late ack waits for the longer one (it is past both)."""
         from concurrent.futures import TimeoutError as Pending
 
-        declared = twin["ack_deadline_s"]
+        declared = twin.ack_deadline_s
         seconds = self.spec.get("fault_deadline_s")
         if not seconds or seconds >= declared:
             return declared
@@ -281,12 +281,12 @@ class ProbeSubscriber:
                 return seconds
             reason = error_reason(err)
             if "INVALID_ACK_ID" in reason:  # the ack id was dead already: nothing was extended nor shortened
-                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was answered "
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin.declared_name} was answered "
                           f"INVALID_ACK_ID ({reason}): the target held that ack id dead already (its deadline passed, a "
                           "redelivery superseded it, or it was settled), so the modack changed nothing; the delivery's "
                           f"row keeps the subscription's {declared}s deadline (no shorter one was granted)")
             else:
-                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} failed "
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin.declared_name} failed "
                           f"({reason}): not applied as far as the client was told; the delivery's row keeps the "
                           f"subscription's {declared}s deadline (no shorter one was granted)")
             return declared
@@ -348,13 +348,13 @@ class ProbeSubscriber:
         state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
         reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
         its own there (what the client held behind an earlier message of its key is noted)."""
-        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        by_path = {twin.path: twin for twin in self.spec["twins"]}
         self.write_client_state(streams)
         self.note_held_in_client(streams, "when the final read began")
         reopened, kept = [], []
         for path in list(streams):
             name = self.twin_to_declared.get(path.rsplit("/", 1)[-1], path)
-            if by_path[path].get("ordered"):
+            if by_path[path].ordering:
                 kept.append(name)
                 continue
             streams.pop(path).cancel()
@@ -373,8 +373,8 @@ class ProbeSubscriber:
         when the final read ended, not when it began (a message the client let go meanwhile is not its own)."""
         import json
 
-        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
-        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
+        by_path = {twin.path: twin for twin in self.spec["twins"]}
+        held = {by_path[path].declared_name: {**state, "reopened": not by_path[path].ordering}
                 for path, future in streams.items() if (state := self.client_held(future)) is not None}
         storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
                            json.dumps(held, sort_keys=True))
@@ -427,9 +427,9 @@ class ProbeSubscriber:
         unanswered = 0  # Pulls the target did not answer within the call's deadline
 
         def pull(twin: dict):
-            client = self.clients[twin["consumer_endpoint"]]
+            client = self.clients[twin.consumer_endpoint]
             try:
-                response = client.pull(subscription=twin["path"], max_messages=batch, return_immediately=True,
+                response = client.pull(subscription=twin.path, max_messages=batch, return_immediately=True,
                                        timeout=UNARY_PULL_TIMEOUT_S, retry=None)
                 # when it answered: the round hands its messages over only once every twin's Pull answered, and
                 # the target's deadline runs from its answer, not from then (seen 1.25 s apart in a loaded test run)
@@ -437,7 +437,7 @@ class ProbeSubscriber:
             except exceptions.DeadlineExceeded:
                 return twin, client, None, None
             except exceptions.GoogleAPICallError as err:
-                self.note(f"unary Pull on {twin['declared_name']} (probe twin {twin['path'].rsplit('/', 1)[-1]}) "
+                self.note(f"unary Pull on {twin.declared_name} (probe twin {twin.path.rsplit('/', 1)[-1]}) "
                           f"failed: {type(err).__name__}: {str(err)[:200]}")
                 return twin, client, (), None
 
@@ -452,7 +452,7 @@ class ProbeSubscriber:
                         continue
                     for received in getattr(response, "received_messages", ()):
                         got += 1
-                        self.callback(twin, PulledMessage(client, twin["path"], received, answered))
+                        self.callback(twin, PulledMessage(client, twin.path, received, answered))
                 # the whole round first: a message pulled and not yet handed to the callback would be held by the
                 # dead task unrecorded, at its subscription's full deadline (the callback records it as held)
                 if self.should_crash():
@@ -478,7 +478,7 @@ class ProbeSubscriber:
         end = self.spec["end_time"]
         try:
             for twin in self.spec["twins"]:
-                endpoint = twin["consumer_endpoint"]
+                endpoint = twin.consumer_endpoint
                 if endpoint not in clients:
                     clients[endpoint] = endpoints.subscriber_client(endpoint, self.spec.get("endpoints", {}),
                                                                     f"{self.task}:subscriber")
@@ -487,7 +487,7 @@ class ProbeSubscriber:
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
 
             def subscribe(twin: dict):
-                deadline = twin["ack_deadline_s"]
+                deadline = twin.ack_deadline_s
                 flow = FlowControl(
                     max_messages=self.spec.get("max_outstanding", 1000),
                     # Leases (receipt modack and extensions) are the declared deadline; a message waiting
@@ -496,16 +496,16 @@ class ProbeSubscriber:
                     min_duration_per_lease_extension=deadline,
                     max_duration_per_lease_extension=deadline,
                 )
-                client, callback = clients[twin["consumer_endpoint"]], (lambda m, twin=twin: self.callback(twin, m))
-                future = None if twin.get("ordered") else subscribe_unkeyed(client, twin["path"], callback, flow)
+                client, callback = clients[twin.consumer_endpoint], (lambda m, twin=twin: self.callback(twin, m))
+                future = None if twin.ordering else subscribe_unkeyed(client, twin.path, callback, flow)
                 if future is None:
-                    if not twin.get("ordered"):
-                        self.note(f"{twin['declared_name']} has no message ordering, but this client library keeps its "
+                    if not twin.ordering:
+                        self.note(f"{twin.declared_name} has no message ordering, but this client library keeps its "
                                   "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
                                   "client behind the one before it (validation/probe/unkeyed.py)")
-                    future = client.subscribe(twin["path"], callback=callback, flow_control=flow)
+                    future = client.subscribe(twin.path, callback=callback, flow_control=flow)
                 futures.append(future)
-                streams[twin["path"]] = future
+                streams[twin.path] = future
 
             for twin in self.spec["twins"]:
                 subscribe(twin)

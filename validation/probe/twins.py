@@ -52,9 +52,10 @@ def twin_name(name: str, run_id: str) -> str:
     return twin
 
 
-@dataclass
+@dataclass(frozen=True)
 class TwinSpec:
-    """One subscription the probe creates and reads."""
+    """One subscription the probe creates and reads: what the driver decides of it and what the probe's tasks are
+    handed (a frozen value, pickled to them as it is), read by its fields' names everywhere."""
 
     path: str
     topic_path: str
@@ -69,6 +70,11 @@ class TwinSpec:
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
     drain: bool = False  # a dead-letter drain twin (not a declared subscription)
     push_endpoint: str | None = None  # a push twin: the run's receiver (pubsubguard.validation.probe.push)
+
+    @property
+    def dead_lettering(self) -> bool:
+        """The twin forwards what it cannot deliver to a dead-letter topic (its subscription's policy, copied)."""
+        return self.dead_letter_topic is not None
 
     def request(self, run_id: str) -> dict:
         request = {
