@@ -64,7 +64,7 @@ def test_the_stack_view_of_a_team_program_leaves_out_the_dead_letter_drain():
     assert set(stack.topics) == {"orders-6a1f3c2"}
     drain = f"projects/{PROJECT}/subscriptions/orders-dlq-drain-5d2a7f0"
     assert stack.subscriptions["orders-exactly-once-3f7a9d2"].dead_letter_drain == drain
-    assert stack.drains == {drain: f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"}
+    assert stack.dead_letter_drains == {drain: f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"}
 
 
 def test_secrets_are_never_read_and_their_place_is_recorded():

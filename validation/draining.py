@@ -322,7 +322,7 @@ class DrainSteps:
         hold + the retry backoff after a nack + STUCK_GRACE_S)."""
         out = {}
         for spec in self.twin_specs:
-            if spec.drain:
+            if spec.is_dead_letter_drain:
                 continue
             hold = run_setup.held_deadline_s(spec, self.config.fault_deadline) + EXPIRE_MARGIN_S
             window = hold + (spec.retry_max_backoff_s or 0.0) + STUCK_GRACE_S

@@ -47,13 +47,13 @@ def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_F
     retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
     A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
     ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
-    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.drain), default=0.0)
+    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.is_dead_letter_drain), default=0.0)
     return longest_hold_s(twin_specs, fault_deadline_s) + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
 
 
 def longest_hold_s(twin_specs, fault_deadline_s: float | None) -> float:
     """The longest a delivery the faults hold stays out, over the probed twins (`held_deadline_s`)."""
-    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.drain),
+    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.is_dead_letter_drain),
                default=facts.ACK_DEADLINE_DEFAULT_S)
 
 

@@ -12,7 +12,7 @@ dead-letter topic), plus:
   program grants it on the subscription it copies; `pubsubguard.validation.probe.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
-- for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
+- for an auto-created dead-letter topic, a twin of its dead-letter drain `<drain>-probe-<run8>` (same filter),
   so forwarded probe messages are read by the probe, not by the production drain.
 
 Production subscriptions declared with `probe_isolation` exclude probe messages by filter
@@ -68,7 +68,7 @@ class TwinSpec:
     retry_min_backoff_s: float | None = None
     retry_max_backoff_s: float | None = None
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
-    drain: bool = False  # a dead-letter drain twin (not a declared subscription)
+    is_dead_letter_drain: bool = False  # the twin of a dead-letter drain (the subscription on a dead-letter topic)
     push_endpoint: str | None = None  # a push twin: the run's receiver (pubsubguard.validation.probe.push)
 
     @property
@@ -120,7 +120,7 @@ def twin_push_endpoint(push_url: str, twin_path: str) -> str:
 
 def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list[TwinSpec]:
     """The twins for every probed subscription (push ones pushing to `push_url`, the run's receiver),
-    plus drain twins so every dead-letter topic is read."""
+    plus twins of dead-letter drains so every dead-letter topic is read."""
     project_prefix = f"projects/{estate.project}/subscriptions/"
     twins: list[TwinSpec] = []
     probed: list[Subscription] = [t for t in estate.subscriptions.values() if not_probed(t, push_url) is None]
@@ -135,7 +135,7 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
                 declared_name=target.name,
                 ordering=target.ordering,
                 exactly_once=target.exactly_once,
-                ack_deadline_s=int(target.effective_ack_deadline_s),
+                ack_deadline_s=int(target.ack_deadline_s),
                 dead_letter_topic=target.dead_letter_topic if target.dead_lettering else None,
                 max_delivery_attempts=target.max_delivery_attempts,
                 retry_min_backoff_s=target.retry_min_backoff_s,
@@ -146,15 +146,16 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
     for target in probed:
         if not target.dead_lettering or target.dead_letter_topic in read_topics:
             continue  # no dead letters, or a twin on that topic already reads them
-        drain = short_name(target.dead_letter_drain) if target.dead_letter_drain else f"{short_name(target.dead_letter_topic)}-drain"
+        dead_letter_drain = (short_name(target.dead_letter_drain) if target.dead_letter_drain
+                             else f"{short_name(target.dead_letter_topic)}-drain")
         twins.append(
             TwinSpec(
-                path=project_prefix + twin_name(drain, run_id),
+                path=project_prefix + twin_name(dead_letter_drain, run_id),
                 topic_path=target.dead_letter_topic,
-                declared_name=drain,
+                declared_name=dead_letter_drain,
                 ack_deadline_s=60,
                 consumer_endpoint=target.consumer_endpoint,
-                drain=True,
+                is_dead_letter_drain=True,
             )
         )
         read_topics.add(target.dead_letter_topic)
