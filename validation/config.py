@@ -190,9 +190,16 @@ def job_project_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser,
                   project: Callable[[argparse.ArgumentParser], None] = job_project_arguments) -> None:
-    """The run's options (every `RunConfig` field), and the project's, as `project` adds them."""
+    """The run's options (every `RunConfig` field), and the project's, as `project` adds them, in the groups
+    `--help` shows: what to verify, the workload, the output."""
     project(parser)
-    source = parser.add_argument_group("what to verify")
+    _what_to_verify(parser.add_argument_group("what to verify"))
+    _workload(parser.add_argument_group("workload"))
+    _output(parser.add_argument_group("output"))
+
+
+def _what_to_verify(source) -> None:
+    """The declared estate (a plan, a deployed state), the target and how it is reached."""
     source.add_argument("--plan", type=remote_or(input_file), default=None, metavar="FILE",
                         help="a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of "
                              "planning --stack")
@@ -217,7 +224,10 @@ def add_arguments(parser: argparse.ArgumentParser,
                         help="the loopback port of the probe's push receiver with --push-receiver")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")
-    work = parser.add_argument_group("workload")
+
+
+def _workload(work) -> None:
+    """What the probe publishes and reads, and the faults it injects."""
     work.add_argument("--faults", type=faults, default=Faults(),
                       help="faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber tasks "
                            "killed), misroute=1 (publishers on the global endpoint); "
@@ -253,7 +263,10 @@ def add_arguments(parser: argparse.ArgumentParser,
                            "beside the probe, instead of after its drain (`pubsubguard run` starts one)")
     work.add_argument("--skew-us", type=non_negative_int, default=DEFAULT_SKEW_US,
                       help="clock skew tolerated between tasks, in microseconds")
-    out = parser.add_argument_group("output")
+
+
+def _output(out) -> None:
+    """Where the report goes, what is re-checked, how Spark runs, what the terminal shows."""
     out.add_argument("--report", type=remote_or(output_directory), default=None, metavar="DIR",
                      help="report DIRECTORY: report.json, report.html and evidence/ (default: "
                           "<project>/out/<stack>/report; with --from-evidence DIR: the evidence's own recheck/, "

@@ -314,22 +314,13 @@ class ProbeDriver(DrainSteps):
         self.observations = observations
         self.probed = probed
         self.twin_specs = twin_specs
-        self.keys = [f"key-{i:03d}" for i in range(config.keys)]
-        topics = sorted({estate.subscriptions[name].topic for name in probed})
-        self.topics = [
-            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
-            for name in topics
-        ]
-        self.poison = {
-            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, config.messages_per_key, faults.poison))
-            for t in self.topics
-        }
+        self._workload(setup)
         self.base = {
             "run_id": run_id, "target": config.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
             "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
             "fault_deadline_s": config.fault_deadline,
-        }
+        }  # what every task is handed
         # the twins the tasks read, as they are (`TwinSpec`, a frozen value the tasks are handed): pull and push
         self.twins = [t for t in twin_specs if not t.push_endpoint]
         self.push_twins = [t for t in twin_specs if t.push_endpoint]
@@ -346,17 +337,36 @@ class ProbeDriver(DrainSteps):
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.drain = {"ended": "not_reached", "unsettled": {}}  # how the drain ended (report parameters)
-        # Publisher tasks take the slots the subscriber tasks leave (at least one); each waits until every
-        # subscriber task that has a slot beside them is reading, so no message waits for a reader to start.
-        slots = self.sc.defaultParallelism
-        self.publish_partitions = max(1, min(len(self.keys), slots - config.subscribers))
+        self._share_slots()
+
+    def _workload(self, setup: ProbeSetup) -> None:
+        """What is published: the ordering keys, the probed topics (where each is published) and the messages
+        of each published as poison (the `poison` fault, the same draw in every task)."""
+        config, estate = setup.config, setup.estate
+        self.keys = [f"key-{i:03d}" for i in range(config.keys)]
+        topics = sorted({estate.subscriptions[name].topic for name in setup.probed})
+        self.topics = [
+            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
+            for name in topics
+        ]
+        self.poison = {
+            t["name"]: sorted(poison_set(setup.run_id, t["name"], self.keys, config.messages_per_key,
+                                         setup.faults.poison))
+            for t in self.topics
+        }
         # message-subscription pairs per published message (the probed subscriptions of its topic), on average
-        topic_subs = [estate.subscriptions[name].topic for name in probed]
+        topic_subs = [estate.subscriptions[name].topic for name in setup.probed]
         self.pairs_per_message = len(topic_subs) / max(1, len(set(topic_subs)))
-        self.ready_subscribers = max(1, min(config.subscribers, slots - self.publish_partitions))
-        if self.ready_subscribers < config.subscribers:
-            observations.append(
-                f"only {self.ready_subscribers} of {config.subscribers} subscriber tasks could read before the first "
+
+    def _share_slots(self) -> None:
+        """Publisher tasks take the Spark task slots the subscriber tasks leave (at least one); each waits until
+        every subscriber task that has a slot beside them is reading, so no message waits for a reader to start."""
+        slots, subscribers = self.sc.defaultParallelism, self.config.subscribers
+        self.publish_partitions = max(1, min(len(self.keys), slots - subscribers))
+        self.ready_subscribers = max(1, min(subscribers, slots - self.publish_partitions))
+        if self.ready_subscribers < subscribers:
+            self.observations.append(
+                f"only {self.ready_subscribers} of {subscribers} subscriber tasks could read before the first "
                 f"publish (Spark master {self.sc.master} has {slots} task slots, {self.publish_partitions} taken by "
                 "the publisher): deliveries to the others include their start-up in the latency")
 
