@@ -50,7 +50,7 @@ def test_a_subscription_as_declared_and_deployed(dev_plan):
     ordered = subs["orders-ordered"]
     assert (ordered.topic, ordered.topic_path) == ("orders", f"projects/{PROJECT}/topics/orders")
     assert (ordered.delivery_type, ordered.ordering, ordered.exactly_once, ordered.ack_deadline_s) == ("pull", True, False, 30)
-    assert ordered.dead_letter_topic == f"projects/{PROJECT}/topics/orders-ordered-dead-letter"
+    assert ordered.dead_letter_topic_path == f"projects/{PROJECT}/topics/orders-ordered-dead-letter"
     assert ordered.dead_letter_drain == f"projects/{PROJECT}/subscriptions/orders-ordered-dead-letter-drain"
     assert ordered.max_delivery_attempts == 5 and ordered.dead_lettering
     assert (ordered.consumer_region, ordered.consumer_endpoint) == ("us-east1", "us-east1-pubsub.googleapis.com:443")

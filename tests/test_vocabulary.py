@@ -55,7 +55,7 @@ def test_the_twin_a_task_is_handed_is_a_frozen_value_that_survives_pickling():
     from pubsubguard.validation.probe.twins import TwinSpec
 
     twin = TwinSpec("projects/p/subscriptions/s-probe-1", "projects/p/topics/t", "s", ordering=True,
-                    dead_letter_topic="projects/p/topics/t-dlq", max_delivery_attempts=5)
+                    dead_letter_topic_path="projects/p/topics/t-dlq", max_delivery_attempts=5)
     arrived = pickle.loads(pickle.dumps(twin))
     assert arrived == twin and arrived.ordering and arrived.dead_lettering
     assert not TwinSpec("p/d", "p/dl", "d", is_dead_letter_drain=True).dead_lettering
@@ -71,7 +71,7 @@ def test_ack_deadline_s_is_the_deadline_in_force_and_only_a_declared_one_is_comp
         return declared.Subscription(
             name="s", path="projects/p/subscriptions/s", project="p", topic="t", topic_path="projects/p/topics/t",
             delivery_type=declared.PULL, ordering=False, exactly_once=False, declared_ack_deadline_s=deadline,
-            retention_s=None, retain_acked_messages=False, filter=None, labels={}, dead_letter_topic=None,
+            retention_s=None, retain_acked_messages=False, filter=None, labels={}, dead_letter_topic_path=None,
             max_delivery_attempts=None, retry_declared=False, retry_min_backoff_s=None, retry_max_backoff_s=None,
             expiration_ttl=None)
 

@@ -90,7 +90,7 @@ class Subscription:
     retain_acked_messages: bool
     filter: str | None
     labels: dict[str, str]
-    dead_letter_topic: str | None  # path
+    dead_letter_topic_path: str | None  # as `topic_path` beside `topic`: a path (the checks' `dead_letter_topic` is its short name)
     max_delivery_attempts: int | None  # None: no dead-letter policy
     retry_declared: bool
     retry_min_backoff_s: float | int | None  # None: the service's default
@@ -138,7 +138,7 @@ class Subscription:
             "retain_acked_messages": self.retain_acked_messages,
             "filter": self.filter,
             "labels": dict(self.labels),
-            "dead_letter_topic": self.dead_letter_topic,
+            "dead_letter_topic": self.dead_letter_topic_path,
             "max_delivery_attempts": self.max_delivery_attempts,
             "retry_min_backoff_s": None,
             "retry_max_backoff_s": None,
@@ -212,14 +212,14 @@ class Estate:
         )
 
     def _declared_by_resources(self) -> Estate:
-        dead_letter_topics = {s.dead_letter_topic for s in self.subscriptions.values() if s.dead_letter_topic}
+        dead_letter_topics = {s.dead_letter_topic_path for s in self.subscriptions.values() if s.dead_letter_topic_path}
         dead_letter_drains = {s.path: s.topic_path for s in self.subscriptions.values()
                               if s.topic_path in dead_letter_topics}
         dead_letter_drain_of = {}
         for path, topic in sorted(dead_letter_drains.items()):
             dead_letter_drain_of.setdefault(topic, path)
         subscriptions = {
-            name: replace(s, dead_letter_drain=s.dead_letter_drain or dead_letter_drain_of.get(s.dead_letter_topic))
+            name: replace(s, dead_letter_drain=s.dead_letter_drain or dead_letter_drain_of.get(s.dead_letter_topic_path))
             for name, s in sorted(self.subscriptions.items()) if s.path not in dead_letter_drains
         }
         read = {s.topic_path for s in subscriptions.values()}
@@ -315,7 +315,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
         retain_acked_messages=bool(inputs.get("retainAckedMessages")),
         filter=inputs.get("filter") or None,
         labels=dict(inputs.get("labels") or {}),
-        dead_letter_topic=(
+        dead_letter_topic_path=(
             topic_path(project, _known(dead_letter["deadLetterTopic"], f"{where}.deadLetterPolicy.deadLetterTopic"))
             if dead_letter.get("deadLetterTopic") else None
         ),

@@ -63,7 +63,7 @@ class TwinSpec:
     ordering: bool = False
     exactly_once: bool = False
     ack_deadline_s: int = facts.ACK_DEADLINE_DEFAULT_S
-    dead_letter_topic: str | None = None
+    dead_letter_topic_path: str | None = None
     max_delivery_attempts: int | None = None
     retry_min_backoff_s: float | None = None
     retry_max_backoff_s: float | None = None
@@ -74,7 +74,7 @@ class TwinSpec:
     @property
     def dead_lettering(self) -> bool:
         """The twin forwards what it cannot deliver to a dead-letter topic (its subscription's policy, copied)."""
-        return self.dead_letter_topic is not None
+        return self.dead_letter_topic_path is not None
 
     def request(self, run_id: str) -> dict:
         request = {
@@ -89,9 +89,9 @@ class TwinSpec:
         }
         if self.push_endpoint:
             request["push_config"] = {"push_endpoint": self.push_endpoint}
-        if self.dead_letter_topic:
+        if self.dead_letter_topic_path:
             request["dead_letter_policy"] = {
-                "dead_letter_topic": self.dead_letter_topic,
+                "dead_letter_topic": self.dead_letter_topic_path,
                 "max_delivery_attempts": self.max_delivery_attempts,
             }
         if self.retry_min_backoff_s is not None or self.retry_max_backoff_s is not None:
@@ -136,7 +136,7 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
                 ordering=target.ordering,
                 exactly_once=target.exactly_once,
                 ack_deadline_s=int(target.ack_deadline_s),
-                dead_letter_topic=target.dead_letter_topic if target.dead_lettering else None,
+                dead_letter_topic_path=target.dead_letter_topic_path if target.dead_lettering else None,
                 max_delivery_attempts=target.max_delivery_attempts,
                 retry_min_backoff_s=target.retry_min_backoff_s,
                 retry_max_backoff_s=target.retry_max_backoff_s,
@@ -144,21 +144,21 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
             )
         )
     for target in probed:
-        if not target.dead_lettering or target.dead_letter_topic in read_topics:
+        if not target.dead_lettering or target.dead_letter_topic_path in read_topics:
             continue  # no dead letters, or a twin on that topic already reads them
         dead_letter_drain = (short_name(target.dead_letter_drain) if target.dead_letter_drain
-                             else f"{short_name(target.dead_letter_topic)}-drain")
+                             else f"{short_name(target.dead_letter_topic_path)}-drain")
         twins.append(
             TwinSpec(
                 path=project_prefix + twin_name(dead_letter_drain, run_id),
-                topic_path=target.dead_letter_topic,
+                topic_path=target.dead_letter_topic_path,
                 declared_name=dead_letter_drain,
                 ack_deadline_s=60,
                 consumer_endpoint=target.consumer_endpoint,
                 is_dead_letter_drain=True,
             )
         )
-        read_topics.add(target.dead_letter_topic)
+        read_topics.add(target.dead_letter_topic_path)
     return twins
 
 
@@ -208,7 +208,7 @@ class Twins:
             except exceptions.GoogleAPICallError as err:
                 raise TwinIsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
             self.created.append(spec.path)
-            if spec.dead_letter_topic:
+            if spec.dead_letter_topic_path:
                 self._grant(spec)
         self.created.extend(self.reused)  # deleted at the end as the others are
         endpoint_of = {spec.path: spec.consumer_endpoint for spec in self.specs}
