@@ -24,10 +24,14 @@ import json
 import threading
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pubsubguard.core.declared import short_name
 
 from .subscriber import ProbeSubscriber
+
+if TYPE_CHECKING:
+    from .twins import TwinSpec
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204
 
@@ -93,7 +97,7 @@ class PushSubscriber(ProbeSubscriber):
             self.pending.pop(message.ack_id, None)
         return message.status or LATE_STATUS
 
-    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+    def late_ack(self, twin: TwinSpec, ack_id: str, row: dict) -> None:
         """A held push: its deadline has passed unanswered; answer 204 now, as the pull subscriber acks
         with the stale ack id (`late_ack`). Whether the target took it as an ack, the deliveries that
         follow (or not) show: the emulator does (docs/emulator.md), Pub/Sub redelivers."""

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pubsubguard.core import probe_contract, storage
 
@@ -24,6 +25,9 @@ from .clients import (
 from .faults import DeliveryCounts, Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
 from .unkeyed import subscribe_unkeyed
+
+if TYPE_CHECKING:
+    from .twins import TwinSpec
 
 
 class PulledMessage:
@@ -98,7 +102,7 @@ class ProbeSubscriber:
         self.healed = False
         self._ordered_acks: OrderedAcks | None = None  # acks the client library would hold a key on, sent by the probe
 
-    def row(self, twin: dict, message, received_us: int, attributes) -> dict:
+    def row(self, twin: TwinSpec, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
         seq = attributes.get("seq")
         publish_time = message.publish_time
@@ -133,7 +137,7 @@ class ProbeSubscriber:
             )
         return row
 
-    def settle(self, twin: dict, message, row: dict, action: str) -> None:
+    def settle(self, twin: TwinSpec, message, row: dict, action: str) -> None:
         twin_name = row["subscription"]
         with self.lock:
             self.held.pop(id(row), None)
@@ -184,7 +188,7 @@ class ProbeSubscriber:
             self.note(f"{len(left)} ack{'' if len(left) == 1 else 's'} of ordered exactly-once deliveries not answered for "
                       f"good when the task ended ({answers}): recorded ack_result other (neither taken nor refused)")
 
-    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+    def late_ack(self, twin: TwinSpec, ack_id: str, row: dict) -> None:
         """Ack an expired delivery with its stale ack id, outside the streaming client (it was dropped)."""
         with self.lock:
             if self.held.pop(id(row), None) is None:
@@ -201,7 +205,7 @@ class ProbeSubscriber:
         row["ack_result"] = unary_ack_result(error)
         self.writer.add(row)
 
-    def callback(self, twin: dict, message) -> None:
+    def callback(self, twin: TwinSpec, message) -> None:
         # When the client library took the message off the stream (after its receipt modack, which starts
         # the ack deadline), not when a callback thread got to it: on a busy machine that queueing alone
         # took 0.6 s, which would count as delivery latency and shift the deadline the checks assume.
@@ -254,7 +258,7 @@ class ProbeSubscriber:
             return
         self.settle(twin, message, row, action)
 
-    def shorten_deadline(self, twin: dict, message, row: dict) -> float:
+    def shorten_deadline(self, twin: TwinSpec, message, row: dict) -> float:
         """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
         so it comes back after that rather than after the subscription's own deadline. Records the deadline in
         force in the row (what the checks measure from) and returns how long to wait before the late ack.
@@ -426,7 +430,7 @@ class ProbeSubscriber:
         batch = self.spec.get("crash_prefetch", 1)
         unanswered = 0  # Pulls the target did not answer within the call's deadline
 
-        def pull(twin: dict):
+        def pull(twin: TwinSpec):
             client = self.clients[twin.consumer_endpoint]
             try:
                 response = client.pull(subscription=twin.path, max_messages=batch, return_immediately=True,
@@ -465,47 +469,50 @@ class ProbeSubscriber:
         self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
                   f"received, all settled; it holds after {self.crash_after})")
 
-    def run(self) -> list[dict]:
+    def subscribe(self, twin, futures: list, streams: dict) -> None:
+        """A streaming pull on `twin`, leased at its ack deadline: the probe's own unkeyed stream where the twin has no
+        ordering (`subscribe_unkeyed`), else the client library's."""
         from google.cloud.pubsub_v1.types import FlowControl
 
+        deadline = twin.ack_deadline_s
+        flow = FlowControl(
+            max_messages=self.spec.get("max_outstanding", 1000),
+            # Leases (receipt modack and extensions) are the declared deadline; a message waiting
+            # in the client is extended until the run ends (an expired one is dropped instead).
+            max_lease_duration=max(60, self.spec["end_time"] - time.time()),
+            min_duration_per_lease_extension=deadline,
+            max_duration_per_lease_extension=deadline,
+        )
+        client, callback = self.clients[twin.consumer_endpoint], (lambda m, twin=twin: self.callback(twin, m))
+        future = None if twin.ordering else subscribe_unkeyed(client, twin.path, callback, flow)
+        if future is None:
+            if not twin.ordering:
+                self.note(f"{twin.declared_name} has no message ordering, but this client library keeps its "
+                          "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
+                          "client behind the one before it (validation/probe/unkeyed.py)")
+            future = client.subscribe(twin.path, callback=callback, flow_control=flow)
+        futures.append(future)
+        streams[twin.path] = future
+
+    def run(self) -> list[dict]:
         use_target(self.spec)
         self.client_log = _ClientLog(storage.join(self.spec["evidence_dir"], f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
         log_abandoned_ack_retries()
-        clients = self.clients
         futures = []
         streams: dict[str, object] = {}  # twin path -> its streaming pull
         stop_file = storage.Marker(self.spec["stop_file"])
         end = self.spec["end_time"]
         try:
             for twin in self.spec["twins"]:
-                endpoint = twin.consumer_endpoint
-                if endpoint not in clients:
-                    clients[endpoint] = endpoints.subscriber_client(endpoint, self.spec.get("endpoints", {}),
-                                                                    f"{self.task}:subscriber")
+                if twin.consumer_endpoint not in self.clients:
+                    self.clients[twin.consumer_endpoint] = endpoints.subscriber_client(
+                        twin.consumer_endpoint, self.spec.get("endpoints", {}), f"{self.task}:subscriber")
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
 
-            def subscribe(twin: dict):
-                deadline = twin.ack_deadline_s
-                flow = FlowControl(
-                    max_messages=self.spec.get("max_outstanding", 1000),
-                    # Leases (receipt modack and extensions) are the declared deadline; a message waiting
-                    # in the client is extended until the run ends (an expired one is dropped instead).
-                    max_lease_duration=max(60, self.spec["end_time"] - time.time()),
-                    min_duration_per_lease_extension=deadline,
-                    max_duration_per_lease_extension=deadline,
-                )
-                client, callback = clients[twin.consumer_endpoint], (lambda m, twin=twin: self.callback(twin, m))
-                future = None if twin.ordering else subscribe_unkeyed(client, twin.path, callback, flow)
-                if future is None:
-                    if not twin.ordering:
-                        self.note(f"{twin.declared_name} has no message ordering, but this client library keeps its "
-                                  "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
-                                  "client behind the one before it (validation/probe/unkeyed.py)")
-                    future = client.subscribe(twin.path, callback=callback, flow_control=flow)
-                futures.append(future)
-                streams[twin.path] = future
+            def subscribe(twin) -> None:
+                self.subscribe(twin, futures, streams)
 
             for twin in self.spec["twins"]:
                 subscribe(twin)
@@ -526,28 +533,34 @@ class ProbeSubscriber:
                     self.write_client_state(streams)
                 time.sleep(0.1)
         finally:
-            self.note_held_in_client(streams)
-            for future in futures:
-                future.cancel()
-            for future in futures:
-                try:
-                    future.result(timeout=10)
-                except Exception:  # noqa: BLE001 - cancelled
-                    pass
-            for timer in self.timers:
-                timer.cancel()
-            with self.lock:
-                for row in self.held.values():  # held past the deadline, the run ended before the late ack
-                    row["action"] = "expire"
-                    self.writer.add(row)
-                self.held.clear()
-            self._end_ordered_acks()
-            # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
-            # close (measured in the main job): the task's result does not wait for it.
-            threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
-            self.writer.close()
-            self.client_log.close()
+            self.end(futures, streams)
         return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
+    def end(self, futures: list, streams: dict) -> None:
+        """The task's end, also when it failed: what the client still held noted, the streams cancelled, the held
+        deliveries written as expired, the acks still answered transiently written, the evidence flushed."""
+        self.note_held_in_client(streams)
+        for future in futures:
+            future.cancel()
+        for future in futures:
+            try:
+                future.result(timeout=10)
+            except Exception:  # noqa: BLE001 - cancelled
+                pass
+        for timer in self.timers:
+            timer.cancel()
+        with self.lock:
+            for row in self.held.values():  # held past the deadline, the run ended before the late ack
+                row["action"] = "expire"
+                self.writer.add(row)
+            self.held.clear()
+        self._end_ordered_acks()
+        # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
+        # close (measured in the main job): the task's result does not wait for it.
+        clients = self.clients
+        threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
+        self.writer.close()
+        self.client_log.close()
 
 
 # The client library's logger for deliveries it drops on receipt (google-cloud-pubsub, streaming_pull_manager
