@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pubsubguard.core.arguments import (
     input_file, non_negative_int, or_checkpoint, output_directory, port, positive_int, positive_seconds, remote_or,
@@ -23,7 +23,11 @@ from pubsubguard.core.errors import UserError
 from pubsubguard.policies import pubsub_facts as facts
 
 from .checks.findings import DEFAULT_SKEW_US
+from .probe.faults import Faults
 from .session import DEFAULT_MASTER
+
+if TYPE_CHECKING:
+    from .wire.schedule import Schedule
 
 # Deliveries the expire and crash faults hold get this ack deadline (ModifyAckDeadline): Pub/Sub's smallest
 # subscription deadline and the client library's default lease, so a fault costs 10 s, not the declared
@@ -60,7 +64,9 @@ def publish_rate(text: str) -> float:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What a verification run was asked to do (the options' values, by their names)."""
+    """What a verification run was asked to do (the options' values, by their names), each parsed once, at the
+    command line: `faults` the parsed `Faults`, `nemesis` the loaded and validated schedule, `endpoint` the
+    endpoint map ({declared endpoint: host:port}). Nothing downstream parses an option again."""
 
     # what to verify
     stack: str | None = None
@@ -69,13 +75,13 @@ class RunConfig:
     state: Path | str | None = None  # "" : the stack's checkpoint in its backend
     target: str = "emulator"
     project: str | None = None
-    endpoint: tuple[str, ...] = ()
+    endpoint: dict[str, str] = field(default_factory=dict)  # --endpoint: declared endpoint -> host:port dialled
     push_receiver: str | None = None
     push_port: int = 8080
     allow_shared_subscriptions: bool = False
     # workload
-    faults: str = ""
-    nemesis: Path | None = None  # a fault schedule for the fault layer (pubsubguard.validation.wire.nemesis)
+    faults: Faults = Faults()
+    nemesis: Schedule | None = None  # the fault layer's schedule (pubsubguard.validation.wire.nemesis)
     keys: int = 8
     messages_per_key: int = 25
     subscribers: int = 2
@@ -98,7 +104,8 @@ class RunConfig:
     def from_options(cls, options: argparse.Namespace, **overrides) -> "RunConfig":
         """The run's configuration from parsed options (those this class names; others are the command's)."""
         values = {f.name: getattr(options, f.name) for f in fields(cls) if hasattr(options, f.name)}
-        values["endpoint"] = tuple(values.get("endpoint") or ())
+        values["endpoint"] = dict(values.get("endpoint") or {})
+        values["faults"] = values.get("faults") or Faults()
         return cls(**{**values, **overrides})
 
     def but(self, **changes) -> "RunConfig":
@@ -128,37 +135,38 @@ def fault_deadline(text: str) -> float | None:
     return value
 
 
-def faults(text: str) -> str:
-    """`--faults`: the spec as given, once it parses (pubsubguard.validation.probe.faults holds the grammar)."""
+def faults(text: str) -> Faults:
+    """`--faults`: the parsed `Faults` (pubsubguard.validation.probe.faults holds the grammar)."""
     from .probe.faults import parse_faults
 
     try:
-        parse_faults(text)
+        return parse_faults(text)
     except UserError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("--faults: ")) from None
-    return text
 
 
-def nemesis_schedule(text: str) -> Path:
-    """`--nemesis FILE`: the schedule file, once it reads and validates (pubsubguard.validation.wire.nemesis)."""
+def nemesis_schedule(text: str) -> "Schedule":
+    """`--nemesis FILE`: the schedule, read and validated (pubsubguard.validation.wire.nemesis)."""
     from .wire.schedule import load_schedule
 
     try:
-        load_schedule(text)
+        return load_schedule(text)
     except UserError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("--nemesis ")) from None
-    return Path(text)
 
 
-def endpoint_mapping(text: str) -> str:
-    """`--endpoint REGION=HOST:PORT`: one mapping as given, once it parses (pubsubguard.validation.wire.endpoints)."""
-    from .wire.endpoints import parse_endpoint_map
+class EndpointMap(argparse.Action):
+    """`--endpoint REGION=HOST:PORT`, repeatable: the endpoint map ({declared endpoint: host:port}), each item
+    parsed as it is given (pubsubguard.validation.wire.endpoints); a region given twice is refused."""
 
-    try:
-        parse_endpoint_map([text])
-    except UserError as err:
-        raise argparse.ArgumentTypeError(str(err).split(": ", 1)[1]) from None
-    return text
+    def __call__(self, parser, namespace, text, option_string=None):
+        from .wire.endpoints import parse_endpoint_map
+
+        try:
+            mapping = parse_endpoint_map([text], getattr(namespace, self.dest, None) or {})
+        except UserError as err:
+            raise argparse.ArgumentError(self, str(err).split(": ", 1)[1]) from None
+        setattr(namespace, self.dest, mapping)
 
 
 def spark_master(text: str) -> str:
@@ -182,9 +190,16 @@ def job_project_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser,
                   project: Callable[[argparse.ArgumentParser], None] = job_project_arguments) -> None:
-    """The run's options (every `RunConfig` field), and the project's, as `project` adds them."""
+    """The run's options (every `RunConfig` field), and the project's, as `project` adds them, in the groups
+    `--help` shows: what to verify, the workload, the output."""
     project(parser)
-    source = parser.add_argument_group("what to verify")
+    _what_to_verify(parser.add_argument_group("what to verify"))
+    _workload(parser.add_argument_group("workload"))
+    _output(parser.add_argument_group("output"))
+
+
+def _what_to_verify(source) -> None:
+    """The declared estate (a plan, a deployed state), the target and how it is reached."""
     source.add_argument("--plan", type=remote_or(input_file), default=None, metavar="FILE",
                         help="a plan FILE or URI (gs://, s3a://, hdfs://) (`pubsubguard plan --out`) instead of "
                              "planning --stack")
@@ -197,7 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser,
                         help="where the estate is deployed: emulator (PUBSUB_EMULATOR_HOST, else this project's "
                              "`pubsubguard emulator`) or gcp (Application Default Credentials)")
     source.add_argument("--project", default=None, help="Google Cloud project (default: the plan's gcp:project)")
-    source.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None, metavar="REGION=HOST:PORT",
+    source.add_argument("--endpoint", action=EndpointMap, default=None, metavar="REGION=HOST:PORT",
                         help="map a declared locational endpoint (REGION, or `global` for the global endpoint) to a "
                              "host; repeatable. A loopback host is dialled without TLS or credentials and its "
                              "traffic is recorded (endpoint_pinning); tls:HOST:PORT is a TLS endpoint at another "
@@ -209,8 +224,11 @@ def add_arguments(parser: argparse.ArgumentParser,
                         help="the loopback port of the probe's push receiver with --push-receiver")
     source.add_argument("--allow-shared-subscriptions", action="store_true",
                         help="on gcp, probe although production subscriptions do not exclude probe messages")
-    work = parser.add_argument_group("workload")
-    work.add_argument("--faults", type=faults, default="",
+
+
+def _workload(work) -> None:
+    """What the probe publishes and reads, and the faults it injects."""
+    work.add_argument("--faults", type=faults, default=Faults(),
                       help="faults to inject: nack=F,expire=F,poison=F (fractions 0..1), crash=N (subscriber tasks "
                            "killed), misroute=1 (publishers on the global endpoint); "
                            "e.g. nack=0.1,expire=0.05,poison=0.01,crash=1 (default: none)")
@@ -245,7 +263,10 @@ def add_arguments(parser: argparse.ArgumentParser,
                            "beside the probe, instead of after its drain (`pubsubguard run` starts one)")
     work.add_argument("--skew-us", type=non_negative_int, default=DEFAULT_SKEW_US,
                       help="clock skew tolerated between tasks, in microseconds")
-    out = parser.add_argument_group("output")
+
+
+def _output(out) -> None:
+    """Where the report goes, what is re-checked, how Spark runs, what the terminal shows."""
     out.add_argument("--report", type=remote_or(output_directory), default=None, metavar="DIR",
                      help="report DIRECTORY: report.json, report.html and evidence/ (default: "
                           "<project>/out/<stack>/report; with --from-evidence DIR: the evidence's own recheck/, "

@@ -53,7 +53,7 @@ class DrainSteps:
 
     def _dead_lettering(self) -> set[str]:
         """The probed subscriptions with a dead-letter policy (their poison messages are nacked on every delivery)."""
-        return {t["declared_name"] for t in self.twins + self.push_twins if t.get("dead_lettering")}
+        return {t.declared_name for t in self.twins + self.push_twins if t.dead_lettering}
 
     def _unsettled_drain(self, tally: EvidenceTally, ended: str, unsettled: dict[str, int]) -> dict:
         """How the drain ended, with its unsettled messages told apart: the poison ones of a dead-lettering
@@ -83,7 +83,7 @@ class DrainSteps:
                 resets[name] = max(resets.get(name, 0), at)
         # a reset stream of an unordered subscription may hold any of its messages; counted only when the drain found
         # them stuck (a drain cut at its ceiling left them still moving)
-        unordered = frozenset(t["declared_name"] for t in self.twins if not t["ordered"]) \
+        unordered = frozenset(t.declared_name for t in self.twins if not t.ordering) \
             if ended != "ceiling" else frozenset()
         lost_replies: dict[str, dict[str, list[int]]] = {}  # Acknowledge replies the layer dropped, by message id
         for row in (self.nemesis.as_dict()["applied"] if self.nemesis is not None else ()):
@@ -99,7 +99,7 @@ class DrainSteps:
                 "after_stream_reset": tally.silent_keys(resets, unordered), "after_lost_reply": tally.after_lost_replies(lost_replies),
                 # a drain cut at its ceiling left them still moving: only a stuck one says the target delivers them no more
                 "after_backoff_stop": tally.after_backoff_stop(frozenset(
-                    t["declared_name"] for t in self.twins + self.push_twins if not t["ordered"])) if ended != "ceiling" else {}}
+                    t.declared_name for t in self.twins + self.push_twins if not t.ordering)) if ended != "ceiling" else {}}
 
     @property
     def closed(self) -> set[str]:
@@ -108,7 +108,7 @@ class DrainSteps:
 
     def _declared_of_twin(self) -> dict[str, str]:
         """A pulled twin's path -> the declared subscription it stands for."""
-        return {t["path"]: t["declared_name"] for t in self.twins}
+        return {t.path: t.declared_name for t in self.twins}
 
     def _stalls(self, tally: EvidenceTally, limits: dict[str, int]) -> dict[str, dict]:
         """`EvidenceTally.stalls` of the subscriptions in `limits`, with the run's slack and the target's failures."""
@@ -180,7 +180,7 @@ class DrainSteps:
         (`validation/probe/drain_clock.py`); then, unless settled, the healed final read."""
         # a derived ceiling leaves the stuck rule time to decide: a never-delivered message is stuck one declared
         # ack deadline (+ backoff + grace) after its publish, and its subscription one window after its progress
-        backoff = {t["declared_name"]: t["retry_max_backoff_s"] or 0.0 for t in self.twins + self.push_twins}
+        backoff = {t.declared_name: t.retry_max_backoff_s or 0.0 for t in self.twins + self.push_twins}
         floor = max((deadline_us[name] / 1e6 + backoff.get(name, 0.0) + 2 * STUCK_GRACE_S for name in self.probed),
                     default=0.0)
         clock = DrainClock(self._windows_s(), self.drain_base_s, self.config.drain_timeout, floor_s=round(floor, 1))
@@ -322,7 +322,7 @@ class DrainSteps:
         hold + the retry backoff after a nack + STUCK_GRACE_S)."""
         out = {}
         for spec in self.twin_specs:
-            if spec.drain:
+            if spec.is_dead_letter_drain:
                 continue
             hold = run_setup.held_deadline_s(spec, self.config.fault_deadline) + EXPIRE_MARGIN_S
             window = hold + (spec.retry_max_backoff_s or 0.0) + STUCK_GRACE_S
@@ -346,8 +346,8 @@ class DrainSteps:
         new = stalled - self.closed
         if new:
             self.closed_at_us.update({name: time.time_ns() // 1000 for name in new})
-            storage.write_text(self.close_file, json.dumps(sorted(t["path"] for t in self.twins
-                                                                  if t["declared_name"] in self.closed)))
+            storage.write_text(self.close_file, json.dumps(sorted(t.path for t in self.twins
+                                                                  if t.declared_name in self.closed)))
             start_us = min(tally.published_us.values(), default=0)
             self.observations.append(
                 f"closed the streams of {', '.join(sorted(new))} at +{(time.time_ns() // 1000 - start_us) / 1e6:.1f}s: "

@@ -314,33 +314,16 @@ class ProbeDriver(DrainSteps):
         self.observations = observations
         self.probed = probed
         self.twin_specs = twin_specs
-        self.keys = [f"key-{i:03d}" for i in range(config.keys)]
-        topics = sorted({estate.subscriptions[name].topic for name in probed})
-        self.topics = [
-            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
-            for name in topics
-        ]
-        self.poison = {
-            t["name"]: sorted(poison_set(run_id, t["name"], self.keys, config.messages_per_key, faults.poison))
-            for t in self.topics
-        }
+        self._workload(setup)
         self.base = {
             "run_id": run_id, "target": config.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
             "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
             "fault_deadline_s": config.fault_deadline,
-        }
-        dead_lettering = {name for name in probed if estate.subscriptions[name].dead_lettering}
-        self.twins = [
-            {"path": t.path, "declared_name": t.declared_name, "ack_deadline_s": t.ack_deadline_s,
-             "retry_max_backoff_s": t.retry_max_backoff_s,
-             "consumer_endpoint": t.consumer_endpoint, "dead_lettering": t.declared_name in dead_lettering,
-             "ordered": t.ordering}
-            for t in twin_specs
-        ]
-        pushed = {t.path for t in twin_specs if t.push_endpoint}
-        self.push_twins = [t for t in self.twins if t["path"] in pushed]
-        self.twins = [t for t in self.twins if t["path"] not in pushed]
+        }  # what every task is handed
+        # the twins the tasks read, as they are (`TwinSpec`, a frozen value the tasks are handed): pull and push
+        self.twins = [t for t in twin_specs if not t.push_endpoint]
+        self.push_twins = [t for t in twin_specs if t.push_endpoint]
         self.receiver = receiver
         self.push = None
         self.twin_to_declared = {short_name(t.path): t.declared_name for t in twin_specs}
@@ -354,17 +337,36 @@ class ProbeDriver(DrainSteps):
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.drain = {"ended": "not_reached", "unsettled": {}}  # how the drain ended (report parameters)
-        # Publisher tasks take the slots the subscriber tasks leave (at least one); each waits until every
-        # subscriber task that has a slot beside them is reading, so no message waits for a reader to start.
-        slots = self.sc.defaultParallelism
-        self.publish_partitions = max(1, min(len(self.keys), slots - config.subscribers))
+        self._share_slots()
+
+    def _workload(self, setup: ProbeSetup) -> None:
+        """What is published: the ordering keys, the probed topics (where each is published) and the messages
+        of each published as poison (the `poison` fault, the same draw in every task)."""
+        config, estate = setup.config, setup.estate
+        self.keys = [f"key-{i:03d}" for i in range(config.keys)]
+        topics = sorted({estate.subscriptions[name].topic for name in setup.probed})
+        self.topics = [
+            {"name": name, "path": estate.topics[name].path, "endpoint": estate.topics[name].publisher_endpoint}
+            for name in topics
+        ]
+        self.poison = {
+            t["name"]: sorted(poison_set(setup.run_id, t["name"], self.keys, config.messages_per_key,
+                                         setup.faults.poison))
+            for t in self.topics
+        }
         # message-subscription pairs per published message (the probed subscriptions of its topic), on average
-        topic_subs = [estate.subscriptions[name].topic for name in probed]
+        topic_subs = [estate.subscriptions[name].topic for name in setup.probed]
         self.pairs_per_message = len(topic_subs) / max(1, len(set(topic_subs)))
-        self.ready_subscribers = max(1, min(config.subscribers, slots - self.publish_partitions))
-        if self.ready_subscribers < config.subscribers:
-            observations.append(
-                f"only {self.ready_subscribers} of {config.subscribers} subscriber tasks could read before the first "
+
+    def _share_slots(self) -> None:
+        """Publisher tasks take the Spark task slots the subscriber tasks leave (at least one); each waits until
+        every subscriber task that has a slot beside them is reading, so no message waits for a reader to start."""
+        slots, subscribers = self.sc.defaultParallelism, self.config.subscribers
+        self.publish_partitions = max(1, min(len(self.keys), slots - subscribers))
+        self.ready_subscribers = max(1, min(subscribers, slots - self.publish_partitions))
+        if self.ready_subscribers < subscribers:
+            self.observations.append(
+                f"only {self.ready_subscribers} of {subscribers} subscriber tasks could read before the first "
                 f"publish (Spark master {self.sc.master} has {slots} task slots, {self.publish_partitions} taken by "
                 "the publisher): deliveries to the others include their start-up in the latency")
 
@@ -398,7 +400,7 @@ class ProbeDriver(DrainSteps):
             self.task_counter += 1
         total = self.config.keys * self.config.messages_per_key * len(self.probed)
         return {**self.base, "task_id": task_id, "twins": twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults.as_dict(), "stop_file": self.stop_file.location, "crash_after": crash_after,
+                "faults": self.faults, "stop_file": self.stop_file.location, "crash_after": crash_after,
                 "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
                 "close_file": self.close_file, "crash_hold": 3,
                 "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
@@ -435,7 +437,7 @@ class ProbeDriver(DrainSteps):
         if not self.push_twins:
             return
         spec = {**self.base, "task_id": "push", "twins": self.push_twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults.as_dict(), "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
+                "faults": self.faults, "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
         self.push = PushSubscriber(spec)
         self.receiver.answer = self.push.answer
         if not self.twins:
@@ -540,12 +542,12 @@ class ProbeDriver(DrainSteps):
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.config.subscribers}: "
                                      f"{self.config.subscribers} crash(es) injected")
         topic_of = {name: self.estate.subscriptions[name].topic for name in self.probed}
-        declared = {t["declared_name"]: t for t in self.twins + self.push_twins}
-        deadline_us = {name: int(declared[name]["ack_deadline_s"] * 1e6) for name in self.probed}
+        declared = {t.declared_name: t for t in self.twins + self.push_twins}
+        deadline_us = {name: int(declared[name].ack_deadline_s * 1e6) for name in self.probed}
         # a push twin's nack is an HTTP error, redelivered on the service's own push schedule: pull twins only
         tally = EvidenceTally(self.evidence_dir, topic_of, self.run_id,
-                              {name: declared[name]["retry_max_backoff_s"] or 0.0 for name in self.probed},
-                              frozenset(t["declared_name"] for t in self.twins if t.get("dead_lettering")))
+                              {name: declared[name].retry_max_backoff_s or 0.0 for name in self.probed},
+                              frozenset(t.declared_name for t in self.twins if t.dead_lettering))
         published_target = len(self.keys) * self.config.messages_per_key * len(self.topics)
         warm_up = WarmUp(self.spark, self.evidence_dir, self.run_id)
         try:

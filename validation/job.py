@@ -173,7 +173,7 @@ def run_cleanup(config: RunConfig, plan: dict | None = None) -> int:
     resolve_target(config, estate)
     subscriber = pubsub_v1.SubscriberClient()
     topic_paths = [t.path for t in estate.topics.values()]
-    topic_paths += [t.dead_letter_topic for t in estate.subscriptions.values() if t.dead_letter_topic]
+    topic_paths += [t.dead_letter_topic_path for t in estate.subscriptions.values() if t.dead_letter_topic_path]
     try:
         deleted = cleanup(subscriber, estate.project, topic_paths)
     except Exception as err:  # noqa: BLE001

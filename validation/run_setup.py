@@ -21,7 +21,7 @@ from pubsubguard.policies import pubsub_facts as facts
 from .config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from .evidence import locks
 from .probe import access
-from .probe.faults import Faults, parse_faults
+from .probe.faults import Faults
 from .probe.twins import not_probed, plan_twins
 from .target import declared_estate, resolve_target
 from .wire import endpoints, netem, upstream
@@ -47,13 +47,13 @@ def default_drain_timeout(twin_specs, fault_deadline_s: float | None = DEFAULT_F
     retry backoff (a nack's redelivery) + DRAIN_SLACK_S (dead-lettering's repeated attempts, scheduling).
     A target that keeps a message longer (e.g. until the subscription's own deadline after rejecting its
     ack) leaves it unsettled at the drain's end: `inconclusive`, with the reason in the observations."""
-    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.drain), default=0.0)
+    backoff = max((t.retry_max_backoff_s or 0.0 for t in twin_specs if not t.is_dead_letter_drain), default=0.0)
     return longest_hold_s(twin_specs, fault_deadline_s) + EXPIRE_MARGIN_S + backoff + DRAIN_SLACK_S
 
 
 def longest_hold_s(twin_specs, fault_deadline_s: float | None) -> float:
     """The longest a delivery the faults hold stays out, over the probed twins (`held_deadline_s`)."""
-    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.drain),
+    return max((held_deadline_s(t, fault_deadline_s) for t in twin_specs if not t.is_dead_letter_drain),
                default=facts.ACK_DEADLINE_DEFAULT_S)
 
 
@@ -109,7 +109,6 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     (`target.declared_estate`; None: read here). `run_id`: the run's id (`pubsubguard watch` resuming: the
     one its checkpoint names; None: a new one); `lock` False: the caller holds its own directory's lock;
     `command`: the name its lines go under."""
-    faults = parse_faults(config.faults)
     for name in ("keys", "messages_per_key", "subscribers", "drain_timeout"):
         if getattr(config, name) is not None:
             _positive(f"--{name.replace('_', '-')}", getattr(config, name))
@@ -124,7 +123,7 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     if not probed:
         raise VerifyError(f"stack {estate.stack!r}: no pull or push subscription to probe (export ones are not probed)")
     twin_specs = tuple(plan_twins(estate, run_id, push_url))
-    mapping = endpoints.parse_endpoint_map(config.endpoint)
+    mapping = config.endpoint
     used = run_endpoints(estate, probed, twin_specs)
     upstreams = endpoints.observable_upstreams(used, mapping, emulator_host)
     if config.nemesis is not None:  # the fault layer: every endpoint through a listener (TLS onward to Google)
@@ -135,7 +134,7 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used, command)
     setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
                        drain_base_s=default_drain_timeout(twin_specs, config.fault_deadline),
-                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=faults,
+                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=config.faults,
                        mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url,
                        nemesis=nemesis, upstreams=upstreams)
     return setup, receiver
@@ -147,13 +146,13 @@ def fault_layer(config: RunConfig, estate, probed, twin_specs, run_id: str, obse
     subscriptions (or their dead-letter drains) and topics, and every endpoint of the run must pass a
     loopback listener (the layer is the listeners)."""
     from .wire.nemesis import Nemesis
-    from .wire.schedule import ScheduleError, load_schedule
+    from .wire.schedule import ScheduleError
 
-    if config.nemesis is None:
+    schedule = config.nemesis
+    if schedule is None:
         return None
-    schedule = load_schedule(config.nemesis)
     if not observable:
-        raise ScheduleError(f"--nemesis {config.nemesis}: the fault layer runs in the probe's loopback listeners and "
+        raise ScheduleError(f"--nemesis {schedule.source}: the fault layer runs in the probe's loopback listeners and "
                             "an endpoint of this run has none (validation/wire/upstream.py layer_upstreams)")
     packets, support = netem.probe_support()  # packet faults (netem entries): root, iproute2, the kernel's
     netem.refuse_unsupported(schedule, packets, support)

@@ -51,9 +51,9 @@ def checked(subscription: Subscription) -> DeclaredSubscription:
         topic=subscription.topic,
         ordering=subscription.ordering,
         exactly_once=subscription.exactly_once,
-        ack_deadline_s=int(subscription.effective_ack_deadline_s),
+        ack_deadline_s=int(subscription.ack_deadline_s),
         max_delivery_attempts=subscription.max_delivery_attempts,
-        dead_letter_topic=short_name(subscription.dead_letter_topic) if subscription.dead_letter_topic else None,
+        dead_letter_topic=short_name(subscription.dead_letter_topic_path) if subscription.dead_letter_topic_path else None,
         delivery_type=subscription.delivery_type,
     )
 

@@ -1,6 +1,7 @@
 """What `verify` decides before any Spark session or client exists (and `run` before its first step): a
 writable report directory, Java, credentials for `--target gcp`; and the plan or state read to learn the stack,
-which the job is handed rather than reading it again. Not a command: the commands that probe share it."""
+which the job is handed rather than reading it again; `verify(config)`, that pre-flight then the job, the work of
+`verify` and of `run`'s verify step alike. Not a command: the commands that probe share it."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def preflight(config: RunConfig) -> tuple[RunConfig, dict | None]:
     return config, plan
 
 
+def verify(config: RunConfig) -> int:
+    """`verify` on a run's configuration: the pre-flight, then the job (the command's own work, and `run`'s verify
+    step on the configuration it built)."""
+    from pubsubguard.validation.job import run as run_job
+
+    config, plan = preflight(config)
+    return run_job(config, plan=plan)
+
+
 def stack_names(schedule, root, stack: str) -> None:
     """Before anything starts: the stack file is read (a stack that is not there: one line, in run's own name, as
     `check -s` answers), and a `--nemesis` schedule's names are checked against the estate the stack's config
@@ -54,9 +64,7 @@ def stack_names(schedule, root, stack: str) -> None:
     inputs = read_inputs(root, stack)
     names = _declared_names(inputs.config.values.get("pubsubguard:estate"))
     if schedule is not None and names is not None:
-        from pubsubguard.validation.wire.schedule import load_schedule
-
-        load_schedule(schedule).check_names(*names)
+        schedule.check_names(*names)
 
 
 def _declared_names(estate_config) -> tuple[set[str], set[str]] | None:
@@ -80,9 +88,8 @@ def _declared_names(estate_config) -> tuple[set[str], set[str]] | None:
     return subscriptions, topics
 
 
-def loopback_only(endpoint_items: list[str] | None) -> bool:
+def loopback_only(mapping: dict[str, str]) -> bool:
     """`--endpoint` maps the global endpoint and every other one it names to loopback stand-ins."""
-    from pubsubguard.validation.wire.endpoints import GLOBAL, endpoint_of, is_loopback, parse_endpoint_map
+    from pubsubguard.validation.wire.endpoints import GLOBAL, endpoint_of, is_loopback
 
-    mapping = parse_endpoint_map(endpoint_items)
     return endpoint_of(GLOBAL) in mapping and all(is_loopback(address) for address in mapping.values())

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
-from pubsubguard.commands import options, run_command
+from pubsubguard.commands import options, run_command, step
 from pubsubguard.core.errors import INTERRUPTED_EXIT
 from pubsubguard.validation.config import (
     MASTER_FORMS,
-    endpoint_mapping,
+    EndpointMap,
     faults,
     nemesis_schedule,
     publish_rate,
@@ -45,7 +46,7 @@ def register(subparsers) -> None:
                              "use the deployed names, plan and check are skipped (they judge what to deploy)")
     parser.add_argument("--faults", type=faults, default=DEFAULT_FAULTS,
                         help="faults the verify step injects: nack=F,expire=F,poison=F (fractions 0..1), crash=N, misroute=1")
-    parser.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None,
+    parser.add_argument("--endpoint", action=EndpointMap, default=None,
                         metavar="REGION=HOST:PORT",
                         help="the verify step dials this host for REGION's locational endpoint (repeatable)")
     parser.add_argument("--keys", type=options.positive_int, default=8, help="ordering keys per topic")
@@ -70,27 +71,36 @@ def _schedule_names(schedule, plan: dict) -> None:
     """A `--nemesis` schedule names only subscriptions and topics the stack declares: refused (one line, exit 2)
     before the emulator starts, not after apply (the verify step checks it again against what it probes)."""
     from pubsubguard.core.declared import estate
-    from pubsubguard.validation.wire.schedule import load_schedule
 
     declared = estate(plan)
-    load_schedule(schedule).check_names(set(declared.subscriptions), set(declared.topics))
+    schedule.check_names(set(declared.subscriptions), set(declared.topics))
 
 
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def _verify_argv(args, declared: list[str], report) -> list[str]:
-    """The verify step's arguments: what `run` was given, on the emulator, with the conformance scenarios."""
-    return [
-        "--cwd", str(args.root), *declared, "--target", "emulator",
-        "--faults", args.faults, "--keys", str(args.keys), "--messages-per-key", str(args.messages_per_key),
-        "--report", str(report), "--conform", *[f"--endpoint={item}" for item in args.endpoint or ()],
-        *(["--nemesis", str(args.nemesis.absolute())] if args.nemesis else []),
-        *(["--rate", repr(args.rate)] if args.rate else []),
-        *(["--drain-timeout", repr(args.drain_timeout)] if args.drain_timeout else []),
-        *(["--master", args.master] if args.master else []),
-    ]
+def _verify_config(args, declared: dict, report):
+    """The verify step's configuration: what `run` was given, on the emulator, with the conformance scenarios
+    (`declared`: the plan file, or the state `run` rehearses)."""
+    from dataclasses import replace
+
+    from pubsubguard.validation.config import RunConfig
+
+    return RunConfig(
+        root=args.root, **declared, target="emulator", faults=args.faults, keys=args.keys,
+        messages_per_key=args.messages_per_key, report=report, conform=True, endpoint=dict(args.endpoint or {}),
+        nemesis=replace(args.nemesis, source=str(Path(args.nemesis.source).absolute())) if args.nemesis else None,
+        rate=args.rate, drain_timeout=args.drain_timeout, master=args.master,
+    )
+
+
+def _state_location(deployed: dict) -> Path | str:
+    """Where the state `run` rehearses was read (an object store URI as it is), for the verify step to read."""
+    from pubsubguard.core import storage
+
+    location = deployed["state"]["location"]
+    return location if storage.is_remote(location) else Path(location).expanduser()
 
 
 def _plan_and_check(args, plan_file) -> int | None:
@@ -143,11 +153,10 @@ def _stop_emulators(started: list) -> None:
             list(pool.map(stop, started))
 
 
-def run(args) -> int:
-    from pubsubguard.commands.preflight import preflight, stack_names
-    from pubsubguard.validation.config import RunConfig
-    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator, EmulatorError
-    from pubsubguard.core.plan_file import load_plan
+def _decided(args):
+    """What the run is about, read (and refused when bad) before anything starts: the deployed state it rehearses
+    (None: it plans `--stack`), the output directory, how apply names the estate, the verify step's configuration."""
+    from pubsubguard.commands.preflight import stack_names
 
     deployed = None
     if args.state is None:  # the stack, and the schedule's names where its config declares them, before anything starts
@@ -163,8 +172,60 @@ def run(args) -> int:
     options.require_writable(out, "--out", directory=True)
     plan_file = out / "plan.json"
     declared = ["--state", deployed["state"]["location"]] if deployed else ["--plan", str(plan_file)]
-    report = out / "report"
-    verify_argv = _verify_argv(args, declared, report)
+    verify_config = _verify_config(args, {"state": _state_location(deployed)} if deployed else {"plan": plan_file},
+                                   out / "report")
+    return deployed, out, declared, verify_config
+
+
+def _spark_session(master, report):
+    """Spark's JVM launched now, the session made in a thread (a future): the JVM is launched (fork + exec) before
+    this process opens any gRPC channel (check, apply and verify all do): launched while gRPC's threads ran, it
+    failed now and then. The session itself (a few seconds in the JVM) is made beside plan, check and apply;
+    verify gets it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pubsubguard.validation.session import launch, spark_session
+
+    launch(master, log_dir=report)  # Spark logs to report/
+    starting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-session")
+    session = starting.submit(spark_session, master, log_dir=report)
+    starting.shutdown(wait=False)
+    return session
+
+
+def _emulators_up(emulators: list, project: str):
+    """The emulators `_start_emulators` started, up: (the target, its host set for every client of this process
+    and its push receiver for push subscriptions; the second one, or None when it did not start: the conformance
+    scenarios that disturb the target then wait for the probe's drain, as on any target)."""
+    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, EmulatorError
+
+    _step("emulator: starting the Pub/Sub emulator on a free loopback port (and a second one for the "
+          "conformance scenarios that disturb the target)")
+    emulator = emulators[0].result()  # raises EmulatorError (with its log's tail) when it did not start
+    emulator.project = project
+    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+    os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
+    print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
+    try:
+        apart = emulators[1].result()
+    except EmulatorError as err:
+        print(f"run: the second emulator did not start ({str(err).splitlines()[0]}); the conformance "
+              "scenarios that disturb the target run after the probe's drain", file=sys.stderr)
+        return emulator, None
+    apart.project = emulator.project
+    print(f"second emulator at {apart.host} (log {apart.log}): the conformance scenarios that disturb "
+          "the target run there")
+    return emulator, apart
+
+
+def run(args) -> int:
+    from pubsubguard.commands.preflight import preflight, verify
+    from pubsubguard.core.emulator import PUSH_RECEIVER_ENV, Emulator
+    from pubsubguard.core.plan_file import load_plan
+    from pubsubguard.validation.config import RunConfig
+
+    deployed, out, declared, verify_config = _decided(args)
+    report = verify_config.report
     # Pre-flight: the verify step's options and needs, and the emulator, before anything starts.
     preflight(RunConfig(target="emulator", report=report))
     own_emulator = not os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -172,23 +233,12 @@ def run(args) -> int:
         Emulator.command()  # raises (with the install hint) when the emulator or Java is missing
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-
-    # Spark's JVM is launched (fork + exec) before this process opens any gRPC channel (check,
-    # apply and verify all do): launched while gRPC's threads ran, it failed now and then. The session
-    # itself (a few seconds in the JVM) is made beside plan, check and apply; verify gets it.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from pubsubguard.validation.session import launch, spark_session
-
-    launch(args.master, log_dir=report)  # Spark logs to report/
-    starting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-session")
-    session = starting.submit(spark_session, args.master, log_dir=report)
-    starting.shutdown(wait=False)
+    session = _spark_session(args.master, report)
     # The emulators start beside plan and check (a JVM's start, seconds): the target, and a second one, started
     # with the same command, for the conformance scenarios that disturb the target's other subscriptions (they
     # run there beside the probe instead of after its drain). Their project is only recorded: set once known.
     emulators = _start_emulators(out / "emulator") if own_emulator else []
-    emulator = apart = None
+    emulator = None
     try:
         if deployed:
             from pubsubguard.core.state import describe
@@ -196,35 +246,22 @@ def run(args) -> int:
             _step(f"state: {describe(deployed['state'])}: what `pulumi up` deployed (plan and check judge what to "
                   "deploy: skipped)")
         else:
-            refused = _plan_and_check(args, plan_file)
+            refused = _plan_and_check(args, out / "plan.json")
             if refused is not None:
                 return refused
 
         if own_emulator:
-            _step("emulator: starting the Pub/Sub emulator on a free loopback port (and a second one for the "
-                  "conformance scenarios that disturb the target)")
-            emulator = emulators[0].result()  # raises EmulatorError (with its log's tail) when it did not start
-            emulator.project = (deployed or load_plan(plan_file))["gcp_project"]
-            os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
-            os.environ[PUSH_RECEIVER_ENV] = emulator.push_receiver  # push subscriptions go there, nowhere else
-            print(f"emulator at {emulator.host} (push receiver {emulator.push_receiver}; log {emulator.log})")
-            try:
-                apart = emulators[1].result()
-            except EmulatorError as err:  # the scenarios that disturb the target wait for the drain, as on any target
-                print(f"run: the second emulator did not start ({str(err).splitlines()[0]}); the conformance "
-                      "scenarios that disturb the target run after the probe's drain", file=sys.stderr)
-            else:
-                apart.project = emulator.project
-                verify_argv += ["--conform-apart", apart.host]
-                print(f"second emulator at {apart.host} (log {apart.log}): the conformance scenarios that disturb "
-                      "the target run there")
+            emulator, apart = _emulators_up(emulators, (deployed or load_plan(out / "plan.json"))["gcp_project"])
+            if apart is not None:
+                verify_config = verify_config.but(conform_apart=apart.host)
         _step("apply: create the planned topics and subscriptions on the emulator, read them back")
         applied = run_command("apply", ["--emulator", "--cwd", str(args.root), *declared])
         if applied != 0:
             return applied
-        _step(f"verify: probe with faults {args.faults!r} and the conformance scenarios beside it, check with Spark, report")
+        _step(f"verify: probe with faults {args.faults.spec()!r} and the conformance scenarios beside it, check with "
+              "Spark, report")
         session.result()  # raises what making it raised
-        verdict = run_command("verify", verify_argv)
+        verdict = step("verify", lambda: verify(verify_config))
     finally:
         _stop_emulators(emulators)
         if emulator is not None:

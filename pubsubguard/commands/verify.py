@@ -11,7 +11,7 @@ Exit code 0: every declared guarantee holds; 1: one is violated; 2: user or envi
 from __future__ import annotations
 
 from pubsubguard.commands import options
-from pubsubguard.commands.preflight import preflight
+from pubsubguard.commands.preflight import verify
 from pubsubguard.validation.config import RunConfig, add_arguments
 
 
@@ -29,7 +29,4 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from pubsubguard.validation.job import run as run_job
-
-    config, plan = preflight(RunConfig.from_options(args))
-    return run_job(config, plan=plan)
+    return verify(RunConfig.from_options(args))

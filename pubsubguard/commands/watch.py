@@ -18,7 +18,7 @@ from pathlib import Path
 from pubsubguard.commands import options, run_command
 from pubsubguard.core.errors import UserError
 from pubsubguard.validation import watch as defaults
-from pubsubguard.validation.config import MASTER_FORMS, endpoint_mapping, faults, nemesis_schedule, spark_master
+from pubsubguard.validation.config import MASTER_FORMS, EndpointMap, faults, nemesis_schedule, spark_master
 
 
 def _positive_rate(text: str) -> float:
@@ -71,7 +71,7 @@ def register(subparsers) -> None:
                         help="a fault schedule for the fault layer on the wire (docs/schemas/nemesis.schema.json)")
     parser.add_argument("--target", choices=("emulator", "gcp"), default="emulator",
                         help="emulator: the embedded default (started or reused, the stack applied); gcp: Google Cloud")
-    parser.add_argument("--endpoint", type=endpoint_mapping, action="append", default=None, metavar="REGION=HOST:PORT",
+    parser.add_argument("--endpoint", action=EndpointMap, default=None, metavar="REGION=HOST:PORT",
                         help="dial this host for REGION's locational endpoint (repeatable), as verify does")
     parser.add_argument("--master", type=spark_master, default=None,
                         help=f"Spark master URL ({MASTER_FORMS}; default: local[4])")
@@ -137,12 +137,11 @@ def _refuse_early(args, plan: dict) -> None:
     subscription's ack deadline, a schedule naming what the stack does not declare."""
     from pubsubguard.core.declared import estate
     from pubsubguard.validation.watch import horizon
-    from pubsubguard.validation.wire.schedule import load_schedule
 
     declared = estate(plan)
     horizon.check_override({name: sub.ack_deadline_s for name, sub in declared.subscriptions.items()}, args.horizon)
     if args.nemesis:
-        load_schedule(args.nemesis).check_names(set(declared.subscriptions), set(declared.topics))
+        args.nemesis.check_names(set(declared.subscriptions), set(declared.topics))
 
 
 def run(args) -> int:
@@ -159,10 +158,9 @@ def run(args) -> int:
     options.require_writable(out, "--out", directory=True)
     outdir.WatchDir.refuse_foreign(out, stack)
     _port_free(args.metrics_port)
-    parsed_faults = faults(args.faults) if args.faults else None
-    if parsed_faults is not None and "crash" in args.faults:
+    if args.faults.crash:
         raise UserError("--faults crash: a watch replaces no crashed subscriber on purpose; use nack, expire or poison")
-    config = RunConfig(stack=stack, root=args.root, target=args.target, endpoint=tuple(args.endpoint or ()),
+    config = RunConfig(stack=stack, root=args.root, target=args.target, endpoint=dict(args.endpoint or {}),
                        faults=args.faults, nemesis=args.nemesis, keys=args.keys, subscribers=args.subscribers,
                        rate=args.rate, master=args.master or "local[4]", report=out, no_progress=args.no_progress)
     preflight(config)

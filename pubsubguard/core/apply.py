@@ -154,9 +154,9 @@ def subscription_request(subscription: declared.Subscription):
     if subscription.inputs.get("pushConfig") and os.environ.get(emulator.HOST_ENV):
         # The emulator pushes to a loopback receiver, never to the stack's real endpoints.
         overrides["push_config"] = _wire(emulator.emulator_push_config(subscription.inputs["pushConfig"], subscription.name))
-    if subscription.dead_letter_topic:
+    if subscription.dead_letter_topic_path:
         overrides["dead_letter_policy"] = {
-            **_wire(subscription.inputs["deadLetterPolicy"]), "dead_letter_topic": subscription.dead_letter_topic
+            **_wire(subscription.inputs["deadLetterPolicy"]), "dead_letter_topic": subscription.dead_letter_topic_path
         }
     message, unsupported = _build(types.Subscription, subscription.inputs, overrides)
     message.name = subscription.path
@@ -190,7 +190,7 @@ def require_known(plan: dict) -> None:
 
 def _ordered(plan: dict, estate: declared.Estate):
     """Topics (dead-letter topics first), subscriptions (drains first), IAM and other resources."""
-    dead_letter_topics = {s.dead_letter_topic for s in estate.subscriptions.values() if s.dead_letter_topic}
+    dead_letter_topics = {s.dead_letter_topic_path for s in estate.subscriptions.values() if s.dead_letter_topic_path}
     topics = sorted(estate.topics.values(), key=lambda t: (t.path not in dead_letter_topics, t.path))
     subscriptions = sorted(
         estate.subscriptions.values(), key=lambda s: (s.topic_path not in dead_letter_topics, s.name)
@@ -230,7 +230,7 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
             result.outcomes.append(ResourceAction(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(unavailable)})"))
             continue
         if kind == "subscription":
-            needs = {resource.topic_path, resource.dead_letter_topic} - {None}
+            needs = {resource.topic_path, resource.dead_letter_topic_path} - {None}
             missing = sorted(needs & broken)
             if missing:
                 broken.add(path)

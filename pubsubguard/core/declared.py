@@ -85,12 +85,12 @@ class Subscription:
     delivery_type: str  # PULL | PUSH | BIGQUERY | CLOUD_STORAGE (`delivery_type(inputs)`)
     ordering: bool
     exactly_once: bool
-    ack_deadline_s: int | None  # None: not declared (the service's default)
+    declared_ack_deadline_s: int | None  # as declared; None: not declared (the service's default, `ack_deadline_s`)
     retention_s: float | int | None  # None: not declared
     retain_acked_messages: bool
     filter: str | None
     labels: dict[str, str]
-    dead_letter_topic: str | None  # path
+    dead_letter_topic_path: str | None  # as `topic_path` beside `topic`: a path (the checks' `dead_letter_topic` is its short name)
     max_delivery_attempts: int | None  # None: no dead-letter policy
     retry_declared: bool
     retry_min_backoff_s: float | int | None  # None: the service's default
@@ -112,8 +112,10 @@ class Subscription:
         return self.max_delivery_attempts is not None
 
     @property
-    def effective_ack_deadline_s(self) -> int:
-        return self.ack_deadline_s if self.ack_deadline_s is not None else facts.ACK_DEADLINE_DEFAULT_S
+    def ack_deadline_s(self) -> int:
+        """The ack deadline in force: the declared one, else the service's default (the name means this everywhere
+        downstream: the twins, the checks, the evidence)."""
+        return self.declared_ack_deadline_s if self.declared_ack_deadline_s is not None else facts.ACK_DEADLINE_DEFAULT_S
 
     @property
     def not_probed(self) -> str | None:
@@ -136,15 +138,15 @@ class Subscription:
             "retain_acked_messages": self.retain_acked_messages,
             "filter": self.filter,
             "labels": dict(self.labels),
-            "dead_letter_topic": self.dead_letter_topic,
+            "dead_letter_topic": self.dead_letter_topic_path,
             "max_delivery_attempts": self.max_delivery_attempts,
             "retry_min_backoff_s": None,
             "retry_max_backoff_s": None,
             "delivery": self.delivery_type,
             "push_endpoint": self.push_endpoint,
         }
-        if self.ack_deadline_s is not None:
-            settings["ack_deadline_seconds"] = self.ack_deadline_s
+        if self.declared_ack_deadline_s is not None:
+            settings["ack_deadline_seconds"] = self.declared_ack_deadline_s
         if self.retention_s is not None:
             settings["retention_seconds"] = self.retention_s
         if self.retry_declared:
@@ -172,9 +174,9 @@ class Estate:
     topics: dict[str, Topic]  # by declared name, in the plan's order
     subscriptions: dict[str, Subscription]  # by declared name, in the plan's order
     probe_isolation: bool = False  # stack output: production subscriptions exclude probe messages
-    drains: dict[str, str] = field(default_factory=dict)  # drain path -> dead-letter topic path
+    dead_letter_drains: dict[str, str] = field(default_factory=dict)  # dead-letter drain path -> dead-letter topic path
     # the names the stack outputs list: the estate as its stack declares it, without plumbing
-    # (auto-created dead-letter topics and drains); None: the plan has no such outputs
+    # (auto-created dead-letter topics and their dead-letter drains); None: the plan has no such outputs
     output_names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     # the Pub/Sub service agent the plan grants dead-lettering roles to (`serviceAccount:service-N@…`)
     service_agent: str | None = None
@@ -193,9 +195,9 @@ class Estate:
         """The topics and subscriptions the stack declares for consumers, sorted by name, without plumbing.
 
         This project's program lists them in its stack outputs (`topics`, `subscriptions`). Any other
-        program (no such outputs) is read from its resources: every subscription except the drains of
+        program (no such outputs) is read from its resources: every subscription except the dead-letter drains of
         dead-letter topics (a subscription reading a topic that another subscription dead-letters to),
-        every topic a remaining subscription reads; each dead-lettering subscription gets its drain."""
+        every topic a remaining subscription reads; each dead-lettering subscription gets its dead-letter drain."""
         if self.output_names is None:
             return self._declared_by_resources()
         topic_names, subscription_names = self.output_names
@@ -210,21 +212,22 @@ class Estate:
         )
 
     def _declared_by_resources(self) -> Estate:
-        dead_letter_topics = {s.dead_letter_topic for s in self.subscriptions.values() if s.dead_letter_topic}
-        drains = {s.path: s.topic_path for s in self.subscriptions.values() if s.topic_path in dead_letter_topics}
-        drain_of = {}
-        for path, topic in sorted(drains.items()):
-            drain_of.setdefault(topic, path)
+        dead_letter_topics = {s.dead_letter_topic_path for s in self.subscriptions.values() if s.dead_letter_topic_path}
+        dead_letter_drains = {s.path: s.topic_path for s in self.subscriptions.values()
+                              if s.topic_path in dead_letter_topics}
+        dead_letter_drain_of = {}
+        for path, topic in sorted(dead_letter_drains.items()):
+            dead_letter_drain_of.setdefault(topic, path)
         subscriptions = {
-            name: replace(s, dead_letter_drain=s.dead_letter_drain or drain_of.get(s.dead_letter_topic))
-            for name, s in sorted(self.subscriptions.items()) if s.path not in drains
+            name: replace(s, dead_letter_drain=s.dead_letter_drain or dead_letter_drain_of.get(s.dead_letter_topic_path))
+            for name, s in sorted(self.subscriptions.items()) if s.path not in dead_letter_drains
         }
         read = {s.topic_path for s in subscriptions.values()}
         return replace(
             self,
             topics={name: t for name, t in sorted(self.topics.items()) if t.path in read},
             subscriptions=subscriptions,
-            drains={**self.drains, **drains},
+            dead_letter_drains={**self.dead_letter_drains, **dead_letter_drains},
         )
 
 
@@ -304,7 +307,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
         delivery_type=delivery_type(inputs),
         ordering=bool(inputs.get("enableMessageOrdering")),
         exactly_once=bool(inputs.get("enableExactlyOnceDelivery")),
-        ack_deadline_s=inputs.get("ackDeadlineSeconds"),
+        declared_ack_deadline_s=inputs.get("ackDeadlineSeconds"),
         retention_s=(
             _seconds(inputs["messageRetentionDuration"], f"{where}.messageRetentionDuration")
             if inputs.get("messageRetentionDuration") else None
@@ -312,7 +315,7 @@ def read_subscription(inputs: dict, project: str, where: str = "subscription", o
         retain_acked_messages=bool(inputs.get("retainAckedMessages")),
         filter=inputs.get("filter") or None,
         labels=dict(inputs.get("labels") or {}),
-        dead_letter_topic=(
+        dead_letter_topic_path=(
             topic_path(project, _known(dead_letter["deadLetterTopic"], f"{where}.deadLetterPolicy.deadLetterTopic"))
             if dead_letter.get("deadLetterTopic") else None
         ),
@@ -361,7 +364,7 @@ def estate(plan: dict) -> Estate:
         inputs = resource["inputs"]
         name = short_name(_known(inputs.get("name"), f"{where}.name"))
         subscriptions[name] = read_subscription(inputs, project, where, subscription_outputs.get(name))
-    drains = {
+    dead_letter_drains = {
         out["dead_letter_drain"]: out["dead_letter_topic"] for out in subscription_outputs.values() if out.get("dead_letter_drain")
     }
     agents = sorted({
@@ -374,7 +377,7 @@ def estate(plan: dict) -> Estate:
         topics=topics,
         subscriptions=subscriptions,
         probe_isolation=bool(outputs.get("probe_isolation")),
-        drains=drains,
+        dead_letter_drains=dead_letter_drains,
         output_names=(
             (tuple(topic_outputs), tuple(subscription_outputs)) if ours else None
         ),

@@ -24,10 +24,14 @@ import json
 import threading
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pubsubguard.core.declared import short_name
 
 from .subscriber import ProbeSubscriber
+
+if TYPE_CHECKING:
+    from .twins import TwinSpec
 
 ACK_STATUS, NACK_STATUS, LATE_STATUS = 204, 500, 204
 
@@ -76,7 +80,7 @@ class PushSubscriber(ProbeSubscriber):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
-        self.by_name = {short_name(t["path"]): t for t in spec["twins"]}
+        self.by_name = {short_name(t.path): t for t in spec["twins"]}
         self.pending: dict[str, _Pushed] = {}
 
     def answer(self, twin_name: str, body: bytes) -> int:
@@ -88,12 +92,12 @@ class PushSubscriber(ProbeSubscriber):
         with self.lock:
             self.pending[message.ack_id] = message
         self.callback(twin, message)
-        message.answered.wait(twin["ack_deadline_s"] + self.spec.get("expire_margin_s", 2.0) + 5)
+        message.answered.wait(twin.ack_deadline_s + self.spec.get("expire_margin_s", 2.0) + 5)
         with self.lock:
             self.pending.pop(message.ack_id, None)
         return message.status or LATE_STATUS
 
-    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+    def late_ack(self, twin: TwinSpec, ack_id: str, row: dict) -> None:
         """A held push: its deadline has passed unanswered; answer 204 now, as the pull subscriber acks
         with the stale ack id (`late_ack`). Whether the target took it as an ack, the deliveries that
         follow (or not) show: the emulator does (docs/emulator.md), Pub/Sub redelivers."""

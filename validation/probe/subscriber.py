@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pubsubguard.core import probe_contract, storage
 
@@ -24,6 +25,9 @@ from .clients import (
 from .faults import DeliveryCounts, Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
 from .unkeyed import subscribe_unkeyed
+
+if TYPE_CHECKING:
+    from .twins import TwinSpec
 
 
 class PulledMessage:
@@ -78,7 +82,7 @@ class ProbeSubscriber:
         self.spec = spec
         self.run_id = spec["run_id"]
         self.task = spec["task_id"]
-        self.faults = Faults(**spec["faults"])
+        self.faults: Faults = spec["faults"]
         self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), records.DELIVERY_SCHEMA, self.task,
                                  spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
         self.twin_to_declared = spec["twin_to_declared"]
@@ -98,13 +102,13 @@ class ProbeSubscriber:
         self.healed = False
         self._ordered_acks: OrderedAcks | None = None  # acks the client library would hold a key on, sent by the probe
 
-    def row(self, twin: dict, message, received_us: int, attributes) -> dict:
+    def row(self, twin: TwinSpec, message, received_us: int, attributes) -> dict:
         dl_source = attributes.get(DL_SOURCE_SUBSCRIPTION)
         seq = attributes.get("seq")
         publish_time = message.publish_time
         row = {
             "run_id": self.run_id,
-            "subscription": twin["declared_name"],
+            "subscription": twin.declared_name,
             "kind": "delivery",
             "message_id": message.message_id,
             "key": attributes.get("key") if attributes.get(probe_contract.PROBE_ATTRIBUTE) else None,
@@ -115,7 +119,7 @@ class ProbeSubscriber:
             "publish_time_us": int(publish_time.timestamp() * 1_000_000) if publish_time else None,
             "subscriber_task": self.task,
             "ack_id": hashlib.blake2b(message.ack_id.encode(), digest_size=8).hexdigest(),
-            "ack_deadline_s": twin["ack_deadline_s"],
+            "ack_deadline_s": twin.ack_deadline_s,
             "action": "none",
             "ack_result": "none",
             "ack_time_us": None,
@@ -133,7 +137,7 @@ class ProbeSubscriber:
             )
         return row
 
-    def settle(self, twin: dict, message, row: dict, action: str) -> None:
+    def settle(self, twin: TwinSpec, message, row: dict, action: str) -> None:
         twin_name = row["subscription"]
         with self.lock:
             self.held.pop(id(row), None)
@@ -142,7 +146,7 @@ class ProbeSubscriber:
         if action == "ack" and held_by_the_library(message):
             # on an ordered exactly-once subscription: sent by the probe, so the key never waits in the library on an
             # ack the target refuses for now (`ordered_acks`)
-            self.ordered_acks().ack(self.clients[twin["consumer_endpoint"]], twin["path"], message, row)
+            self.ordered_acks().ack(self.clients[twin.consumer_endpoint], twin.path, message, row)
             return
         future = message.nack_with_response() if action == "nack" else message.ack_with_response()
 
@@ -184,7 +188,7 @@ class ProbeSubscriber:
             self.note(f"{len(left)} ack{'' if len(left) == 1 else 's'} of ordered exactly-once deliveries not answered for "
                       f"good when the task ended ({answers}): recorded ack_result other (neither taken nor refused)")
 
-    def late_ack(self, twin: dict, ack_id: str, row: dict) -> None:
+    def late_ack(self, twin: TwinSpec, ack_id: str, row: dict) -> None:
         """Ack an expired delivery with its stale ack id, outside the streaming client (it was dropped)."""
         with self.lock:
             if self.held.pop(id(row), None) is None:
@@ -194,14 +198,14 @@ class ProbeSubscriber:
         error = None
         try:
             # No retry: the target's first answer is the evidence.
-            self.clients[twin["consumer_endpoint"]].acknowledge(subscription=twin["path"], ack_ids=[ack_id],
+            self.clients[twin.consumer_endpoint].acknowledge(subscription=twin.path, ack_ids=[ack_id],
                                                                  timeout=30, retry=None)
         except Exception as err:  # noqa: BLE001 - the result is the evidence
             error = err
         row["ack_result"] = unary_ack_result(error)
         self.writer.add(row)
 
-    def callback(self, twin: dict, message) -> None:
+    def callback(self, twin: TwinSpec, message) -> None:
         # When the client library took the message off the stream (after its receipt modack, which starts
         # the ack deadline), not when a callback thread got to it: on a busy machine that queueing alone
         # took 0.6 s, which would count as delivery latency and shift the deadline the checks assume.
@@ -211,7 +215,7 @@ class ProbeSubscriber:
         row = self.row(twin, message, received_us, attributes)
         with self.lock:
             self.received += 1
-            local_count = self.seen.count((twin["path"], message.message_id))
+            local_count = self.seen.count((twin.path, message.message_id))
             crashing = self.crash_after is not None and self.received > self.crash_after
             crashing = crashing and not self.healed
             if crashing and self.crash_started is None:
@@ -229,16 +233,16 @@ class ProbeSubscriber:
         if row["probe_run"] != self.run_id:
             self.settle(twin, message, row, "ack")  # not this run's message: recorded, acked on the twin only
             return
-        if attributes.get("poison") == "1" and twin["dead_lettering"]:
+        if attributes.get("poison") == "1" and twin.dead_lettering:
             self.settle(twin, message, row, "nack")
             return
         if self.healed:
             self.settle(twin, message, row, "ack")
             return
         # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
-        window_s = min(twin["ack_deadline_s"], self.spec.get("fault_deadline_s") or twin["ack_deadline_s"])
+        window_s = min(twin.ack_deadline_s, self.spec.get("fault_deadline_s") or twin.ack_deadline_s)
         may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < window_s * 1e6
-        action = delivery_action(self.faults, self.run_id, twin["declared_name"], message.message_id,
+        action = delivery_action(self.faults, self.run_id, twin.declared_name, message.message_id,
                                  f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
             # Out of the client's lease management now: no extension, no flow-control slot, and the
@@ -254,7 +258,7 @@ class ProbeSubscriber:
             return
         self.settle(twin, message, row, action)
 
-    def shorten_deadline(self, twin: dict, message, row: dict) -> float:
+    def shorten_deadline(self, twin: TwinSpec, message, row: dict) -> float:
         """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
         so it comes back after that rather than after the subscription's own deadline. Records the deadline in
         force in the row (what the checks measure from) and returns how long to wait before the late ack.
@@ -266,7 +270,7 @@ class ProbeSubscriber:
         duplicate) and the late ack waits for the longer one (it is past both)."""
         from concurrent.futures import TimeoutError as Pending
 
-        declared = twin["ack_deadline_s"]
+        declared = twin.ack_deadline_s
         seconds = self.spec.get("fault_deadline_s")
         if not seconds or seconds >= declared:
             return declared
@@ -281,12 +285,12 @@ class ProbeSubscriber:
                 return seconds
             reason = error_reason(err)
             if "INVALID_ACK_ID" in reason:  # the ack id was dead already: nothing was extended nor shortened
-                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} was answered "
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin.declared_name} was answered "
                           f"INVALID_ACK_ID ({reason}): the target held that ack id dead already (its deadline passed, a "
                           "redelivery superseded it, or it was settled), so the modack changed nothing; the delivery's "
                           f"row keeps the subscription's {declared}s deadline (no shorter one was granted)")
             else:
-                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin['declared_name']} failed "
+                self.note(f"ModifyAckDeadline({int(seconds)}s) of a held delivery on {twin.declared_name} failed "
                           f"({reason}): not applied as far as the client was told; the delivery's row keeps the "
                           f"subscription's {declared}s deadline (no shorter one was granted)")
             return declared
@@ -348,13 +352,13 @@ class ProbeSubscriber:
         state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
         reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
         its own there (what the client held behind an earlier message of its key is noted)."""
-        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
+        by_path = {twin.path: twin for twin in self.spec["twins"]}
         self.write_client_state(streams)
         self.note_held_in_client(streams, "when the final read began")
         reopened, kept = [], []
         for path in list(streams):
             name = self.twin_to_declared.get(path.rsplit("/", 1)[-1], path)
-            if by_path[path].get("ordered"):
+            if by_path[path].ordering:
                 kept.append(name)
                 continue
             streams.pop(path).cancel()
@@ -373,8 +377,8 @@ class ProbeSubscriber:
         when the final read ended, not when it began (a message the client let go meanwhile is not its own)."""
         import json
 
-        by_path = {twin["path"]: twin for twin in self.spec["twins"]}
-        held = {by_path[path]["declared_name"]: {**state, "reopened": not by_path[path].get("ordered")}
+        by_path = {twin.path: twin for twin in self.spec["twins"]}
+        held = {by_path[path].declared_name: {**state, "reopened": not by_path[path].ordering}
                 for path, future in streams.items() if (state := self.client_held(future)) is not None}
         storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
                            json.dumps(held, sort_keys=True))
@@ -426,10 +430,10 @@ class ProbeSubscriber:
         batch = self.spec.get("crash_prefetch", 1)
         unanswered = 0  # Pulls the target did not answer within the call's deadline
 
-        def pull(twin: dict):
-            client = self.clients[twin["consumer_endpoint"]]
+        def pull(twin: TwinSpec):
+            client = self.clients[twin.consumer_endpoint]
             try:
-                response = client.pull(subscription=twin["path"], max_messages=batch, return_immediately=True,
+                response = client.pull(subscription=twin.path, max_messages=batch, return_immediately=True,
                                        timeout=UNARY_PULL_TIMEOUT_S, retry=None)
                 # when it answered: the round hands its messages over only once every twin's Pull answered, and
                 # the target's deadline runs from its answer, not from then (seen 1.25 s apart in a loaded test run)
@@ -437,7 +441,7 @@ class ProbeSubscriber:
             except exceptions.DeadlineExceeded:
                 return twin, client, None, None
             except exceptions.GoogleAPICallError as err:
-                self.note(f"unary Pull on {twin['declared_name']} (probe twin {twin['path'].rsplit('/', 1)[-1]}) "
+                self.note(f"unary Pull on {twin.declared_name} (probe twin {twin.path.rsplit('/', 1)[-1]}) "
                           f"failed: {type(err).__name__}: {str(err)[:200]}")
                 return twin, client, (), None
 
@@ -452,7 +456,7 @@ class ProbeSubscriber:
                         continue
                     for received in getattr(response, "received_messages", ()):
                         got += 1
-                        self.callback(twin, PulledMessage(client, twin["path"], received, answered))
+                        self.callback(twin, PulledMessage(client, twin.path, received, answered))
                 # the whole round first: a message pulled and not yet handed to the callback would be held by the
                 # dead task unrecorded, at its subscription's full deadline (the callback records it as held)
                 if self.should_crash():
@@ -465,47 +469,50 @@ class ProbeSubscriber:
         self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
                   f"received, all settled; it holds after {self.crash_after})")
 
-    def run(self) -> list[dict]:
+    def subscribe(self, twin, futures: list, streams: dict) -> None:
+        """A streaming pull on `twin`, leased at its ack deadline: the probe's own unkeyed stream where the twin has no
+        ordering (`subscribe_unkeyed`), else the client library's."""
         from google.cloud.pubsub_v1.types import FlowControl
 
+        deadline = twin.ack_deadline_s
+        flow = FlowControl(
+            max_messages=self.spec.get("max_outstanding", 1000),
+            # Leases (receipt modack and extensions) are the declared deadline; a message waiting
+            # in the client is extended until the run ends (an expired one is dropped instead).
+            max_lease_duration=max(60, self.spec["end_time"] - time.time()),
+            min_duration_per_lease_extension=deadline,
+            max_duration_per_lease_extension=deadline,
+        )
+        client, callback = self.clients[twin.consumer_endpoint], (lambda m, twin=twin: self.callback(twin, m))
+        future = None if twin.ordering else subscribe_unkeyed(client, twin.path, callback, flow)
+        if future is None:
+            if not twin.ordering:
+                self.note(f"{twin.declared_name} has no message ordering, but this client library keeps its "
+                          "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
+                          "client behind the one before it (validation/probe/unkeyed.py)")
+            future = client.subscribe(twin.path, callback=callback, flow_control=flow)
+        futures.append(future)
+        streams[twin.path] = future
+
+    def run(self) -> list[dict]:
         use_target(self.spec)
         self.client_log = _ClientLog(storage.join(self.spec["evidence_dir"], f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
         log_abandoned_ack_retries()
-        clients = self.clients
         futures = []
         streams: dict[str, object] = {}  # twin path -> its streaming pull
         stop_file = storage.Marker(self.spec["stop_file"])
         end = self.spec["end_time"]
         try:
             for twin in self.spec["twins"]:
-                endpoint = twin["consumer_endpoint"]
-                if endpoint not in clients:
-                    clients[endpoint] = endpoints.subscriber_client(endpoint, self.spec.get("endpoints", {}),
-                                                                    f"{self.task}:subscriber")
+                if twin.consumer_endpoint not in self.clients:
+                    self.clients[twin.consumer_endpoint] = endpoints.subscriber_client(
+                        twin.consumer_endpoint, self.spec.get("endpoints", {}), f"{self.task}:subscriber")
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
 
-            def subscribe(twin: dict):
-                deadline = twin["ack_deadline_s"]
-                flow = FlowControl(
-                    max_messages=self.spec.get("max_outstanding", 1000),
-                    # Leases (receipt modack and extensions) are the declared deadline; a message waiting
-                    # in the client is extended until the run ends (an expired one is dropped instead).
-                    max_lease_duration=max(60, self.spec["end_time"] - time.time()),
-                    min_duration_per_lease_extension=deadline,
-                    max_duration_per_lease_extension=deadline,
-                )
-                client, callback = clients[twin["consumer_endpoint"]], (lambda m, twin=twin: self.callback(twin, m))
-                future = None if twin.get("ordered") else subscribe_unkeyed(client, twin["path"], callback, flow)
-                if future is None:
-                    if not twin.get("ordered"):
-                        self.note(f"{twin['declared_name']} has no message ordering, but this client library keeps its "
-                                  "hold per ordering key where the probe cannot replace it: a keyed message waits in the "
-                                  "client behind the one before it (validation/probe/unkeyed.py)")
-                    future = client.subscribe(twin["path"], callback=callback, flow_control=flow)
-                futures.append(future)
-                streams[twin["path"]] = future
+            def subscribe(twin) -> None:
+                self.subscribe(twin, futures, streams)
 
             for twin in self.spec["twins"]:
                 subscribe(twin)
@@ -526,28 +533,34 @@ class ProbeSubscriber:
                     self.write_client_state(streams)
                 time.sleep(0.1)
         finally:
-            self.note_held_in_client(streams)
-            for future in futures:
-                future.cancel()
-            for future in futures:
-                try:
-                    future.result(timeout=10)
-                except Exception:  # noqa: BLE001 - cancelled
-                    pass
-            for timer in self.timers:
-                timer.cancel()
-            with self.lock:
-                for row in self.held.values():  # held past the deadline, the run ended before the late ack
-                    row["action"] = "expire"
-                    self.writer.add(row)
-                self.held.clear()
-            self._end_ordered_acks()
-            # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
-            # close (measured in the main job): the task's result does not wait for it.
-            threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
-            self.writer.close()
-            self.client_log.close()
+            self.end(futures, streams)
         return [{"task": self.task, "received": self.received, "written": self.writer.written}]
+
+    def end(self, futures: list, streams: dict) -> None:
+        """The task's end, also when it failed: what the client still held noted, the streams cancelled, the held
+        deliveries written as expired, the acks still answered transiently written, the evidence flushed."""
+        self.note_held_in_client(streams)
+        for future in futures:
+            future.cancel()
+        for future in futures:
+            try:
+                future.result(timeout=10)
+            except Exception:  # noqa: BLE001 - cancelled
+                pass
+        for timer in self.timers:
+            timer.cancel()
+        with self.lock:
+            for row in self.held.values():  # held past the deadline, the run ended before the late ack
+                row["action"] = "expire"
+                self.writer.add(row)
+            self.held.clear()
+        self._end_ordered_acks()
+        # Closing a client whose streaming pulls were just cancelled blocked for ~7.5 s in grpc's channel
+        # close (measured in the main job): the task's result does not wait for it.
+        clients = self.clients
+        threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
+        self.writer.close()
+        self.client_log.close()
 
 
 # The client library's logger for deliveries it drops on receipt (google-cloud-pubsub, streaming_pull_manager

@@ -12,7 +12,7 @@ dead-letter topic), plus:
   program grants it on the subscription it copies; `pubsubguard.validation.probe.access`), revoked before it is deleted;
 - label `pubsubguard-probe=<run_id>` and a 1-day expiration (the shortest Pub/Sub allows) as the
   last-resort reaper when even `--cleanup` is never run;
-- for an auto-created dead-letter topic, a twin of its drain `<drain>-probe-<run8>` (same filter),
+- for an auto-created dead-letter topic, a twin of its dead-letter drain `<drain>-probe-<run8>` (same filter),
   so forwarded probe messages are read by the probe, not by the production drain.
 
 Production subscriptions declared with `probe_isolation` exclude probe messages by filter
@@ -52,9 +52,10 @@ def twin_name(name: str, run_id: str) -> str:
     return twin
 
 
-@dataclass
+@dataclass(frozen=True)
 class TwinSpec:
-    """One subscription the probe creates and reads."""
+    """One subscription the probe creates and reads: what the driver decides of it and what the probe's tasks are
+    handed (a frozen value, pickled to them as it is), read by its fields' names everywhere."""
 
     path: str
     topic_path: str
@@ -62,13 +63,18 @@ class TwinSpec:
     ordering: bool = False
     exactly_once: bool = False
     ack_deadline_s: int = facts.ACK_DEADLINE_DEFAULT_S
-    dead_letter_topic: str | None = None
+    dead_letter_topic_path: str | None = None
     max_delivery_attempts: int | None = None
     retry_min_backoff_s: float | None = None
     retry_max_backoff_s: float | None = None
     consumer_endpoint: str = facts.GLOBAL_ENDPOINT
-    drain: bool = False  # a dead-letter drain twin (not a declared subscription)
+    is_dead_letter_drain: bool = False  # the twin of a dead-letter drain (the subscription on a dead-letter topic)
     push_endpoint: str | None = None  # a push twin: the run's receiver (pubsubguard.validation.probe.push)
+
+    @property
+    def dead_lettering(self) -> bool:
+        """The twin forwards what it cannot deliver to a dead-letter topic (its subscription's policy, copied)."""
+        return self.dead_letter_topic_path is not None
 
     def request(self, run_id: str) -> dict:
         request = {
@@ -83,9 +89,9 @@ class TwinSpec:
         }
         if self.push_endpoint:
             request["push_config"] = {"push_endpoint": self.push_endpoint}
-        if self.dead_letter_topic:
+        if self.dead_letter_topic_path:
             request["dead_letter_policy"] = {
-                "dead_letter_topic": self.dead_letter_topic,
+                "dead_letter_topic": self.dead_letter_topic_path,
                 "max_delivery_attempts": self.max_delivery_attempts,
             }
         if self.retry_min_backoff_s is not None or self.retry_max_backoff_s is not None:
@@ -114,7 +120,7 @@ def twin_push_endpoint(push_url: str, twin_path: str) -> str:
 
 def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list[TwinSpec]:
     """The twins for every probed subscription (push ones pushing to `push_url`, the run's receiver),
-    plus drain twins so every dead-letter topic is read."""
+    plus twins of dead-letter drains so every dead-letter topic is read."""
     project_prefix = f"projects/{estate.project}/subscriptions/"
     twins: list[TwinSpec] = []
     probed: list[Subscription] = [t for t in estate.subscriptions.values() if not_probed(t, push_url) is None]
@@ -129,8 +135,8 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
                 declared_name=target.name,
                 ordering=target.ordering,
                 exactly_once=target.exactly_once,
-                ack_deadline_s=int(target.effective_ack_deadline_s),
-                dead_letter_topic=target.dead_letter_topic if target.dead_lettering else None,
+                ack_deadline_s=int(target.ack_deadline_s),
+                dead_letter_topic_path=target.dead_letter_topic_path if target.dead_lettering else None,
                 max_delivery_attempts=target.max_delivery_attempts,
                 retry_min_backoff_s=target.retry_min_backoff_s,
                 retry_max_backoff_s=target.retry_max_backoff_s,
@@ -138,20 +144,21 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
             )
         )
     for target in probed:
-        if not target.dead_lettering or target.dead_letter_topic in read_topics:
+        if not target.dead_lettering or target.dead_letter_topic_path in read_topics:
             continue  # no dead letters, or a twin on that topic already reads them
-        drain = short_name(target.dead_letter_drain) if target.dead_letter_drain else f"{short_name(target.dead_letter_topic)}-drain"
+        dead_letter_drain = (short_name(target.dead_letter_drain) if target.dead_letter_drain
+                             else f"{short_name(target.dead_letter_topic_path)}-drain")
         twins.append(
             TwinSpec(
-                path=project_prefix + twin_name(drain, run_id),
-                topic_path=target.dead_letter_topic,
-                declared_name=drain,
+                path=project_prefix + twin_name(dead_letter_drain, run_id),
+                topic_path=target.dead_letter_topic_path,
+                declared_name=dead_letter_drain,
                 ack_deadline_s=60,
                 consumer_endpoint=target.consumer_endpoint,
-                drain=True,
+                is_dead_letter_drain=True,
             )
         )
-        read_topics.add(target.dead_letter_topic)
+        read_topics.add(target.dead_letter_topic_path)
     return twins
 
 
@@ -201,7 +208,7 @@ class Twins:
             except exceptions.GoogleAPICallError as err:
                 raise TwinIsolationError(f"cannot create probe twin {short_name(spec.path)}: {err}") from None
             self.created.append(spec.path)
-            if spec.dead_letter_topic:
+            if spec.dead_letter_topic_path:
                 self._grant(spec)
         self.created.extend(self.reused)  # deleted at the end as the others are
         endpoint_of = {spec.path: spec.consumer_endpoint for spec in self.specs}

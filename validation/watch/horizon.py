@@ -42,6 +42,6 @@ def check_override(ack_deadlines_s: dict[str, float | None], override: float | N
 
 def horizons(twin_specs, probed, override: float | None) -> dict[str, float]:
     """subscription -> its horizon in seconds (`check_override` first)."""
-    probed_twins = [t for t in twin_specs if not t.drain and t.declared_name in probed]
+    probed_twins = [t for t in twin_specs if not t.is_dead_letter_drain and t.declared_name in probed]
     check_override({t.declared_name: t.ack_deadline_s for t in probed_twins}, override)
     return {t.declared_name: float(override) if override is not None else derived(t) for t in probed_twins}

@@ -58,9 +58,9 @@ def endpoint_of(region: str) -> str:
     return facts.GLOBAL_ENDPOINT if region == GLOBAL else facts.locational_endpoint(region)
 
 
-def parse_endpoint_map(values: list[str] | None) -> dict[str, str]:
-    """`REGION=HOST:PORT` items -> {declared endpoint: host:port}."""
-    mapping: dict[str, str] = {}
+def parse_endpoint_map(values: list[str] | None, given: dict[str, str] | None = None) -> dict[str, str]:
+    """`REGION=HOST:PORT` items -> {declared endpoint: host:port}, added to the map `given` so far (unchanged)."""
+    mapping: dict[str, str] = dict(given or {})
     for item in values or ():
         region, sep, host = item.partition("=")
         region, host = region.strip(), host.strip()
@@ -69,7 +69,7 @@ def parse_endpoint_map(values: list[str] | None) -> dict[str, str]:
             raise EndpointMapError(f"--endpoint {item!r}: expected REGION=HOST:PORT, e.g. us-east1=127.0.0.1:8601")
         endpoint = endpoint_of(region)
         if endpoint in mapping:
-            raise EndpointMapError(f"--endpoint {region}: given twice")
+            raise EndpointMapError(f"--endpoint {item!r}: region {region} given twice")
         mapping[endpoint] = host
     return mapping
 

@@ -119,7 +119,7 @@ class Nemesis:
         self.stop_event = threading.Event()
         self.healed = threading.Event()  # the final read: no entry applies from then on (`heal`)
         self.touched = {e.subscription for e in self.schedule.entries if e.subscription}
-        # a dead-letter strip touches the drain's twin; a topic's publish faults its topic
+        # a dead-letter strip touches the dead-letter drain's twin; a topic's publish faults its topic
         self.timer: threading.Thread | None = None
         self.packets = None  # pubsubguard.validation.wire.netem.PacketLink: netem entries' windows (None: no packet faults)
         self.gap_s = max(MIN_GAP_S, 2 * self.skew_s)
@@ -181,10 +181,10 @@ class Nemesis:
 
     # -- evidence -----------------------------------------------------------------------
     def record(self, e: Entry, rpc: str, *, client: str | None = None, key=None, seq=None, message_ids=(),
-               subscription: str | None = None, drain: str | None = None, detail: str = "", published=None) -> None:
+               subscription: str | None = None, dead_letter_drain: str | None = None, detail: str = "", published=None) -> None:
         row = {"time_us": time.time_ns() // 1000, "entry": e.index, "kind": e.kind, "planted": e.planted,
                "rpc": rpc, "subscription": subscription or e.subscription, "topic": e.topic, "client": client,
-               "key": key, "seq": seq, "message_ids": list(message_ids), "drain": drain, "detail": detail}
+               "key": key, "seq": seq, "message_ids": list(message_ids), "drain": dead_letter_drain, "detail": detail}
         if published is not None:  # a dropped Publish reply: [key, seq, poison, message id] the target accepted
             row["published"] = published
         with self.lock:
@@ -523,7 +523,7 @@ class Nemesis:
                 for name in [n for n in attributes if n.startswith(DL_PREFIX)]:
                     del attributes[name]
                 self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
-                            message_ids=[seen.message_id], subscription=source, drain=seen.declared,
+                            message_ids=[seen.message_id], subscription=source, dead_letter_drain=seen.declared,
                             detail=f"dead-letter attributes stripped on {seen.declared}")
                 return True
         return False

@@ -42,7 +42,7 @@ def test_the_stack_view_leaves_out_the_plumbing(dev_plan):
     assert "orders-ordered-dead-letter-drain" in everything.subscriptions
     assert "orders-ordered-dead-letter-drain" not in stack.subscriptions
     assert list(stack.subscriptions) == sorted(stack.subscriptions)
-    assert stack.drains == everything.drains and len(stack.drains) == 2
+    assert stack.dead_letter_drains == everything.dead_letter_drains and len(stack.dead_letter_drains) == 2
 
 
 def test_a_subscription_as_declared_and_deployed(dev_plan):
@@ -50,7 +50,7 @@ def test_a_subscription_as_declared_and_deployed(dev_plan):
     ordered = subs["orders-ordered"]
     assert (ordered.topic, ordered.topic_path) == ("orders", f"projects/{PROJECT}/topics/orders")
     assert (ordered.delivery_type, ordered.ordering, ordered.exactly_once, ordered.ack_deadline_s) == ("pull", True, False, 30)
-    assert ordered.dead_letter_topic == f"projects/{PROJECT}/topics/orders-ordered-dead-letter"
+    assert ordered.dead_letter_topic_path == f"projects/{PROJECT}/topics/orders-ordered-dead-letter"
     assert ordered.dead_letter_drain == f"projects/{PROJECT}/subscriptions/orders-ordered-dead-letter-drain"
     assert ordered.max_delivery_attempts == 5 and ordered.dead_lettering
     assert (ordered.consumer_region, ordered.consumer_endpoint) == ("us-east1", "us-east1-pubsub.googleapis.com:443")
@@ -104,8 +104,8 @@ def test_a_plan_without_stack_outputs_is_viewed_from_its_resources(dev_plan):
     # dev declares `payments-dead-letter-drain` itself; read from the resources alone it is what it does:
     # the subscription of a dead-letter topic, probed through the drain twin of its dead-lettering subscription
     assert set(from_resources.subscriptions) == set(from_outputs.subscriptions) - {"payments-dead-letter-drain"}
-    assert from_outputs.drains.items() <= from_resources.drains.items() and from_outputs.drains
-    assert from_resources.drains[f"projects/{PROJECT}/subscriptions/payments-dead-letter-drain"] == (
+    assert from_outputs.dead_letter_drains.items() <= from_resources.dead_letter_drains.items() and from_outputs.dead_letter_drains
+    assert from_resources.dead_letter_drains[f"projects/{PROJECT}/subscriptions/payments-dead-letter-drain"] == (
         f"projects/{PROJECT}/topics/payments-dead-letter")
     for name, subscription in from_resources.subscriptions.items():
         assert subscription.dead_letter_drain == (from_outputs.subscriptions[name].dead_letter_drain or (

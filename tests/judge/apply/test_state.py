@@ -49,7 +49,7 @@ def test_the_state_is_read_as_deployed_names_ids_and_project():
     assert set(everything.subscriptions) == {"orders-ordered-b81e3c4", "orders-exactly-once-3f7a9d2", "orders-dlq-drain-5d2a7f0"}
     exactly_once = everything.subscriptions["orders-exactly-once-3f7a9d2"]
     assert exactly_once.topic_path == f"projects/{PROJECT}/topics/orders-6a1f3c2"
-    assert exactly_once.dead_letter_topic == f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"
+    assert exactly_once.dead_letter_topic_path == f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"
     assert exactly_once.exactly_once and exactly_once.max_delivery_attempts == 5 and exactly_once.ack_deadline_s == 60
     # the labels the resource carries on the service: the provider's attribution label included
     assert everything.topics["orders-6a1f3c2"].labels == {"team": "orders", "goog-pulumi-provisioned": "true"}
@@ -65,7 +65,7 @@ def test_the_stack_view_of_a_team_program_leaves_out_the_dead_letter_drain():
     assert set(stack.topics) == {"orders-6a1f3c2"}
     drain = f"projects/{PROJECT}/subscriptions/orders-dlq-drain-5d2a7f0"
     assert stack.subscriptions["orders-exactly-once-3f7a9d2"].dead_letter_drain == drain
-    assert stack.drains == {drain: f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"}
+    assert stack.dead_letter_drains == {drain: f"projects/{PROJECT}/topics/orders-dlq-0c9e4b1"}
 
 
 def test_secrets_are_never_read_and_their_place_is_recorded():

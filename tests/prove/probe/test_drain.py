@@ -80,7 +80,7 @@ def test_default_drain_timeout_waits_for_the_fault_deadline_not_the_declared_one
 
     eod = TwinSpec("p/s1", "p/t", "s1", exactly_once=True, ack_deadline_s=60, retry_max_backoff_s=10)
     push = TwinSpec("p/s2", "p/t", "s2", ack_deadline_s=20, push_endpoint="http://127.0.0.1:1/push")
-    drain = TwinSpec("p/d", "p/dl", "d", ack_deadline_s=600, drain=True)  # not probed: no say
+    drain = TwinSpec("p/d", "p/dl", "d", ack_deadline_s=600, is_dead_letter_drain=True)  # not probed: no say
     # held 10 s (fault deadline) + 2 s margin + 10 s backoff + 30 s slack
     assert default_drain_timeout([eod, drain]) == 52
     # a push twin's held answer waits its own deadline (no ack id to modify)

@@ -123,6 +123,7 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
     from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
     from pubsubguard.validation.probe import subscriber as probe
+    from pubsubguard.validation.probe.twins import TwinSpec
 
     class Held:
         ack_id = "held"
@@ -137,7 +138,9 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
     subscriber.spec = {"fault_deadline_s": 10}
     subscriber.note = notes.append
     row = {"ack_deadline_s": 60}
-    assert subscriber.shorten_deadline({"ack_deadline_s": 60, "declared_name": "orders-eod"}, Held(), row) == 60
+    twin = TwinSpec("projects/p/subscriptions/orders-eod-probe-1", "projects/p/topics/orders", "orders-eod",
+                    exactly_once=True, ack_deadline_s=60)
+    assert subscriber.shorten_deadline(twin, Held(), row) == 60
     assert row["ack_deadline_s"] == 60 and len(notes) == 1 and says in notes[0], notes
     assert "keeps the subscription's 60s deadline (no shorter one was granted)" in notes[0]
     assert (status == "INVALID_ACK_ID") == ("refused" not in notes[0] and "INVALID_ACK_ID" in notes[0])
@@ -250,6 +253,7 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
     from pubsubguard.core import storage
     from pubsubguard.validation.probe.clients import UNARY_PULL_TIMEOUT_S
     from pubsubguard.validation.probe.subscriber import ProbeSubscriber
+    from pubsubguard.validation.probe.twins import TwinSpec
 
     publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
     name = f"crash-{uuid.uuid4().hex[:8]}"
@@ -261,13 +265,13 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
     for index in range(40):
         path = subscriber.subscription_path(PROJECT, f"{name}-{index}")
         subscriber.create_subscription(request={"name": path, "topic": topic if index == 39 else idle})
-        twins.append({"path": path, "declared_name": f"sub-{index}", "consumer_endpoint": "default"})
+        twins.append(TwinSpec(path, topic if index == 39 else idle, f"sub-{index}", consumer_endpoint="default"))
     try:
         got: list[tuple[str, float]] = []
         notes: list[str] = []
         stop = storage.Marker(str(tmp_path / "_stop"))
         probe = SimpleNamespace(spec={"twins": twins, "crash_prefetch": 1}, clients={"default": slow_pull},
-                                callback=lambda twin, message: (got.append((twin["declared_name"], time.monotonic())),
+                                callback=lambda twin, message: (got.append((twin.declared_name, time.monotonic())),
                                                                 message.ack()),
                                 should_crash=lambda: False, crash=lambda: None, note=notes.append,
                                 ready=lambda: None, received=0, crash_after=5)
@@ -289,7 +293,7 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
         assert "DeadlineExceeded" in notes[0] and len(notes) == 2  # and: the crash was not injected
     finally:
         for twin in twins:
-            subscriber.delete_subscription(subscription=twin["path"])
+            subscriber.delete_subscription(subscription=twin.path)
         publisher.delete_topic(topic=topic)
         publisher.delete_topic(topic=idle)
 

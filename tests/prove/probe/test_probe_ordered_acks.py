@@ -69,6 +69,7 @@ def test_a_key_whose_head_delivery_the_probe_holds_leaves_nothing_in_its_client(
     from pubsubguard.core import probe_contract, storage
     from pubsubguard.validation.probe.clients import CLIENT_STATE_PREFIX, NOTES_PREFIX
     from pubsubguard.validation.probe.faults import Faults
+    from pubsubguard.validation.probe.twins import TwinSpec
     from pubsubguard.validation.probe.subscriber import ProbeSubscriber
 
     publisher, topic, subscription = ordered_eod
@@ -78,12 +79,12 @@ def test_a_key_whose_head_delivery_the_probe_holds_leaves_nothing_in_its_client(
     faults = Faults(expire=0.5)
     declared = _planted_name(run_id, message_ids, faults)
     evidence = tmp_path / "evidence"
-    twin = {"path": subscription, "declared_name": declared, "ack_deadline_s": 60, "retry_max_backoff_s": None,
-            "consumer_endpoint": ENDPOINT, "dead_lettering": False, "ordered": True}
+    twin = TwinSpec(subscription, topic, declared, ordering=True, exactly_once=True, ack_deadline_s=60,
+                    consumer_endpoint=ENDPOINT)
     heal = storage.Marker(str(evidence / "_heal"))
     stop = storage.Marker(str(evidence / "_stop"))
     probe = ProbeSubscriber({
-        "run_id": run_id, "task_id": TASK, "faults": faults.as_dict(), "evidence_dir": str(evidence),
+        "run_id": run_id, "task_id": TASK, "faults": faults, "evidence_dir": str(evidence),
         "twins": [twin], "twin_to_declared": {subscription.rsplit("/", 1)[-1]: declared}, "endpoints": {ENDPOINT: emulator.host},
         "emulator_host": emulator.host, "fault_deadline_s": FAULT_DEADLINE_S, "expire_margin_s": 2.0,
         "stop_file": stop.location, "heal_file": heal.location, "end_time": time.time() + 120, "crash_after": None})
