@@ -12,7 +12,7 @@ from pubsubguard.cli import build_parser
 from pubsubguard.validation.config import RunConfig
 from pubsubguard.validation.probe.faults import Faults
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 
 
 @pytest.fixture

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pickle
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 SOURCES = [p for d in ("pubsubguard", "validation") for p in sorted((ROOT / d).rglob("*.py"))]
 
 # a twin read by key (`twin["path"]`, `t.get("ordered")`, `by_path[path]["declared_name"]`), or the twin's old aliases
