@@ -12,6 +12,7 @@ import pickle
 import re
 
 from support import ROOT
+
 SOURCES = [p for d in ("pubsubguard", "validation") for p in sorted((ROOT / d).rglob("*.py"))]
 
 # a twin read by key (`twin["path"]`, `t.get("ordered")`, `by_path[path]["declared_name"]`), or the twin's old aliases
