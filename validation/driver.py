@@ -28,11 +28,12 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from . import run_setup
 from .checks.drift import config_drift, missing_subscriptions
+from .client_logs import client_log_summary
 from .config import EXPIRE_MARGIN_S, RunConfig
 from .conformance.beside import ConformanceBeside
 from .draining import DrainSteps
 from .evidence import records, seal
-from .failures import client_log_summary, quiet_crash_logs, spark_cause
+from .failures import quiet_crash_logs, spark_cause
 from .footprint import Footprint, sentence as footprint_sentence
 from .probe import access
 from .probe.canary import filter_canary

@@ -73,7 +73,3 @@ def quiet_crash_logs(sc, quiet: bool) -> None:
                 configurator.setLevel(name, _saved_levels.pop(name))
     except Exception:  # noqa: BLE001 - a cluster without log4j 2 keeps its logs; nothing else depends on it
         pass
-
-
-# driver.py's import of the client logs' summary, until it imports it from client_logs (issue 66)
-from .client_logs import client_log_summary  # noqa: E402, F401
