@@ -169,6 +169,11 @@ class _State:
     def getCurrentWatermarkMs(self) -> int:
         return self.watermark_ms
 
+    def call(self, watermark_ms: int) -> "_State":
+        """The state as the next call sees it: Spark resets the timeout before each call (the judge sets it again)."""
+        self.watermark_ms, self.timeout_ms = watermark_ms, None
+        return self
+
     def setTimeoutTimestamp(self, ms: int) -> None:
         self.timeout_ms = ms
 
@@ -180,6 +185,7 @@ def judge_alone(rows: int, top: int = 25) -> dict:
     import pstats
 
     import bench_checks
+    import pandas as pd
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from pubsubguard.validation.checks import run as batch
@@ -192,12 +198,16 @@ def judge_alone(rows: int, top: int = 25) -> dict:
     subscriptions = RunInfo.read(directory).subscriptions
     horizon_us = 600_000_000
     end_us = _evidence_end(directory) + 4 * horizon_us
-    spark = spark_session("local[2]", app_name="bench-watch-judge")
-    spark.sparkContext.setLogLevel("ERROR")
-    read = lambda name, schema: spark.read.schema(from_arrow_schema(schema)).parquet(str(directory / name))  # noqa: E731
-    frame = stream.bucketed(read("publishes", records.PUBLISH_SCHEMA), read("deliveries", records.DELIVERY_SCHEMA),
-                            spark.createDataFrame([(end_us,)], stream.CLOCK_SCHEMA), subscriptions).toPandas()
-    spark.stop()
+    kept = directory.parent / f"{directory.name}-judged-rows.parquet"  # the query's rows, made once
+    if not kept.exists():
+        spark = spark_session("local[2]", app_name="bench-watch-judge")
+        spark.sparkContext.setLogLevel("ERROR")
+        read = lambda name, schema: spark.read.schema(from_arrow_schema(schema)).parquet(str(directory / name))  # noqa: E731
+        stream.bucketed(read("publishes", records.PUBLISH_SCHEMA), read("deliveries", records.DELIVERY_SCHEMA),
+                        spark.createDataFrame([(end_us,)], stream.CLOCK_SCHEMA), subscriptions
+                        ).toPandas().to_parquet(kept)
+        spark.stop()
+    frame = pd.read_parquet(kept)
     config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
                                horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
     outputs, calls = [], 0
@@ -209,9 +219,9 @@ def judge_alone(rows: int, top: int = 25) -> dict:
         profiler.enable()
         outputs += judge.judge_bucket(config, (bucket,), iter(frames), state)
         calls += 1
-        state.watermark_ms = end_us // 1000 - 1000
-        while state.timeout_ms is not None and state.timeout_ms < state.watermark_ms:
-            outputs += judge.judge_bucket(config, (bucket,), iter([]), state)
+        past = end_us // 1000 - 1000
+        while state.timeout_ms is not None and state.timeout_ms < past:
+            outputs += judge.judge_bucket(config, (bucket,), iter([]), state.call(past))
             calls += 1
         profiler.disable()
     seconds = time.perf_counter() - t
