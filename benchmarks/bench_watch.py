@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_watch.py                         # every part
     .venv/bin/python benchmarks/bench_watch.py --part throughput --rows 200000
     .venv/bin/python benchmarks/bench_watch.py --part live            # detection, cost, resume
+    .venv/bin/python benchmarks/bench_watch.py --part judge --rows 1000000   # cProfile of the judge alone
 
 Parts, each printed with the load average before and after (a figure taken under load is not a result):
 
@@ -11,6 +12,11 @@ Parts, each printed with the load average before and after (a figure taken under
   shuffle pass) on the same generated evidence (bench_checks.py's legal histories, `--rows` delivery rows), one
   warm Spark session (local[2]); rows/s of each, the findings each found, by kind, whether they are the same, and
   `streaming_per_row_vs_batch` (the streaming checks' rows/s over the batch checks': issue 65 asks for >= 1).
+- `judge`: the judge alone (`judge.judge_bucket`, in this process under cProfile) on the rows the query hands it
+  (`stream.bucketed` over the same evidence, read as a batch and grouped by bucket): per bucket one call with every
+  row at watermark 0, then calls with no rows while the watermark (far past every horizon) passes the bucket's
+  timeout, as the query's no-data windows do. Prints the seconds, the profile's top functions and a digest of
+  everything the calls returned (findings and statistics): equal digests, equal judgements.
 - `live`: a real watch at the default rate and window (1 msg/s per topic, 30 s) on a three-subscription stack
   (plain, ordered, exactly-once) on the project's emulator, with one planted `drop_delivery`, scraped by a real
   Prometheus with validation/watch/alerts.yml:
@@ -93,8 +99,7 @@ def throughput(rows: int) -> dict:
             evidence = work / "evidence"
             for name in ("publishes", "deliveries"):
                 shutil.copytree(directory / name, evidence / name)
-            last = max(ds.dataset(str(directory / "deliveries"), format="parquet").to_table(
-                columns=["receive_time_us"])["receive_time_us"].to_pylist())
+            last = _evidence_end(directory)
             (evidence / "clock").mkdir()
             horizon_us = 600_000_000
             pq.write_table(pa.table({"t": pa.array([last + 4 * horizon_us], pa.int64())}),
@@ -136,6 +141,104 @@ def throughput(rows: int) -> dict:
             # issue 65: the streaming checks at least as fast per row as the batch checks, finding the same
             "streaming_per_row_vs_batch": round(batch_result["seconds"] / stream_result["seconds"], 2),
             "same_findings": stream_result["findings"] == batch_result["findings"]}
+
+
+
+def _evidence_end(directory: Path) -> int:
+    import pyarrow.dataset as ds
+
+    return max(ds.dataset(str(directory / "deliveries"), format="parquet").to_table(
+        columns=["receive_time_us"])["receive_time_us"].to_pylist())
+
+
+class _State:
+    """The GroupState of one bucket, for calling the judge without Spark (its timeout as Spark keeps it)."""
+
+    def __init__(self):
+        self.value, self.watermark_ms, self.timeout_ms = None, 0, None
+
+    exists = property(lambda self: self.value is not None)
+    get = property(lambda self: self.value)
+
+    def update(self, value) -> None:
+        self.value = tuple(value)
+
+    def remove(self) -> None:
+        self.value, self.timeout_ms = None, None
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark_ms
+
+    def call(self, watermark_ms: int) -> "_State":
+        """The state as the next call sees it: Spark resets the timeout before each call (the judge sets it again)."""
+        self.watermark_ms, self.timeout_ms = watermark_ms, None
+        return self
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        self.timeout_ms = ms
+
+
+def judge_alone(rows: int, top: int = 25) -> dict:
+    import cProfile
+    import hashlib
+    import io
+    import pstats
+
+    import bench_checks
+    import pandas as pd
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from pubsubguard.validation.checks import run as batch
+    from pubsubguard.validation.evidence import records
+    from pubsubguard.validation.evidence.records import RunInfo
+    from pubsubguard.validation.session import spark_session
+    from pubsubguard.validation.watch import judge, stream
+
+    directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
+    subscriptions = RunInfo.read(directory).subscriptions
+    horizon_us = 600_000_000
+    end_us = _evidence_end(directory) + 4 * horizon_us
+    kept = directory.parent / f"{directory.name}-judged-rows.parquet"  # the query's rows, made once
+    if not kept.exists():
+        spark = spark_session("local[2]", app_name="bench-watch-judge")
+        spark.sparkContext.setLogLevel("ERROR")
+        read = lambda name, schema: spark.read.schema(from_arrow_schema(schema)).parquet(str(directory / name))  # noqa: E731
+        stream.bucketed(read("publishes", records.PUBLISH_SCHEMA), read("deliveries", records.DELIVERY_SCHEMA),
+                        spark.createDataFrame([(end_us,)], stream.CLOCK_SCHEMA), subscriptions
+                        ).toPandas().to_parquet(kept)
+        spark.stop()
+    frame = pd.read_parquet(kept)
+    config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                               horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
+    outputs, calls = [], 0
+    profiler = cProfile.Profile()
+    t = time.perf_counter()
+    for bucket, part in frame.groupby("bucket"):
+        state = _State()
+        frames = [part.drop(columns=["bucket"]).reset_index(drop=True)]
+        profiler.enable()
+        outputs += judge.judge_bucket(config, (bucket,), iter(frames), state)
+        calls += 1
+        past = end_us // 1000 - 1000
+        while state.timeout_ms is not None and state.timeout_ms < past:
+            outputs += judge.judge_bucket(config, (bucket,), iter([]), state.call(past))
+            calls += 1
+        profiler.disable()
+    seconds = time.perf_counter() - t
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
+    print(text.getvalue(), flush=True)
+    out = [r for o in outputs for r in o.to_dict("records")]
+    digest = hashlib.sha256("\n".join(sorted(json.dumps(r, sort_keys=True, default=str) for r in out)).encode())
+    findings: dict = {}
+    for r in out:
+        if r["rtype"] == "finding":
+            findings[r["kind"]] = findings.get(r["kind"], 0) + 1
+    return {"rows": len(frame), "buckets": int(frame["bucket"].nunique()), "calls": calls,
+            "keys": int(frame[frame["sub_id"] != judge.CLOCK_SUB].groupby(["h", "h2"]).ngroups),
+            "seconds": round(seconds, 2), "findings": findings,
+            "decided": int(sum(r["decided"] for r in out if r["rtype"] == "stats")),
+            "output_digest": digest.hexdigest()[:16]}
 
 
 # ------------------------------------------------------------------------------------------ live
@@ -274,12 +377,15 @@ def _findings(out: Path) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("all", "throughput", "live"), default="all")
+    parser.add_argument("--part", choices=("all", "throughput", "live", "judge"), default="all")
     parser.add_argument("--rows", type=int, default=1_000_000, help="delivery rows of the throughput part")
     args = parser.parse_args(argv)
     print(f"bench_watch: {' '.join(sys.argv)}; {os.cpu_count()} cores; before: {load()}", flush=True)
     if args.part in ("all", "throughput"):
         print("throughput: " + json.dumps(throughput(args.rows)), flush=True)
+        print(f"  {load()}", flush=True)
+    if args.part == "judge":
+        print("judge: " + json.dumps(judge_alone(args.rows)), flush=True)
         print(f"  {load()}", flush=True)
     if args.part in ("all", "live"):
         print("live: " + json.dumps(live()), flush=True)

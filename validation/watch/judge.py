@@ -21,7 +21,11 @@ key's (`KeyState`, the bucket encoded by `encode`) with the time its own timeout
 key is judged exactly when Spark would have called it alone: when it has new rows, or when the watermark passed its
 own timeout (Spark's rule: timeout < watermark); the bucket's timeout is the earliest of its keys'. So what is
 decided, and when, is what a call per key decides, while the kernel runs once per call over every key that has
-something decided (sorted by key, as the batch checks hand it a partition), not once per key.
+something decided (sorted by key, as the batch checks hand it a partition), not once per key. The bookkeeping of
+the call's keys (which rows are late, first deliveries' latencies, when each message started, which are decided,
+unsettled or let go, each key's next timeout) is done for all of them at once (`segments.py`: NumPy operations over
+their rows, each row tagged with its key), not key by key: at 1,000,000 rows a loop over the keys cost about
+0.7 ms a key and call, more than the kernel (docs/performance.md).
 
 Each finding has a stable id (its subscription, kind, form, key, seq and row); the ids written so far are kept
 in the state until their message leaves it, so a finding the kernel finds again in a later call is not written
@@ -42,6 +46,8 @@ import pyarrow as pa
 
 from ..checks import chunk, kernel
 from ..checks.findings import FINDING_FACTS
+from . import segments
+from .segments import NULL
 
 # PySpark 4.3's applyInPandasWithState serializer (pyspark/worker.py) pads each output chunk with an empty frame and
 # pd.concat warns of it on every window, on the watch's terminal: the warning is about PySpark's frames, not ours,
@@ -49,7 +55,6 @@ from ..checks.findings import FINDING_FACTS
 warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty or all-NA entries",
                         category=FutureWarning)
 
-NULL = -(2**62)  # a null number in the state's arrays
 CLOCK_SUB = -1  # the clock rows' sub_id: they move the watermark and are never judged
 
 # what a call returns: findings and one statistics row per key judged
@@ -165,11 +170,9 @@ def _ints(series: pd.Series) -> np.ndarray:
     return np.where(values.isna(), NULL, values.fillna(0)).astype(np.int64)
 
 
-def _kernel_table(parts: list[tuple[int, dict[str, np.ndarray]]]) -> pa.Table:
-    """The kernel's input for some keys (each `(h, rows)`), in the batch checks' order (`checks.run._ORDER`: the
-    key's hashes, seq, foreign last, time, row kind)."""
-    rows = {name: np.concatenate([part[name] for _, part in parts]) for name in _ROWS}
-    h = np.concatenate([np.full(len(part["seq"]), key_h, np.int64) for key_h, part in parts])
+def _kernel_table(h: np.ndarray, rows: dict[str, np.ndarray]) -> pa.Table:
+    """The kernel's input for some keys' rows (`h`: each row's key hash), in the batch checks' order
+    (`checks.run._ORDER`: the key's hashes, seq, foreign last, time, row kind)."""
     meta = rows["meta"]
     order = np.lexsort((meta & 3, rows["t"], (meta & 3) == chunk.FOREIGN, rows["seq"], meta >> 32, h))
 
@@ -233,7 +236,6 @@ def judge_bucket(judge: JudgeConfig, bucket: tuple, frames: Iterator[pd.DataFram
     """The step (`applyInPandasWithState`'s function) for a bucket of keys: each key with new rows, or whose own
     timeout the watermark passed, judged as a call for it alone would judge it."""
     watermark_ms = state.getCurrentWatermarkMs()
-    watermark_us = max(0, watermark_ms) * 1000
     keys = decode(state.get) if state.exists else {}
     new = _new_rows(frames)
     groups = _groups(new)
@@ -241,29 +243,12 @@ def judge_bucket(judge: JudgeConfig, bucket: tuple, frames: Iterator[pd.DataFram
     timed_out = [k for k, keep in keys.items()
                  if k not in groups and keep.timeout_ms is not None and keep.timeout_ms < watermark_ms]
     out: list[dict] = []
-    foreign: list[tuple[int, object, dict]] = []
-    judged: list[tuple[KeyState, dict]] = []
-    for k, (lo, hi) in groups.items():
-        keep = keys.get(k) or KeyState(*k)
-        stats = {"published": 0, "delivered": 0, "latencies": []}
-        _take(judge, keep, {name: values[lo:hi] for name, values in new.items()}, out, stats, foreign)
-        if keep.sub_id is not None:  # else only rows that left nothing to keep (foreign)
-            keys[k] = keep
-            judged.append((keep, stats))
-    judged += [(keys[k], {"published": 0, "delivered": 0, "latencies": []}) for k in timed_out]
-    _judge_foreign(judge, foreign, out)
-    times = [_message_times(keep) for keep, _ in judged]  # the rows do not change until some are evicted
-    decided = _decide_all(judge, [keep for keep, _ in judged], times, watermark_us, out)
-    for (keep, stats), newly, when in zip(judged, decided, times):
-        out.append({"rtype": "stats", "sub_id": keep.sub_id, "key": keep.key, "published": stats["published"],
-                    "delivered": stats["delivered"], "decided": newly, "unsettled": _unsettled(keep),
-                    "latencies": stats["latencies"]})
-        if _evict(judge, keep, when, watermark_us):
-            when = _message_times(keep)
-        if keep.kept():
-            upcoming = _next_time(judge, keep, when)
-            keep.timeout_ms = None if upcoming is None else max(upcoming // 1000, watermark_ms + 1)
-        else:
+    judged, fresh, stats = _take(judge, keys, new, groups, out)
+    judged += [keys[k] for k in timed_out]
+    if judged:
+        _judge(judge, judged, fresh, stats, watermark_ms, out)
+    for keep in judged:
+        if not keep.kept():
             del keys[(keep.h, keep.h2)]
     if keys:
         state.update(encode(keys))
@@ -276,56 +261,174 @@ def judge_bucket(judge: JudgeConfig, bucket: tuple, frames: Iterator[pd.DataFram
         yield _frame(out)
 
 
+def _take(judge: JudgeConfig, keys: dict, new: dict | None, groups: dict, out: list[dict]):
+    """The call's new rows: foreign ones judged at once (nothing can change them), late ones said. Returns the keys
+    they judge (a key with rows of its own, or one already kept; in (h, h2) order), the rows to keep (`seg`: the
+    key's place in that list) and per key its new rows' statistics (published, delivered, latencies)."""
+    judged: list[KeyState] = []
+    if new is None:
+        return judged, None, {"published": [], "delivered": [], "latencies": []}
+    kind = new["meta"] & 3
+    lows = np.fromiter((lo for lo, _ in groups.values()), np.int64, len(groups))
+    group = np.repeat(np.arange(len(groups)), np.diff(np.append(lows, len(kind))))
+    is_foreign = kind == chunk.FOREIGN
+    mine_at = np.flatnonzero(~is_foreign)
+    first_mine = mine_at[np.minimum(np.searchsorted(mine_at, lows), max(0, len(mine_at) - 1))] if len(mine_at) else lows
+    has_mine = np.bincount(group[mine_at], minlength=len(groups)) > 0
+    has_foreign = np.bincount(group[is_foreign], minlength=len(groups)) > 0
+    seg_of = np.full(len(groups), -1, np.int64)
+    foreign: list[tuple[int, object, dict]] = []
+    for g, k in enumerate(groups):
+        keep = keys.get(k) or KeyState(*k)
+        if has_foreign[g]:
+            lo, hi = groups[k]
+            at = lo + np.flatnonzero(is_foreign[lo:hi])
+            foreign.append((keep.h, new["key"][at[0]], {name: new[name][at] for name in _ROWS}))
+        if has_mine[g] and keep.sub_id is None:
+            keep.sub_id, keep.key = int(new["sub_id"][first_mine[g]]), new["key"][first_mine[g]]
+        if keep.sub_id is not None:  # else only rows that left nothing to keep (foreign)
+            keys[k] = keep
+            seg_of[g] = len(judged)
+            judged.append(keep)
+    n = len(judged)
+    rows = {name: new[name][mine_at] for name in _ROWS}
+    seg, kind = seg_of[group[mine_at]], kind[mine_at]
+    meta, seq, t = rows["meta"], rows["seq"], rows["t"]
+    stats = {"published": np.bincount(seg[(kind == chunk.PUBLISH) & (((meta >> 4) & 1) == 1)], minlength=n),
+             "delivered": np.bincount(seg[kind == chunk.DELIVERY], minlength=n)}
+    closed = np.fromiter((keep.closed_through for keep in judged), np.int64, n)
+    delivered = kind != chunk.PUBLISH
+    late = delivered & (seq <= closed[seg])
+    lost = [(j, s) for j, keep in enumerate(judged) for s in keep.lost]
+    if lost:
+        (mine, gone), _ = segments.pair_ids((seg, seq), tuple(np.array(lost, np.int64).T))
+        late |= delivered & np.isin(mine, gone)
+    names = judge.subscriptions.names
+    for i in np.flatnonzero(late).tolist():
+        keep, s, at = judged[seg[i]], int(seq[i]), int(t[i])
+        form = "after_lost" if s in keep.lost else "after_close"
+        out.append({"rtype": "finding", "sub_id": keep.sub_id, "key": keep.key, "kind": "late_delivery",
+                    "form": form, "severity": "advisory", "seq": s, "t": at,
+                    "fid": finding_id(names[keep.sub_id], "late_delivery", form, keep.key, s, at),
+                    "facts": json.dumps({"received_us": at, "horizon_s": judge.horizon_us[keep.sub_id] / 1e6})})
+    _judge_foreign(judge, foreign, out)
+    stats["latencies"] = _latencies(judged, seg, kind, seq, t)
+    stay = ~(late & (seq <= closed[seg]))  # rows of messages that left the state do not come back
+    return judged, {"seg": seg[stay], **{name: rows[name][stay] for name in _ROWS}}, stats
+
+
+def _kept(keeps: list[KeyState]) -> dict[str, np.ndarray]:
+    """The kept rows of `keeps`, one after the other, with `seg` (the key's place in `keeps`)."""
+    sizes = np.fromiter((len(keep.rows["seq"]) for keep in keeps), np.int64, len(keeps))
+    rows = {name: np.concatenate([keep.rows[name] for keep in keeps] or [np.zeros(0, np.int64)]).astype(np.int64)
+            for name in _ROWS}
+    return {"seg": np.repeat(np.arange(len(keeps)), sizes), **rows}
+
+
+def _latencies(judged: list[KeyState], seg, kind, seq, t) -> list[list[float]]:
+    """Per key, its first deliveries' latencies (in the order they came): a delivery of a seq that has a kept
+    publish row and that no kept row delivered, from its earliest kept publish."""
+    n = len(judged)
+    wanted = np.flatnonzero(kind == chunk.DELIVERY)
+    if not len(wanted):
+        return [[] for _ in range(n)]
+    kept = _kept(judged)
+    pseg, pseq, ptime = segments.publish_times(kept["seg"], kept["seq"], kept["meta"], kept["t"])
+    seen = (kept["meta"] & 3) == chunk.DELIVERY
+    (published, seen, mine), _ = segments.pair_ids((pseg, pseq), (kept["seg"][seen], kept["seq"][seen]),
+                                                   (seg[wanted], seq[wanted]))
+    ok = np.isin(mine, published) & ~np.isin(mine, seen)
+    wanted, mine = wanted[ok], mine[ok]
+    first = np.sort(np.unique(mine, return_index=True)[1])  # each seq's first, in arrival order
+    wanted, mine = wanted[first], mine[first]
+    at = ptime[np.searchsorted(published, mine)]
+    latency = np.maximum(0.0, (t[wanted] - at) / 1e6)
+    ends = segments.bounds(seg[wanted], n)
+    return [latency[ends[j]:ends[j + 1]].tolist() for j in range(n)]
+
+
+def _judge(judge: JudgeConfig, judged: list[KeyState], fresh: dict | None, stats: dict, watermark_ms: int,
+           out: list[dict]) -> None:
+    """The judged keys' rows (kept, then `fresh`) decided, said, counted, let go, and each key's next timeout."""
+    n = len(judged)
+    watermark_us = max(0, watermark_ms) * 1000
+    rows = _kept(judged)
+    if fresh is not None and len(fresh["seg"]):
+        order = np.argsort(np.concatenate([rows["seg"], fresh["seg"]]), kind="stable")  # a key's kept rows first
+        rows = {name: np.concatenate([rows[name], fresh[name]])[order] for name in rows}
+    horizon = np.asarray(judge.horizon_us, np.int64)[np.fromiter((keep.sub_id for keep in judged), np.int64, n)]
+    through = np.fromiter((keep.decided_through for keep in judged), np.int64, n)
+    mseg, mseq, start = segments.message_times(rows["seg"], rows["seq"], rows["meta"], rows["t"])
+    decided = start + horizon[mseg] <= watermark_us
+    newly = decided & (mseq > through[mseg])
+    _decide(judge, judged, rows, (mseg, mseq, decided, newly), through, out)
+    through = segments.seg_max(mseg[newly], mseq[newly], through)
+    unsettled = segments.unsettled(rows["seg"], rows["seq"], rows["meta"], n)
+    counts = np.bincount(mseg[newly], minlength=n)
+    published, delivered = stats["published"], stats["delivered"]
+    latencies = stats["latencies"] + [[] for _ in range(n - len(stats["latencies"]))]
+    for j, keep in enumerate(judged):
+        keep.decided_through = int(through[j])
+        out.append({"rtype": "stats", "sub_id": keep.sub_id, "key": keep.key,
+                    "published": int(published[j]) if j < len(published) else 0,
+                    "delivered": int(delivered[j]) if j < len(delivered) else 0, "decided": int(counts[j]),
+                    "unsettled": int(unsettled[j]), "latencies": latencies[j]})
+    # the rows of messages decided one horizon ago leave the state (with their findings' ids)
+    gone = (start + 2 * horizon[mseg] <= watermark_us) & (mseq <= through[mseg])
+    if gone.any():
+        closed = np.fromiter((keep.closed_through for keep in judged), np.int64, n)
+        closed = segments.seg_max(mseg[gone], mseq[gone], closed)
+        evicted = np.bincount(mseg[gone], minlength=n) > 0
+        (kept, left), _ = segments.pair_ids((rows["seg"], rows["seq"]), (mseg[gone], mseq[gone]))
+        seq = rows["seq"]
+        drop = evicted[rows["seg"]] & (np.isin(kept, left) | ((seq != NULL) & (seq <= closed[rows["seg"]])))
+        rows = {name: values[~drop] for name, values in rows.items()}
+        for j in np.flatnonzero(evicted).tolist():
+            keep = judged[j]
+            keep.closed_through = int(closed[j])
+            if keep.emitted:
+                still = [(fid, s) for fid, s in zip(keep.emitted, keep.emitted_seq) if s > keep.closed_through]
+                keep.emitted, keep.emitted_seq = [fid for fid, _ in still], [s for _, s in still]
+        mseg, mseq, start = segments.message_times(rows["seg"], rows["seq"], rows["meta"], rows["t"])
+    # when each key next has something to decide or to let go
+    upcoming, some = segments.seg_min(mseg, start + np.where(mseq > through[mseg], 1, 2) * horizon[mseg], n)
+    ends = segments.bounds(rows["seg"], n)
+    for j, keep in enumerate(judged):
+        keep.rows = {name: rows[name][ends[j]:ends[j + 1]] for name in _ROWS}
+        keep.timeout_ms = max(int(upcoming[j]) // 1000, watermark_ms + 1) if some[j] and keep.kept() else None
+
+
+def _decide(judge: JudgeConfig, judged: list[KeyState], rows: dict, messages: tuple, through: np.ndarray,
+            out: list[dict]) -> None:
+    """Findings of the messages decided by now (their horizon passed the watermark), each written once.
+
+    One kernel call over every kept row of the keys that have a decided message, as proven: `lost_proven` changes
+    nothing but `lost` (kernel.completeness), and a message's `lost` depends on its own rows only; so the other
+    findings are those of the decided messages, and `lost` is said of the newly decided ones alone (once). The
+    kernel judges each key on its own rows, so one call over many keys finds what a call per key finds."""
+    mseg, mseq, decided, newly = messages
+    n = len(judged)
+    with_decided = np.bincount(mseg[decided], minlength=n) > 0
+    if not with_decided.any():
+        return
+    names = judge.subscriptions.names
+    proven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__, "lost_proven": (True,) * len(names)})
+    mine = with_decided[rows["seg"]]
+    h = np.fromiter((keep.h for keep in judged), np.int64, n)
+    table = _kernel_table(h[rows["seg"][mine]], {name: rows[name][mine] for name in _ROWS})
+    place = {(keep.h, keep.h2): j for j, keep in enumerate(judged)}
+    found: dict[int, list[dict]] = {}
+    for f in _found(table, proven, judge.skew_us):
+        found.setdefault(place[(f["h"], f["h2"])], []).append(f)
+    ends = segments.bounds(mseg, n)
+    for j in sorted(found):
+        lo, hi = ends[j], ends[j + 1]
+        _said(judge, judged[j], found[j], set(mseq[lo:hi][decided[lo:hi]].tolist()),
+              set(mseq[lo:hi][newly[lo:hi]].tolist()), out)
+
 def _frame(out: list[dict]) -> pd.DataFrame:
     columns = [c.split()[0] for c in OUTPUT.split(", ")]
     return pd.DataFrame([{c: r.get(c) for c in columns} for r in out], columns=columns)
-
-
-def _take(judge: JudgeConfig, keep: KeyState, new: dict[str, np.ndarray], out: list[dict], stats: dict,
-          foreign: list) -> None:
-    """A key's new rows: foreign ones set aside to be judged at once (nothing can change them), late ones said,
-    the rest kept."""
-    meta = new["meta"]
-    kind = meta & 3
-    seq = new["seq"]
-    names = judge.subscriptions.names
-    is_foreign = kind == chunk.FOREIGN
-    if is_foreign.any():
-        first = int(np.flatnonzero(is_foreign)[0])
-        foreign.append((keep.h, new["key"][first], {name: new[name][is_foreign] for name in _ROWS}))
-    mine = ~is_foreign
-    if not mine.any():
-        return
-    rows = {name: values[mine] for name, values in new.items()}
-    meta, kind, seq, t = rows["meta"], kind[mine], rows["seq"], rows["t"]
-    if keep.sub_id is None:
-        keep.sub_id = int(rows["sub_id"][0])
-        keep.key = rows["key"][0]
-    sub = names[keep.sub_id]
-    horizon_s = judge.horizon_us[keep.sub_id] / 1e6
-    delivered = kind != chunk.PUBLISH
-    stats["published"] += int(((kind == chunk.PUBLISH) & (((meta >> 4) & 1) == 1)).sum())
-    stats["delivered"] += int((kind == chunk.DELIVERY).sum())
-    lost = set(keep.lost)
-    late = delivered & ((seq <= keep.closed_through) | np.isin(seq, list(lost)))
-    for i in np.flatnonzero(late):
-        form = "after_lost" if int(seq[i]) in lost else "after_close"
-        out.append({"rtype": "finding", "sub_id": keep.sub_id, "key": keep.key, "kind": "late_delivery",
-                    "form": form, "severity": "advisory", "seq": int(seq[i]), "t": int(t[i]),
-                    "fid": finding_id(sub, "late_delivery", form, keep.key, int(seq[i]), int(t[i])),
-                    "facts": json.dumps({"received_us": int(t[i]), "horizon_s": horizon_s})})
-    # a first delivery's latency: from its publish (the key's kept publish rows), for a seq no kept row delivered
-    published, published_at = _publish_times(keep.rows["seq"], keep.rows["meta"], keep.rows["t"])
-    seen = keep.rows["seq"][(keep.rows["meta"] & 3) == chunk.DELIVERY]
-    first = np.flatnonzero(kind == chunk.DELIVERY)
-    first = first[np.isin(seq[first], published) & ~np.isin(seq[first], seen)]
-    if len(first):
-        first = first[np.sort(np.unique(seq[first], return_index=True)[1])]  # each seq's first, in arrival order
-        at = published_at[np.searchsorted(published, seq[first])]
-        stats["latencies"].extend(np.maximum(0.0, (t[first] - at) / 1e6).tolist())
-    stay = ~(late & (seq <= keep.closed_through))  # rows of messages that left the state do not come back
-    for name in _ROWS:
-        keep.rows[name] = np.concatenate([keep.rows[name], rows[name][stay]])
 
 
 def _judge_foreign(judge: JudgeConfig, foreign: list, out: list[dict]) -> None:
@@ -333,73 +436,22 @@ def _judge_foreign(judge: JudgeConfig, foreign: list, out: list[dict]) -> None:
     if not foreign:
         return
     names = {(h, int(rows["meta"][0] >> 32)): key for h, key, rows in foreign}
-    table = _kernel_table([(h, rows) for h, _, rows in foreign])
+    table = _kernel_table(np.concatenate([np.full(len(rows["seq"]), h, np.int64) for h, _, rows in foreign]),
+                          {name: np.concatenate([rows[name] for _, _, rows in foreign]) for name in _ROWS})
     for f in _found(table, judge.subscriptions, judge.skew_us):
         out.append(_finding(f, names[(f["h"], f["h2"])], judge.subscriptions.names))
 
 
-def _publish_times(seq: np.ndarray, meta: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The seqs that have a publish row (sorted), and each one's earliest publish row's time."""
-    published = (meta & 3) == chunk.PUBLISH
-    seqs, which = np.unique(seq[published], return_inverse=True)
-    times = np.full(len(seqs), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(times, which.reshape(-1), t[published])
-    return seqs, times
-
-
-def _message_times(keep: KeyState) -> tuple[np.ndarray, np.ndarray]:
-    """Every kept message's seq (sorted) and when it started: its publish, else its first row kept (in the order the
-    rows came)."""
-    seq, t = keep.rows["seq"], keep.rows["t"]
-    seqs, starts = _publish_times(seq, keep.rows["meta"], t)
-    other = (seq != NULL) & ~np.isin(seq, seqs)
-    if other.any():
-        more, first = np.unique(seq[other], return_index=True)
-        seqs, starts = np.concatenate([seqs, more]), np.concatenate([starts, t[other][first]])
-        order = np.argsort(seqs, kind="stable")
-        seqs, starts = seqs[order], starts[order]
-    return seqs, starts
-
-
-def _decide_all(judge: JudgeConfig, keeps: list[KeyState], times: list, watermark_us: int,
-                out: list[dict]) -> list[int]:
-    """Findings of the messages decided by now (their horizon passed the watermark), each written once; per key,
-    how many messages were newly decided.
-
-    One kernel call over every kept row of the keys that have a decided message, as proven: `lost_proven` changes
-    nothing but `lost` (kernel.completeness), and a message's `lost` depends on its own rows only; so the other
-    findings are those of the decided messages, and `lost` is said of the newly decided ones alone (once). The
-    kernel judges each key on its own rows, so one call over many keys finds what a call per key finds."""
-    due = [_due(judge, keep, when, watermark_us) for keep, when in zip(keeps, times)]
-    with_decided = [keep for keep, (decided, _) in zip(keeps, due) if decided]
-    found: dict[tuple[int, int], list[dict]] = {}
-    if with_decided:
-        names = judge.subscriptions.names
-        proven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__, "lost_proven": (True,) * len(names)})
-        table = _kernel_table([(keep.h, keep.rows) for keep in with_decided])
-        for f in _found(table, proven, judge.skew_us):
-            found.setdefault((f["h"], f["h2"]), []).append(f)
-    return [_said(judge, keep, found.get((keep.h, keep.h2), []), decided, newly, out)
-            for keep, (decided, newly) in zip(keeps, due)]
-
-
-def _due(judge: JudgeConfig, keep: KeyState, times: tuple, watermark_us: int) -> tuple[set[int], list[int]]:
-    """The key's kept messages decided by now, and those of them newly decided (sorted); `times`: _message_times."""
-    seqs, starts = times
-    decided = seqs[starts + judge.horizon_us[keep.sub_id] <= watermark_us]
-    return set(decided.tolist()), decided[decided > keep.decided_through].tolist()
-
-
-def _said(judge: JudgeConfig, keep: KeyState, found: list[dict], decided: set[int], newly: list[int],
-          out: list[dict]) -> int:
-    """What the kernel found of the key's decided messages, written once (`out`); how many were newly decided."""
+def _said(judge: JudgeConfig, keep: KeyState, found: list[dict], decided: set[int], newly: set[int],
+          out: list[dict]) -> None:
+    """What the kernel found of the key's decided messages (`newly`: those decided in this call), written once
+    (`out`)."""
     horizon = judge.horizon_us[keep.sub_id]
     names = judge.subscriptions.names
-    newly_set = set(newly)
     emitted = set(keep.emitted)
     said = []
     for f in found:
-        if f["seq"] is None or f["seq"] not in (newly_set if f["kind"] == "lost" else decided):
+        if f["seq"] is None or f["seq"] not in (newly if f["kind"] == "lost" else decided):
             continue
         if f["kind"] == "lost":
             published = f.get("published_us")
@@ -409,8 +461,6 @@ def _said(judge: JudgeConfig, keep: KeyState, found: list[dict], decided: set[in
                 f["severity"] = "advisory"
             keep.lost.append(int(f["seq"]))
         said.append(f)
-    if newly:
-        keep.decided_through = max(keep.decided_through, newly[-1])
     for f in said:
         if f["kind"] == "unexpected" and f["form"] == "unpublished" and _unrecorded(judge, keep.sub_id, keep.key, f["seq"]):
             # published by this watch's publisher, which was stopped before it wrote the row (a crash): said as
@@ -423,7 +473,6 @@ def _said(judge: JudgeConfig, keep: KeyState, found: list[dict], decided: set[in
         keep.emitted.append(record["fid"])
         keep.emitted_seq.append(int(f["seq"]))
         out.append(record)
-    return len(newly)
 
 
 def _finding(f: dict, key, names: tuple[str, ...], horizon_s: float | None = None) -> dict:
@@ -432,39 +481,3 @@ def _finding(f: dict, key, names: tuple[str, ...], horizon_s: float | None = Non
             "severity": f["severity"], "seq": f["seq"], "t": f["t"],
             "fid": finding_id(sub, f["kind"], f["form"], key, f["seq"], f["t"] if f["mh"] is None else f["mh"]),
             "facts": _facts(f, horizon_s=horizon_s)}
-
-
-def _unsettled(keep: KeyState) -> int:
-    """Kept messages published and not yet acked with success nor dead-lettered."""
-    seq, meta = keep.rows["seq"], keep.rows["meta"]
-    kind, ok, act = meta & 3, (meta >> 4) & 1, (meta >> 2) & 3
-    published = seq[(kind == chunk.PUBLISH) & (ok == 1)]
-    settled = seq[(kind == chunk.DEAD_LETTER) | ((kind == chunk.DELIVERY) & (ok == 1)
-                                                 & ((act == chunk.ACT_ACK) | (act == chunk.ACT_LATE_ACK)))]
-    return len(np.setdiff1d(published, settled))
-
-
-def _evict(judge: JudgeConfig, keep: KeyState, times: tuple, watermark_us: int) -> bool:
-    """The rows of messages decided one horizon ago leave the state (with their findings' ids); whether some
-    did. `times`: _message_times."""
-    seqs, starts = times
-    gone = seqs[(starts + 2 * judge.horizon_us[keep.sub_id] <= watermark_us) & (seqs <= keep.decided_through)]
-    if not len(gone):
-        return False
-    keep.closed_through = max(keep.closed_through, int(gone[-1]))
-    stay = ~np.isin(keep.rows["seq"], gone) & ~((keep.rows["seq"] != NULL) & (keep.rows["seq"] <= keep.closed_through))
-    keep.rows = {name: values[stay] for name, values in keep.rows.items()}
-    kept = [(fid, s) for fid, s in zip(keep.emitted, keep.emitted_seq) if s > keep.closed_through]
-    keep.emitted = [fid for fid, _ in kept]
-    keep.emitted_seq = [s for _, s in kept]
-    return True
-
-
-def _next_time(judge: JudgeConfig, keep: KeyState, times: tuple) -> int | None:
-    """When this key next has something to decide or to let go (microseconds), None when nothing is kept.
-    `times`: _message_times."""
-    seqs, starts = times
-    if not len(seqs):
-        return None
-    horizon = judge.horizon_us[keep.sub_id]
-    return int((starts + np.where(seqs > keep.decided_through, horizon, 2 * horizon)).min())

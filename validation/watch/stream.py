@@ -68,7 +68,15 @@ def evidence_streams(spark, evidence_dir: Path):
 
 def judged(spark, evidence_dir: Path, subscriptions: list, config: judge.JudgeConfig, delay_s: float):
     """The query's frame before its sink: the judge's output rows (judge.OUTPUT)."""
-    publishes, deliveries, clock = evidence_streams(spark, evidence_dir)
+    rows = bucketed(*evidence_streams(spark, evidence_dir), subscriptions)
+    rows = rows.withColumn("evt", F.expr("timestamp_micros(t)")).withWatermark("evt", f"{int(delay_s * 1000)} milliseconds")
+    return rows.groupBy("bucket").applyInPandasWithState(
+        partial(judge.judge_bucket, config), T._parse_datatype_string(judge.OUTPUT),
+        T._parse_datatype_string(judge.STATE), "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def bucketed(publishes, deliveries, clock, subscriptions: list):
+    """The rows the judge is handed (streams, or batch frames for a profile), with their key's `bucket`."""
     rows = batch._unified(publishes, deliveries, subscriptions, extra=("key", "CAST(sub_id AS INT) AS sub_id"))
     ticks = clock.selectExpr("CAST(NULL AS STRING) AS key", f"{judge.CLOCK_SUB} AS sub_id", "0L AS h", "0L AS meta",
                              "CAST(NULL AS BIGINT) AS seq", "t", "CAST(NULL AS BIGINT) AS ack_t",
@@ -79,10 +87,7 @@ def judged(spark, evidence_dir: Path, subscriptions: list, config: judge.JudgeCo
     rows = rows.withColumns({name: F.coalesce(F.col(name), F.lit(judge.NULL).cast("long")) for name in ("seq", "ack_t", "att")})
     rows = rows.withColumns({"h2": F.expr("CAST(shiftright(meta, 32) AS INT)"),
                              "bucket": F.expr(f"CAST(pmod(h, {BUCKETS}) AS INT)")})
-    rows = rows.withColumn("evt", F.expr("timestamp_micros(t)")).withWatermark("evt", f"{int(delay_s * 1000)} milliseconds")
-    return rows.groupBy("bucket").applyInPandasWithState(
-        partial(judge.judge_bucket, config), T._parse_datatype_string(judge.OUTPUT),
-        T._parse_datatype_string(judge.STATE), "append", GroupStateTimeout.EventTimeTimeout)
+    return rows
 
 
 def start(spark, evidence_dir: Path, checkpoint: Path, subscriptions: list, config: judge.JudgeConfig,

@@ -1,0 +1,86 @@
+"""The judge's bookkeeping over every key of a call at once (issue 65): NumPy operations on the rows of many keys,
+each row tagged with its key's segment (`seg`, 0..n-1), instead of a loop over the keys. Each function gives, per
+segment, what the same operation on that key's rows alone gives (tests/test_watch_segments.py holds them to a
+per-key reference). A key's rows keep their order (the order its rows came), so "first" means first in that order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import chunk
+
+NULL = -(2**62)  # a null number in the judge's arrays (a row's missing seq, ack time or attempt)
+
+
+def pair_ids(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """Each (seg, value) of the arrays given as one number, the same for equal pairs across all of them and ordered
+    as (seg, value); and the width w of a segment's numbers (a pair's segment is its number // w)."""
+    values = np.concatenate([np.asarray(v, np.int64) for _, v in pairs]) if pairs else np.zeros(0, np.int64)
+    distinct, rank = np.unique(values, return_inverse=True)
+    width = max(1, len(distinct))
+    out, at = [], 0
+    for seg, v in pairs:
+        out.append(np.asarray(seg, np.int64) * width + rank.reshape(-1)[at:at + len(v)])
+        at += len(v)
+    return out, width
+
+
+def bounds(seg: np.ndarray, n: int) -> np.ndarray:
+    """Where each of the n segments starts in `seg` (sorted), and its end: segment i is [b[i], b[i + 1])."""
+    return np.searchsorted(seg, np.arange(n + 1))
+
+
+def publish_times(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, t: np.ndarray):
+    """Per segment, the seqs that have a publish row and each one's earliest publish time: (seg, seq, time),
+    sorted by (seg, seq)."""
+    rows = np.flatnonzero((meta & 3) == chunk.PUBLISH)
+    return _first(seg[rows], seq[rows], t[rows], t[rows])
+
+
+def message_times(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, t: np.ndarray):
+    """Per segment, every kept message's seq and when it started: its earliest publish row, else its first row
+    (in the segment's order); a message is a seq with a publish row, or a non-null seq. (seg, seq, start), sorted
+    by (seg, seq)."""
+    published = (meta & 3) == chunk.PUBLISH
+    rows = np.flatnonzero(published | (seq != NULL))
+    # a seq's publish rows first, the earliest first; a seq without one: its first row
+    tie = np.where(published[rows], t[rows], rows)
+    return _first(seg[rows], seq[rows], t[rows], tie, ~published[rows])
+
+
+def _first(seg, seq, t, tie, rank=None):
+    keys = (tie, seq, seg) if rank is None else (tie, rank, seq, seg)
+    order = np.lexsort(keys)
+    seg, seq, t = seg[order], seq[order], t[order]
+    first = np.ones(len(seg), bool)
+    first[1:] = (seg[1:] != seg[:-1]) | (seq[1:] != seq[:-1])
+    return seg[first], seq[first], t[first]
+
+
+def unsettled(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, n: int) -> np.ndarray:
+    """Per segment, how many of its messages were published (ok) and neither acked with success nor
+    dead-lettered."""
+    kind, ok, act = meta & 3, (meta >> 4) & 1, (meta >> 2) & 3
+    published = (kind == chunk.PUBLISH) & (ok == 1)
+    settled = (kind == chunk.DEAD_LETTER) | ((kind == chunk.DELIVERY) & (ok == 1)
+                                             & ((act == chunk.ACT_ACK) | (act == chunk.ACT_LATE_ACK)))
+    (mine, done), width = pair_ids((seg[published], seq[published]), (seg[settled], seq[settled]))
+    left = np.unique(mine)
+    left = left[~np.isin(left, done)]
+    return np.bincount(left // width, minlength=n)[:n]
+
+
+def seg_max(seg: np.ndarray, values: np.ndarray, initial: np.ndarray) -> np.ndarray:
+    """Per segment, the largest of `initial` and its `values`."""
+    out = np.array(initial, np.int64, copy=True)
+    np.maximum.at(out, seg, values)
+    return out
+
+
+def seg_min(seg: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment, the smallest of its `values`, and whether it has any."""
+    out = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, seg, values)
+    return out, np.bincount(seg, minlength=n)[:n] > 0
+
