@@ -12,7 +12,7 @@ import pytest
 
 from pubsubguard.validation.checks import chunk
 from pubsubguard.validation.watch import judge, segments
-from test_watch_buckets import COLUMNS, CONFIG, HORIZON_US, FakeState, S
+from support.watch_judge import COLUMNS, CONFIG, HORIZON_US, FakeState, S
 
 NULL = judge.NULL
 
