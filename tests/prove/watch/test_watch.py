@@ -216,6 +216,9 @@ def emulator_names(project: Path) -> list[str]:
 
     from pubsubguard.core import emulator as emu
 
+    # the session's emulator stays the one later tests of this process reach: restored, not removed (removed, a
+    # later test's client went to Google's endpoint and retried for ten minutes)
+    saved = os.environ.get(emu.HOST_ENV)
     os.environ[emu.HOST_ENV] = emu.load_state(project).host
     try:
         publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
@@ -223,7 +226,10 @@ def emulator_names(project: Path) -> list[str]:
         return ([t.name for t in publisher.list_topics(project=where)]
                 + [s.name for s in subscriber.list_subscriptions(project=where)])
     finally:
-        os.environ.pop(emu.HOST_ENV, None)
+        if saved is None:
+            os.environ.pop(emu.HOST_ENV, None)
+        else:
+            os.environ[emu.HOST_ENV] = saved
 
 
 def test_a_watch_killed_mid_window_resumes_without_saying_anything_twice(project_emulator, tmp_path):

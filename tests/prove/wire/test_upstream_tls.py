@@ -125,10 +125,11 @@ def tls_target(emulator, tmp_path, monkeypatch):
         relay.stop()
 
 
-def _estate(tmp_path) -> tuple[str, object]:
+def _estate(tmp_path, emulator, monkeypatch) -> tuple[str, object]:
     topic = f"tls-{uuid.uuid4().hex[:8]}"
     plan, plan_file = selftest.estate_plan(tmp_path, topic, "test")
-    apply_plan(plan)  # on the emulator (PUBSUB_EMULATOR_HOST), before the run sees a gcp target
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", emulator.host)  # this test's emulator, whatever the process holds
+    apply_plan(plan)  # on the emulator, before the run sees a gcp target
     return topic, plan_file
 
 
@@ -141,7 +142,7 @@ def _args(plan_file, port: int, report, schedule) -> list[str]:
 @pytest.mark.emulator
 def test_layer_forwards_with_tls_and_the_credentials_token(spark, emulator, tls_target, tmp_path, monkeypatch):
     relay, _, given, checked = tls_target
-    topic, plan_file = _estate(tmp_path)
+    topic, plan_file = _estate(tmp_path, emulator, monkeypatch)
     schedule = tmp_path / "schedule.json"
     schedule.write_text(json.dumps({"faults": [
         {"kind": "lose_response", "rpc": "acknowledge", "subscription": f"{topic}-eod", "rate": 0.3}]}))
@@ -176,7 +177,7 @@ def test_wrong_certificate_is_one_line_exit_2(spark, emulator, tls_target, tmp_p
     relay, root, _, _ = tls_target
     other, _ = certificate("someone-else")
     root.write_bytes(other)  # roots that do not sign the relay's certificate
-    topic, plan_file = _estate(tmp_path)
+    topic, plan_file = _estate(tmp_path, emulator, monkeypatch)
     schedule = tmp_path / "schedule.json"
     schedule.write_text(json.dumps({"faults": [{"kind": "kill_stream", "subscription": f"{topic}-plain", "after_s": 2}]}))
     monkeypatch.delenv("PUBSUB_EMULATOR_HOST")
