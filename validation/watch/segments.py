@@ -1,7 +1,8 @@
 """The judge's bookkeeping over every key of a call at once (issue 65): NumPy operations on the rows of many keys,
 each row tagged with its key's segment (`seg`, 0..n-1), instead of a loop over the keys. Each function gives, per
-segment, what the same operation on that key's rows alone gives (tests/test_watch_segments.py holds them to a
-per-key reference). A key's rows keep their order (the order its rows came), so "first" means first in that order.
+segment, what the same operation on that key's rows alone gives (tests/prove/watch/test_watch_segments.py holds
+them to a per-key reference). A key's rows keep their order (the order its rows came), so "first" means first in
+that order.
 """
 
 from __future__ import annotations
