@@ -113,13 +113,14 @@ class _Keys:
     """The bucket's keys: one dictionary of their strings for its publish and delivery rows; each (sub_id, key)'s
     two hashes (Spark's, computed once a key and subscription) and its rank in the pass's (h, h2) order."""
 
-    def __init__(self, words: pa.Array, bucket: int, buckets: int):
+    def __init__(self, words: pa.Array, bucket: int, buckets: int, subs: np.ndarray):
         words = words.cast(pa.string())
         of_bucket = np.append(layout.buckets_of(words, buckets), spark_hash.SEED % buckets)  # a null key: the seed's
         self.wrong = of_bucket != bucket
         self.bucket = bucket
         self.with_null = pa.concat_arrays([words, pa.array([None], pa.string())])
         self.null = len(words)
+        self._table(subs)
 
     def index(self, keys: pa.Array) -> np.ndarray:
         """Each row's key as its index in the dictionary (`null` for none); NotInLayout if one is not of the bucket."""
@@ -128,27 +129,34 @@ class _Keys:
             raise NotInLayout(f"a row group of bucket {self.bucket} holds rows of another bucket")
         return index
 
-    def hashes(self, sub: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each row's h, h2 (int64, as Spark's SQL gives them) and its key's rank in (h, h2) order (keys whose
-        hashes are equal share a rank, as the shuffle pass judges them as one)."""
-        present = np.flatnonzero(np.bincount(sub))
-        position = np.zeros(present[-1] + 1 if len(present) else 1, np.int64)
-        position[present] = np.arange(len(present))
-        h = np.empty((len(present), self.null + 1), np.int64)
-        h2 = np.empty((len(present), self.null + 1), np.int64)
-        for i, s in enumerate(present):
+    def _table(self, subs: np.ndarray) -> None:
+        """Every key's two hashes with each of `subs` (the sub_ids of both logs' rows: the publish rows' and the
+        delivery rows' alike) and the rank of each (sub_id, key) in (h, h2) order among them all. One table for
+        both logs: a rank computed over one log's subscriptions alone differs from the other's wherever a
+        subscription has rows in one log only (a subscription that received nothing in the bucket), and the
+        sort would then part a key's publishes from its deliveries."""
+        self.position = np.zeros(int(subs.max()) + 1 if len(subs) else 1, np.int64)
+        self.position[subs] = np.arange(len(subs))
+        self.subs = subs
+        h = np.empty((len(subs), self.null + 1), np.int64)
+        h2 = np.empty((len(subs), self.null + 1), np.int64)
+        for i, s in enumerate(subs):
             seed64 = spark_hash.xxhash64_int(np.array([s]), spark_hash.SEED)[0]
             seed32 = spark_hash.murmur3_int(np.array([s]), spark_hash.SEED)[0]
             h[i] = spark_hash.signed64(spark_hash.xxhash64_strings(self.with_null, seed64))
             h2[i] = spark_hash.signed32(spark_hash.murmur3_strings(self.with_null, seed32))
-        flat_h, flat_h2 = h.reshape(-1), h2.reshape(-1)
-        order = np.lexsort((flat_h2, flat_h))
+        self.h, self.h2 = h.reshape(-1), h2.reshape(-1)
+        order = np.lexsort((self.h2, self.h))
         new = np.ones(len(order), bool)
-        new[1:] = (flat_h[order][1:] != flat_h[order][:-1]) | (flat_h2[order][1:] != flat_h2[order][:-1])
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.cumsum(new) - 1
-        cell = position[sub] * (self.null + 1) + index
-        return flat_h[cell], flat_h2[cell], rank[cell]
+        new[1:] = (self.h[order][1:] != self.h[order][:-1]) | (self.h2[order][1:] != self.h2[order][:-1])
+        self.rank = np.empty(len(order), np.int64)
+        self.rank[order] = np.cumsum(new) - 1
+
+    def hashes(self, sub: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's h, h2 (int64, as Spark's SQL gives them) and its key's rank in (h, h2) order (keys whose
+        hashes are equal share a rank, as the shuffle pass judges them as one); `sub`: sub_ids among the table's."""
+        cell = self.position[sub] * (self.null + 1) + index
+        return self.h[cell], self.h2[cell], self.rank[cell]
 
 
 def _id_hashes(ids: "pa.Array | pa.ChunkedArray") -> np.ndarray:
@@ -269,6 +277,24 @@ def _columns(rows: "Columns | pa.Table | None", names: list[str]) -> Columns | N
     return rows if len(rows[names[0]]) else None
 
 
+def _strings_of(column: pa.Array) -> set:
+    """The distinct strings a column may hold (a dictionary's values: a superset of its rows')."""
+    return set((column.dictionary if pa.types.is_dictionary(column.type) else pc.unique(column)).to_pylist())
+
+
+def _subs_of(sources: list, declared: Declared) -> np.ndarray:
+    """The sub_ids the bucket's rows can carry: each declared subscription of a topic its publish rows name and each
+    one its delivery rows name (a superset does no harm: one more row of hashes)."""
+    named: set = set()
+    for rows, how in sources:
+        if how is _packed_publishes:
+            named.update(("topic", t) for t in _strings_of(rows["topic"]))
+        else:
+            named.update(("name", n) for n in _strings_of(rows["subscription"]))
+    return np.array([i for i, (name, topic) in enumerate(zip(declared.names, declared.topics))
+                     if ("topic", topic) in named or ("name", name) in named], np.int64)
+
+
 def packed(pubs: "Columns | pa.Table | None", dels: "Columns | pa.Table | None", declared: Declared, bucket: int,
            buckets: int) -> pa.Table:
     """The bucket's rows as the kernel's input (`chunk.INPUT_COLUMNS`), sorted."""
@@ -281,7 +307,7 @@ def packed(pubs: "Columns | pa.Table | None", dels: "Columns | pa.Table | None",
                    for rows, _ in sources]
     key_columns = pa.chunked_array([k.cast(pa.dictionary(pa.int32(), pa.string())) for k in key_columns])
     key_columns = key_columns.unify_dictionaries().chunks
-    keys = _Keys(key_columns[0].dictionary, bucket, buckets)
+    keys = _Keys(key_columns[0].dictionary, bucket, buckets, _subs_of(sources, declared))
     parts = [how({**rows, "key": key}, declared, keys) for (rows, how), key in zip(sources, key_columns)]
     v = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
     order = _order(v["rank"], v["meta"], v["seq"], v["seq_valid"], v["t"])

@@ -15,6 +15,7 @@ import shutil
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -121,6 +122,27 @@ def test_packed_rows_are_the_shuffle_pass_rows(spark, mutation):
         history = mutated[0]
     publishes, deliveries = _with_strange_rows(history.publish_table(), history.delivery_table(), "run-b")
     _same_up_to_ties(_ours(publishes, deliveries), _sparks_rows(spark, publishes, deliveries))
+
+
+@pytest.mark.parametrize("silent", [["ordered-too"], ["plain"], ["plain", "ordered", "eod", "dl", "ordered-too"]])
+def test_a_subscription_that_received_nothing_keeps_its_keys_rows_together(spark, tmp_path, silent):
+    """A subscription with publish rows and no delivery row in the bucket (a drain cut before its first delivery,
+    beside a sibling of its topic that received everything): the packed rows and the verdict are still the
+    shuffle pass's. The ranks of the keys were computed for each log's own subscriptions, so the sort parted the
+    sibling's publishes from its deliveries: every message lost and every delivery unexpected (CI, stop 69)."""
+    history = H.generate(SUBS, WORKLOAD, seed=6, run_id="run-s")
+    publishes = history.publish_table()
+    deliveries = history.delivery_table()
+    deliveries = deliveries.filter(pc.invert(pc.is_in(deliveries["subscription"], pa.array(silent))))
+    _same_up_to_ties(_ours(publishes, deliveries), _sparks_rows(spark, publishes, deliveries))
+    bucketed = H.write_evidence(tmp_path / "bucketed", "run-s", SUBS, publishes, deliveries)
+    plain = H.write_evidence(tmp_path / "plain", "run-s", SUBS, publishes, deliveries, bucketed=False)
+    by_buckets, shuffled = _checked(spark, bucketed), _checked(spark, plain)
+    assert by_buckets.sorted_input.startswith(f"checks: read the evidence's {layout.BUCKETS} buckets in place")
+    assert _verdict(by_buckets) == _verdict(shuffled)
+    kinds = {(r.subscription, r.kind) for r in by_buckets.findings.collect()}
+    assert not any(kind == "unexpected" for _, kind in kinds), kinds  # every delivery is of a published message
+    assert {name for name, kind in kinds if kind == "lost"} == set(silent)  # only the silent ones' messages
 
 
 def test_a_deadline_out_of_range_is_refused_as_the_shuffle_pass_refuses_it():
