@@ -1,6 +1,7 @@
 """Judge the evidence: Spark checks of a delivery log against what each subscription declares.
 
-`run_checks(publishes, deliveries, subscriptions)` returns `CheckResults(findings, stats)`; the
+`run_checks(publishes, deliveries, subscriptions)` returns `CheckResults(findings, stats)`, values on the
+driver; the
 verification job and the report call exactly that, and `pubsubguard.validation.checks.verdict.guarantee_status`
 turns findings into holds / violated / inconclusive / not_tested per guarantee (the guarantees, their
 finding kinds and when each is judged: `validation/checks/guarantees.py`). Definitions, with examples, are in `docs/checks.md`;
@@ -74,8 +75,10 @@ coordinates of their row, statistics and latency summaries, and what the report 
 counts per bin, extent, crash window, expiry deadlines), which come to the driver as Arrow
 (small: findings and a few rows per chunk) and are merged there (`aggregates.summarise`,
 `aggregates.plot_aggregates`: `CheckResults.plot`). Then, for the
-findings and the hottest keys only, a read of the key columns names them and a read of every column
-(filtered by those names when they are few) fetches the evidence rows.
+findings and the hottest keys only, their keys are named (from the names kept with the sorted input, the
+part files' key dictionaries, or a read of the key columns), a scan of the log filtered by those names
+fetches every column of their rows as Arrow, and the driver makes the findings' records with the rows
+that prove them (`proof`): no join planned in Spark for a handful of rows.
 
 The probe's layout. Evidence in a local directory whose part files are all in the probe's bucketed
 layout (`pubsubguard.validation.evidence.layout`: each file's rows of a bucket of keys in a row group of
@@ -101,13 +104,13 @@ from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, functions as F, types as T
+from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from . import aggregates, buckets, chunk, findings, kernel, scans, sorted_input
+from . import aggregates, buckets, chunk, findings, kernel, proof, scans, sorted_input
 from ..evidence import layout, spark_hash
 from ..evidence.records import DeclaredSubscription
-from .findings import DEFAULT_SKEW_US, FINDING_COLUMNS, FINDING_KINDS, TIMES
+from .findings import DEFAULT_SKEW_US
 
 _NAMED_BY_LIST = 10_000  # up to this many key hashes, the key-name read filters by a literal set
 _PUSHDOWN_KEYS = 1_000  # up to this many keys with findings, their names filter the evidence read
@@ -116,8 +119,8 @@ _BY_CASE_UP_TO = 8  # up to this many subscriptions, rows find theirs by a CASE 
 
 @dataclass
 class CheckResults:
-    findings: DataFrame  # columns evidence.FINDING_COLUMNS; evidence = JSON array of proving rows
-    stats: DataFrame  # one row per subscription, see STATS_SCHEMA
+    findings: list[dict]  # records of findings.FINDING_COLUMNS; evidence: the proving rows (`proof`)
+    stats: list[dict]  # one per subscription, in the subscriptions' order: STATS_FIELDS
     # what the report plots, from the same pass (driver-side, small): `aggregates.plot_aggregates`' timeline
     # and extent, and `latency` subscription -> `aggregates.latency_cdf`
     plot: dict | None = None
@@ -128,44 +131,23 @@ class CheckResults:
     sorted_input: str | None = None
 
 
-STATS_SCHEMA = T.StructType(
-    [
-        T.StructField("subscription", T.StringType(), False),
-        T.StructField("published", T.LongType(), False),
-        T.StructField("delivered", T.LongType(), False),
-        T.StructField("distinct_delivered", T.LongType(), False),
-        T.StructField("acked", T.LongType(), False),
-        T.StructField("dead_lettered", T.LongType(), False),
-        T.StructField("settled", T.LongType(), False),  # published messages acked with success or dead-lettered
-        # extra message ids this run's messages were delivered under (retried publishes: `publish_duplicate`)
-        T.StructField("publish_duplicates", T.LongType(), False),
-        # deliveries of a message id delivered before (not the first of a publish-side duplicate's second id)
-        T.StructField("redeliveries", T.LongType(), False),
-        T.StructField("redelivery_rate", T.DoubleType(), True),
-        T.StructField("latency_p50_ms", T.DoubleType(), True),
-        T.StructField("latency_p95_ms", T.DoubleType(), True),
-        T.StructField("latency_p99_ms", T.DoubleType(), True),
-        T.StructField(
-            "hottest_keys",
-            T.ArrayType(
-                T.StructType([T.StructField("key", T.StringType()), T.StructField("deliveries", T.LongType())])
-            ),
-            True,
-        ),
-    ]
+# a subscription's figures (CheckResults.stats), each a number (None where nothing was measured) but for
+# `subscription` and `hottest_keys`
+STATS_FIELDS = (
+    "subscription", "published", "delivered", "distinct_delivered", "acked", "dead_lettered",
+    "settled",  # published messages acked with success or dead-lettered
+    # extra message ids this run's messages were delivered under (retried publishes: `publish_duplicate`)
+    "publish_duplicates",
+    # deliveries of a message id delivered before (not the first of a publish-side duplicate's second id)
+    "redeliveries",
+    "redelivery_rate", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
+    "hottest_keys",  # [{key, deliveries}], the most delivered keys first
 )
 
 
 _CORE_COLUMNS = (
     "row_id", "subscription", "kind", "severity", "h", "h2", "src", "mh", "seq", "form", *findings.FINDING_FACTS,
     "ev_seqs", "t", "key_published",
-)
-# the kernel's flat facts as the finding's records (evidence.FINDING_COLUMNS)
-_FINDING_RECORDS = (
-    "named_struct('previous', previous_seq, 'blocking', blocking_seq) AS seqs",
-    "named_struct('seen', attempts, 'max', max_attempts) AS attempts",
-    "named_struct(" + ", ".join(f"'{name}', {name}" for name in TIMES) + ") AS times",
-    "ev_seqs AS evidence_seqs",
 )
 
 
@@ -492,70 +474,20 @@ def _key_names(
     return functools.reduce(DataFrame.unionByName, named).distinct()
 
 
-def _evidence_rows(
-    publishes: DataFrame,
-    deliveries: DataFrame,
-    subscriptions: list[DeclaredSubscription],
-    wanted: DataFrame,
-    key_values: list | None,
-) -> DataFrame:
-    """The publish (per subscription of its topic) and delivery rows of the wanted keys (subscription,
-    h, h2), with their coordinates in the pass and their columns as JSON (made for those rows only).
-
-    This read takes every column. `key_values`, the names of the wanted keys when they are few, is
-    pushed to Parquet, which skips the row groups that hold none of them (by their statistics and
-    dictionaries); where every row group holds some, it reads the whole log.
-    """
-    keys = ["subscription", "h", "h2"]
-    if key_values is not None:
-        named = [k for k in key_values if k is not None]
+def _rows_of_keys(frame: DataFrame, key_values: list) -> pa.Table:
+    """Every column of the rows whose key is among `key_values` (None: a null key), as Arrow: a filtered scan, the
+    names pushed to Parquet when they are few (it skips the row groups that hold none of them, by their statistics
+    and dictionaries), else a semi-join with them."""
+    named = [k for k in key_values if k is not None]
+    if len(named) <= _PUSHDOWN_KEYS:
         keep = F.col("key").isin(named) if named else F.lit(False)
-        keep = (keep | F.col("key").isNull()) if None in key_values else keep
-        publishes, deliveries = publishes.where(keep), deliveries.where(keep)
-    pub_columns, del_columns = publishes.columns, deliveries.columns
-    publishes, deliveries = _declared(publishes, deliveries, subscriptions)
-
-    def of_wanted(frame: DataFrame, source: str, columns: list[str], src: str, t: str) -> DataFrame:
-        row = ", ".join(f"`{c}`" for c in columns)
-        return (
-            frame.selectExpr("*", *_KEY_HASHES)
-            .join(F.broadcast(wanted), keys, "left_semi")
-            .selectExpr(
-                *keys, f"{src} AS src", "key", "seq", "message_id", f"{t} AS t",
-                f"to_json(struct('{source}' AS source, {row})) AS row",
-            )
-        )
-
-    pubs = of_wanted(publishes, "publish", pub_columns, f"CAST({chunk.PUBLISH} AS TINYINT)", "publish_time_us")
-    dels = of_wanted(deliveries, "delivery", del_columns, _ROW_KIND, "receive_time_us")
-    return pubs.unionByName(dels)
-
-
-def _with_evidence(core: DataFrame, rows: DataFrame) -> DataFrame:
-    """The (few) findings with their key, message id and the rows that prove them.
-
-    A finding's row is found by its coordinates (subscription, key hashes, source, seq, time, and
-    for a foreign row the hash of its message id); its evidence is every row of its key whose seq it
-    names, or for `unexpected`, its row itself.
-    """
-    own_row = "(r.src = f.src AND r.t = f.t AND r.seq <=> f.seq AND (f.mh IS NULL OR xxhash64(r.message_id) = f.mh))"
-    cond = (
-        "f.subscription = r.subscription AND f.h = r.h AND f.h2 = r.h2 AND "
-        f"CASE WHEN f.kind = 'unexpected' THEN {own_row} ELSE array_contains(f.ev_seqs, r.seq) END"
-    )
-    ev = (
-        F.broadcast(core.alias("f"))
-        .join(rows.alias("r"), F.expr(cond), "inner")
-        .groupBy(F.expr("f.row_id AS row_id"))
-        .agg(
-            F.expr("sort_array(collect_list(struct(r.t, r.row))) AS ev"),
-            F.expr(f"min(CASE WHEN {own_row} THEN r.message_id END) AS message_id"),
-        )
-    )
-    return core.join(ev, "row_id", "left").selectExpr(
-        "subscription", "kind", "guarantee", "severity", "form", "key", "seq", "message_id", *_FINDING_RECORDS,
-        "concat('[', coalesce(array_join(transform(ev, x -> x.row), ','), ''), ']') AS evidence",
-    )
+        rows = frame.where((keep | F.col("key").isNull()) if None in key_values else keep)
+    else:
+        names = F.broadcast(frame.sparkSession.createDataFrame([(k,) for k in named], "key string"))
+        rows = frame.join(names, "key", "left_semi").select(*frame.columns)
+        if None in key_values:
+            rows = rows.unionByName(frame.where(F.col("key").isNull()))
+    return rows.toArrow()
 
 
 def _named(
@@ -602,7 +534,6 @@ def run_checks(
     `unproven`: subscriptions whose never-delivered messages no final read of the drain proved lost
     (`validation/probe/drain_clock.py`): no `lost` there; they stay unsettled.
     """
-    spark = publishes.sparkSession
     names = tuple(sub.name for sub in subscriptions)
     # the pass: one job; it returns the findings, a few statistics rows per chunk and latency summaries
     judged = _judged(publishes, deliveries, subscriptions, skew_us, chunk_rows, evidence_dir, frozenset(unproven), keep)
@@ -627,23 +558,15 @@ def run_checks(
         raise
     kept = judged.finish(sorted_input.KeyNames(wanted, named))
     found = found.append_column("key", pa.array([named.get(c) for c in coordinates], pa.string()))
-    guarantee = "map(" + ", ".join(f"'{k}', '{g}'" for k, (g, _) in FINDING_KINDS.items()) + ")[kind]"
-    core_schema = from_arrow_schema(found.schema)
-    # (Spark cannot make a frame of an Arrow table without chunks)
-    core = (spark.createDataFrame(found, core_schema) if found.num_rows else spark.createDataFrame([], core_schema)).withColumn("guarantee", F.expr(guarantee))
-    # the evidence: every column of the rows of the keys with findings, filtered by their names
-    # when they are few
-    key_values = pc.unique(found["key"]).to_pylist()
-    rows = _evidence_rows(
-        publishes,
-        deliveries,
-        subscriptions,
-        core.select("subscription", "h", "h2").distinct(),
-        key_values if len(key_values) <= _PUSHDOWN_KEYS else None,
-    )
-    findings = _with_evidence(core, rows).select(*FINDING_COLUMNS)
+    # the evidence: every column of the rows of the keys with findings, read by their names
+    key_values = pc.unique(found["key"]).to_pylist() if found.num_rows else []
+    if key_values:
+        publish_rows, delivery_rows = _rows_of_keys(publishes, key_values), _rows_of_keys(deliveries, key_values)
+    else:
+        publish_rows, delivery_rows = publishes.limit(0).toArrow(), deliveries.limit(0).toArrow()
+    records = proof.records(found, publish_rows, delivery_rows, subscriptions)
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
-    return CheckResults(findings=findings, stats=spark.createDataFrame([stats[n] for n in names], STATS_SCHEMA), plot=plot,
-                        poison_published=poison_published, sorted_input=kept)
+    return CheckResults(findings=records, stats=[{field: stats[n].get(field) for field in STATS_FIELDS} for n in names],
+                        plot=plot, poison_published=poison_published, sorted_input=kept)

@@ -24,7 +24,7 @@ from .wording import counted
 @dataclass(frozen=True)
 class RunVerdict:
     findings: list[dict]  # the checks' findings, the config drift, the endpoint mismatches (findings.FINDING_COLUMNS)
-    stats: dict[str, dict]  # subscription -> figures (checks.STATS_SCHEMA)
+    stats: dict[str, dict]  # subscription -> figures (checks.run.STATS_FIELDS)
     guarantees: dict[str, dict[str, str]]  # subscription -> guarantee -> holds | violated | inconclusive | not_tested
     observations: list[str]  # what the evidence shows about the target beyond the findings
     verdict: str  # holds | violated | inconclusive
@@ -64,11 +64,11 @@ def run_verdict(publishes, deliveries, info: records.RunInfo, evidence_dir=None,
                          evidence_dir=evidence_dir, unproven=frozenset(drain.get("unproven") or ()), keep=keep)
     if results.sorted_input:
         print(results.sorted_input, file=sys.stderr)
-    findings = [finding_record(r.asDict(recursive=True)) for r in results.findings.collect()]
+    findings = [finding_record(r) for r in results.findings]
     findings = unsupported_by_evidence(drain_forms(findings, drain), integrity)
     findings += [finding_record(f) for f in info.parameters.get("config_drift", [])]
     endpoint_record = info.parameters.get("endpoints")
-    stats = {r["subscription"]: r.asDict(recursive=True) for r in results.stats.collect()}
+    stats = {r["subscription"]: r for r in results.stats}
     # per probed topic, from the checks' pass: messages published with status ok, and whether a poison one was
     published_ok = {sub.topic: stats[sub.name]["published"] for sub in probed}
     poison_topics = {sub.topic for sub in probed if results.poison_published[sub.name]}

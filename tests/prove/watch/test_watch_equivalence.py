@@ -84,9 +84,8 @@ def test_the_streaming_checks_find_what_the_batch_checks_find(spark, tmp_path):
     (evidence / "clock").mkdir()
     pq.write_table(pa.table({"t": pa.array([last + 4 * HORIZON_US], pa.int64())}), evidence / "clock" / "part-0.parquet")
 
-    found = [r.asDict() for r in batch.run_checks(spark.read.parquet(str(evidence / "publishes")),
-                                                   spark.read.parquet(str(evidence / "deliveries")),
-                                                   merged.subscriptions).findings.collect()]
+    found = batch.run_checks(spark.read.parquet(str(evidence / "publishes")), spark.read.parquet(str(evidence / "deliveries")),
+                             merged.subscriptions).findings
     streamed = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint")
 
     assert found, "the mutations raised nothing in the batch checks: the comparison would prove nothing"
@@ -127,8 +126,7 @@ def test_the_streaming_checks_resume_from_their_checkpoint_with_each_keys_state(
                    evidence / "clock" / "part-0.parquet")
     after = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint")
 
-    found = [r.asDict() for r in batch.run_checks(spark.read.parquet(str(evidence / "publishes")),
-                                                   spark.read.parquet(str(evidence / "deliveries")),
-                                                   merged.subscriptions).findings.collect()]
+    found = batch.run_checks(spark.read.parquet(str(evidence / "publishes")), spark.read.parquet(str(evidence / "deliveries")),
+                             merged.subscriptions).findings
     assert found and [f for f in after if f["kind"] == "late_delivery"] == []
     assert sorted(map(_said, before + after)) == sorted(map(_said, found))

@@ -177,7 +177,7 @@ def _every_accepted_id_must_be_delivered(spark, evidence_dir, topic: str, lost_i
     assert kept.num_rows < deliveries.num_rows
     for table, expect_lost in ((deliveries, False), (kept, True)):
         checked = run_checks(spark.createDataFrame(publishes.to_pandas()), spark.createDataFrame(table.to_pandas()), subs)
-        findings = [r.asDict(recursive=True) for r in checked.findings.collect()]
+        findings = checked.findings
         lost = [f for f in findings if f["kind"] == "lost"]
         if not expect_lost:
             assert lost == [], lost
