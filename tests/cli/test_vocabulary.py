@@ -30,6 +30,13 @@ def _offending(pattern: re.Pattern, sources=SOURCES) -> list[str]:
             for path in sources for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
 
 
+# a task's spec read by key: the modules that build or read a subscriber task's `SubscriberSpec` (the publisher's spec
+# is a dict of its own, read in probe/publisher.py)
+SPEC_BY_KEY = re.compile(r"""\bspec(\[|\.get\()""")
+SUBSCRIBER_SPEC_MODULES = [ROOT / "validation" / name for name in
+                           ("probe/subscriber.py", "probe/push.py", "driver.py", "watch/runner.py")]
+
+
 def _settings():
     from pubsubguard.core import settings
 
@@ -89,6 +96,29 @@ def test_every_settings_table_uses_the_one_vocabulary():
     assert drift_forms and drift_forms <= topics | subscriptions
 
 
+def test_no_module_reads_a_subscriber_spec_by_key():
+    assert _offending(SPEC_BY_KEY, SUBSCRIBER_SPEC_MODULES) == []
+
+
+def test_the_spec_a_subscriber_task_is_handed_is_a_frozen_value_that_survives_pickling():
+    """What the driver hands a subscriber task is pickled to it: the same value arrives, its twins and faults typed."""
+    import dataclasses
+
+    import pytest
+
+    from pubsubguard.validation.probe.faults import Faults
+    from pubsubguard.validation.probe.subscriber import SubscriberSpec
+    from pubsubguard.validation.probe.twins import TwinSpec
+
+    twin = TwinSpec("projects/p/subscriptions/s-probe-1", "projects/p/topics/t", "s", ordering=True)
+    spec = SubscriberSpec("run", "sub-0", "/evidence", (twin,), {"s-probe-1": "s"}, Faults(expire=0.5, crash=1),
+                          crash_after=2, end_time=1.0, endpoints={"pubsub.googleapis.com:443": "localhost:1"})
+    arrived = pickle.loads(pickle.dumps(spec))
+    assert arrived == spec and arrived.twins[0].ordering and arrived.faults.expire == 0.5 and arrived.crash_after == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.crash_after = None  # type: ignore[misc]
+
+
 def test_the_scan_sees_what_it_forbids(tmp_path):
     """The patterns match the forms they were written against (a scan that matches nothing proves nothing)."""
     assert TWIN_BY_KEY.search('if twin.get("ordered"):') and TWIN_BY_KEY.search('t["declared_name"] for t in twins')
@@ -100,6 +130,8 @@ def test_the_scan_sees_what_it_forbids(tmp_path):
     assert setting.search('    "retention_seconds": ("message_retention_duration",),')
     assert setting.search("settings['kms_key'] = self.kms_key") and setting.search('("retry_max_backoff_s", 1)')
     assert not setting.search("Setting.RETENTION_S: self.retention_s") and not setting.search("twin.retry_max_backoff_s")
+    assert SPEC_BY_KEY.search('batch = self.spec.get("crash_prefetch", 1)') and SPEC_BY_KEY.search('spec["twins"]')
+    assert not SPEC_BY_KEY.search("self.spec.twins") and not SPEC_BY_KEY.search('twin_specs["x"]')
     planted = tmp_path / "planted.py"
     planted.write_text('x = 1\nGRADE = {"expiration_ttl": "config"}\n')
     assert _offending(setting, [planted]) == [f'{planted}:2: GRADE = {{"expiration_ttl": "config"}}']
