@@ -506,7 +506,7 @@ class ProbeDriver(DrainSteps):
             quiet_crash_logs(self.sc, True)
         try:
             self._start_push()
-            self._run(total, crash_after)
+            self._run(crash_after)
         finally:
             if self.push is not None:
                 self.receiver.answer = None
@@ -514,10 +514,10 @@ class ProbeDriver(DrainSteps):
             if self.faults.crash:
                 quiet_crash_logs(self.sc, False)
 
-    def _run(self, total: int, crash_after: int) -> None:
+    def _run(self, crash_after: int) -> None:
         footprint = Footprint().start()
         try:
-            self._run_jobs(total, crash_after)
+            self._run_jobs(crash_after)
         finally:
             samples = footprint.stop()
             self.drain["footprint"] = samples
@@ -525,7 +525,7 @@ class ProbeDriver(DrainSteps):
             if said:
                 self.observations.append(said)
 
-    def _run_jobs(self, total: int, crash_after: int) -> None:
+    def _run_jobs(self, crash_after: int) -> None:
         if self.nemesis is not None:
             self.nemesis.start()  # the clock of the schedule's time selectors
         self._start(self._publish_job)

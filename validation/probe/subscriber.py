@@ -274,18 +274,23 @@ class ProbeSubscriber:
         action = delivery_action(self.faults, self.run_id, twin.declared_name, message.message_id,
                                  f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
-            # Out of the client's lease management now: no extension, no flow-control slot, and the
-            # ordering key is free; the service's deadline (set by the receipt modack) runs out.
-            message.drop()
-            hold = self.shorten_deadline(twin, message, row) + self.spec.expire_margin_s
-            timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
-            timer.daemon = True
-            with self.lock:
-                self.timers.append(timer)
-                self.held[id(row)] = row
-            timer.start()
+            self.hold_to_expire(twin, message, row)
             return
         self.settle(twin, message, row, action)
+
+    def hold_to_expire(self, twin: TwinSpec, message, row: dict) -> None:
+        """Hold a delivery until its deadline has passed, then ack it late with its stale ack id (`late_ack`).
+
+        Out of the client's lease management from now: no extension, no flow-control slot, and the ordering key
+        is free; the service's deadline (set by the receipt modack, or shortened to the fault deadline) runs out."""
+        message.drop()
+        hold = self.shorten_deadline(twin, message, row) + self.spec.expire_margin_s
+        timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
+        timer.daemon = True
+        with self.lock:
+            self.timers.append(timer)
+            self.held[id(row)] = row
+        timer.start()
 
     def shorten_deadline(self, twin: TwinSpec, message, row: dict) -> float:
         """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
