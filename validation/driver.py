@@ -41,7 +41,8 @@ from .probe.clients import FLUSH_ROWS, FLUSH_S, NOTES_PREFIX, PUBLISHING_PREFIX,
 from .probe.drain import EvidenceTally
 from .probe.drain_clock import IN_FLIGHT_PAIRS
 from .probe.faults import poison_set
-from .probe.twins import Twins, not_probed
+from .probe.subscriber import SubscriberSpec
+from .probe.twins import TwinSpec, Twins, not_probed
 from .run_setup import ProbeSetup
 from .session import spark_session
 from .signals import interruptible
@@ -199,7 +200,7 @@ def _parameters(setup: ProbeSetup, session, listeners, permissions, drift, obser
     config, everything, estate = setup.config, setup.everything, setup.estate
     probed, twin_specs = setup.probed, setup.twin_specs
     return {
-        "stack": estate.stack, "project": estate.project, "faults": setup.faults.as_dict(), "keys": config.keys,
+        "stack": estate.stack, "project": estate.project, "faults": config.faults.as_dict(), "keys": config.keys,
         "messages_per_key": config.messages_per_key, "subscribers": config.subscribers,
         "drain_timeout_s": config.drain_timeout, "rate": config.rate, "fault_deadline_s": config.fault_deadline, "skew_us": config.skew_us, "master": session.sparkContext.master,
         "twins": {t.path: t.declared_name for t in twin_specs}, "config_drift": drift, "observations": observations,
@@ -280,7 +281,7 @@ def _jobs_ended(session, timeout_s: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-def twins_of_task(twins: list[dict], index: int, subscribers: int, bound: int = STREAMS_PER_TASK) -> list[dict]:
+def twins_of_task(twins: list[TwinSpec], index: int, subscribers: int, bound: int = STREAMS_PER_TASK) -> list[TwinSpec]:
     """The twins subscriber task `index` (of `subscribers`) streams: all of them while they are at most
     `bound`, so every twin has competing subscriber clients; beyond, every `subscribers`-th from `index` on,
     so each twin is read by exactly one task and the tasks' shares differ by one at most."""
@@ -292,9 +293,11 @@ def twins_of_task(twins: list[dict], index: int, subscribers: int, bound: int = 
 class ProbeDriver(DrainSteps):
     """Runs the publisher job and the subscriber jobs concurrently and drains until settled or timeout."""
 
+    subscriber_max_s = SUBSCRIBER_MAX_S  # a subscriber task ends by itself this long after it started
+
     def __init__(self, spark, setup: ProbeSetup, evidence_dir: Path | str, stop_file: storage.Marker,
                  observations: list[str], dialled: dict[str, str], receiver=None, listeners=None):
-        config, estate, faults, run_id = setup.config, setup.estate, setup.faults, setup.run_id
+        config, estate, run_id = setup.config, setup.estate, setup.run_id
         emulator_host, twin_specs, probed = setup.emulator_host, setup.twin_specs, setup.probed
         self.nemesis = setup.nemesis
         self.listeners = listeners  # endpoints.Listeners: where StreamingPull calls are seen to end
@@ -302,7 +305,7 @@ class ProbeDriver(DrainSteps):
         self.sc = spark.sparkContext
         self.config = config
         self.estate = estate
-        self.faults = faults
+        self.faults = config.faults
         self.run_id = run_id
         self.evidence_dir = evidence_dir
         self.stop_file = stop_file
@@ -316,12 +319,14 @@ class ProbeDriver(DrainSteps):
         self.probed = probed
         self.twin_specs = twin_specs
         self._workload(setup)
+        self.dialled = dialled
+        self.emulator_host = emulator_host
+        self.storage_emulator_host = os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None
         self.base = {
             "run_id": run_id, "target": config.target, "emulator_host": emulator_host,
             "evidence_dir": str(evidence_dir), "flush_rows": FLUSH_ROWS, "flush_s": FLUSH_S, "endpoints": dialled,
-            "storage_emulator_host": os.environ.get(storage.EMULATOR_ENV) if storage.is_remote(evidence_dir) else None,
-            "fault_deadline_s": config.fault_deadline,
-        }  # what every task is handed
+            "storage_emulator_host": self.storage_emulator_host, "fault_deadline_s": config.fault_deadline,
+        }  # what every publisher task is handed (a subscriber task's is its `SubscriberSpec`)
         # the twins the tasks read, as they are (`TwinSpec`, a frozen value the tasks are handed): pull and push
         self.twins = [t for t in twin_specs if not t.push_endpoint]
         self.push_twins = [t for t in twin_specs if t.push_endpoint]
@@ -352,7 +357,7 @@ class ProbeDriver(DrainSteps):
         ]
         self.poison = {
             t["name"]: sorted(poison_set(setup.run_id, t["name"], self.keys, config.messages_per_key,
-                                         setup.faults.poison))
+                                         config.faults.poison))
             for t in self.topics
         }
         # message-subscription pairs per published message (the probed subscriptions of its topic), on average
@@ -393,42 +398,45 @@ class ProbeDriver(DrainSteps):
         finally:
             self.publish_done.set()
 
-    def _subscriber_spec(self, crash_after: int | None, twins: list[dict]) -> dict:
-        """A subscriber task's spec; `twins`: those it reads (its share, `twins_of_task`; a replacement reads
-        what the task it replaces read)."""
-        with self.lock:
-            task_id = f"sub-{self.task_counter}"
-            self.task_counter += 1
-        total = self.config.keys * self.config.messages_per_key * len(self.probed)
-        return {**self.base, "task_id": task_id, "twins": twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults, "stop_file": self.stop_file.location, "crash_after": crash_after,
-                "end_time": time.time() + SUBSCRIBER_MAX_S, "heal_file": self.heal_file.location,
-                "close_file": self.close_file, "crash_hold": 3,
-                "crash_prefetch": CRASH_PREFETCH, "expire_margin_s": EXPIRE_MARGIN_S, "expected": total}
+    def _subscriber_spec(self, crash_after: int | None, twins, task_id: str | None = None) -> SubscriberSpec:
+        """A subscriber task's spec, the one place one is built; `twins`: those it reads (its share, `twins_of_task`;
+        a replacement reads what the task it replaces read); `task_id` None: the next `sub-N`."""
+        if task_id is None:
+            with self.lock:
+                task_id = f"sub-{self.task_counter}"
+                self.task_counter += 1
+        return SubscriberSpec(
+            run_id=self.run_id, task_id=task_id, evidence_dir=str(self.evidence_dir), twins=tuple(twins),
+            twin_to_declared=self.twin_to_declared, faults=self.faults, crash_after=crash_after,
+            crash_prefetch=CRASH_PREFETCH, end_time=time.time() + self.subscriber_max_s,
+            stop_file=self.stop_file.location, heal_file=self.heal_file.location, close_file=self.close_file,
+            fault_deadline_s=self.config.fault_deadline, expire_margin_s=EXPIRE_MARGIN_S, flush_rows=FLUSH_ROWS,
+            flush_s=FLUSH_S, endpoints=self.dialled, emulator_host=self.emulator_host,
+            storage_emulator_host=self.storage_emulator_host)
 
-    def _subscriber_job(self, spec: dict) -> None:
+    def _subscriber_job(self, spec: SubscriberSpec) -> None:
         from functools import partial
 
         from .probe.subscriber import subscribe_partition
 
         try:
-            self.sc.setJobDescription(f"pubsubguard probe: {spec['task_id']}")
+            self.sc.setJobDescription(f"pubsubguard probe: {spec.task_id}")
             self.sc.parallelize([0], 1).mapPartitions(partial(subscribe_partition, spec)).collect()
         except BaseException as err:  # noqa: BLE001
             if self.stop_file.is_set():
                 return
             full = str(err) or type(err).__name__
-            failure_file = storage.join(self.evidence_dir, f"failure-{spec['task_id']}.txt")
+            failure_file = storage.join(self.evidence_dir, f"failure-{spec.task_id}.txt")
             storage.write_text(failure_file, full + "\n")
             text = spark_cause(full)
-            if spec["crash_after"] is not None:
-                self.observations.append(f"subscriber task {spec['task_id']} crashed as injected (crash fault); "
+            if spec.crash_after is not None:
+                self.observations.append(f"subscriber task {spec.task_id} crashed as injected (crash fault); "
                                          f"Spark reported: {text} (full text: {failure_file})")
             else:
-                self.observations.append(f"subscriber task {spec['task_id']} failed unexpectedly: {text} "
+                self.observations.append(f"subscriber task {spec.task_id} failed unexpectedly: {text} "
                                          f"(full text: {failure_file})")
-            replacement = self._subscriber_spec(None, spec["twins"])
-            self.observations.append(f"subscriber task {replacement['task_id']} started to replace {spec['task_id']}")
+            replacement = self._subscriber_spec(None, spec.twins)
+            self.observations.append(f"subscriber task {replacement.task_id} started to replace {spec.task_id}")
             self._start(self._subscriber_job, replacement)
 
     def _start_push(self) -> None:
@@ -437,9 +445,7 @@ class ProbeDriver(DrainSteps):
 
         if not self.push_twins:
             return
-        spec = {**self.base, "task_id": "push", "twins": self.push_twins, "twin_to_declared": self.twin_to_declared,
-                "faults": self.faults, "crash_after": None, "expire_margin_s": EXPIRE_MARGIN_S}
-        self.push = PushSubscriber(spec)
+        self.push = PushSubscriber(self._subscriber_spec(None, self.push_twins, task_id="push"))
         self.receiver.answer = self.push.answer
         if not self.twins:
             self.push.ready()  # no pull task will say it reads: the publisher need not wait
@@ -500,7 +506,7 @@ class ProbeDriver(DrainSteps):
             quiet_crash_logs(self.sc, True)
         try:
             self._start_push()
-            self._run(total, crash_after)
+            self._run(crash_after)
         finally:
             if self.push is not None:
                 self.receiver.answer = None
@@ -508,10 +514,10 @@ class ProbeDriver(DrainSteps):
             if self.faults.crash:
                 quiet_crash_logs(self.sc, False)
 
-    def _run(self, total: int, crash_after: int) -> None:
+    def _run(self, crash_after: int) -> None:
         footprint = Footprint().start()
         try:
-            self._run_jobs(total, crash_after)
+            self._run_jobs(crash_after)
         finally:
             samples = footprint.stop()
             self.drain["footprint"] = samples
@@ -519,7 +525,7 @@ class ProbeDriver(DrainSteps):
             if said:
                 self.observations.append(said)
 
-    def _run_jobs(self, total: int, crash_after: int) -> None:
+    def _run_jobs(self, crash_after: int) -> None:
         if self.nemesis is not None:
             self.nemesis.start()  # the clock of the schedule's time selectors
         self._start(self._publish_job)
@@ -535,10 +541,10 @@ class ProbeDriver(DrainSteps):
             spec = self._subscriber_spec(crash_after if index < self.faults.crash else None,
                                          twins_of_task(self.twins, index, self.config.subscribers))
             self._start(self._subscriber_job, spec)
-            if spec["crash_after"] is not None:
+            if spec.crash_after is not None:
                 # The crashing task must have its slot (and be reading) before the others are submitted:
                 # else another may take the slot beside the publisher and leave it nothing to hold.
-                self._wait_ready(spec["task_id"])
+                self._wait_ready(spec.task_id)
         if self.faults.crash > self.config.subscribers:
             self.observations.append(f"crash={self.faults.crash} exceeds --subscribers {self.config.subscribers}: "
                                      f"{self.config.subscribers} crash(es) injected")

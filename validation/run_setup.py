@@ -21,7 +21,6 @@ from pubsubguard.policies import pubsub_facts as facts
 from .config import DEFAULT_FAULT_DEADLINE_S, DRAIN_SLACK_S, EXPIRE_MARGIN_S, RunConfig
 from .evidence import locks
 from .probe import access
-from .probe.faults import Faults
 from .probe.twins import not_probed, plan_twins
 from .target import declared_estate, resolve_target
 from .wire import endpoints, netem, upstream
@@ -92,7 +91,6 @@ class ProbeSetup:
     report: Path
     probed: tuple[str, ...]
     twin_specs: tuple
-    faults: Faults
     mapping: dict
     run_identity: str
     push_url: str | None
@@ -134,7 +132,7 @@ def resolve(config: RunConfig, plan: dict | None = None, run_id: str | None = No
     nemesis = fault_layer(config, estate, probed, twin_specs, run_id, set(upstreams) == used, command)
     setup = ProbeSetup(config=config, everything=everything, estate=estate, emulator_host=emulator_host,
                        drain_base_s=default_drain_timeout(twin_specs, config.fault_deadline),
-                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs, faults=config.faults,
+                       run_id=run_id, report=report, probed=probed, twin_specs=twin_specs,
                        mapping=mapping, run_identity=access.identity(config.target, all_loopback), push_url=push_url,
                        nemesis=nemesis, upstreams=upstreams)
     return setup, receiver

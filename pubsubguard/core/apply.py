@@ -22,6 +22,7 @@ from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import declared, emulator, readback
 from pubsubguard.core.errors import UserError
+from pubsubguard.core.settings import FIXED_AT_CREATION, SUBSCRIPTION_UPDATE_FIELDS, TOPIC_UPDATE_FIELDS
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
 NOT_APPLIED = "not applied"  # the target does not support it, or it cannot change in place
@@ -34,33 +35,6 @@ PROBLEMS = (FAILED, NOT_ATTEMPTED)
 _IDENTITY_KEYS = ("name", "project")
 # Proto fields holding durations; the plan writes them as "600s".
 _DURATION_FIELDS = {"message_retention_duration", "ttl", "minimum_backoff", "maximum_backoff", "max_duration"}
-# Normalised setting -> the proto field an update mask names (pubsubguard.core.readback vocabulary).
-_TOPIC_UPDATE_FIELDS = {
-    "labels": ("labels",),
-    "retention_seconds": ("message_retention_duration",),
-    "storage_regions": ("message_storage_policy",),
-    "enforce_in_transit": ("message_storage_policy",),
-    "kms_key": ("kms_key_name",),
-}
-_SUBSCRIPTION_UPDATE_FIELDS = {
-    "labels": ("labels",),
-    "ack_deadline_seconds": ("ack_deadline_seconds",),
-    "retention_seconds": ("message_retention_duration",),
-    "retain_acked_messages": ("retain_acked_messages",),
-    "exactly_once": ("enable_exactly_once_delivery",),
-    "dead_letter_topic": ("dead_letter_policy",),
-    "max_delivery_attempts": ("dead_letter_policy",),
-    "retry_min_backoff_s": ("retry_policy",),
-    "retry_max_backoff_s": ("retry_policy",),
-    "expiration_ttl": ("expiration_policy",),
-    "delivery": ("push_config", "bigquery_config", "cloud_storage_config"),
-    "push_endpoint": ("push_config",),
-    "push_oidc_service_account": ("push_config",),
-    "push_audience": ("push_config",),
-    "bigquery_table": ("bigquery_config",),
-    "cloud_storage_bucket": ("cloud_storage_config",),
-}
-_FIXED_AT_CREATION = {"topic", "ordering", "filter"}
 
 
 @dataclass(frozen=True)
@@ -272,13 +246,13 @@ def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publ
         request, unsupported = topic_request(resource)
         get = lambda: publisher.get_topic(topic=path)  # noqa: E731
         create = lambda message: publisher.create_topic(request=message)  # noqa: E731
-        normalise, update_fields = readback.actual_topic, _TOPIC_UPDATE_FIELDS
+        normalise, update_fields = readback.actual_topic, TOPIC_UPDATE_FIELDS
         update = lambda mask: publisher.update_topic(request={"topic": request, "update_mask": mask})  # noqa: E731
     else:
         request, unsupported = subscription_request(resource)
         get = lambda: subscriber.get_subscription(subscription=path)  # noqa: E731
         create = lambda message: subscriber.create_subscription(request=message)  # noqa: E731
-        normalise, update_fields = readback.actual_subscription, _SUBSCRIPTION_UPDATE_FIELDS
+        normalise, update_fields = readback.actual_subscription, SUBSCRIPTION_UPDATE_FIELDS
         update = lambda mask: subscriber.update_subscription(request={"subscription": request, "update_mask": mask})  # noqa: E731
     outcomes = [ResourceAction(path, kind, NOT_APPLIED, f"plan input {item} is not an API field of {kind}s") for item in unsupported]
     try:
@@ -297,7 +271,7 @@ def _apply_one(kind: str, resource: declared.Topic | declared.Subscription, publ
     diffs = readback.differences({path: declared_settings}, {path: normalise(existing)})
     if not diffs:
         return [ResourceAction(path, kind, UNCHANGED), *outcomes]
-    fixed = [d for d in diffs if d.setting in _FIXED_AT_CREATION]
+    fixed = [d for d in diffs if d.setting in FIXED_AT_CREATION]
     for d in fixed:
         outcomes.append(ResourceAction(path, kind, NOT_APPLIED,
                                 f"{d.setting} is fixed at creation (declared {d.declared!r}, exists as {d.actual!r}); "

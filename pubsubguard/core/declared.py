@@ -26,6 +26,7 @@ from typing import Any
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core.errors import UserError
+from pubsubguard.core.settings import Setting
 
 PULL, PUSH, BIGQUERY, CLOUD_STORAGE = facts.PULL, facts.PUSH, facts.BIGQUERY, facts.CLOUD_STORAGE  # facts.DELIVERY_TYPES
 
@@ -68,10 +69,11 @@ class Topic:
 
     def settings(self) -> dict:
         """The readback vocabulary (`pubsubguard.core.readback`): the settings compared with the target."""
-        settings = {"kind": "topic", "labels": dict(self.labels), "retention_seconds": self.retention_s, "kms_key": self.kms_key}
+        settings = {Setting.KIND: "topic", Setting.LABELS: dict(self.labels), Setting.RETENTION_S: self.retention_s,
+                    Setting.KMS_KEY: self.kms_key}
         if self.storage_regions is not None:
-            settings["storage_regions"] = list(self.storage_regions)
-            settings["enforce_in_transit"] = self.enforce_in_transit
+            settings[Setting.STORAGE_REGIONS] = list(self.storage_regions)
+            settings[Setting.ENFORCE_IN_TRANSIT] = self.enforce_in_transit
         return settings
 
 
@@ -131,39 +133,40 @@ class Subscription:
         """The readback vocabulary (`pubsubguard.core.readback`); a setting the plan leaves to the
         service's default is absent (not compared)."""
         settings = {
-            "kind": "subscription",
-            "topic": self.topic_path,
-            "ordering": self.ordering,
-            "exactly_once": self.exactly_once,
-            "retain_acked_messages": self.retain_acked_messages,
-            "filter": self.filter,
-            "labels": dict(self.labels),
-            "dead_letter_topic": self.dead_letter_topic_path,
-            "max_delivery_attempts": self.max_delivery_attempts,
-            "retry_min_backoff_s": None,
-            "retry_max_backoff_s": None,
-            "delivery": self.delivery_type,
-            "push_endpoint": self.push_endpoint,
+            Setting.KIND: "subscription",
+            Setting.TOPIC: self.topic_path,
+            Setting.ORDERING: self.ordering,
+            Setting.EXACTLY_ONCE: self.exactly_once,
+            Setting.RETAIN_ACKED_MESSAGES: self.retain_acked_messages,
+            Setting.FILTER: self.filter,
+            Setting.LABELS: dict(self.labels),
+            Setting.DEAD_LETTER_TOPIC: self.dead_letter_topic_path,
+            Setting.MAX_DELIVERY_ATTEMPTS: self.max_delivery_attempts,
+            Setting.RETRY_MIN_BACKOFF_S: None,
+            Setting.RETRY_MAX_BACKOFF_S: None,
+            Setting.DELIVERY: self.delivery_type,
+            Setting.PUSH_ENDPOINT: self.push_endpoint,
         }
         if self.declared_ack_deadline_s is not None:
-            settings["ack_deadline_seconds"] = self.declared_ack_deadline_s
+            settings[Setting.ACK_DEADLINE_S] = self.declared_ack_deadline_s
         if self.retention_s is not None:
-            settings["retention_seconds"] = self.retention_s
+            settings[Setting.RETENTION_S] = self.retention_s
         if self.retry_declared:
-            for setting, value in (("retry_min_backoff_s", self.retry_min_backoff_s), ("retry_max_backoff_s", self.retry_max_backoff_s)):
+            for setting, value in ((Setting.RETRY_MIN_BACKOFF_S, self.retry_min_backoff_s),
+                                   (Setting.RETRY_MAX_BACKOFF_S, self.retry_max_backoff_s)):
                 if value is None:
                     settings.pop(setting)  # the service fills its default; not compared
                 else:
                     settings[setting] = value
         if self.expiration_ttl is not None:
-            settings["expiration_ttl"] = self.expiration_ttl
+            settings[Setting.EXPIRATION_TTL] = self.expiration_ttl
         if self.delivery_type == PUSH:
-            settings["push_oidc_service_account"] = self.push_oidc_service_account
-            settings["push_audience"] = self.push_audience
+            settings[Setting.PUSH_OIDC_SERVICE_ACCOUNT] = self.push_oidc_service_account
+            settings[Setting.PUSH_AUDIENCE] = self.push_audience
         if BIGQUERY in self.export_configs:
-            settings["bigquery_table"] = self.bigquery_table
+            settings[Setting.BIGQUERY_TABLE] = self.bigquery_table
         if CLOUD_STORAGE in self.export_configs:
-            settings["cloud_storage_bucket"] = self.cloud_storage_bucket
+            settings[Setting.CLOUD_STORAGE_BUCKET] = self.cloud_storage_bucket
         return settings
 
 

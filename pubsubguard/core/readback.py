@@ -6,8 +6,8 @@
 - `differences(declared, actual)` is the pure comparison; every difference is returned, none is
   filtered (a target that ignores or changes a setting shows up here).
 
-Settings (a key is absent from a declared entry only when the plan leaves it to the service's
-default; those are not compared):
+Settings, named once in `pubsubguard.core.settings` (`TOPIC_SETTINGS`, `SUBSCRIPTION_SETTINGS`); a key is absent
+from a declared entry only when the plan leaves it to the service's default (not compared):
 
     topic:        kind, labels, retention_seconds (None: no topic retention), storage_regions,
                   enforce_in_transit, kms_key (None: Google-managed)
@@ -31,31 +31,23 @@ from pubsubguard.core import emulator
 from pubsubguard.core.declared import (
     BIGQUERY, CLOUD_STORAGE, PULL, PUSH, PlanValueError, estate, is_topic, subscription_path, topic_path,
 )
+from pubsubguard.core.settings import Setting
 
 __all__ = ["Difference", "ReadbackError", "actual", "declared", "differences", "is_topic", "subscription_path", "topic_path"]
-
-TOPIC_SETTINGS = ("kind", "labels", "retention_seconds", "storage_regions", "enforce_in_transit", "kms_key")
-SUBSCRIPTION_SETTINGS = (
-    "kind", "topic", "ordering", "exactly_once", "ack_deadline_seconds", "retention_seconds",
-    "retain_acked_messages", "filter", "labels", "dead_letter_topic", "max_delivery_attempts",
-    "retry_min_backoff_s", "retry_max_backoff_s", "expiration_ttl", "delivery", "push_endpoint",
-    "push_oidc_service_account", "push_audience", "bigquery_table", "cloud_storage_bucket",
-)
-
 
 @dataclass(frozen=True)
 class Difference:
     """One setting the target does not hold as declared."""
 
     path: str
-    setting: str  # a setting of the vocabulary above; "exists" for a missing resource
+    setting: str  # a setting (`pubsubguard.core.settings.Setting`); `Setting.EXISTS` for a missing resource
     declared: Any
     actual: Any
 
     @property
     def kind(self) -> str:
         """missing (the resource does not exist) | differs."""
-        return "missing" if self.setting == "exists" else "differs"
+        return "missing" if self.setting == Setting.EXISTS else "differs"
 
 
 ReadbackError = PlanValueError  # a plan value that cannot be compared (unknown until deploy, or malformed)
@@ -81,17 +73,18 @@ def _duration_seconds(value: Any) -> float | int | None:
 
 def actual_topic(topic) -> dict:
     """Normalised settings of a `google.pubsub_v1.Topic`."""
+    retention = _duration_seconds(topic.message_retention_duration) if "message_retention_duration" in topic else None
     settings = {
-        "kind": "topic",
-        "labels": dict(topic.labels),
-        "retention_seconds": _duration_seconds(topic.message_retention_duration) if "message_retention_duration" in topic else None,
-        "kms_key": topic.kms_key_name or None,
-        "storage_regions": None,
-        "enforce_in_transit": None,
+        Setting.KIND: "topic",
+        Setting.LABELS: dict(topic.labels),
+        Setting.RETENTION_S: retention,
+        Setting.KMS_KEY: topic.kms_key_name or None,
+        Setting.STORAGE_REGIONS: None,
+        Setting.ENFORCE_IN_TRANSIT: None,
     }
     if "message_storage_policy" in topic:
-        settings["storage_regions"] = sorted(topic.message_storage_policy.allowed_persistence_regions)
-        settings["enforce_in_transit"] = bool(topic.message_storage_policy.enforce_in_transit)
+        settings[Setting.STORAGE_REGIONS] = sorted(topic.message_storage_policy.allowed_persistence_regions)
+        settings[Setting.ENFORCE_IN_TRANSIT] = bool(topic.message_storage_policy.enforce_in_transit)
     return settings
 
 
@@ -108,26 +101,34 @@ def actual_subscription(subscription) -> dict:
     if "expiration_policy" in s:
         expiration = _duration_seconds(s.expiration_policy.ttl) if "ttl" in s.expiration_policy else "never"
     return {
-        "kind": "subscription",
-        "topic": s.topic,
-        "ordering": bool(s.enable_message_ordering),
-        "exactly_once": bool(s.enable_exactly_once_delivery),
-        "ack_deadline_seconds": s.ack_deadline_seconds,
-        "retention_seconds": _duration_seconds(s.message_retention_duration) if "message_retention_duration" in s else None,
-        "retain_acked_messages": bool(s.retain_acked_messages),
-        "filter": s.filter or None,
-        "labels": dict(s.labels),
-        "dead_letter_topic": s.dead_letter_policy.dead_letter_topic if has_dead_letter else None,
-        "max_delivery_attempts": s.dead_letter_policy.max_delivery_attempts if has_dead_letter else None,
-        "retry_min_backoff_s": _duration_seconds(s.retry_policy.minimum_backoff) if has_retry and "minimum_backoff" in s.retry_policy else None,
-        "retry_max_backoff_s": _duration_seconds(s.retry_policy.maximum_backoff) if has_retry and "maximum_backoff" in s.retry_policy else None,
-        "expiration_ttl": expiration,
-        "delivery": PUSH if has_push else BIGQUERY if has_bigquery else CLOUD_STORAGE if has_storage else PULL,
-        "push_endpoint": emulator.stood_in_for(push.push_endpoint) if has_push else None,
-        "push_oidc_service_account": (push.oidc_token.service_account_email or None) if has_push and "oidc_token" in push else None,
-        "push_audience": (push.oidc_token.audience or None) if has_push and "oidc_token" in push else None,
-        "bigquery_table": s.bigquery_config.table if has_bigquery else None,
-        "cloud_storage_bucket": s.cloud_storage_config.bucket if has_storage else None,
+        Setting.KIND: "subscription",
+        Setting.TOPIC: s.topic,
+        Setting.ORDERING: bool(s.enable_message_ordering),
+        Setting.EXACTLY_ONCE: bool(s.enable_exactly_once_delivery),
+        Setting.ACK_DEADLINE_S: s.ack_deadline_seconds,
+        Setting.RETENTION_S: (
+            _duration_seconds(s.message_retention_duration) if "message_retention_duration" in s else None
+        ),
+        Setting.RETAIN_ACKED_MESSAGES: bool(s.retain_acked_messages),
+        Setting.FILTER: s.filter or None,
+        Setting.LABELS: dict(s.labels),
+        Setting.DEAD_LETTER_TOPIC: s.dead_letter_policy.dead_letter_topic if has_dead_letter else None,
+        Setting.MAX_DELIVERY_ATTEMPTS: s.dead_letter_policy.max_delivery_attempts if has_dead_letter else None,
+        Setting.RETRY_MIN_BACKOFF_S: (
+            _duration_seconds(s.retry_policy.minimum_backoff) if has_retry and "minimum_backoff" in s.retry_policy else None
+        ),
+        Setting.RETRY_MAX_BACKOFF_S: (
+            _duration_seconds(s.retry_policy.maximum_backoff) if has_retry and "maximum_backoff" in s.retry_policy else None
+        ),
+        Setting.EXPIRATION_TTL: expiration,
+        Setting.DELIVERY: PUSH if has_push else BIGQUERY if has_bigquery else CLOUD_STORAGE if has_storage else PULL,
+        Setting.PUSH_ENDPOINT: emulator.stood_in_for(push.push_endpoint) if has_push else None,
+        Setting.PUSH_OIDC_SERVICE_ACCOUNT: (
+            (push.oidc_token.service_account_email or None) if has_push and "oidc_token" in push else None
+        ),
+        Setting.PUSH_AUDIENCE: (push.oidc_token.audience or None) if has_push and "oidc_token" in push else None,
+        Setting.BIGQUERY_TABLE: s.bigquery_config.table if has_bigquery else None,
+        Setting.CLOUD_STORAGE_BUCKET: s.cloud_storage_config.bucket if has_storage else None,
     }
 
 
@@ -159,7 +160,7 @@ def differences(declared: dict[str, dict], actual: dict[str, dict | None]) -> li
     for path, settings in declared.items():
         held = actual.get(path)
         if held is None:
-            found.append(Difference(path, "exists", True, False))
+            found.append(Difference(path, Setting.EXISTS, True, False))
             continue
         for setting, value in settings.items():
             if held.get(setting) != value:

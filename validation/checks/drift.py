@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 
 from pubsubguard.core.declared import Estate, short_name
+from pubsubguard.core.settings import Setting
 
 CONFIG_DRIFT = "config_drift"
 # Settings whose drift breaks a declared guarantee (error); any other drift is advisory.
 GUARANTEE_OF_SETTING = {
-    "ordering": "ordering",
-    "exactly_once": "exactly_once",
-    "ack_deadline_seconds": "exactly_once",
-    "dead_letter_topic": "dead_letter",
-    "max_delivery_attempts": "dead_letter",
-    "exists": "completeness",
+    Setting.ORDERING: "ordering",
+    Setting.EXACTLY_ONCE: "exactly_once",
+    Setting.ACK_DEADLINE_S: "exactly_once",
+    Setting.DEAD_LETTER_TOPIC: "dead_letter",
+    Setting.MAX_DELIVERY_ATTEMPTS: "dead_letter",
+    Setting.EXISTS: "completeness",
 }
 
 

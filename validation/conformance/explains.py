@@ -16,6 +16,8 @@ validation/conformance/scenarios.py.
 
 from __future__ import annotations
 
+from pubsubguard.core.settings import Setting
+
 from ..checks import wording
 from ..checks.verdict import RunVerdict
 from ..evidence import records
@@ -73,7 +75,7 @@ EXPLAINS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "redelivery-after-late-ack": (("unsettled", "after_backoff_stop"),),
     "dead-letter-after-late-ack": (("dead_letter_missing", "after_backoff_stop"),),
     "filter-enforced": (("unexpected", "foreign"),),
-    "retention-as-declared": (("config_drift", "retention_seconds"),),
+    "retention-as-declared": (("config_drift", Setting.RETENTION_S),),
 }
 
 

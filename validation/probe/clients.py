@@ -120,13 +120,13 @@ class PartWriter:
         self.flush()
 
 
-def use_target(spec: dict) -> None:
+def use_target(emulator_host: str | None, storage_emulator_host: str | None) -> None:
     # Executors may have been started before the driver learned the emulator host (or the GCS API
     # server its evidence store is on: storage.EMULATOR_ENV, set on the driver).
-    if spec.get("emulator_host"):
-        os.environ["PUBSUB_EMULATOR_HOST"] = spec["emulator_host"]
-    if spec.get("storage_emulator_host"):
-        os.environ[storage.EMULATOR_ENV] = spec["storage_emulator_host"]
+    if emulator_host:
+        os.environ["PUBSUB_EMULATOR_HOST"] = emulator_host
+    if storage_emulator_host:
+        os.environ[storage.EMULATOR_ENV] = storage_emulator_host
     endpoints.calm_grpc_waits()  # every task keeps streams or calls open: see there
 
 

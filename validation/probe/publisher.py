@@ -82,7 +82,7 @@ class Pace:
 
 def publish_partition(spec: dict, keys) -> list[dict]:
     """Publish every topic's keyed workload for the keys of this partition; one summary row out."""
-    use_target(spec)
+    use_target(spec.get("emulator_host"), spec.get("storage_emulator_host"))
     keys = list(keys)
     task = f"pub-{keys[0] if keys else 'none'}-{os.getpid()}"
     storage.Marker(storage.join(spec["evidence_dir"], f"{PUBLISHING_PREFIX}{task}")).set()

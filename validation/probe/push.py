@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pubsubguard.core.declared import short_name
 
-from .subscriber import ProbeSubscriber
+from .subscriber import ProbeSubscriber, SubscriberSpec
 
 if TYPE_CHECKING:
     from .twins import TwinSpec
@@ -78,9 +78,9 @@ class _Pushed:
 class PushSubscriber(ProbeSubscriber):
     """The push twins' subscriber: the pull subscriber's decisions, answered over HTTP."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: SubscriberSpec):
         super().__init__(spec)
-        self.by_name = {short_name(t.path): t for t in spec["twins"]}
+        self.by_name = {short_name(t.path): t for t in spec.twins}
         self.pending: dict[str, _Pushed] = {}
 
     def answer(self, twin_name: str, body: bytes) -> int:
@@ -92,7 +92,7 @@ class PushSubscriber(ProbeSubscriber):
         with self.lock:
             self.pending[message.ack_id] = message
         self.callback(twin, message)
-        message.answered.wait(twin.ack_deadline_s + self.spec.get("expire_margin_s", 2.0) + 5)
+        message.answered.wait(twin.ack_deadline_s + self.spec.expire_margin_s + 5)
         with self.lock:
             self.pending.pop(message.ack_id, None)
         return message.status or LATE_STATUS

@@ -1,6 +1,7 @@
 """The probe's subscriber task (`subscribe_partition`, `ProbeSubscriber`): streams on its twins, the fault plan
 per delivery, every delivery a row of the evidence; the crashing task's unary Pulls (`PulledMessage`); the
-client library's log kept per task."""
+client library's log kept per task. What a task is handed is a `SubscriberSpec`, a frozen value read by its
+fields' names."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pubsubguard.core import probe_contract, storage
 
@@ -24,10 +25,38 @@ from .clients import (
 )
 from .faults import DeliveryCounts, Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
+from .twins import TwinSpec
 from .unkeyed import subscribe_unkeyed
 
-if TYPE_CHECKING:
-    from .twins import TwinSpec
+
+@dataclass(frozen=True)
+class SubscriberSpec:
+    """What one subscriber task is handed (`validation.driver.ProbeDriver._subscriber_spec` builds it; pickled to
+    its Spark task as it is), read by its fields' names: the twins it reads, the faults it plants, where it writes,
+    the driver's markers it watches and when it ends. The push twins' subscriber (`probe.push`) is handed one too
+    and reads its twins, faults and margins only."""
+
+    run_id: str
+    task_id: str
+    evidence_dir: str
+    twins: tuple[TwinSpec, ...]
+    twin_to_declared: dict[str, str]  # a twin's short name -> the declared subscription (or drain) it stands for
+    faults: Faults
+    crash_after: int | None = None  # deliveries before the crash starts; None: no crash
+    crash_hold: int = 3  # the crashing task dies once it holds this many deliveries (or 3 s after its first)
+    crash_prefetch: int = 1  # messages per twin the crashing task pulls at a time
+    end_time: float | None = None  # time.time() at which the task ends by itself (the stop file ends it first)
+    stop_file: str | None = None  # the driver's markers: the run's end, the final read (`_heal`), streams to close
+    heal_file: str | None = None
+    close_file: str | None = None
+    fault_deadline_s: float | None = None  # the deadline a held delivery gets by ModifyAckDeadline (None: its own)
+    expire_margin_s: float = 2.0  # an expired delivery is acked this long after its deadline
+    max_outstanding: int = 1000  # flow control per stream
+    flush_rows: int = FLUSH_ROWS
+    flush_s: float = FLUSH_S
+    endpoints: dict[str, str] = field(default_factory=dict)  # endpoint -> the host:port dialled for it
+    emulator_host: str | None = None
+    storage_emulator_host: str | None = None  # the evidence store's emulator (storage.EMULATOR_ENV), if remote
 
 
 class PulledMessage:
@@ -78,18 +107,18 @@ class PulledMessage:
 
 
 class ProbeSubscriber:
-    def __init__(self, spec: dict):
+    def __init__(self, spec: SubscriberSpec):
         self.spec = spec
-        self.run_id = spec["run_id"]
-        self.task = spec["task_id"]
-        self.faults: Faults = spec["faults"]
-        self.writer = PartWriter(storage.join(spec["evidence_dir"], "deliveries"), records.DELIVERY_SCHEMA, self.task,
-                                 spec.get("flush_rows", FLUSH_ROWS), spec.get("flush_s", FLUSH_S))
-        self.twin_to_declared = spec["twin_to_declared"]
+        self.run_id = spec.run_id
+        self.task = spec.task_id
+        self.faults = spec.faults
+        self.writer = PartWriter(storage.join(spec.evidence_dir, "deliveries"), records.DELIVERY_SCHEMA, self.task,
+                                 spec.flush_rows, spec.flush_s)
+        self.twin_to_declared = spec.twin_to_declared
         self.lock = threading.Lock()
         self.seen = DeliveryCounts()
         self.received = 0
-        self.crash_after = spec.get("crash_after")  # deliveries before the crash starts; None: no crash
+        self.crash_after = spec.crash_after
         self.crash_started: float | None = None
         self.crash_held: list[dict] = []
         self.timers: list[threading.Timer] = []
@@ -240,23 +269,28 @@ class ProbeSubscriber:
             self.settle(twin, message, row, "ack")
             return
         # Only a delivery within one (fault) deadline of its publish may be held: a message expires at most once.
-        window_s = min(twin.ack_deadline_s, self.spec.get("fault_deadline_s") or twin.ack_deadline_s)
+        window_s = min(twin.ack_deadline_s, self.spec.fault_deadline_s or twin.ack_deadline_s)
         may_expire = row["publish_time_us"] is None or received_us - row["publish_time_us"] < window_s * 1e6
         action = delivery_action(self.faults, self.run_id, twin.declared_name, message.message_id,
                                  f"{self.task}:{local_count}", may_expire=may_expire)
         if action == "expire":
-            # Out of the client's lease management now: no extension, no flow-control slot, and the
-            # ordering key is free; the service's deadline (set by the receipt modack) runs out.
-            message.drop()
-            hold = self.shorten_deadline(twin, message, row) + self.spec.get("expire_margin_s", 2.0)
-            timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
-            timer.daemon = True
-            with self.lock:
-                self.timers.append(timer)
-                self.held[id(row)] = row
-            timer.start()
+            self.hold_to_expire(twin, message, row)
             return
         self.settle(twin, message, row, action)
+
+    def hold_to_expire(self, twin: TwinSpec, message, row: dict) -> None:
+        """Hold a delivery until its deadline has passed, then ack it late with its stale ack id (`late_ack`).
+
+        Out of the client's lease management from now: no extension, no flow-control slot, and the ordering key
+        is free; the service's deadline (set by the receipt modack, or shortened to the fault deadline) runs out."""
+        message.drop()
+        hold = self.shorten_deadline(twin, message, row) + self.spec.expire_margin_s
+        timer = threading.Timer(hold, self.late_ack, args=(twin, message.ack_id, row))
+        timer.daemon = True
+        with self.lock:
+            self.timers.append(timer)
+            self.held[id(row)] = row
+        timer.start()
 
     def shorten_deadline(self, twin: TwinSpec, message, row: dict) -> float:
         """A delivery a fault holds gets the fault deadline by `ModifyAckDeadline` (a client's right: 0..600 s),
@@ -271,7 +305,7 @@ class ProbeSubscriber:
         from concurrent.futures import TimeoutError as Pending
 
         declared = twin.ack_deadline_s
-        seconds = self.spec.get("fault_deadline_s")
+        seconds = self.spec.fault_deadline_s
         if not seconds or seconds >= declared:
             return declared
         try:
@@ -352,7 +386,7 @@ class ProbeSubscriber:
         state kept back -- a lease, a flow-control slot -- stands between the target and the final read (Jepsen
         reads with fresh clients after healing). An ordered subscription keeps its stream: a reset is a fault of
         its own there (what the client held behind an earlier message of its key is noted)."""
-        by_path = {twin.path: twin for twin in self.spec["twins"]}
+        by_path = {twin.path: twin for twin in self.spec.twins}
         self.write_client_state(streams)
         self.note_held_in_client(streams, "when the final read began")
         reopened, kept = [], []
@@ -377,10 +411,10 @@ class ProbeSubscriber:
         when the final read ended, not when it began (a message the client let go meanwhile is not its own)."""
         import json
 
-        by_path = {twin.path: twin for twin in self.spec["twins"]}
+        by_path = {twin.path: twin for twin in self.spec.twins}
         held = {by_path[path].declared_name: {**state, "reopened": not by_path[path].ordering}
                 for path, future in streams.items() if (state := self.client_held(future)) is not None}
-        storage.write_text(storage.join(self.spec["evidence_dir"], f"{CLIENT_STATE_PREFIX}{self.task}.json"),
+        storage.write_text(storage.join(self.spec.evidence_dir, f"{CLIENT_STATE_PREFIX}{self.task}.json"),
                            json.dumps(held, sort_keys=True))
 
     def should_crash(self) -> bool:
@@ -388,7 +422,7 @@ class ProbeSubscriber:
             return False
         with self.lock:
             held = len(self.crash_held)
-        return held >= self.spec.get("crash_hold", 3) or time.monotonic() - self.crash_started > 3.0
+        return held >= self.spec.crash_hold or time.monotonic() - self.crash_started > 3.0
 
     def crash(self) -> None:
         with self.lock:
@@ -406,11 +440,11 @@ class ProbeSubscriber:
                 return
             self.noted.append(line)
             # the whole file each time: an object store has no append (notes are few)
-            storage.write_text(storage.join(self.spec["evidence_dir"], f"{NOTES_PREFIX}{self.task}.txt"),
+            storage.write_text(storage.join(self.spec.evidence_dir, f"{NOTES_PREFIX}{self.task}.txt"),
                                "".join(f"subscriber task {self.task}: {noted}\n" for noted in self.noted))
 
     def ready(self) -> None:
-        storage.Marker(storage.join(self.spec["evidence_dir"], f"{READY_PREFIX}{self.task}")).set()
+        storage.Marker(storage.join(self.spec.evidence_dir, f"{READY_PREFIX}{self.task}")).set()
 
     def pull_until_crash(self, stop_file: storage.Marker, end: float) -> None:
         """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time:
@@ -427,7 +461,7 @@ class ProbeSubscriber:
         from google.api_core import exceptions
 
         self.ready()
-        batch = self.spec.get("crash_prefetch", 1)
+        batch = self.spec.crash_prefetch
         unanswered = 0  # Pulls the target did not answer within the call's deadline
 
         def pull(twin: TwinSpec):
@@ -445,7 +479,7 @@ class ProbeSubscriber:
                           f"failed: {type(err).__name__}: {str(err)[:200]}")
                 return twin, client, (), None
 
-        twins = self.spec["twins"]
+        twins = self.spec.twins
         with ThreadPoolExecutor(max_workers=max(1, min(PULL_WORKERS, len(twins))),
                                 thread_name_prefix="probe-unary-pull") as pool:
             while time.time() < end and not stop_file.is_set():
@@ -476,10 +510,10 @@ class ProbeSubscriber:
 
         deadline = twin.ack_deadline_s
         flow = FlowControl(
-            max_messages=self.spec.get("max_outstanding", 1000),
+            max_messages=self.spec.max_outstanding,
             # Leases (receipt modack and extensions) are the declared deadline; a message waiting
             # in the client is extended until the run ends (an expired one is dropped instead).
-            max_lease_duration=max(60, self.spec["end_time"] - time.time()),
+            max_lease_duration=max(60, self.spec.end_time - time.time()),
             min_duration_per_lease_extension=deadline,
             max_duration_per_lease_extension=deadline,
         )
@@ -495,18 +529,18 @@ class ProbeSubscriber:
         streams[twin.path] = future
 
     def run(self) -> list[dict]:
-        use_target(self.spec)
-        self.client_log = _ClientLog(storage.join(self.spec["evidence_dir"], f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
+        use_target(self.spec.emulator_host, self.spec.storage_emulator_host)
+        self.client_log = _ClientLog(storage.join(self.spec.evidence_dir, f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
         log_abandoned_ack_retries()
         futures = []
         streams: dict[str, object] = {}  # twin path -> its streaming pull
-        stop_file = storage.Marker(self.spec["stop_file"])
-        end = self.spec["end_time"]
+        stop_file = storage.Marker(self.spec.stop_file)
+        end = self.spec.end_time
         try:
-            for twin in self.spec["twins"]:
+            for twin in self.spec.twins:
                 if twin.consumer_endpoint not in self.clients:
                     self.clients[twin.consumer_endpoint] = endpoints.subscriber_client(
-                        twin.consumer_endpoint, self.spec.get("endpoints", {}), f"{self.task}:subscriber")
+                        twin.consumer_endpoint, self.spec.endpoints, f"{self.task}:subscriber")
             if self.crash_after is not None:
                 self.pull_until_crash(stop_file, end)
                 return [{"task": self.task, "received": self.received, "written": self.writer.written}]
@@ -514,18 +548,18 @@ class ProbeSubscriber:
             def subscribe(twin) -> None:
                 self.subscribe(twin, futures, streams)
 
-            for twin in self.spec["twins"]:
+            for twin in self.spec.twins:
                 subscribe(twin)
             self.ready()
-            heal_file = storage.Marker(self.spec["heal_file"]) if self.spec.get("heal_file") else None
+            heal_file = storage.Marker(self.spec.heal_file) if self.spec.heal_file else None
             polls = 0
             while time.time() < end and not stop_file.is_set():
                 if self.should_crash():
                     self.crash()
                 polls += 1
                 # the streams the driver closes first: it names them before it asks for the final read
-                if self.spec.get("close_file") and polls % 5 == 0:
-                    self.close_streams(streams, self.spec["close_file"])
+                if self.spec.close_file and polls % 5 == 0:
+                    self.close_streams(streams, self.spec.close_file)
                 if heal_file is not None and not self.healed and polls % 5 == 0 and heal_file.is_set():
                     self.healed = True
                     self.fresh_streams(streams, subscribe)
@@ -631,5 +665,5 @@ class _ClientLog:
             self.local.unlink(missing_ok=True)
 
 
-def subscribe_partition(spec: dict, _items) -> list[dict]:
+def subscribe_partition(spec: SubscriberSpec, _items) -> list[dict]:
     return ProbeSubscriber(spec).run()

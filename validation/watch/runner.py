@@ -103,6 +103,8 @@ class WatchDriver(ProbeDriver):
     task is replaced as in verify), the publisher from a reserved seq block at a steady rate until its own
     stop flag, the subscribers until the run's."""
 
+    subscriber_max_s = SUBSCRIBER_YEARS_S
+
     def __init__(self, *args, seq_start: int, publish_stop: storage.Marker, **kwargs):
         super().__init__(*args, **kwargs)
         self.seq_start, self.publish_stop = seq_start, publish_stop
@@ -126,10 +128,6 @@ class WatchDriver(ProbeDriver):
                 self.errors.append(err)
         finally:
             self.publish_done.set()
-
-    def _subscriber_spec(self, crash_after, twins):
-        spec = super()._subscriber_spec(crash_after, twins)
-        return {**spec, "end_time": time.time() + SUBSCRIBER_YEARS_S}
 
     def start(self) -> None:
         self._start_push()
@@ -286,7 +284,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
                     tested=tested).write(evidence)
     skew = config.skew_us
     flush_s = min(5.0, max(0.5, options.window_s / 4))
-    held = setup.faults.expire > 0 or setup.faults.nack > 0  # a held delivery's row is written when it is let go
+    held = setup.config.faults.expire > 0 or setup.config.faults.nack > 0  # a held delivery's row is written when it is let go
     hold_s = run_setup.longest_hold_s(setup.twin_specs, config.fault_deadline) if held else 0.0
     delay_s = stream.watermark_delay_s(hold_s, flush_s, options.window_s)
     footprints = Footprints(directory.path)

@@ -135,7 +135,7 @@ def test_a_refused_modack_of_a_held_delivery_is_worded_as_what_the_answer_means(
 
     notes: list[str] = []
     subscriber = object.__new__(probe.ProbeSubscriber)
-    subscriber.spec = {"fault_deadline_s": 10}
+    subscriber.spec = probe.SubscriberSpec("r", "sub-0", "evidence", (), {}, probe.Faults(), fault_deadline_s=10)
     subscriber.note = notes.append
     row = {"ack_deadline_s": 60}
     twin = TwinSpec("projects/p/subscriptions/orders-eod-probe-1", "projects/p/topics/orders", "orders-eod",
@@ -270,7 +270,7 @@ def test_the_crashing_task_pulls_its_twins_side_by_side(slow_pull, tmp_path):
         got: list[tuple[str, float]] = []
         notes: list[str] = []
         stop = storage.Marker(str(tmp_path / "_stop"))
-        probe = SimpleNamespace(spec={"twins": twins, "crash_prefetch": 1}, clients={"default": slow_pull},
+        probe = SimpleNamespace(spec=SimpleNamespace(twins=tuple(twins), crash_prefetch=1), clients={"default": slow_pull},
                                 callback=lambda twin, message: (got.append((twin.declared_name, time.monotonic())),
                                                                 message.ack()),
                                 should_crash=lambda: False, crash=lambda: None, note=notes.append,

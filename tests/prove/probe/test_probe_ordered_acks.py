@@ -70,7 +70,7 @@ def test_a_key_whose_head_delivery_the_probe_holds_leaves_nothing_in_its_client(
     from pubsubguard.validation.probe.clients import CLIENT_STATE_PREFIX, NOTES_PREFIX
     from pubsubguard.validation.probe.faults import Faults
     from pubsubguard.validation.probe.twins import TwinSpec
-    from pubsubguard.validation.probe.subscriber import ProbeSubscriber
+    from pubsubguard.validation.probe.subscriber import ProbeSubscriber, SubscriberSpec
 
     publisher, topic, subscription = ordered_eod
     run_id = uuid.uuid4().hex[:8]
@@ -83,11 +83,11 @@ def test_a_key_whose_head_delivery_the_probe_holds_leaves_nothing_in_its_client(
                     consumer_endpoint=ENDPOINT)
     heal = storage.Marker(str(evidence / "_heal"))
     stop = storage.Marker(str(evidence / "_stop"))
-    probe = ProbeSubscriber({
-        "run_id": run_id, "task_id": TASK, "faults": faults, "evidence_dir": str(evidence),
-        "twins": [twin], "twin_to_declared": {subscription.rsplit("/", 1)[-1]: declared}, "endpoints": {ENDPOINT: emulator.host},
-        "emulator_host": emulator.host, "fault_deadline_s": FAULT_DEADLINE_S, "expire_margin_s": 2.0,
-        "stop_file": stop.location, "heal_file": heal.location, "end_time": time.time() + 120, "crash_after": None})
+    probe = ProbeSubscriber(SubscriberSpec(
+        run_id=run_id, task_id=TASK, faults=faults, evidence_dir=str(evidence), twins=(twin,),
+        twin_to_declared={subscription.rsplit("/", 1)[-1]: declared}, endpoints={ENDPOINT: emulator.host},
+        emulator_host=emulator.host, fault_deadline_s=FAULT_DEADLINE_S, expire_margin_s=2.0,
+        stop_file=stop.location, heal_file=heal.location, end_time=time.time() + 120))
     task = threading.Thread(target=probe.run, daemon=True)
     task.start()
     try:
