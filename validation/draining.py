@@ -193,7 +193,7 @@ class DrainSteps:
     def _until_ended(self, tally: EvidenceTally, clock: DrainClock, deadline_us: dict, warm_up: WarmUp, progress,
                      pub_bar, drain_bar) -> str:
         """Watch the evidence every 0.5 s while publishing (the flow of publishes) and then while draining, until
-        the clock ends the drain: settled, stuck or ceiling (an observation says why when not settled)."""
+        the clock ends the drain: settled, stuck or ceiling (when not settled, `_end_text` says why)."""
         ticks = 0
         while True:
             time.sleep(0.5)
@@ -234,28 +234,32 @@ class DrainSteps:
             closed = {name: unsettled[name] for name in sorted(self.closed) if name in unsettled}
             stuck.update(closed)
             ended = clock.end(now, unsettled, stuck) if planted_due else None
-            if ended == "stuck":
-                on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
-                why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
-                       "after a nack; a poison message nacked on a dead-lettering subscription: the backoff alone) "
-                       f"+ {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
-                       "progress on their subscription for its window" if stuck == unsettled else
-                       f"their subscriptions stopped -- no message delivered for the first time and none settled "
-                       f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
-                self.observations.append(
-                    f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
+            if ended is not None:  # stuck or ceiling
+                self.observations.append(self._end_text(tally, clock, ended, now, expected, unsettled, stuck, closed))
+                return ended
+
+    def _end_text(self, tally: EvidenceTally, clock: DrainClock, ended: str, now: float, expected: int,
+                  unsettled: dict[str, int], stuck: dict[str, int], closed: dict[str, int]) -> str:
+        """The observation of a drain that ended unsettled: `stuck` (why: no event for a window, or the ceiling
+        passed with the subscriptions stopped) or `ceiling` (which subscriptions still made progress); each with
+        its unsettled messages per subscription."""
+        if ended == "stuck":
+            on_closed = (f" (on {', '.join(closed)}: since the drain closed its streams)" if closed else "")
+            why = ("provably stuck -- no delivery, ack or dead-letter for one ack deadline (+ retry backoff "
+                   "after a nack; a poison message nacked on a dead-lettering subscription: the backoff alone) "
+                   f"+ {STUCK_GRACE_S:.0f}s since their last recorded event{on_closed}, and no "
+                   "progress on their subscription for its window" if stuck == unsettled else
+                   f"their subscriptions stopped -- no message delivered for the first time and none settled "
+                   f"for its window -- when the ceiling ({clock.ceiling:.0f}s) passed")
+            return (f"drain ended: {expected - tally.done()} of {expected} published messages not settled (acked "
                     f"with success or dead-lettered) and {why} -- per subscription (and how their latest delivery "
                     f"ended): {self._unsettled_text(tally, unsettled)}")
-                return ended
-            if ended == "ceiling":
-                moving = sorted(name for name in unsettled if not clock.stopped(name, now))
-                self.observations.append(
-                    f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
-                    f"published messages not settled (acked with success or dead-lettered); still making progress: "
-                    f"{', '.join(moving) or 'none'}; per subscription (and how their latest delivery ended): "
-                    f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
-                    "lost (no final read proved them lost)")
-                return ended
+        moving = sorted(name for name in unsettled if not clock.stopped(name, now))
+        return (f"drain ceiling ({clock.ceiling:.0f}s) passed with {expected - tally.done()} of {expected} "
+                f"published messages not settled (acked with success or dead-lettered); still making progress: "
+                f"{', '.join(moving) or 'none'}; per subscription (and how their latest delivery ended): "
+                f"{self._unsettled_text(tally, unsettled)}; those never delivered are counted unsettled, not "
+                "lost (no final read proved them lost)")
 
     def _record_drain(self, tally: EvidenceTally, clock: DrainClock, ended: str, progress, drain_bar,
                       deadline_us: dict) -> None:

@@ -9,12 +9,15 @@ says; without a schedule nothing is parsed and every call is forwarded byte for 
 Two families, kept apart (docs/verification.md, "The fault layer"):
 
 - **planted anomalies** (`PLANTED`): the layer answers *wrongly* on the target's behalf, with a known
-  truth: the checks must report exactly these (`pubsubguard.validation.checks.applied_faults`);
+  truth: the checks must report exactly these (`pubsubguard.validation.checks.applied_faults`); applied by
+  `pubsubguard.validation.wire.planted.PlantedAnomalies`, which `Nemesis` is made of;
 - **network faults** (`NETWORK`): the layer only alters the network (a stream reset, a lost reply, a
   delay, a partition); the target is not altered and the checks judge what it did.
 
-Each fault applied is a row (`Nemesis.rows`: time, kind, RPC, subscription or topic, key, seq, message
-ids, client) kept in run.json `parameters.nemesis.applied`.
+This module is the layer itself: the clock of the time selectors (stream kills, partitions), which entries
+apply to a call, each call handed through both families in turn (a unary call, a StreamingPull response), the
+network faults, and the record of what was applied: each fault applied is a row (`Nemesis.rows`: time, kind, RPC,
+subscription or topic, key, seq, message ids, client) kept in run.json `parameters.nemesis.applied`.
 
 The schedule (YAML or JSON) is read and validated by `pubsubguard.validation.wire.schedule`; packet faults
 (`netem`, root only) are applied by `pubsubguard.validation.wire.netem` on the layer's upstream link.
@@ -27,18 +30,11 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
+from .planted import MIN_GAP_S, PLANTED_ACK_PREFIX, PlantedAnomalies, Seen
 from .schedule import Entry, Schedule, unit
 
 SERVICE = "/google.pubsub.v1."
-DL_PREFIX = "CloudPubSubDeadLetterSource"
-DL_SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 LAYER_TASK = "fault-layer"  # publisher_task of the publish rows the layer adds (the ids of dropped Publish replies)
-PLANTED_ACK_PREFIX = "pubsubguard-planted-"  # ack ids of deliveries the layer made up (answered by the layer)
-SWAP_WAIT_S = 3.0  # how long the layer holds seq for seq+1 to come (then it releases seq: not applied)
-# A planted effect comes this long (at least) after what it follows -- seq after seq+1 (swap), the
-# redelivery after the successful ack (duplicate_after_ack) -- so it is past the checks' clock-skew
-# tolerance (`--skew-us`, 250 ms by default): within it the checks rightly give the benefit of the doubt.
-MIN_GAP_S = 1.0
 # ---------------------------------------------------------------------------------- the layer
 STREAM_BUFFER = 32  # responses the layer holds for a stream whose client reads none (then it reads no more)
 
@@ -79,19 +75,7 @@ class Stream:
 
 
 @dataclass
-class _Seen:
-    """A delivery the layer saw pass: its message's coordinates and the raw ReceivedMessage."""
-
-    twin: str
-    declared: str
-    key: str | None
-    seq: int | None
-    message_id: str
-    received: object
-
-
-@dataclass
-class Nemesis:
+class Nemesis(PlantedAnomalies):
     """The schedule applied by the listeners. `twins`: twin path -> declared subscription; `topics`:
     topic path -> declared topic. `start()` sets the clock of the time selectors (the probe's start)."""
 
@@ -109,10 +93,10 @@ class Nemesis:
     def __post_init__(self):
         self.lock = threading.Lock()
         self.streams: list[Stream] = []
-        self.acks: dict[str, _Seen] = {}  # ack id -> what it acks (every delivery seen on a touched twin)
+        self.acks: dict[str, Seen] = {}  # ack id -> what it acks (every delivery seen on a touched twin)
         self.done: set = set()  # (entry index, message id): a key+seq/rate entry applied once per message
         self.swaps: dict = {}  # (twin, key, seq) -> (entry, held ReceivedMessage, time held)
-        self.planted_ids: dict[str, _Seen] = {}
+        self.planted_ids: dict[str, Seen] = {}
         self.counter = 0
         self.calls: dict[int, int] = {}  # per entry: the calls it was drawn for (its draws are its own sequence)
         self.quiet_after = 0.0  # monotonic time before which a planted effect may still come (the drain waits)
@@ -336,20 +320,6 @@ class Nemesis:
             context.abort(grpc.StatusCode.UNAVAILABLE, "pubsubguard nemesis: response lost")
         return reply
 
-    def _ack_lies(self, declared: str, kept: list, client: str) -> list:
-        """The ack_lie entries' acks: answered success, not forwarded (taken out of `kept`); their ack ids."""
-        lied = []
-        for e in self._entries("ack_lie", subscription=declared):
-            for a in list(kept):
-                seen = self.acks.get(a)
-                if seen and e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
-                    kept.remove(a)
-                    lied.append(a)
-                    self.record(e, "Acknowledge", client=client, key=seen.key, seq=seen.seq,
-                                message_ids=[seen.message_id], detail="answered success without forwarding the ack")
-                    self._expect_until(self.deadlines.get(seen.twin, 600) + 5.0)
-        return lied
-
     def refused(self, e: Entry, rpc: str, client: str) -> None:
         """A call refused during a partition: one row per window, client and RPC (the client retries at once)."""
         t = self.elapsed() or 0.0
@@ -387,45 +357,6 @@ class Nemesis:
                 return False
             self.done.add((e.index, message_id))
             return True
-
-    def _expect_until(self, seconds: float) -> None:
-        """A planted effect may still come within `seconds` (a lied ack's redelivery): the drain waits for it."""
-        with self.lock:
-            self.quiet_after = max(self.quiet_after, time.monotonic() + seconds)
-
-    def _after_ack(self, ack_ids: list[str], client: str) -> None:
-        """duplicate_after_ack: after a successful ack (the call answered OK), the layer delivers the
-        message again on an open stream of its subscription, under an ack id of its own."""
-        for a in ack_ids:
-            seen = self.acks.get(a)
-            if seen is None:
-                continue
-            for e in self._entries("duplicate_after_ack", subscription=seen.declared):
-                if e.selects(self.seed, seen.key, seen.seq) and self._once(e, seen.message_id):
-                    self._expect_until(self.gap_s + 5.0)
-                    timer = threading.Timer(self.gap_s, self._redeliver, args=(e, seen, client))
-                    timer.daemon = True
-                    timer.start()
-
-    def _redeliver(self, e: Entry, seen: _Seen, client: str) -> None:
-        from google.pubsub_v1 import types
-
-        with self.lock:
-            self.counter += 1
-            ack_id = f"{PLANTED_ACK_PREFIX}{self.counter}"
-            streams = [s for s in self.streams if s.subscription == seen.twin and s.killed is None]
-        again = types.ReceivedMessage(ack_id=ack_id, message=seen.received.message,
-                                      delivery_attempt=seen.received.delivery_attempt)
-        with self.lock:
-            self.planted_ids[ack_id] = seen
-        if not streams:
-            self.record(e, "StreamingPull", key=seen.key, seq=seen.seq, message_ids=[seen.message_id],
-                        detail="NOT applied: no open stream of the subscription")
-            return
-        stream = next((s for s in streams if s.client == client), streams[0])
-        stream.put(types.StreamingPullResponse.serialize(types.StreamingPullResponse(received_messages=[again])))
-        self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
-                    message_ids=[seen.message_id], detail=f"delivered again {self.gap_s:g}s after a successful ack")
 
     # -- streaming pull --------------------------------------------------------------------
     def open_stream(self, first_request: bytes, client: str) -> Stream | None:
@@ -468,7 +399,7 @@ class Nemesis:
         for received in response.received_messages:
             attributes = received.message.attributes
             key, seq = attributes.get("key"), _int(attributes.get("seq"))
-            seen = _Seen(stream.subscription, declared, key, seq, received.message.message_id, received)
+            seen = Seen(stream.subscription, declared, key, seq, received.message.message_id, received)
             with self.lock:
                 self.acks[received.ack_id] = seen if redelivers else replace(seen, received=None)
             if self._drop(stream, seen, channel, metadata):
@@ -488,88 +419,8 @@ class Nemesis:
             return
         response.received_messages = out
         stream.put(types.StreamingPullResponse.serialize(response))
-        for received in later:
-            timer = threading.Timer(self.gap_s, stream.put, args=(types.StreamingPullResponse.serialize(
-                types.StreamingPullResponse(received_messages=[received])),))
-            timer.daemon = True
-            timer.start()
-
-    def _drop(self, stream: Stream, seen: _Seen, channel, metadata) -> bool:
-        for e in self._entries("drop_delivery", subscription=seen.declared):
-            if e.selects(self.seed, seen.key, seen.seq):
-                status = "OK"
-                try:
-                    from google.pubsub_v1 import types
-
-                    request = types.AcknowledgeRequest(subscription=seen.twin, ack_ids=[seen.received.ack_id])
-                    channel.unary_unary(SERVICE + "Subscriber/Acknowledge")(
-                        types.AcknowledgeRequest.serialize(request), metadata=metadata, timeout=30)
-                except Exception as err:  # noqa: BLE001 - the target's answer is recorded
-                    status = f"{type(err).__name__}: {getattr(err, 'code', lambda: '')()}"
-                self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
-                            message_ids=[seen.message_id],
-                            detail=f"delivery withheld from the subscriber and acked upstream ({status})")
-                return True
-        return False
-
-    def _strip(self, stream: Stream, seen: _Seen) -> bool:
-        attributes = seen.received.message.attributes
-        if DL_SOURCE_SUBSCRIPTION not in attributes:
-            return False
-        for e in self._entries("strip_dead_letter_attributes", subscription=seen.declared):
-            if e.selects(self.seed, seen.key, seen.seq):
-                source = attributes[DL_SOURCE_SUBSCRIPTION]
-                source = self.twins.get(source) or self.twins.get(_twin_path(source, self.twins)) or source
-                for name in [n for n in attributes if n.startswith(DL_PREFIX)]:
-                    del attributes[name]
-                self.record(e, "StreamingPull", client=stream.client, key=seen.key, seq=seen.seq,
-                            message_ids=[seen.message_id], subscription=source, dead_letter_drain=seen.declared,
-                            detail=f"dead-letter attributes stripped on {seen.declared}")
-                return True
-        return False
-
-    def _swap(self, stream: Stream, seen: _Seen):
-        """swap n and n+1 of a key: n is held until n+1 comes ("hold"), then n+1 goes first and n after it
-        (returned, put on the stream `gap_s` later); n+1 not within SWAP_WAIT_S: n is released alone (recorded as not applied)."""
-        for e in self._entries("swap", subscription=seen.declared):
-            if seen.key != e.key:
-                continue
-            slot = (stream.subscription, e.key)
-            with self.lock:
-                held = self.swaps.get(slot)
-                if seen.seq == e.seq and held is None and (e.index, "held") not in self.done:
-                    self.done.add((e.index, "held"))
-                    self.swaps[slot] = (e, seen, time.monotonic())
-                    threading.Timer(SWAP_WAIT_S, self._release, args=(stream, slot)).start()
-                    return "hold"
-                if held is not None and seen.seq == e.seq + 1:
-                    del self.swaps[slot]
-                else:
-                    continue
-            _, first, _ = held
-            self.record(e, "StreamingPull", client=stream.client, key=e.key, seq=e.seq,
-                        message_ids=[first.message_id, seen.message_id],
-                        detail=f"seq {e.seq + 1} delivered before seq {e.seq}")
-            return first.received
-        return None
-
-    def _release(self, stream: Stream, slot) -> None:
-        from google.pubsub_v1 import types
-
-        with self.lock:
-            held = self.swaps.pop(slot, None)
-        if held is None:
-            return
-        e, first, _ = held
-        stream.put(types.StreamingPullResponse.serialize(types.StreamingPullResponse(received_messages=[first.received])))
-        self.record(e, "StreamingPull", client=stream.client, key=e.key, seq=e.seq, message_ids=[first.message_id],
-                    detail=f"NOT applied: seq {e.seq + 1} did not come within {SWAP_WAIT_S:g}s; seq {e.seq} released")
+        self._deliver_later(stream, later)
 
 
 def _int(text) -> int | None:
     return int(text) if isinstance(text, str) and text.isdigit() else None
-
-
-def _twin_path(source: str, twins: dict) -> str:
-    """A dead-letter source named by its short name (the emulator does): the twin path ending with it."""
-    return next((path for path in twins if path.rsplit("/", 1)[-1] == source.rsplit("/", 1)[-1]), source)

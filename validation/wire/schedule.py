@@ -13,8 +13,8 @@ validated (docs/schemas/nemesis.schema.json); a bad one is one line naming the e
       - {kind: partition, subscription: orders-eod, task: sub-1, after_s: 4, for_s: 15}
       - {kind: netem, delay_ms: 80, loss: 0.05, after_s: 3, for_s: 10}   # packets (root only: validation/wire/netem.py)
 
-What each kind does is `pubsubguard.validation.wire.nemesis` (the layer) and `pubsubguard.validation.wire.netem`
-(packet faults).
+What each kind does is `pubsubguard.validation.wire.nemesis` (the layer; the planted kinds in
+`pubsubguard.validation.wire.planted`) and `pubsubguard.validation.wire.netem` (packet faults).
 """
 
 from __future__ import annotations
