@@ -96,7 +96,6 @@ class Nemesis(PlantedAnomalies):
         self.acks: dict[str, Seen] = {}  # ack id -> what it acks (every delivery seen on a touched twin)
         self.done: set = set()  # (entry index, message id): a key+seq/rate entry applied once per message
         self.swaps: dict = {}  # (twin, key, seq) -> (entry, held ReceivedMessage, time held)
-        self.planted_ids: dict[str, Seen] = {}
         self.counter = 0
         self.calls: dict[int, int] = {}  # per entry: the calls it was drawn for (its draws are its own sequence)
         self.quiet_after = 0.0  # monotonic time before which a planted effect may still come (the drain waits)

@@ -11,7 +11,7 @@ docs/verification.md, "The fault layer"):
 
 `PlantedAnomalies` is what `nemesis.Nemesis` is made of for them; the network faults, the clock, which entries
 apply to a call, the handing of each call and the record of what was applied are the layer's own, whose fields
-and methods these use (`lock`, `acks`, `streams`, `done`, `swaps`, `counter`, `planted_ids`, `quiet_after`, `seed`,
+and methods these use (`lock`, `acks`, `streams`, `done`, `swaps`, `counter`, `quiet_after`, `seed`,
 `gap_s`, `deadlines`, `twins`, `_entries`, `_once`, `record`). Each anomaly applied is a row; one that could not be
 applied is a row saying so."""
 
@@ -97,8 +97,6 @@ class PlantedAnomalies:
             streams = [s for s in self.streams if s.subscription == seen.twin and s.killed is None]
         again = types.ReceivedMessage(ack_id=ack_id, message=seen.received.message,
                                       delivery_attempt=seen.received.delivery_attempt)
-        with self.lock:
-            self.planted_ids[ack_id] = seen
         if not streams:
             self.record(e, "StreamingPull", key=seen.key, seq=seen.seq, message_ids=[seen.message_id],
                         detail="NOT applied: no open stream of the subscription")
