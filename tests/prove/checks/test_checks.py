@@ -213,7 +213,7 @@ def test_subscriptions_by_case_or_by_join_give_the_same_verdict(inputs, monkeypa
 def test_the_evidence_read_by_names_or_by_a_join_gives_the_same_findings(inputs, monkeypatch):
     """The rows of the keys with findings are read filtered by the keys' names when they are few, by a semi-join
     with them when many (a key without a name, a foreign row's, among them): the same records either way, and
-    every finding of a key with rows has rows of its key."""
+    every finding has rows, of its key."""
     from pubsubguard.validation.checks import run as checks
 
     subs, publishes, deliveries = inputs
@@ -222,7 +222,7 @@ def test_the_evidence_read_by_names_or_by_a_join_gives_the_same_findings(inputs,
     by_join = run_checks(publishes, deliveries, subs)
     assert by_join.findings == by_names.findings and by_names.findings
     assert all(r.get("key") == f["key"] for f in by_names.findings for r in f["evidence"])
-    assert sum(1 for f in by_names.findings if f["evidence"]) >= len(by_names.findings) - 1
+    assert all(f["evidence"] for f in by_names.findings)
 
 
 @pytest.mark.parametrize("case", list(CASES))
