@@ -27,6 +27,7 @@ from pubsubguard.core import emulator as emu
 from pubsubguard.core import readback
 from pubsubguard.commands import options
 from pubsubguard.core.errors import UserError
+from pubsubguard.core.settings import Setting
 
 DIFFERS = "≠"
 SHOW = ("changes", "all")
@@ -194,7 +195,7 @@ def comparison_table(wanted: dict[str, dict], held: dict[str, dict | None], diff
         actual = held.get(path)
         first = _short(path)
         if actual is None:
-            table.add_row(first, "exists", "True", "[red]False[/]", f"[bold red]{DIFFERS}[/]")
+            table.add_row(first, Setting.EXISTS, "True", "[red]False[/]", f"[bold red]{DIFFERS}[/]")
             continue
         # Settings the plan leaves to the service: shown when the target holds a value for them.
         names = list(settings) + [name for name in actual if name not in settings and actual[name] is not None]
