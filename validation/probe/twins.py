@@ -199,6 +199,8 @@ class Twins:
                     raise TwinIsolationError(f"cannot create probe twin {short_name(spec.path)}: it exists already "
                                              "(another run with this run id?)") from None
                 self.reused.append(spec.path)
+                if spec.push_endpoint:
+                    self._repoint(spec)
                 continue
             except exceptions.NotFound as err:
                 raise TwinIsolationError(
@@ -220,6 +222,18 @@ class Twins:
                 client = self.consumer(endpoint_of[path]) if self.consumer is not None else self.subscriber
                 answer = acknowledge_before(client, path, start_us, answer["detail"])
             self.seeks.append(answer)
+
+    def _repoint(self, spec: TwinSpec) -> None:
+        """A reused push twin pushes to this run's receiver: the stopped watch's receiver is gone with it (on the
+        emulator it listened on a port of its own), and a twin left pushing there delivers nothing again."""
+        from google.api_core import exceptions
+
+        try:
+            self.subscriber.modify_push_config(
+                request={"subscription": spec.path, "push_config": {"push_endpoint": spec.push_endpoint}}, timeout=30)
+        except exceptions.GoogleAPICallError as err:
+            raise TwinIsolationError(f"cannot point reused probe twin {short_name(spec.path)} at this run's push "
+                                     f"receiver: {err}") from None
 
     def unseeked(self) -> list[str]:
         """Observations on twins that could not be seeked to the run's start (none when every one was)."""

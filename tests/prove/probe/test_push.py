@@ -153,3 +153,28 @@ def test_a_plan_whose_push_endpoint_and_account_are_unknown_until_deploy_is_rehe
         assert "values unknown until deploy cannot be applied" in capsys.readouterr().err
     finally:
         rehearsal.STAND_INS.update(saved)
+
+
+def test_a_reused_push_twin_pushes_to_the_new_receiver(emulator):
+    """A watch restarted after a crash reuses its twins (`Twins.create(reuse=True)`); its push receiver is a new one
+    (on the emulator, on a port of its own), so a reused push twin is pointed at it, or it would push to the dead
+    receiver for good (seen: every push message of a restarted watch lost past its horizon)."""
+    from google.cloud import pubsub_v1
+
+    from pubsubguard.validation.probe.twins import TwinSpec, Twins
+
+    project = "pubsubguard-dev"
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    topic = publisher.create_topic(name=f"projects/{project}/topics/t-repoint").name
+    path = f"projects/{project}/subscriptions/t-repoint-probe-r1"
+
+    def twins(endpoint: str, reuse: bool) -> Twins:
+        made = Twins("r1", [TwinSpec(path, topic, "t-repoint-sub", push_endpoint=endpoint)], subscriber)
+        made.create(reuse=reuse)
+        return made
+
+    first = twins("http://127.0.0.1:1/push/a", reuse=False)
+    assert first.reused == [] and subscriber.get_subscription(subscription=path).push_config.push_endpoint.endswith(":1/push/a")
+    again = twins("http://127.0.0.1:2/push/a", reuse=True)
+    assert again.reused == [path]
+    assert subscriber.get_subscription(subscription=path).push_config.push_endpoint == "http://127.0.0.1:2/push/a"
