@@ -479,6 +479,20 @@ class PythonRunner:
 NO_SDK = 3  # langhost_exec.NO_SDK (that file is run by the program's Python, never imported here)
 
 
+# The limits without prlimit. Never Python code between fork and exec (`preexec_fn`): this process runs gRPC
+# threads, whose fork handlers then run, print a log line, and under load the child died of SIGABRT before exec
+# (1 check in 90 with 4 busy loops beside it: a clean program reported as killed).
+_LIMITED = ("import os, resource, sys\n"
+            "limit = int(sys.argv[1])\n"
+            "resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))\n"
+            "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+            "try:\n"
+            "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+            "except OSError as err:\n"
+            "    sys.stderr.write(f'{sys.argv[2]}: cannot start the program ({err.strerror})\\n')\n"
+            "    sys.exit(127)\n")
+
+
 def start(command: list[str], project: Project, scratch: Path, env: dict, *, memory_mib: int,
           require_isolation: bool, notes: list[str], program: str = "", hidden: tuple[Path, ...] = ()) -> Child:
     """Start `command` (a program's runner; `program` names what runs it, for messages) in the child (see
@@ -504,21 +518,17 @@ def start(command: list[str], project: Project, scratch: Path, env: dict, *, mem
         notes.append(message)
     limit = memory_mib * 1024 * 1024
     prlimit = shutil.which("prlimit")
-    preexec = None
-    if prlimit is not None:  # util-linux: the limits without running Python code between fork and exec
+    if prlimit is not None:  # util-linux
         command = [prlimit, f"--data={limit}:{limit}", "--core=0:0", "--", *command]
-    else:
-        def preexec():  # runs in the child between fork and exec: two system calls
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
+    elif shutil.which(command[0], path=env.get("PATH", os.defpath)) is None:
+        raise PlanError(f"{program}: cannot start the program (not found, or not executable)")
+    else:  # the limits set by a Python of its own that then execs the command (see _LIMITED)
+        command = [sys.executable, "-I", "-S", "-c", _LIMITED, str(limit), *command]
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, env=env,
-                                   cwd=str(project.program_dir), start_new_session=True, preexec_fn=preexec,
+                                   cwd=str(project.program_dir), start_new_session=True,
                                    close_fds=True)
     except OSError as err:
         for fd in (out_r, out_w, err_r, err_w):

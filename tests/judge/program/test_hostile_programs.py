@@ -226,5 +226,17 @@ def test_require_isolation_fails_where_bubblewrap_cannot_run(tmp_path, listener)
         "network, file-system and PID isolation (its environment is still an allowlist; install bubblewrap for the rest)"]
     unconfined = subprocess.run([sys.executable, "-m", "pubsubguard", "check"], cwd=root, env=env,
                                 capture_output=True, text=True, timeout=120)
-    assert unconfined.returncode == 0
+    assert unconfined.returncode == 0, unconfined.stderr
+    # only pubsubguard's own notes: the memory limit is set without Python code between fork and exec, where gRPC's
+    # fork handlers printed a log line here and, under load, the child died of SIGABRT before exec
+    assert all(line.startswith("pubsubguard") for line in unconfined.stderr.strip().splitlines()), unconfined.stderr
     assert "bubblewrap (bwrap) is not installed" in unconfined.stderr
+
+
+def test_without_prlimit_the_memory_limit_still_holds(tmp_path, listener):
+    root = project(tmp_path, "block = bytearray(4 * 1024 ** 3)\n" + CLEAN, listener)
+    env = {**os.environ, "PATH": "/nonexistent"}  # no prlimit: pubsubguard sets the limit itself
+    done = subprocess.run([sys.executable, "-m", "pubsubguard", "check", "--memory-limit", "512"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "(the program's memory is limited to 512 MiB; --memory-limit MIB raises it)" in done.stderr, done.stderr
