@@ -159,7 +159,20 @@ class _Keys:
         return self.h[cell], self.h2[cell], self.rank[cell]
 
 
-def _id_hashes(ids: "pa.Array | pa.ChunkedArray") -> np.ndarray:
+def row_kinds(dels: Columns) -> np.ndarray:
+    """Each delivery row's kind in the pass (`chunk.FOREIGN`, `DEAD_LETTER` or `DELIVERY`; `run._ROW_KIND` in
+    SQL): foreign when its probe_run is not its run_id (a null on either side is not a difference), or it has no
+    probe_run, key or seq."""
+    run = pc.cast(dels["run_id"], pa.string()) if pa.types.is_dictionary(dels["run_id"].type) else dels["run_id"]
+    probe = pc.cast(dels["probe_run"], pa.string()) if pa.types.is_dictionary(dels["probe_run"].type) else dels["probe_run"]
+    differs = np.asarray(pc.fill_null(pc.not_equal(probe, run), False))
+    foreign = ~np.asarray(probe.is_valid()) | differs | ~np.asarray(dels["key"].is_valid()) | \
+        ~np.asarray(dels["seq"].is_valid())
+    dead_letter = _codes(dels["kind"], {"dead_letter": 1}, 0) == 1
+    return np.where(foreign, chunk.FOREIGN, np.where(dead_letter, chunk.DEAD_LETTER, chunk.DELIVERY))
+
+
+def id_hashes(ids: "pa.Array | pa.ChunkedArray") -> np.ndarray:
     """xxhash64(message_id) as Spark's SQL gives it (int64; a null's is the seed's)."""
     chunks = ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]
     hashed = [spark_hash.xxhash64_strings(c.dictionary_decode() if pa.types.is_dictionary(c.type) else c,
@@ -187,7 +200,7 @@ def _packed_publishes(pubs: Columns, declared: Declared, keys: _Keys) -> dict[st
     seq, seq_valid = _ints(pubs["seq"])
     poison, _ = _ints(pubs["poison"].cast(pa.int8()))
     ids = pubs["message_id"]
-    id_hash = np.where(np.asarray(ids.is_valid()), (_id_hashes(ids) & _ID_MASK) + 1, 0)
+    id_hash = np.where(np.asarray(ids.is_valid()), (id_hashes(ids) & _ID_MASK) + 1, 0)
     ided = (_codes(pubs["status"], {"ok": 1}, 0) == 1) & np.asarray(ids.is_valid())
     att = np.where(ided, id_hash << chunk.ID_SHIFT, 0) + (poison != 0)
     t, _ = _ints(pubs["publish_time_us"])
@@ -205,14 +218,8 @@ def _packed_deliveries(dels: Columns, declared: Declared, keys: _Keys) -> dict[s
         dels = {name: column.take(pa.array(keep)) for name, column in dels.items()}
     sub = sub_all[keep]
     seq, seq_valid = _ints(dels["seq"])
-    key_valid = np.asarray(dels["key"].is_valid())
-    # the run's rows: its probe_run attribute equals the row's run_id (a null on either side is not a difference)
-    run = pc.cast(dels["run_id"], pa.string()) if pa.types.is_dictionary(dels["run_id"].type) else dels["run_id"]
-    probe = pc.cast(dels["probe_run"], pa.string()) if pa.types.is_dictionary(dels["probe_run"].type) else dels["probe_run"]
-    differs = np.asarray(pc.fill_null(pc.not_equal(probe, run), False))
-    foreign = ~np.asarray(probe.is_valid()) | differs | ~key_valid | ~seq_valid
-    dead_letter = _codes(dels["kind"], {"dead_letter": 1}, 0) == 1
-    rk = np.where(foreign, chunk.FOREIGN, np.where(dead_letter, chunk.DEAD_LETTER, chunk.DELIVERY))
+    rk = row_kinds(dels)
+    dead_letter = rk == chunk.DEAD_LETTER
     ack_t, ack_t_valid = _ints(dels["ack_time_us"])
     ok = (_codes(dels["ack_result"], {"success": 1}, 0) == 1) & ack_t_valid
     act = _codes(dels["action"], _ACTIONS, chunk.ACT_OTHER)
@@ -223,7 +230,7 @@ def _packed_deliveries(dels: Columns, declared: Declared, keys: _Keys) -> dict[s
     h, h2, rank = keys.hashes(sub, keys.index(dels["key"]))
     meta = ((h2 << 32) + sub * 32 + ok * 16 + act * 4 + rk
             + np.where(deadline_valid, deadline + 1, 0) * (1 << chunk.DEADLINE_SHIFT))
-    ids = _id_hashes(dels["message_id"])
+    ids = id_hashes(dels["message_id"])
     attempt, attempt_valid = _ints(dels["delivery_attempt"])
     ext = _codes(dels["action"], _EXTENSIONS, chunk.EXT_NONE)
     delivery_att = (((ids & _ID_MASK) + 1) << chunk.ID_SHIFT) + np.where(attempt_valid, attempt + 1, 0) * 4 + ext

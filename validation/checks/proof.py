@@ -21,29 +21,9 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from ..evidence import spark_hash
 from ..evidence.records import DeclaredSubscription
-from . import chunk
+from . import buckets, chunk
 from .findings import FINDING_KINDS, TIMES
-
-
-def _row_kinds(deliveries: pa.Table) -> list[int]:
-    """Each delivery row's kind in the pass (`chunk.FOREIGN`, `DEAD_LETTER` or `DELIVERY`), as the pass packs it:
-    foreign when its probe_run is not its run_id, or it has no key or seq."""
-    kinds = []
-    for probe, run, key, seq, kind in zip(*(deliveries.column(c).to_pylist()
-                                          for c in ("probe_run", "run_id", "key", "seq", "kind"))):
-        if probe is None or probe != run or key is None or seq is None:
-            kinds.append(chunk.FOREIGN)
-        else:
-            kinds.append(chunk.DEAD_LETTER if kind == "dead_letter" else chunk.DELIVERY)
-    return kinds
-
-
-def _message_hashes(table: pa.Table) -> list[int]:
-    """xxhash64(message_id) as Spark's SQL gives it (a null's is the seed's), per row."""
-    ids = table.column("message_id").combine_chunks().cast(pa.string())
-    return spark_hash.signed64(spark_hash.xxhash64_strings(ids, spark_hash.SEED)).tolist() if len(ids) else []
 
 
 class _Row:
@@ -65,8 +45,9 @@ def _by_key(publishes: pa.Table, deliveries: pa.Table, subscriptions: list[Decla
                                        ("delivery", deliveries, "receive_time_us")):
         if table.num_rows == 0:
             continue
-        kinds = [chunk.PUBLISH] * table.num_rows if source == "publish" else _row_kinds(table)
-        hashes = _message_hashes(table)
+        columns = {name: table.column(name).combine_chunks() for name in table.column_names}
+        kinds = [chunk.PUBLISH] * table.num_rows if source == "publish" else buckets.row_kinds(columns).tolist()
+        hashes = buckets.id_hashes(columns["message_id"]).tolist()
         for i, values in enumerate(table.to_pylist()):
             record = {"source": source, **{name: value for name, value in values.items() if value is not None}}
             row = _Row(kinds[i], values["seq"], values[time_column], values["message_id"], hashes[i], record)

@@ -558,13 +558,12 @@ def run_checks(
         raise
     kept = judged.finish(sorted_input.KeyNames(wanted, named))
     found = found.append_column("key", pa.array([named.get(c) for c in coordinates], pa.string()))
-    # the evidence: every column of the rows of the keys with findings, read by their names
-    key_values = pc.unique(found["key"]).to_pylist() if found.num_rows else []
-    if key_values:
-        publish_rows, delivery_rows = _rows_of_keys(publishes, key_values), _rows_of_keys(deliveries, key_values)
-    else:
-        publish_rows, delivery_rows = publishes.limit(0).toArrow(), deliveries.limit(0).toArrow()
-    records = proof.records(found, publish_rows, delivery_rows, subscriptions)
+    # the evidence: every column of the rows of the keys with findings, read by their names (no read without them)
+    records = []
+    if found.num_rows:
+        key_values = pc.unique(found["key"]).to_pylist()
+        records = proof.records(found, _rows_of_keys(publishes, key_values), _rows_of_keys(deliveries, key_values),
+                                subscriptions)
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
