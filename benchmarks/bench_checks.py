@@ -48,7 +48,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from support import histories as H  # noqa: E402
-from pubsubguard.validation.evidence import layout, seal  # noqa: E402
+from pubsubguard.validation.evidence import layout, records, seal  # noqa: E402
 from pubsubguard.validation.checks import sorted_input
 from pubsubguard.validation.evidence.records import DeclaredSubscription, RunInfo  # noqa: E402
 
@@ -200,12 +200,15 @@ def jvm_peak_mib(spark) -> float:
 def spark_checks(spark, directory: Path, keep: bool = False) -> dict:
     """`run_checks` and its findings and statistics collected. `keep`: with the evidence directory, so
     the pass keeps its sorted input there or reads what an earlier check kept (validation/checks/sorted_input.py)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     from pubsubguard.validation.checks.run import run_checks
 
     run = RunInfo.read(directory)
     t = time.perf_counter()
-    publishes = spark.read.parquet(str(directory / "publishes"))
-    deliveries = spark.read.parquet(str(directory / "deliveries"))
+    # read as the job reads evidence (evidence/store.read_evidence): in the contract's schema, no schema inference
+    publishes = spark.read.schema(from_arrow_schema(records.PUBLISH_SCHEMA)).parquet(str(directory / "publishes"))
+    deliveries = spark.read.schema(from_arrow_schema(records.DELIVERY_SCHEMA)).parquet(str(directory / "deliveries"))
     results = run_checks(publishes, deliveries, run.subscriptions, evidence_dir=directory if keep else None)
     findings, stats = results.findings, results.stats
     seconds = time.perf_counter() - t
