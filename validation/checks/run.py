@@ -298,8 +298,8 @@ def _kept_pass(
     spark, parts: list[tuple[int, str]], subscriptions: list[DeclaredSubscription], skew_us: int,
     chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
 ) -> DataFrame:
-    """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): one task per
-    partition, the same rows in the same order for the same kernel."""
+    """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): each partition read
+    whole by one task (`_each_of`), the same rows in the same order for the same kernel."""
     config = _config(subscriptions, unproven)
     count = max(1, len(parts))
 
@@ -313,7 +313,14 @@ def _kept_pass(
                     partition, path = parts[i]
                     yield from k.check_partition(s.read(path), config, skew_us, partition, chunk_rows)
 
-    return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+    return _each_of(spark, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+
+
+def _each_of(spark, count: int) -> DataFrame:
+    """The numbers 0..count-1 in as many tasks as the cluster runs at once (at most `count`), each a run of them:
+    a task of a Python UDF costs the JVM about 40 ms however little it does (0.40 s for 8 empty tasks against 0.15 s
+    for 2 on local[2]), and the parts are of a size (hash buckets), so more tasks than cores balance nothing."""
+    return spark.range(0, count, 1, max(1, min(count, spark.sparkContext.defaultParallelism)))
 
 
 def _bucket_pass(
@@ -321,9 +328,9 @@ def _bucket_pass(
     skew_us: int, chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
     writing: sorted_input.Writing | None = None,
 ) -> DataFrame:
-    """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): one task per bucket reads
-    its row group of every part file, packs and sorts it, and the same kernel judges it. With `writing`, each task
-    also keeps its sorted rows there (`sorted_input.tee`), as the shuffle pass's do."""
+    """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): each bucket is read by one
+    task (`_each_of`) from its row group of every part file, packed and sorted, and the same kernel judges it. With
+    `writing`, each bucket's sorted rows are also kept there (`sorted_input.tee`), as the shuffle pass's are."""
     config = _config(subscriptions, unproven)
     declared = buckets.Declared.of(subscriptions)
     directory, seen, written = (writing.path, writing.seen, writing.written) if writing is not None else (None,) * 3
@@ -340,7 +347,7 @@ def _bucket_pass(
                     rows = s.tee(rows, directory, bucket, seen, written)
                 yield from k.check_partition(rows, config, skew_us, bucket, chunk_rows)
 
-    return spark.range(0, count, 1, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+    return _each_of(spark, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
 
 
 def _local_path(uri: str) -> str:
