@@ -481,20 +481,31 @@ def _key_names(
     return functools.reduce(DataFrame.unionByName, named).distinct()
 
 
-def _rows_of_keys(frame: DataFrame, key_values: list) -> pa.Table:
-    """Every column of the rows whose key is among `key_values` (None: a null key), as Arrow: a filtered scan, the
-    names pushed to Parquet when they are few (it skips the row groups that hold none of them, by their statistics
-    and dictionaries), else a semi-join with them."""
+def _rows_of_keys(publishes: DataFrame, deliveries: DataFrame, key_values: list) -> tuple[pa.Table, pa.Table]:
+    """Every column of the rows of both logs whose key is among `key_values` (None: a null key), as Arrow: one
+    job (a Spark job costs a fixed tenth of a second or so) of filtered scans, the names pushed to Parquet when they
+    are few (it skips the row groups that hold none of them, by their statistics and dictionaries), else a
+    semi-join with them."""
     named = [k for k in key_values if k is not None]
-    if len(named) <= _PUSHDOWN_KEYS:
-        keep = F.col("key").isin(named) if named else F.lit(False)
-        rows = frame.where((keep | F.col("key").isNull()) if None in key_values else keep)
-    else:
-        names = F.broadcast(frame.sparkSession.createDataFrame([(k,) for k in named], "key string"))
-        rows = frame.join(names, "key", "left_semi").select(*frame.columns)
-        if None in key_values:
-            rows = rows.unionByName(frame.where(F.col("key").isNull()))
-    return rows.toArrow()
+    names = None if len(named) <= _PUSHDOWN_KEYS else \
+        F.broadcast(publishes.sparkSession.createDataFrame([(k,) for k in named], "key string"))
+
+    def rows(frame: DataFrame, log: int) -> DataFrame:
+        if names is None:
+            keep = F.col("key").isin(named) if named else F.lit(False)
+            found = frame.where((keep | F.col("key").isNull()) if None in key_values else keep)
+        else:
+            found = frame.join(names, "key", "left_semi").select(*frame.columns)
+            if None in key_values:
+                found = found.unionByName(frame.where(F.col("key").isNull()))
+        return found.withColumn(_LOG, F.lit(log))
+
+    both = rows(publishes, 0).unionByName(rows(deliveries, 1), allowMissingColumns=True).toArrow()
+    return tuple(both.filter(pc.equal(both[_LOG], log)).select(frame.columns)
+                 for log, frame in enumerate((publishes, deliveries)))
+
+
+_LOG = "_pubsubguard_log"  # which log a row of `_rows_of_keys`' one read came from
 
 
 def _named(
@@ -569,8 +580,7 @@ def run_checks(
     records = []
     if found.num_rows:
         key_values = pc.unique(found["key"]).to_pylist()
-        records = proof.records(found, _rows_of_keys(publishes, key_values), _rows_of_keys(deliveries, key_values),
-                                subscriptions)
+        records = proof.records(found, *_rows_of_keys(publishes, deliveries, key_values), subscriptions)
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]
