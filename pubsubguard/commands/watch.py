@@ -43,7 +43,8 @@ def register(subparsers) -> None:
         subparsers, "watch", "verify the guarantees all the time: a canary with streaming checks, metrics and alerts",
         exit_codes={0: "stopped (SIGINT, SIGTERM, --duration) and every guarantee decided in this run held",
                     1: "stopped, and a guarantee broke in this run (findings.jsonl has each finding)",
-                    2: "bad option, stack or --out; the metrics port in use; no emulator or Java"},
+                    2: "bad option, stack or --out; the metrics port in use; no emulator or Java; the target "
+                       "stopped answering (what was decided is kept)"},
         example="pubsubguard watch -s dev --metrics-port 9464     # until Ctrl-C; alerts: validation/watch/alerts.yml",
     )
     options.add_stack_arguments(parser)

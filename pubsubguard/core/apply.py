@@ -175,7 +175,9 @@ def _ordered(plan: dict, estate: declared.Estate):
     return topics, subscriptions, iam, others
 
 
-def _is_unavailable(err: Exception) -> bool:
+def is_unavailable(err: Exception) -> bool:
+    """The target did not answer the call (unreachable, not in time, or the client's retries ran out), as opposed
+    to answering it with an error."""
     from google.api_core import exceptions
 
     return isinstance(err, (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.RetryError))
@@ -213,7 +215,7 @@ def apply_plan(plan: dict, publisher=None, subscriber=None, target: str = "") ->
         try:
             outcomes = _apply_one(kind, resource, publisher, subscriber)
         except Exception as err:  # noqa: BLE001 - every API error becomes an outcome, none escapes unreported
-            if _is_unavailable(err):
+            if is_unavailable(err):
                 unavailable = err
                 result.outcomes.append(ResourceAction(path, kind, NOT_ATTEMPTED, f"the target stopped answering ({_error_text(err)})"))
             else:

@@ -163,6 +163,7 @@ def plan_twins(estate: Estate, run_id: str, push_url: str | None = None) -> list
 
 
 SEEK_NAMES = 8  # the refused-Seek observation names every twin up to this many
+DELETE_PATIENCE_S = 30.0  # how long `Twins.delete` retries a delete the target does not answer
 
 
 @dataclass
@@ -181,6 +182,7 @@ class Twins:
     # a subscriber client for a consumer endpoint (pulls go through the twin's own endpoint: endpoint_pinning)
     consumer: object = None
     reused: list[str] = field(default_factory=list)  # `create(reuse=True)`: twins that existed, adopted as they were
+    unanswered: str | None = None  # `delete`: the error of the call the target did not answer (the rest not tried)
 
     def create(self, reuse: bool = False) -> None:
         """Create the twins, then seek each to the moment before the first was created: a twin judges this
@@ -273,21 +275,34 @@ class Twins:
         if answer.result == "granted":
             self.granted.add(spec.path)
 
-    def delete(self) -> list[str]:
-        """Delete every created twin (its grant revoked first); returns the paths that could not be deleted."""
-        from google.api_core import exceptions
+    def delete(self, patience_s: float = DELETE_PATIENCE_S) -> list[str]:
+        """Delete every created twin (its grant revoked first); returns the paths that could not be deleted. A
+        delete the target does not answer is retried for `patience_s` at most; after one it did not answer
+        (`self.unanswered`), the twins left are not tried: the library's own retry, 60 s a call, took minutes for
+        a handful of twins on an emulator that had been stopped, and a signal could not end the wait."""
+        from google.api_core import exceptions, retry as retries
 
+        from pubsubguard.core.apply import is_unavailable
+
+        retry = retries.Retry(predicate=retries.if_exception_type(exceptions.ServiceUnavailable), initial=0.1,
+                              maximum=min(10.0, patience_s), timeout=patience_s)
         failed = []
         while self.created:
             path = self.created.pop()
+            if self.unanswered is not None:
+                failed.append(path)
+                continue
             if path in self.granted:
                 self.iam.append(revoke_subscriber(self.subscriber, path, self.service_agent).as_dict())
                 self.granted.discard(path)
             try:
-                self.subscriber.delete_subscription(subscription=path, timeout=30)
+                self.subscriber.delete_subscription(subscription=path, timeout=min(30.0, patience_s), retry=retry)
             except exceptions.NotFound:
                 pass
-            except Exception:  # noqa: BLE001 - keep deleting the others, report what is left
+            except Exception as err:  # noqa: BLE001 - keep deleting the others, report what is left
+                if is_unavailable(err):
+                    last = getattr(err, "cause", None) or err  # a RetryError: the last call's own error
+                    self.unanswered = f"{type(last).__name__}: {str(last).splitlines()[0][:200] if str(last) else ''}"
                 failed.append(path)
         return failed
 

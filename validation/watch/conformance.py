@@ -118,10 +118,13 @@ class WatchConformance:
         self.show(f"watch: conformance run {doc['run_id']} ({time.monotonic() - began:.0f} s): "
                   + ", ".join(f"{i} {r}" for i, r in sorted(self.at_start.items())) + " (conformance-start.json)")
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 90.0) -> None:
+        """Halt the scenarios; a run still going after `wait_s` is left to end with the process (its run id stays in
+        watch.json, so the next start deletes what it made)."""
         self.halt.set()
         self.first_done.set()
-        self.thread.join(timeout=90)
+        if self.thread.ident is not None:  # started (the twins' creation may have failed before)
+            self.thread.join(timeout=wait_s)
 
     def _sweep(self, run_id: str) -> None:
         session = ScenarioRun(self.target, self.project, run_id, self.project_number,

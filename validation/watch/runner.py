@@ -11,6 +11,12 @@ A stop (SIGINT, SIGTERM, `--duration`) ends the publisher first, then waits unti
 publish plus the longest horizon, so every message it published is decided; then the subscribers, the query
 and the twins go, and the last window's line is said again. A second signal skips the wait (what was not
 decided is said). Exit code: 1 when a window of this run found an error, else 0.
+
+The target is checked every tick, running and stopping (`reachable.TargetCheck`): once it has not answered for
+`reachable.GONE_AFTER_S` the watch stops as it does on a signal, without the wait, and ends with exit 2 in one
+line naming the target. While the target does not answer, or after a second signal, every step of the stop is
+short: the tasks are given `QUICK_STOP_S` to end by themselves, then cancelled, and the twins' deletes are retried
+that long at most.
 """
 
 from __future__ import annotations
@@ -37,16 +43,25 @@ from ..config import RunConfig
 from ..driver import ProbeDriver, twins_of_task
 from ..evidence import locks, records
 from ..probe.clients import PUBLISHING_PREFIX, READY_PREFIX
-from ..probe.twins import Twins, not_probed
+from ..probe.twins import DELETE_PATIENCE_S, Twins, not_probed
 from ..session import spark_session
 from ..target import checked
 from ..wire import endpoints, netem
 from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
 from .conformance import WatchConformance, stall_onsets
 from .metrics import WatchMetrics
+from .reachable import GONE_AFTER_S, REMOTE_GONE_AFTER_S, TargetCheck, TargetGone
 from .sink import WindowSink, print_line
 
 SUBSCRIBER_YEARS_S = 10 * 365 * 86400.0  # a watch's subscriber task runs until the stop flag
+# A stop gives the probe's tasks STOP_WAIT_S in all to end by themselves (their last evidence written), a conformance
+# run CONFORMANCE_WAIT_S, and retries a twin's delete for twins.DELETE_PATIENCE_S; when the target does not answer or a
+# second signal came, QUICK_STOP_S each. Tasks still going then are cancelled, and end within CANCELLED_WAIT_S (Spark
+# ends their Python workers).
+STOP_WAIT_S = 30.0
+CONFORMANCE_WAIT_S = 90.0
+QUICK_STOP_S = 3.0
+CANCELLED_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,7 @@ class WatchDriver(ProbeDriver):
     def __init__(self, *args, seq_start: int, publish_stop: storage.Marker, **kwargs):
         super().__init__(*args, **kwargs)
         self.seq_start, self.publish_stop = seq_start, publish_stop
+        self.subscribe_group = f"pubsubguard-watch-subscribe-{self.run_id}"  # the subscriber jobs' Spark job group
         self.publish_partitions = 1  # a canary: one steady publisher
         self.ready_subscribers = max(1, min(self.config.subscribers, self.sc.defaultParallelism - 1))
 
@@ -129,6 +145,10 @@ class WatchDriver(ProbeDriver):
         finally:
             self.publish_done.set()
 
+    def _subscriber_job(self, spec) -> None:
+        self.sc.setJobGroup(self.subscribe_group, f"pubsubguard watch: {spec.task_id}")  # cancelled by `stop`
+        super()._subscriber_job(spec)
+
     def start(self) -> None:
         self._start_push()
         self._start(self._publish_job)
@@ -137,11 +157,21 @@ class WatchDriver(ProbeDriver):
             self._start(self._subscriber_job, self._subscriber_spec(None, twins_of_task(self.twins, index,
                                                                                         self.config.subscribers)))
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """The publisher and the subscriber tasks told to end; they end by themselves, their last evidence written.
+        Those still going after `wait_s` in all are cancelled (Spark ends their Python workers): with the target
+        gone a task waits minutes on its client's retries (the publisher on every publish still unanswered)."""
         self.publish_stop.set()
         self.stop_file.set()
+        deadline = time.monotonic() + wait_s
         for thread in list(self.threads):
-            thread.join(timeout=30)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in self.threads):
+            for group in (self.publish_group, self.subscribe_group):
+                self.sc.cancelJobGroup(group)
+            deadline = time.monotonic() + CANCELLED_WAIT_S
+            for thread in list(self.threads):
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.push is not None:
             self.receiver.answer = None
             self.push.close()
@@ -326,6 +356,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
                       window_s=options.window_s, show=print_line, report=page.write, explain=explain)
     twins = Twins(run_id=run_id, specs=list(setup.twin_specs), subscriber=subscriber, service_agent=estate.service_agent,
                   consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
+    alive = _target_check(setup, directory)
     directory.manifest.starts += 1
     crashed = directory.begin(unwritten_s=2 * flush_s + 10.0)
     if crashed:
@@ -345,6 +376,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
           f"metrics at {metrics.url}; {directory.path} ({resumed}; run {run_id[:8]}, seqs from {seq_start})", flush=True)
     for said in observations:
         print(f"watch: observed: {said}", flush=True)
+    gone: TargetGone | None = None
     with Stop(options.duration_s) as stop:
         query = stream.start(session, evidence, directory.checkpoint, subscriptions, judge_config, delay_s,
                              options.window_s, sink)
@@ -366,6 +398,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             ticks = 0
             while not stop.asked():
                 _check(query, driver)
+                alive.check()
                 sink.progress(query.recentProgress, delay_s)
                 write_clock(evidence, ticks)
                 ticks += 1
@@ -376,19 +409,26 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
                   flush=True)
             publish_stop.set()
             _decide_published(query, sink, evidence, max(horizons.values()) + delay_s, options.window_s, stop,
-                              ticks)
+                              ticks, alive)
+        except TargetGone as err:
+            gone = err
+            print("watch: stopping (the target stopped answering): not waiting for the horizons", flush=True)
         finally:
+            quick = gone is not None or alive.failing or stop.hurry.is_set()  # nothing more comes, or asked to hurry
             if conformance is not None:
-                conformance.stop()
+                conformance.stop(QUICK_STOP_S if quick else CONFORMANCE_WAIT_S)
             if driver is not None:
-                driver.stop()
+                driver.stop(QUICK_STOP_S if quick else STOP_WAIT_S)
             else:
                 stop_file.set()
             _stop_query(query)
             sink.progress(query.recentProgress, delay_s)
-            left = twins.delete()
+            left = twins.delete(QUICK_STOP_S if quick else DELETE_PATIENCE_S)
             if left:
                 print(f"watch: could not delete probe twins {left}; run `pubsubguard verify --cleanup`", flush=True)
+            if twins.unanswered is not None and gone is None:  # gone at the stop, before the checks could tell
+                alive.failed(twins.unanswered)
+                gone = alive.gone()
             for marker in (publish_stop, stop_file):
                 marker.clear()
             for name in storage.names(evidence, READY_PREFIX) + storage.names(evidence, PUBLISHING_PREFIX):
@@ -403,7 +443,22 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
              else "every decided guarantee held")
           + (f"; {counted(totals.late_rows, 'evidence row')} came behind the watermark, not judged" if totals.late_rows
              else "") + f"; report: {directory.path / 'report.html'}", flush=True)
+    if gone is not None:
+        raise gone
     return 1 if totals.errors else 0
+
+
+def _target_check(setup, directory: outdir.WatchDir) -> TargetCheck:
+    """The target's check: a client of its own dialling the target itself (the emulator, or what the global endpoint
+    is mapped to, else Google), past the listeners and the fault layer, reading the first twin. A target on this
+    machine is gone after GONE_AFTER_S unanswered; Google's endpoint after REMOTE_GONE_AFTER_S (a short outage is
+    the target's behaviour, which the canary is there to see)."""
+    address = setup.mapping.get(facts.GLOBAL_ENDPOINT) or setup.emulator_host or facts.GLOBAL_ENDPOINT
+    where = f"the emulator at {address}" if address == setup.emulator_host else f"the target at {address}"
+    client = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, {facts.GLOBAL_ENDPOINT: address}, "driver:reachable")
+    return TargetCheck(client, setup.twin_specs[0].path, where,
+                       kept=f"{directory.path / 'findings.jsonl'} and {directory.path / 'report.html'}",
+                       gone_after_s=GONE_AFTER_S if endpoints.is_loopback(address) else REMOTE_GONE_AFTER_S)
 
 
 def _check(query, driver) -> None:
@@ -414,21 +469,31 @@ def _check(query, driver) -> None:
         raise UserError(f"watch: the probe failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}")
 
 
-def _decide_published(query, sink, evidence: Path, wait_s: float, window_s: float, stop: Stop, ticks: int) -> None:
+def _decide_published(query, sink, evidence: Path, wait_s: float, window_s: float, stop: Stop, ticks: int,
+                      alive: TargetCheck) -> None:
     """Keep the clock going until the watermark passed the last publish plus the longest horizon and two more
-    windows were judged, so every message published was decided (a second signal ends the wait)."""
+    windows were judged, so every message published was decided (a second signal ends the wait; a target that
+    stopped answering ends it with TargetGone: nothing it holds comes any more)."""
     deadline = time.monotonic() + wait_s + 4 * window_s + 60
     target_us = time.time_ns() // 1000 + int(wait_s * 1e6)
+    last: int | None = None  # once the watermark passed: the window to wait for (until the deadline, moved)
     while time.monotonic() < deadline and not stop.hurry.is_set():
         if query.exception() is not None:
             return
+        alive.check()
+        if last is not None:
+            if sink.wait_for_window(last, timeout_s=min(2.0, max(0.0, deadline - time.monotonic()))):
+                return
+            continue
         write_clock(evidence, ticks)
         ticks += 1
         watermark = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
         if watermark and datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp() * 1e6 >= target_us:
-            sink.wait_windows(2, timeout_s=3 * window_s + 30)
-            return
+            last, deadline = sink.judged() + 2, time.monotonic() + 3 * window_s + 30
+            continue
         stop.hurry.wait(min(window_s, 2.0))
+    if last is not None and not stop.hurry.is_set():
+        return  # the watermark passed; the two windows did not come within their own wait
     print("watch: stopped before every published message was decided (a second signal, or the wait's ceiling); "
           "the next watch on this --out decides them", flush=True)
 

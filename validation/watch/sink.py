@@ -256,11 +256,15 @@ class WindowSink:
                       "the newest (the watermark) and were not judged; a message whose delivery such a row recorded "
                       "is called lost although it came")
 
-    def wait_windows(self, count: int, timeout_s: float) -> bool:
-        """Wait until `count` more windows were judged (False: not within `timeout_s`)."""
+    def judged(self) -> int:
+        """The last window judged (-1: none yet)."""
         with self.lock:
-            target = self.last_window + count
-            return self.window_done.wait_for(lambda: self.last_window >= target, timeout=timeout_s)
+            return self.last_window
+
+    def wait_for_window(self, window: int, timeout_s: float) -> bool:
+        """Wait until window `window` was judged (False: not within `timeout_s`)."""
+        with self.lock:
+            return self.window_done.wait_for(lambda: self.last_window >= window, timeout=timeout_s)
 
 
 def print_line(line: str) -> None:
