@@ -377,6 +377,7 @@ class _Passed:
     names: "sorted_input.KeyNames | None"
     finish: object
     abandon: object = lambda: None  # when the check fails before `finish`: nothing half-kept stays
+    bucketed: tuple | None = None  # ((publish part files, delivery part files), buckets): the log in the probe's layout
 
 
 def _judged(
@@ -401,7 +402,7 @@ def _judged(
         try:
             passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
             sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
-            return _Passed(passed, found.names, lambda names: sentence)
+            return _Passed(passed, found.names, lambda names: sentence, bucketed=bucketed)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
             unreadable = f"checks: the sorted input kept in {kept.directory} could not be read ({type(err).__name__}); "
     writing = kept.start(spark) if kept is not None else None
@@ -437,7 +438,7 @@ def _judged(
         else:
             sentence = (f"{said}{how}nothing kept in {evidence_dir}: its part files could not be listed, or are not "
                         "the files checked")
-        return _Passed(passed, names, lambda key_names: sentence)
+        return _Passed(passed, names, lambda key_names: sentence, bucketed=bucketed)
     if writing is not None and sources() != kept:  # a part file came, went or changed while the pass read
         writing.discard()
         writing = None
@@ -449,7 +450,7 @@ def _judged(
         size = f"{kept_bytes / 2**20:,.1f} MiB" if kept_bytes >= 2**20 else f"{kept_bytes / 2**10:,.0f} KiB"
         return f"{said}{how}kept the sorted input in {kept.directory} ({size}) for re-checks of this evidence"
 
-    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None))
+    return _Passed(passed, names, finish, writing.discard if writing is not None else (lambda: None), bucketed)
 
 
 # -- evidence ---------------------------------------------------------------------------------
@@ -580,7 +581,8 @@ def run_checks(
     records = []
     if found.num_rows:
         key_values = pc.unique(found["key"]).to_pylist()
-        records = proof.records(found, *_rows_of_keys(publishes, deliveries, key_values), subscriptions)
+        rows = buckets.rows_of_keys(*judged.bucketed, key_values) if judged.bucketed is not None else None
+        records = proof.records(found, *(rows or _rows_of_keys(publishes, deliveries, key_values)), subscriptions)
     for name in names:
         top = [(named.get((name, h, h2)), d) for h, h2, d, _ in stats[name].pop("hottest")]
         stats[name]["hottest_keys"] = [{"key": k, "deliveries": d} for k, d in sorted(top, key=lambda x: (-x[1], x[0] or ""))]

@@ -168,12 +168,16 @@ def _checked(spark, directory):
     return checks_run.run_checks(*_frames(spark, directory), RunInfo.read(directory).subscriptions, evidence_dir=directory)
 
 
-def test_a_check_of_the_layout_is_the_shuffle_pass(spark, tmp_path):
+def _mutated_logs() -> tuple[pa.Table, pa.Table]:
     history = H.generate(SUBS, WORKLOAD, seed=4, run_id="run-c")
     for name in ("lost", "out_of_order/skip", "duplicate_while_outstanding", "dead_letter_missing", "unexpected"):
         mutated = H.MUTATORS[name](history, random.Random(8))
         history = mutated[0] if mutated else history
-    pubs, dels = _with_strange_rows(history.publish_table(), history.delivery_table(), "run-c")
+    return _with_strange_rows(history.publish_table(), history.delivery_table(), "run-c")
+
+
+def test_a_check_of_the_layout_is_the_shuffle_pass(spark, tmp_path):
+    pubs, dels = _mutated_logs()
     bucketed = H.write_evidence(tmp_path / "bucketed", "run-c", SUBS, pubs, dels, row_group_size=97)
     plain = H.write_evidence(tmp_path / "plain", "run-c", SUBS, pubs, dels, row_group_size=97, bucketed=False)
     by_buckets = _checked(spark, bucketed)
@@ -191,6 +195,23 @@ def test_a_check_of_the_layout_is_the_shuffle_pass(spark, tmp_path):
     assert _verdict(unkept) == (found, stats)
     assert {r["kind"] for r in by_buckets.findings} >= {"lost", "out_of_order", "unexpected"}
     assert by_buckets.plot == shuffled.plot  # what the report draws, too
+
+
+def test_the_findings_rows_read_on_the_driver_are_the_rows_spark_reads(spark, tmp_path, monkeypatch):
+    """Evidence in the layout: the rows of the keys with findings are read on the driver from their buckets' row
+    groups (null and hostile keys among them); above DRIVER_ROWS, by Spark: the same records either way."""
+    directory = H.write_evidence(tmp_path / "bucketed", "run-c", SUBS, *_mutated_logs(), row_group_size=97)
+    answers = []
+    read = buckets.rows_of_keys
+    monkeypatch.setattr(buckets, "rows_of_keys", lambda *args: answers.append(read(*args)) or answers[-1])
+    on_driver = _checked(spark, directory)
+    assert len(answers) == 1 and answers[0] is not None
+    monkeypatch.setattr(buckets, "DRIVER_ROWS", 0)
+    by_spark = _checked(spark, directory)
+    assert len(answers) == 2 and answers[1] is None
+    assert on_driver.findings == by_spark.findings and on_driver.findings
+    assert all(f["evidence"] for f in on_driver.findings if f["kind"] != "lost")
+    assert any(f["key"] is None for f in on_driver.findings)  # a null key's rows come from the seed's bucket
 
 
 def test_a_file_whose_layout_lies_is_judged_by_the_shuffle_pass_and_said(spark, tmp_path):
