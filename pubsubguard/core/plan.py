@@ -3,9 +3,9 @@
 As the Pulumi CLI does, the program runs in a process of its own, started with the project's own Python
 (`pubsubguard.core.langhost_python` finds it as the language host does, `pubsubguard.core.langhost` confines
 the process), and talks to the engine over the engine's gRPC protocol (`ResourceMonitor`, `Engine`;
-`pubsubguard.core.engine` serves them here on Unix sockets and answers as the engine does in a preview of a new stack: values unknown
-at preview stay unknown, secrets stay secrets, resource references never wait, invokes are answered
-offline). This process never imports the program: it only records what the program registers, and
+`pubsubguard.core.engine` serves them here on Unix sockets and answers as the engine does in a preview of a
+new stack: values unknown at preview stay unknown, secrets stay secrets, resource references never wait,
+invokes are answered offline). This process never imports the program: it only records what the program registers, and
 decides alone whether the program completed (its exit code, its error log, the stack's outputs
 registered). Config comes from `PULUMI_CONFIG` (`pubsubguard.core.project` reads `Pulumi.yaml` and the stack
 file as the CLI does). A program that makes no progress for `IDLE_TIMEOUT_S` is stopped with an error
