@@ -1,5 +1,5 @@
 """The Pub/Sub client library's own logs, as the probe's tasks keep them (`<evidence>/client-log-<task>.txt`,
-written by `probe.subscriber`): what the report observes of them."""
+written by `probe.client_log`): what the report observes of them."""
 
 from __future__ import annotations
 

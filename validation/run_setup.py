@@ -167,7 +167,7 @@ def push_receiver(config: RunConfig):
     """(the probe's push receiver, bound but not started; the URL push twins push to) or (None, None):
     on the emulator a loopback receiver it reaches directly, on Google Cloud the `--push-receiver` URL
     that forwards to the receiver's loopback port `--push-port`."""
-    from pubsubguard.core.emulator import PushReceiver
+    from pubsubguard.core.push_receiver import PushReceiver
 
     url = config.push_receiver
     if config.target == "emulator":

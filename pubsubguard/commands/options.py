@@ -138,7 +138,7 @@ def env_name(text: str) -> str:
 
 
 def add_program_arguments(parser) -> None:
-    """How the program runs (pubsubguard.core.langhost): its Python, its environment, its limits."""
+    """How the program runs (pubsubguard.core.langhost_python, langhost): its Python, its environment, its limits."""
     from pubsubguard.core.recorder import Limits
 
     defaults = Limits()

@@ -1,11 +1,11 @@
 """Offline plan: run the Pulumi program the way `pulumi preview` runs it and write the resource graph.
 
 As the Pulumi CLI does, the program runs in a process of its own, started with the project's own Python
-(`pubsubguard.core.langhost` finds it as the language host does and confines the process), and talks to
-the engine over the engine's gRPC protocol (`ResourceMonitor`, `Engine`; `pubsubguard.core.engine` serves
-them here on Unix sockets and answers as the engine does in a preview of a new stack: values unknown
-at preview stay unknown, secrets stay secrets, resource references never wait, invokes are answered
-offline). This process never imports the program: it only records what the program registers, and
+(`pubsubguard.core.langhost_python` finds it as the language host does, `pubsubguard.core.langhost` confines
+the process), and talks to the engine over the engine's gRPC protocol (`ResourceMonitor`, `Engine`;
+`pubsubguard.core.engine` serves them here on Unix sockets and answers as the engine does in a preview of a
+new stack: values unknown at preview stay unknown, secrets stay secrets, resource references never wait,
+invokes are answered offline). This process never imports the program: it only records what the program registers, and
 decides alone whether the program completed (its exit code, its error log, the stack's outputs
 registered). Config comes from `PULUMI_CONFIG` (`pubsubguard.core.project` reads `Pulumi.yaml` and the stack
 file as the CLI does). A program that makes no progress for `IDLE_TIMEOUT_S` is stopped with an error
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pubsubguard.core import langhost, langhost_node
+from pubsubguard.core import langhost, langhost_node, langhost_python
 from pubsubguard.core.engine import serve
 from pubsubguard.core.invokes import InvokeResults
 from pubsubguard.core.recorder import Limits, Recorder
@@ -154,7 +154,7 @@ def _note(line: str) -> None:
     print(f"pubsubguard: {line}", file=sys.stderr)
 
 
-RUNNERS = {"python": langhost.PythonRunner, "nodejs": langhost_node.NodeRunner}  # Pulumi.yaml's runtime ->
+RUNNERS = {"python": langhost_python.PythonRunner, "nodejs": langhost_node.NodeRunner}  # Pulumi.yaml's runtime ->
 # what runs its program (`find` looks for the program's Python, or Node.js and its SDK, as the language host)
 
 

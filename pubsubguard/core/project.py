@@ -283,37 +283,15 @@ def read_environment_values(path: Path, project: Project) -> tuple[dict[str, Any
 
 
 def read_stack_config(project: Project, stack: str, environment_values: Path | None = None) -> StackConfig:
-    path = project.root / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = stack_names(project.root)
-        raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
-    data = load_project_yaml(path, "the stack's settings") or {}
-    if not isinstance(data, dict):
-        raise PlanError(f"{path.name}: expected a mapping with 'config' (as `pulumi config set` writes it), "
-                        f"got a {type(data).__name__}")
-    config = data.get("config", {})
-    if config is None:
-        config = {}
-    if not isinstance(config, dict):
-        raise PlanError(f"{path.name}: config: expected a mapping of 'namespace:key' to values")
-
+    """The stack's configuration as the CLI layers it: the project's own (Pulumi.yaml `config`), under the values
+    `--environment-values` gives for the stack's ESC environments, under the stack file's own values; then every key
+    Pulumi.yaml declares without a default must be set, and of the type it declares."""
+    path, data, config = _stack_file(project, stack)
     environments = stack_environments(data, path.name)
     if environment_values is not None and not environments:
         raise PlanError(f"--environment-values {environment_values}: {path.name} imports no environment "
                         "(its `environment:` lists the ones whose values this gives)")
-    values: dict[str, Any] = {}
-    secret: set[str] = set()
-    declared: dict[str, dict] = {}
-    for key, spec in project.config.items():
-        full = _full_key(str(key), project.name)
-        if isinstance(spec, dict) and ({"type", "default", "value", "secret", "description", "items"} & set(spec)):
-            declared[full] = spec
-            if "value" in spec or "default" in spec:
-                values[full] = spec["value"] if "value" in spec else spec["default"]
-            if spec.get("secret"):
-                secret.add(full)
-        else:
-            values[full] = spec
+    values, secret, declared = _project_config(project)
     given: set[str] = set()
     others: list[Any] = []
     if environment_values is not None:  # over the project's defaults, under the stack file's own values
@@ -332,25 +310,70 @@ def read_stack_config(project: Project, stack: str, environment_values: Path | N
             secret.discard(full)  # the stack file's own value wins: a secret as it says, not as the value given was
         if had_secret:
             secret.add(full)
+    _require_declared(path.name, declared, values, environments, unread=environment_values is None)
+    return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name, environments=environments,
+                       environment_values=str(environment_values or ""), own_keys=tuple(sorted(own)),
+                       environment_keys=tuple(sorted(given - own)), environment_others=tuple(others))
+
+
+def _stack_file(project: Project, stack: str) -> tuple[Path, dict, dict]:
+    """`Pulumi.<stack>.yaml`: its path, its mapping and its `config` mapping; PlanError in one line where it is
+    missing or not of that shape."""
+    path = project.root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = stack_names(project.root)
+        raise PlanError(f"{path.name}: no such stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
+    data = load_project_yaml(path, "the stack's settings") or {}
+    if not isinstance(data, dict):
+        raise PlanError(f"{path.name}: expected a mapping with 'config' (as `pulumi config set` writes it), "
+                        f"got a {type(data).__name__}")
+    config = data.get("config", {})
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise PlanError(f"{path.name}: config: expected a mapping of 'namespace:key' to values")
+    return path, data, config
+
+
+def _project_config(project: Project) -> tuple[dict[str, Any], set[str], dict[str, dict]]:
+    """Pulumi.yaml's `config`: (the values it gives, a declared key's default included; the keys it declares
+    secret; the declared keys' specs), each by its full `namespace:key`."""
+    values: dict[str, Any] = {}
+    secret: set[str] = set()
+    declared: dict[str, dict] = {}
+    for key, spec in project.config.items():
+        full = _full_key(str(key), project.name)
+        if isinstance(spec, dict) and ({"type", "default", "value", "secret", "description", "items"} & set(spec)):
+            declared[full] = spec
+            if "value" in spec or "default" in spec:
+                values[full] = spec["value"] if "value" in spec else spec["default"]
+            if spec.get("secret"):
+                secret.add(full)
+        else:
+            values[full] = spec
+    return values, secret, declared
+
+
+def _require_declared(source: str, declared: dict[str, dict], values: dict[str, Any], environments: tuple[str, ...],
+                      unread: bool) -> None:
+    """PlanError in one line for the first key Pulumi.yaml declares that no layer set (naming the environments that
+    could, where their values were not read: `unread`), or whose value is not of its declared type."""
     for full, spec in declared.items():
-        if full not in values and environments and environment_values is None:
-            raise PlanError(f"{path.name}: configuration value {full!r} (declared in Pulumi.yaml without a default) "
+        if full not in values and environments and unread:
+            raise PlanError(f"{source}: configuration value {full!r} (declared in Pulumi.yaml without a default) "
                             f"is not in the stack file: only its environment{'s' if len(environments) > 1 else ''} "
                             f"{', '.join(environments)} could supply it, and offline their values are not read "
                             "(give them with --environment-values FILE, what `esc open ORG/ENV --format json` prints)")
         if full not in values:
             raise PlanError(
-                f"{path.name}: missing configuration value {full!r} (declared in Pulumi.yaml without a default); "
+                f"{source}: missing configuration value {full!r} (declared in Pulumi.yaml without a default); "
                 f"set it with `pulumi config set {full.split(':', 1)[1]} VALUE`"
             )
         type_name = spec.get("type")
         if type_name and not _type_ok(values[full], type_name):
             raise PlanError(
-                f"{path.name}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
+                f"{source}: {full}: Pulumi.yaml declares type {type_name}, got {json.dumps(values[full])}"
             )
-    return StackConfig(values=values, secret_keys=tuple(sorted(secret)), source=path.name, environments=environments,
-                       environment_values=str(environment_values or ""), own_keys=tuple(sorted(own)),
-                       environment_keys=tuple(sorted(given - own)), environment_others=tuple(others))
 
 
 def source_lines(path: Path) -> list[str]:

@@ -27,7 +27,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from pubsubguard.core import emulator
+from pubsubguard.core import push_receiver
 from pubsubguard.core.declared import (
     BIGQUERY, CLOUD_STORAGE, PULL, PUSH, PlanValueError, estate, is_topic, subscription_path, topic_path,
 )
@@ -122,7 +122,7 @@ def actual_subscription(subscription) -> dict:
         ),
         Setting.EXPIRATION_TTL: expiration,
         Setting.DELIVERY: PUSH if has_push else BIGQUERY if has_bigquery else CLOUD_STORAGE if has_storage else PULL,
-        Setting.PUSH_ENDPOINT: emulator.stood_in_for(push.push_endpoint) if has_push else None,
+        Setting.PUSH_ENDPOINT: push_receiver.stood_in_for(push.push_endpoint) if has_push else None,
         Setting.PUSH_OIDC_SERVICE_ACCOUNT: (
             (push.oidc_token.service_account_email or None) if has_push and "oidc_token" in push else None
         ),

@@ -286,8 +286,31 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
     """SARIF 2.1.0 as GitHub code scanning loads it: every violation (a suppressed one with its
     `suppressions`), then the not-judged entries. `locate(violation) -> (uri, line)` places a result in a
     file of the repository (default: the judged source, line 1)."""
-    rule_index = {p.name: i for i, p in enumerate(outcome.policies)}
-    rules = [
+    sarif = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "pubsubguard", "semanticVersion": outcome.pack_version,
+                                    "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
+                                    "rules": _sarif_rules(outcome)}},
+                "automationDetails": {"id": f"pubsubguard-check/{outcome.stack}/"},
+                "invocations": [{"executionSuccessful": not outcome.error, "toolExecutionNotifications": [
+                    {"level": "note", "message": {"text": line}}
+                    for line in _unknown_offline(outcome)
+                    + ([_not_judged_heading(outcome) + " (each a note result)."] if outcome.unjudged else [])
+                ] + ([{"level": "error", "message": {"text": f"the program did not complete: {outcome.error}"}}]
+                     if outcome.error else [])}],
+                "results": _sarif_results(outcome, locate),
+            }
+        ],
+    }
+    return json.dumps(sarif, indent=2) + "\n"
+
+
+def _sarif_rules(outcome: Outcome) -> list[dict]:
+    """The run's rule descriptors, one per policy of the pack, at the level this check enforced it."""
+    return [
         {
             "id": p.name, "name": p.name,
             "shortDescription": {"text": p.description},
@@ -300,6 +323,12 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
         }
         for p in outcome.policies
     ]
+
+
+def _sarif_results(outcome: Outcome, locate) -> list[dict]:
+    """A result per violation (a suppressed one with its `suppressions`), then a note per not-judged entry (an error
+    where `--unknowns fail` makes a mandatory one block)."""
+    rule_index = {p.name: i for i, p in enumerate(outcome.policies)}
     results = []
     for v in outcome.violations:
         uri, line = locate(v) if locate else (outcome.source or "Pulumi.yaml", 1)
@@ -337,26 +366,7 @@ def format_sarif(outcome: Outcome, locate=None) -> str:
             "properties": {"notJudged": True, "unknownInputs": entry.get("unknown_inputs") or {}},
             **({"ruleIndex": rule_index[entry["policy"]]} if entry["policy"] in rule_index else {}),
         })
-    sarif = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": {"name": "pubsubguard", "semanticVersion": outcome.pack_version,
-                                    "informationUri": "https://www.pulumi.com/docs/using-pulumi/crossguard/",
-                                    "rules": rules}},
-                "automationDetails": {"id": f"pubsubguard-check/{outcome.stack}/"},
-                "invocations": [{"executionSuccessful": not outcome.error, "toolExecutionNotifications": [
-                    {"level": "note", "message": {"text": line}}
-                    for line in _unknown_offline(outcome)
-                    + ([_not_judged_heading(outcome) + " (each a note result)."] if outcome.unjudged else [])
-                ] + ([{"level": "error", "message": {"text": f"the program did not complete: {outcome.error}"}}]
-                     if outcome.error else [])}],
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(sarif, indent=2) + "\n"
+    return results
 
 
 def format_sarif_error(error: UserError, *, stack: str = "") -> str:

@@ -305,7 +305,7 @@ def test_only_public_names_cross_modules(tmp_path):
 
 
 RUNS_PROGRAMS = {"pubsubguard.core.plan", "pubsubguard.core.engine", "pubsubguard.core.langhost",
-                 "pubsubguard.core.langhost_node"}
+                 "pubsubguard.core.langhost_python", "pubsubguard.core.langhost_node"}
 
 
 def reached(edges: dict[str, set[str]], start: str) -> set[str]:

@@ -3,7 +3,7 @@
 A declared push subscription gets a push twin (pubsubguard.validation.probe.twins) whose endpoint is this run's
 receiver: `http://<loopback receiver>/push/<twin>` on the emulator, `<--push-receiver URL>/push/<twin>`
 on Google Cloud (a URL the service can reach that forwards to the receiver's loopback port; without
-one, push subscriptions are `not_tested` with that reason). The receiver is the emulator module's
+one, push subscriptions are `not_tested` with that reason). The receiver is `pubsubguard.core.push_receiver`'s
 `PushReceiver` (an HTTP server on loopback) with an answer per push:
 
 - the push becomes a delivery row of the same shape as a pulled one (pubsubguard.validation.evidence.records), recorded

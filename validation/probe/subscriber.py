@@ -1,31 +1,31 @@
 """The probe's subscriber task (`subscribe_partition`, `ProbeSubscriber`): streams on its twins, the fault plan
-per delivery, every delivery a row of the evidence; the crashing task's unary Pulls (`PulledMessage`); the
-client library's log kept per task. What a task is handed is a `SubscriberSpec`, a frozen value read by its
-fields' names."""
+per delivery, every delivery a row of the evidence; the task chosen to crash reads by unary Pull instead
+(`unary_pull`) and dies holding deliveries. The client library's log is kept per task (`client_log`). What a task
+is handed is a `SubscriberSpec`, a frozen value read by its fields' names."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pubsubguard.core import probe_contract, storage
 
 from ..evidence import records
 from ..wire import endpoints
 from .acks import error_reason, failed_batch_mates, future_ack_result, unary_ack_result
+from .client_log import ClientLog
 from .clients import (
     CLIENT_LOG_PREFIX, CLIENT_STATE_PREFIX, CRASH_EXIT_CODE, DL_SOURCE_DELIVERY_COUNT, DL_SOURCE_SUBSCRIPTION,
-    FLUSH_ROWS, FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PULL_WORKERS, PartWriter, READY_PREFIX, UNARY_PULL_TIMEOUT_S,
+    FLUSH_ROWS, FLUSH_S, MODACK_WAIT_S, NOTES_PREFIX, PartWriter, READY_PREFIX,
     log_abandoned_ack_retries, now_us, use_target,
 )
 from .faults import DeliveryCounts, Faults, delivery_action
 from .ordered_acks import OrderedAcks, held_by_the_library
 from .twins import TwinSpec
+from .unary_pull import pull_rounds
 from .unkeyed import subscribe_unkeyed
 
 
@@ -59,53 +59,6 @@ class SubscriberSpec:
     storage_emulator_host: str | None = None  # the evidence store's emulator (storage.EMULATOR_ENV), if remote
 
 
-class PulledMessage:
-    """A message from a unary `Pull`, with the part of the streaming client's `Message` the callback uses.
-
-    Acks and nacks are unary `Acknowledge` / `ModifyAckDeadline(0)` calls; their futures are complete."""
-
-    def __init__(self, client, subscription: str, received, received_at: float):
-        """`received_at`: when the Pull that returned it answered (time.time()), the receipt the row records."""
-        self._client = client
-        self._subscription = subscription
-        message = received.message
-        self.message_id = message.message_id
-        self.attributes = message.attributes
-        self.publish_time = message.publish_time
-        self.ordering_key = message.ordering_key
-        self.ack_id = received.ack_id
-        self.delivery_attempt = received.delivery_attempt or None  # as the streaming Message: None for 0
-        self._received_timestamp = received_at
-
-    def _call(self, call):
-        from concurrent.futures import Future
-
-        future = Future()
-        try:
-            call()
-            future.set_result(None)
-        except Exception as err:  # noqa: BLE001 - the outcome is the evidence
-            future.set_exception(err)
-        return future
-
-    def ack_with_response(self):
-        return self._call(lambda: self._client.acknowledge(subscription=self._subscription, ack_ids=[self.ack_id],
-                                                           timeout=60))
-
-    def nack_with_response(self):
-        return self.modify_ack_deadline_with_response(0)
-
-    def modify_ack_deadline_with_response(self, seconds: int):
-        return self._call(lambda: self._client.modify_ack_deadline(
-            subscription=self._subscription, ack_ids=[self.ack_id], ack_deadline_seconds=seconds, timeout=60))
-
-    def ack(self) -> None:
-        self.ack_with_response()
-
-    def drop(self) -> None:
-        pass  # no client-side lease to release
-
-
 class ProbeSubscriber:
     def __init__(self, spec: SubscriberSpec):
         self.spec = spec
@@ -125,7 +78,7 @@ class ProbeSubscriber:
         self.held: dict[int, dict] = {}  # rows of deliveries held for a late ack
         self.clients: dict[str, object] = {}  # consumer endpoint -> SubscriberClient
         self.noted: list[str] = []
-        self.client_log: _ClientLog | None = None
+        self.client_log: ClientLog | None = None
         # the drain's final read (`<evidence>/_heal`, set by the driver): no fault is injected from then on,
         # every delivery is settled as the workload says (acked; a poison one nacked where it dead-letters)
         self.healed = False
@@ -447,59 +400,18 @@ class ProbeSubscriber:
         storage.Marker(storage.join(self.spec.evidence_dir, f"{READY_PREFIX}{self.task}")).set()
 
     def pull_until_crash(self, stop_file: storage.Marker, end: float) -> None:
-        """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time:
-        a streaming pull would take (and, dead, hold) the whole backlog where the target ignores the
-        stream's flow control (the emulator does), and all of it would wait for its ack deadline.
+        """The task chosen to crash reads with unary Pull, `crash_prefetch` messages per twin at a time
+        (`unary_pull.pull_rounds`, which says why), until it holds the deliveries it dies with (`should_crash`)
+        or the run ends first."""
 
-        The twins are pulled side by side (at most PULL_WORKERS at once), each call cut at
-        UNARY_PULL_TIMEOUT_S: one after another, a target slow to answer costs the whole timeout per twin
-        (seen at 100 topics, the emulator busy with the other tasks' 600 streams: 5 s a twin, minutes a
-        round, nothing read). A call cut by its deadline is counted, noted once, and pulled again.
-        """
-        from concurrent.futures import ThreadPoolExecutor
-
-        from google.api_core import exceptions
+        def crash_when_held() -> None:
+            if self.should_crash():
+                self.crash()
 
         self.ready()
-        batch = self.spec.crash_prefetch
-        unanswered = 0  # Pulls the target did not answer within the call's deadline
-
-        def pull(twin: TwinSpec):
-            client = self.clients[twin.consumer_endpoint]
-            try:
-                response = client.pull(subscription=twin.path, max_messages=batch, return_immediately=True,
-                                       timeout=UNARY_PULL_TIMEOUT_S, retry=None)
-                # when it answered: the round hands its messages over only once every twin's Pull answered, and
-                # the target's deadline runs from its answer, not from then (seen 1.25 s apart in a loaded test run)
-                return twin, client, response, time.time()
-            except exceptions.DeadlineExceeded:
-                return twin, client, None, None
-            except exceptions.GoogleAPICallError as err:
-                self.note(f"unary Pull on {twin.declared_name} (probe twin {twin.path.rsplit('/', 1)[-1]}) "
-                          f"failed: {type(err).__name__}: {str(err)[:200]}")
-                return twin, client, (), None
-
-        twins = self.spec.twins
-        with ThreadPoolExecutor(max_workers=max(1, min(PULL_WORKERS, len(twins))),
-                                thread_name_prefix="probe-unary-pull") as pool:
-            while time.time() < end and not stop_file.is_set():
-                got = 0
-                for twin, client, response, answered in pool.map(pull, twins):
-                    if response is None:
-                        unanswered += 1
-                        continue
-                    for received in getattr(response, "received_messages", ()):
-                        got += 1
-                        self.callback(twin, PulledMessage(client, twin.path, received, answered))
-                # the whole round first: a message pulled and not yet handed to the callback would be held by the
-                # dead task unrecorded, at its subscription's full deadline (the callback records it as held)
-                if self.should_crash():
-                    self.crash()
-                if not got:
-                    time.sleep(0.05)
-        if unanswered:
-            self.note(f"unary Pull: {unanswered} calls not answered within {UNARY_PULL_TIMEOUT_S} s (DeadlineExceeded; "
-                      "each twin was pulled again the next round)")
+        pull_rounds(self.spec.twins, self.clients, self.spec.crash_prefetch,
+                    going=lambda: time.time() < end and not stop_file.is_set(), deliver=self.callback,
+                    after_round=crash_when_held, note=self.note)
         self.note(f"crash fault NOT injected: the run ended before this task held a delivery ({self.received} "
                   f"received, all settled; it holds after {self.crash_after})")
 
@@ -530,7 +442,7 @@ class ProbeSubscriber:
 
     def run(self) -> list[dict]:
         use_target(self.spec.emulator_host, self.spec.storage_emulator_host)
-        self.client_log = _ClientLog(storage.join(self.spec.evidence_dir, f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
+        self.client_log = ClientLog(storage.join(self.spec.evidence_dir, f"{CLIENT_LOG_PREFIX}{self.task}.txt"))
         log_abandoned_ack_retries()
         futures = []
         streams: dict[str, object] = {}  # twin path -> its streaming pull
@@ -595,74 +507,6 @@ class ProbeSubscriber:
         threading.Thread(target=lambda: [client.close() for client in clients.values()], daemon=True).start()
         self.writer.close()
         self.client_log.close()
-
-
-# The client library's logger for deliveries it drops on receipt (google-cloud-pubsub, streaming_pull_manager
-# `_EXPIRY_LOGGER`): on an exactly-once subscription a received message whose receipt modack the target answers
-# INVALID_ACK_ID is dropped without a callback, said only at DEBUG ("ack ids %s were dropped as they have already
-# expired."), so the probe writes no row for it.
-EXPIRY_LOGGER = "expiry"
-DROPPED_ON_RECEIPT = ("a received delivery dropped by the client library without a callback: the target answered its "
-                      "receipt modack INVALID_ACK_ID (exactly-once), so it has no evidence row")
-
-
-class _DroppedOnReceipt(logging.Handler):
-    """On EXPIRY_LOGGER: one WARNING line per dropped delivery in the task's client log (the report counts them)."""
-
-    def __init__(self, sink: logging.Handler):
-        super().__init__(logging.DEBUG)
-        self.sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:
-        args = record.args if isinstance(record.args, tuple) else ()
-        ack_ids = args[0] if args else None
-        count = len(ack_ids) if isinstance(ack_ids, (set, frozenset, list, tuple)) else 1
-        for _ in range(count):
-            self.sink.handle(logging.LogRecord("google.cloud.pubsub_v1.subscriber", logging.WARNING, record.pathname,
-                                               record.lineno, DROPPED_ON_RECEIPT, None, None))
-
-
-class _ClientLog:
-    """The client library's warnings (e.g. rejected lease modacks) go to `<evidence>/client-log-<task>.txt`,
-    not the terminal; the driver counts them in the report. Logged to a local file (the task's working
-    directory on a remote store) and, for a remote store, written there when the task ends or crashes."""
-
-    def __init__(self, location: str):
-        import tempfile
-
-        self.location = location
-        self.local = Path(location) if not storage.is_remote(location) else Path(
-            tempfile.mkstemp(prefix="pubsubguard-client-log-", suffix=".txt")[1])
-        self.handler = logging.FileHandler(self.local)
-        self.handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        self.handler.setLevel(logging.WARNING)
-        for name in ("google.cloud.pubsub_v1", "google.api_core"):
-            logger = logging.getLogger(name)
-            logger.addHandler(self.handler)
-            logger.propagate = False
-        self.dropped = _DroppedOnReceipt(self.handler)
-        expiry = logging.getLogger(EXPIRY_LOGGER)
-        self.expiry_was = (expiry.level, expiry.propagate)
-        expiry.setLevel(logging.DEBUG)  # its DEBUG records reach this handler only, not the root's
-        expiry.propagate = False
-        expiry.addHandler(self.dropped)
-
-    def close(self) -> None:
-        import sys
-
-        for name in ("google.cloud.pubsub_v1", "google.api_core"):
-            logging.getLogger(name).removeHandler(self.handler)  # a reused Python worker runs other tasks
-        expiry = logging.getLogger(EXPIRY_LOGGER)
-        expiry.removeHandler(self.dropped)
-        expiry.setLevel(self.expiry_was[0])  # setLevel: the loggers' level caches are cleared
-        expiry.propagate = self.expiry_was[1]
-        self.handler.close()
-        if storage.is_remote(self.location):
-            try:
-                storage.write_bytes(self.location, self.local.read_bytes())
-            except OSError as err:  # the executor's log keeps it; the parts are what the checks need
-                print(f"pubsubguard: could not write the client log to {self.location}: {err}", file=sys.stderr)
-            self.local.unlink(missing_ok=True)
 
 
 def subscribe_partition(spec: SubscriberSpec, _items) -> list[dict]:

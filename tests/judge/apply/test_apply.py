@@ -22,7 +22,7 @@ from google.protobuf import field_mask_pb2
 from pubsubguard.policies import pubsub_facts as facts
 
 from pubsubguard.core import apply as applying
-from pubsubguard.core import emulator as emulator_module
+from pubsubguard.core import push_receiver
 from pubsubguard.core import readback
 from pubsubguard.core.errors import UserError
 from pubsubguard.core.plan import UNKNOWN, make_plan
@@ -294,4 +294,4 @@ def test_push_subscriptions_on_the_emulator_point_at_the_loopback_receiver(emula
     for path in pushed:
         held = subscriber.get_subscription(subscription=path).push_config.push_endpoint
         assert held.startswith("http://127.0.0.1:"), held
-        assert readback.declared(plan)[path]["push_endpoint"] == emulator_module.stood_in_for(held)
+        assert readback.declared(plan)[path]["push_endpoint"] == push_receiver.stood_in_for(held)

@@ -1,6 +1,6 @@
 """The emulator sends nothing anywhere but loopback (pubsubguard/core/emulator.py): a declared push endpoint is mapped
-to the local receiver beside the emulator, which records each push and answers 204, and the emulator's log is
-bounded."""
+to the local receiver beside the emulator (pubsubguard/core/push_receiver.py), which records each push and answers
+204, and the emulator's log is bounded."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_push_endpoints_map_to_the_local_receiver(monkeypatch):
 def test_the_receiver_records_each_push_and_answers_204():
     import urllib.request
 
-    from pubsubguard.core.emulator import PushReceiver, local_push_endpoint
+    from pubsubguard.core.push_receiver import PushReceiver, local_push_endpoint
 
     receiver = PushReceiver().start()
     try:

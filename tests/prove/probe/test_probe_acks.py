@@ -337,12 +337,12 @@ def test_deliveries_the_client_drops_on_a_rejected_receipt_modack_are_counted_in
 
     from pubsubguard.validation.client_logs import client_log_summary
     from pubsubguard.validation.probe.clients import CLIENT_LOG_PREFIX
-    from pubsubguard.validation.probe.subscriber import DROPPED_ON_RECEIPT, EXPIRY_LOGGER, _ClientLog
+    from pubsubguard.validation.probe.client_log import DROPPED_ON_RECEIPT, EXPIRY_LOGGER, ClientLog
 
     assert streaming_pull_manager._EXPIRY_LOGGER.name == EXPIRY_LOGGER  # the library's own logger
     expiry = logging.getLogger(EXPIRY_LOGGER)
     before = (expiry.level, expiry.propagate)
-    log = _ClientLog(str(tmp_path / f"{CLIENT_LOG_PREFIX}sub-9.txt"))
+    log = ClientLog(str(tmp_path / f"{CLIENT_LOG_PREFIX}sub-9.txt"))
     try:
         streaming_pull_manager._EXPIRY_LOGGER.debug("ack ids %s were dropped as they have already expired.",
                                                     {"ack-a", "ack-b", "ack-c"})
