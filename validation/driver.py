@@ -49,6 +49,7 @@ from .signals import interruptible
 from .target import checked
 from .warmup import WarmUp
 from .wire import endpoints, netem
+from .wire.listeners import Listeners
 
 CRASH_PREFETCH = 5  # messages per twin a task chosen to crash pulls at a time (unary Pull)
 CRASH_AFTER_MAX = 3  # it starts holding (not acking) after at most this many deliveries
@@ -81,7 +82,7 @@ def probe_target(config: RunConfig, spark=None, evidence_at: str | None = None, 
         # at most: every subscriber task streams every twin (up to STREAMS_PER_TASK twins; beyond, each twin has
         # one reader), and one more task's worth for a crashed task's replacement
         streams = len(setup.twin_specs) * (config.subscribers + 1)
-        listeners = endpoints.Listeners(setup.upstreams, nemesis, dial=link.dial if link else None,
+        listeners = Listeners(setup.upstreams, nemesis, dial=link.dial if link else None,
                                         streams=streams).start()
     except BaseException:
         netem.close_link(link)
@@ -300,7 +301,7 @@ class ProbeDriver(DrainSteps):
         config, estate, run_id = setup.config, setup.estate, setup.run_id
         emulator_host, twin_specs, probed = setup.emulator_host, setup.twin_specs, setup.probed
         self.nemesis = setup.nemesis
-        self.listeners = listeners  # endpoints.Listeners: where StreamingPull calls are seen to end
+        self.listeners = listeners  # Listeners: where StreamingPull calls are seen to end
         self.spark = spark
         self.sc = spark.sparkContext
         self.config = config

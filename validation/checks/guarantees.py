@@ -29,7 +29,7 @@ class Exercised:
     """What the run did to one probed subscription that decides whether a declared guarantee could be judged."""
 
     poison_published: bool = False  # a poison message was published (status ok) on its topic
-    # the listeners saw the endpoints its guarantees rest on (endpoints.pinning_tested)
+    # the listeners saw the endpoints its guarantees rest on (pinning.pinning_tested)
     endpoints_observed: bool = False
 
 
@@ -41,7 +41,7 @@ class Guarantee:
     `declared(subscription, exercised)`: the subscription (`evidence.DeclaredSubscription`) declares it
     and the run exercised it (else it is `not_tested`). `kernel`: the name of the function of
     `validation/checks/kernel.py` that judges it from the message rows (`(Chunk, skew_us) -> list[Found]`); None
-    for a guarantee judged from what the run recorded apart (`endpoint_pinning`: `validation/wire/endpoints.py`).
+    for a guarantee judged from what the run recorded apart (`endpoint_pinning`: the record of `wire/listeners.py`).
     `settled_by_deliveries`: judged from the delivery rows, so messages left unsettled by the drain, or rows
     lost from the evidence, leave it `inconclusive` rather than `holds`. `kinds`: its finding kinds and
     their severity (`error` makes it `violated`, `advisory` is reported beside it). `doc`: when it runs, as
@@ -91,7 +91,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
     ),
     Guarantee(
         # Traffic of an ordered topic or exactly-once subscription through another endpoint than the declared
-        # one, or around every listener (validation/wire/endpoints.py; not derived from message rows).
+        # one, or around every listener (validation/wire/listeners.py; not derived from message rows).
         name="endpoint_pinning", column=4, kernel=None,
         declared=lambda sub, run: (sub.ordering or sub.exactly_once) and run.endpoints_observed,
         settled_by_deliveries=False,

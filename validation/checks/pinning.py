@@ -1,6 +1,6 @@
 """Endpoint pinning, judged: the `endpoint_mismatch` findings and whether `endpoint_pinning` could be judged,
 from the endpoint evidence the run recorded (run.json `parameters.endpoints`: the listeners' traffic per
-endpoint, method and resource; validation/wire/endpoints.py records it). Ordering and exactly-once hold only
+endpoint, method and resource; validation/wire/listeners.py records it). Ordering and exactly-once hold only
 for clients pinned to one region (docs/pubsub-facts.md)."""
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from ..probe.twins import DELETE_PATIENCE_S, Twins, not_probed
 from ..session import spark_session
 from ..target import checked
 from ..wire import endpoints, netem
+from ..wire.listeners import Listeners
 from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
 from .conformance import WatchConformance, stall_onsets
 from .metrics import WatchMetrics
@@ -278,7 +279,7 @@ def _watch(options: WatchOptions, directory: outdir.WatchDir) -> int:
         endpoints.calm_grpc_waits()
         link = netem.start_link(setup.nemesis, setup.upstreams)
         try:
-            listeners = endpoints.Listeners(setup.upstreams, setup.nemesis, dial=link.dial if link else None,
+            listeners = Listeners(setup.upstreams, setup.nemesis, dial=link.dial if link else None,
                                             streams=len(setup.twin_specs) * (config.subscribers + 1)).start()
             if receiver is not None:
                 receiver.start()

@@ -1,7 +1,7 @@
 """The fault layer on the wire: a schedule of faults the probe's loopback gRPC proxy applies.
 
 Every channel the probe opens to the target goes through a recording listener
-(`pubsubguard.validation.wire.endpoints.Listener`, a gRPC proxy on loopback). Given a schedule
+(`pubsubguard.validation.wire.listeners.Listener`, a gRPC proxy on loopback). Given a schedule
 (`verify --nemesis FILE`, `run --nemesis FILE`), the listeners hand each Pub/Sub call (Publish,
 StreamingPull, Pull, Acknowledge, ModifyAckDeadline) to a `Nemesis`, which alters it as the schedule
 says; without a schedule nothing is parsed and every call is forwarded byte for byte.

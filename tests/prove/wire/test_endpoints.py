@@ -21,6 +21,7 @@ from pubsubguard.core.errors import UserError
 from pubsubguard.core.plan import make_plan
 from pubsubguard.core.plan_file import retarget
 from pubsubguard.validation.wire import endpoints
+from pubsubguard.validation.wire.listeners import LISTENER_WORKERS, Listeners, iam_calls, listener_workers
 from pubsubguard.validation.checks import pinning
 from pubsubguard.validation import job
 from pubsubguard.validation.evidence.records import DeclaredSubscription
@@ -109,7 +110,7 @@ def test_nothing_is_judged_without_observed_traffic():
 @pytest.mark.emulator
 def test_only_a_stream_the_target_failed_counts_as_its_failure_not_a_cancel_or_the_fault_layers_kill():
     """The stall's second sign (`drain.EvidenceTally.stalls`): StreamingPulls that ended UNKNOWN, each timed."""
-    listeners = endpoints.Listeners({EAST: "127.0.0.1:9"})
+    listeners = Listeners({EAST: "127.0.0.1:9"})
     listener = listeners.listeners[EAST]
     method, sub = "/google.pubsub.v1.Subscriber/StreamingPull", "projects/p/subscriptions/s"
     try:
@@ -127,7 +128,7 @@ def test_listener_forwards_and_records_calls_and_the_emulators_iam_answers(emula
     from google.api_core import exceptions
 
     project = f"projects/pubsubguard-l{uuid.uuid4().hex[:10]}"
-    listeners = endpoints.Listeners({EAST: emulator.host, GLOBAL: emulator.host}).start()
+    listeners = Listeners({EAST: emulator.host, GLOBAL: emulator.host}).start()
     try:
         publisher = endpoints.publisher_client(EAST, listeners.mapping, "test:publisher")
         admin = endpoints.subscriber_client(GLOBAL, listeners.mapping, "test:admin")
@@ -144,7 +145,7 @@ def test_listener_forwards_and_records_calls_and_the_emulators_iam_answers(emula
     assert publish["resource"] == topic and publish["messages"] == 1 and publish["status"] == {"OK": 1}
     assert publish["connections"] == 1 and publish["request_bytes"] > 0 and publish["response_bytes"] > 0
     assert rows[(GLOBAL, "test:admin", "GetSubscription")]["status"] == {"NOT_FOUND": 1}
-    iam = [r for r in endpoints.iam_calls(list(rows.values())) if r["calls"]]
+    iam = [r for r in iam_calls(list(rows.values())) if r["calls"]]
     assert [(r["method"], r["status"]) for r in iam] == [("TestIamPermissions", {"UNIMPLEMENTED": 1})]
     assert not any(e == EAST and m == "TestIamPermissions" for e, _, m in rows)
 
@@ -156,9 +157,9 @@ def test_a_listener_sized_for_the_runs_streams_still_answers_a_publish_beside_th
     A listener sized for the run's streams answers a Publish beside them all; one sized for none would not."""
     from google.cloud import pubsub_v1
 
-    streams = endpoints.LISTENER_WORKERS + 6
+    streams = LISTENER_WORKERS + 6
     project = f"projects/pubsubguard-s{uuid.uuid4().hex[:10]}"
-    listeners = endpoints.Listeners({EAST: emulator.host}, streams=streams).start()
+    listeners = Listeners({EAST: emulator.host}, streams=streams).start()
     futures = []
     try:
         publisher = endpoints.publisher_client(EAST, listeners.mapping, "test:publisher")
@@ -176,7 +177,7 @@ def test_a_listener_sized_for_the_runs_streams_still_answers_a_publish_beside_th
                 break
             time.sleep(0.2)
         assert len(opened) >= streams  # every stream is open through the listener
-        assert endpoints.listener_workers(streams) > streams
+        assert listener_workers(streams) > streams
         publisher.publish(topic, b"beside the streams").result(timeout=20)
     finally:
         for future in futures:

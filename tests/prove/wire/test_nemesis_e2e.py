@@ -315,7 +315,8 @@ def test_the_layer_holds_a_bounded_buffer_for_a_stream_whose_client_reads_nothin
     from google.cloud import pubsub_v1
     from google.pubsub_v1 import types
 
-    from pubsubguard.validation.wire import endpoints, nemesis
+    from pubsubguard.validation.wire import nemesis
+    from pubsubguard.validation.wire.listeners import Listeners
     from pubsubguard.validation.wire.schedule import parse_schedule
 
     project = f"projects/pubsubguard-b{uuid.uuid4().hex[:10]}"
@@ -325,7 +326,7 @@ def test_the_layer_holds_a_bounded_buffer_for_a_stream_whose_client_reads_nothin
                                            "every_s": 3600}]}, "test")
     layer = nemesis.Nemesis(schedule, twins={path: "paused"}, topics={topic: "paused-topic"}, seed="0")
     layer.start()
-    listeners = endpoints.Listeners({"pubsub.googleapis.com:443": emulator.host}, layer, streams=4).start()
+    listeners = Listeners({"pubsub.googleapis.com:443": emulator.host}, layer, streams=4).start()
     channel = grpc.insecure_channel(listeners.mapping["pubsub.googleapis.com:443"])
     call, ended = None, threading.Event()
     try:
