@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..checks import applied_faults
 from ..conformance import explains, runner
 from ..conformance.harness import ScenarioRun
 
@@ -42,6 +43,37 @@ def stall_onsets(stalls_after: dict[str, float], resets_us: dict[str, list[int]]
     time its messages sent to the dead stream take to reach their last attempt (`stalls_after`: max delivery
     attempts x ack deadline, seconds). Subscriptions never reset have no onset."""
     return {name: min(resets) + int(stalls_after[name] * 1e6) for name, resets in resets_us.items() if resets}
+
+
+def stalls_after(subscriptions) -> dict[str, float]:
+    """An ordered dead-lettering subscription -> how long after its streams were reset its messages, sent to the dead
+    stream and expiring each time, may reach their last attempt (STALL_CAUSE), in seconds."""
+    return {s.name: s.max_delivery_attempts * s.ack_deadline_s for s in subscriptions if s.ordering and s.dead_lettering}
+
+
+class FindingCauses:
+    """What a watch knows of a finding's cause beside the scenarios' results: whether its subscription's streams were
+    reset in this process's life (`reset`: twins a crashed watch left; a `kill_stream` or `partition` the schedule
+    applied, read through `planted()`) and whether an ordered dead-lettering subscription could have stalled by now.
+    Calling it with a finding gives `WatchConformance.explain`'s answer (none without the scenarios)."""
+
+    def __init__(self, conformance: "WatchConformance | None", planted, subscriptions, started_us: int):
+        self.conformance, self.planted, self.started_us = conformance, planted, started_us
+        self.stalls_after = stalls_after(subscriptions)
+        self.reset: set[str] = set()  # declared subscriptions whose twins' streams a crashed watch left behind
+
+    def __call__(self, finding: dict) -> list[str]:
+        if self.conformance is None:
+            return []
+        applied = [r for r in self.planted() if r["kind"] in ("kill_stream", "partition")
+                   and not applied_faults.not_applied(r)]
+        name = finding["subscription"]
+        resets = name in self.reset or any(r.get("subscription") == name for r in applied)
+        onsets = stall_onsets(self.stalls_after, {s: [self.started_us] * (s in self.reset)
+                                                  + [r["time_us"] for r in applied if r.get("subscription") == s]
+                                                  for s in self.stalls_after})
+        stalled = any(s != name and onset <= time.time_ns() // 1000 for s, onset in onsets.items())
+        return self.conformance.explain(finding, resets, stalled)
 
 
 class WatchConformance:

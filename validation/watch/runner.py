@@ -37,7 +37,7 @@ from pubsubguard.core.state import caveats
 from pubsubguard.policies import pubsub_facts as facts
 
 from .. import footprint, run_setup
-from ..checks import applied_faults, run as batch
+from ..checks import run as batch
 from ..checks.wording import counted
 from ..config import RunConfig
 from ..driver import ProbeDriver, twins_of_task
@@ -49,7 +49,7 @@ from ..target import checked
 from ..wire import endpoints, netem
 from ..wire.listeners import Listeners
 from . import DEFAULT_KEEP_S, DEFAULT_RATE, DEFAULT_WINDOW_S, horizon, judge, outdir, report, stream
-from .conformance import WatchConformance, stall_onsets
+from .conformance import FindingCauses, WatchConformance, stalls_after
 from .metrics import WatchMetrics
 from .reachable import GONE_AFTER_S, REMOTE_GONE_AFTER_S, TargetCheck, TargetGone
 from .sink import WindowSink, print_line
@@ -299,63 +299,27 @@ def _watch(options: WatchOptions, directory: outdir.WatchDir) -> int:
 
 
 def _run(options, directory, setup, session, listeners, receiver, horizons, subscriptions, topic_of, metrics) -> int:
+    """The watch itself, once its servers run: the evidence and the run's record, the scenarios, the rolling report
+    and the window sink, the twins; then the ticks until a stop, the wait for the horizons, and the stop in order."""
     config, estate, run_id = setup.config, setup.estate, setup.run_id
     dialled = {**setup.mapping, **listeners.mapping}
-    subscriber = endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin")
     evidence = directory.evidence
-    for part in ("publishes", "deliveries", "clock"):
-        (evidence / part).mkdir(parents=True, exist_ok=True)
-    for marker in list(evidence.glob("_*")):  # a crashed watch's flags (stop, readiness): not this run's
-        marker.unlink()
+    _begin_evidence(options, directory, setup, subscriptions, horizons)
     observations = list(caveats(setup.everything.source))
-    tested = {name: why for name, t in estate.subscriptions.items() if (why := not_probed(t, setup.push_url))}
-    records.RunInfo(run_id=run_id, target=config.target, subscriptions=subscriptions,
-                    parameters={"stack": estate.stack, "project": estate.project, "watch": True,
-                                "horizons_s": horizons, "rate": options.rate, "window_s": options.window_s},
-                    tested=tested).write(evidence)
-    skew = config.skew_us
     flush_s = min(5.0, max(0.5, options.window_s / 4))
-    held = setup.config.faults.expire > 0 or setup.config.faults.nack > 0  # a held delivery's row is written when it is let go
+    held = config.faults.expire > 0 or config.faults.nack > 0  # a held delivery's row is written when it is let go
     hold_s = run_setup.longest_hold_s(setup.twin_specs, config.fault_deadline) if held else 0.0
     delay_s = stream.watermark_delay_s(hold_s, flush_s, options.window_s)
     footprints = Footprints(directory.path)
     planted = (lambda: setup.nemesis.as_dict().get("applied", [])) if setup.nemesis else (lambda: [])
-    reset: set[str] = set()  # declared subscriptions whose twins' streams a crashed watch left behind
-    # an ordered dead-lettering subscription -> how long after its streams were reset its messages, sent to the dead
-    # stream and expiring each time, may reach their last attempt (conformance.STALL_CAUSE)
-    stalls_after = {s.name: s.max_delivery_attempts * s.ack_deadline_s for s in subscriptions
-                    if s.ordering and s.dead_lettering}
-    started_us = time.time_ns() // 1000
-    conformance = None
-    if options.conform_every_s != 0:
-        def remember(run_id: str | None) -> None:
-            directory.manifest.conformance_run = run_id
-            directory.save()
-
-        conformance = WatchConformance(config.target, estate.project, getattr(estate, "project_number", None),
-                                       setup.emulator_host if config.target == "emulator" else None, directory.path,
-                                       options.conform_every_s, frozenset(s.name for s in subscriptions if s.ordering),
-                                       show=lambda line: print(line, flush=True), on_run_id=remember,
-                                       stall_possible=bool(stalls_after))
-
+    conformance = _conformance(options, directory, setup, subscriptions)
+    causes = FindingCauses(conformance, planted, subscriptions, started_us=time.time_ns() // 1000)
     page = report.RollingReport(directory.path, estate.stack, run_id, horizons, delay_s, footprints,
                                 conformance=lambda: conformance.summary() if conformance is not None else None)
-
-    def explain(finding: dict) -> list[str]:
-        if conformance is None:
-            return []
-        applied = [r for r in planted() if r["kind"] in ("kill_stream", "partition") and not applied_faults.not_applied(r)]
-        resets = finding["subscription"] in reset or any(r.get("subscription") == finding["subscription"] for r in applied)
-        onsets = stall_onsets(stalls_after, {name: [started_us] * (name in reset)
-                                             + [r["time_us"] for r in applied if r.get("subscription") == name]
-                                             for name in stalls_after})
-        stalled = any(name != finding["subscription"] and onset <= time.time_ns() // 1000
-                      for name, onset in onsets.items())
-        return conformance.explain(finding, resets, stalled)
-
     sink = WindowSink(directory.path, subscriptions, topic_of, horizons, metrics, planted=planted,
-                      window_s=options.window_s, show=print_line, report=page.write, explain=explain)
-    twins = Twins(run_id=run_id, specs=list(setup.twin_specs), subscriber=subscriber, service_agent=estate.service_agent,
+                      window_s=options.window_s, show=print_line, report=page.write, explain=causes)
+    twins = Twins(run_id=run_id, specs=list(setup.twin_specs), service_agent=estate.service_agent,
+                  subscriber=endpoints.subscriber_client(facts.GLOBAL_ENDPOINT, dialled, "driver:admin"),
                   consumer=lambda endpoint: endpoints.subscriber_client(endpoint, dialled, "driver:backlog"))
     alive = _target_check(setup, directory)
     directory.manifest.starts += 1
@@ -366,7 +330,8 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
     topics = sorted({s.topic for s in subscriptions})
     seq_start = directory.reserve_seqs(topics, [f"key-{i:03d}" for i in range(config.keys)])
     judge_config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
-                                     horizon_us=tuple(int(horizons[s.name] * 1e6) for s in subscriptions), skew_us=skew,
+                                     horizon_us=tuple(int(horizons[s.name] * 1e6) for s in subscriptions),
+                                     skew_us=config.skew_us,
                                      unrecorded=judge.unrecorded_ranges(directory.manifest.unrecorded, subscriptions),
                                      crash_windows=tuple(tuple(w) for w in directory.manifest.crash_windows))
     publish_stop = storage.Marker(evidence / "_stop_publishing")
@@ -387,7 +352,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             if twins.reused:
                 print(f"watch: reused {len(twins.reused)} probe twins a stopped watch left, with what they hold", flush=True)
                 if crashed:  # the crashed process's streams of them ended with it, unannounced
-                    reset.update(spec.declared_name for spec in setup.twin_specs if spec.path in twins.reused)
+                    causes.reset.update(spec.declared_name for spec in setup.twin_specs if spec.path in twins.reused)
             if conformance is not None:
                 conformance.start(directory.manifest.conformance_run)
             driver = WatchDriver(session, setup, evidence, stop_file, observations, dialled, receiver, listeners,
@@ -435,8 +400,48 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             for name in storage.names(evidence, READY_PREFIX) + storage.names(evidence, PUBLISHING_PREFIX):
                 storage.delete(storage.join(evidence, name))
     directory.end()
-    totals = sink.totals
     page.write(sink, final=True)
+    _say_totals(directory, sink.totals)
+    if gone is not None:
+        raise gone
+    return 1 if sink.totals.errors else 0
+
+
+def _begin_evidence(options, directory: outdir.WatchDir, setup, subscriptions, horizons) -> None:
+    """The evidence folder made ready for this process: its parts, no flag a crashed watch left (stop, readiness),
+    and the run's record (`RunInfo`) with the watch's parameters."""
+    evidence, estate = directory.evidence, setup.estate
+    for part in ("publishes", "deliveries", "clock"):
+        (evidence / part).mkdir(parents=True, exist_ok=True)
+    for marker in list(evidence.glob("_*")):
+        marker.unlink()
+    tested = {name: why for name, t in estate.subscriptions.items() if (why := not_probed(t, setup.push_url))}
+    records.RunInfo(run_id=setup.run_id, target=setup.config.target, subscriptions=subscriptions,
+                    parameters={"stack": estate.stack, "project": estate.project, "watch": True,
+                                "horizons_s": horizons, "rate": options.rate, "window_s": options.window_s},
+                    tested=tested).write(evidence)
+
+
+def _conformance(options, directory: outdir.WatchDir, setup, subscriptions) -> WatchConformance | None:
+    """The scenarios beside the watch (None with `--conform-every 0`); the run they are on is remembered in
+    watch.json, so a restarted watch deletes what a crashed one's run made."""
+    if options.conform_every_s == 0:
+        return None
+    config, estate = setup.config, setup.estate
+
+    def remember(run_id: str | None) -> None:
+        directory.manifest.conformance_run = run_id
+        directory.save()
+
+    return WatchConformance(config.target, estate.project, getattr(estate, "project_number", None),
+                            setup.emulator_host if config.target == "emulator" else None, directory.path,
+                            options.conform_every_s, frozenset(s.name for s in subscriptions if s.ordering),
+                            show=lambda line: print(line, flush=True), on_run_id=remember,
+                            stall_possible=bool(stalls_after(subscriptions)))
+
+
+def _say_totals(directory: outdir.WatchDir, totals) -> None:
+    """The last two lines: the last window again, and what the windows of this process found."""
     print(f"watch: last window: {totals.last_line or 'no window was judged'}", flush=True)
     broken = ", ".join(sorted(totals.broken))
     print(f"watch: {totals.windows} windows judged; "
@@ -444,9 +449,6 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
              else "every decided guarantee held")
           + (f"; {counted(totals.late_rows, 'evidence row')} came behind the watermark, not judged" if totals.late_rows
              else "") + f"; report: {directory.path / 'report.html'}", flush=True)
-    if gone is not None:
-        raise gone
-    return 1 if totals.errors else 0
 
 
 def _target_check(setup, directory: outdir.WatchDir) -> TargetCheck:

@@ -24,6 +24,38 @@ def test_a_stall_begins_when_a_reset_ordered_subscriptions_messages_reach_their_
         == {"ordered-dl": 151_000_000}
 
 
+def test_a_findings_causes_are_its_own_streams_resets_and_another_subscriptions_stall():
+    """FindingCauses hands the scenarios' explainer what the watch knows: a reset of the finding's own subscription
+    (a crashed watch's twins, or a kill_stream/partition the schedule applied) and whether another ordered
+    dead-lettering subscription's stall had begun when the finding was decided."""
+    from types import SimpleNamespace
+
+    from pubsubguard.validation.watch.conformance import FindingCauses
+
+    class Asked:  # the explainer's answer is what it was asked: (reset, stalled)
+        def explain(self, finding, reset, stalled=False):
+            return [(reset, stalled)]
+
+    def sub(name, ordering, dead_lettering):
+        return SimpleNamespace(name=name, ordering=ordering, dead_lettering=dead_lettering, max_delivery_attempts=5,
+                               ack_deadline_s=10.0)
+
+    subs = [sub("ordered-dl", True, True), sub("plain", False, False)]
+    planted: list[dict] = []
+    causes = FindingCauses(Asked(), lambda: planted, subs, started_us=0)
+    plain, ordered = {"subscription": "plain"}, {"subscription": "ordered-dl"}
+    assert causes(plain) == [(False, False)]  # nothing reset: no stall either
+    planted.append({"kind": "kill_stream", "subscription": "ordered-dl", "time_us": 0, "detail": "applied"})
+    assert causes(plain) == [(False, True)]  # 5 x 10 s after the reset at 0: long past
+    assert causes(ordered) == [(True, False)]  # its own reset; its own stall is not another's
+    planted[0] = {"kind": "kill_stream", "subscription": "ordered-dl", "time_us": 2 ** 62, "detail": "applied"}
+    assert causes(plain) == [(False, False)]  # the stall's onset is still to come
+    planted.clear()
+    causes.reset.add("plain")  # a crashed watch's twin of plain, reused
+    assert causes(plain) == [(True, False)]
+    assert FindingCauses(None, lambda: planted, subs, started_us=0)(plain) == []  # no scenarios: no explanation
+
+
 def test_the_stall_scenario_runs_once_before_the_probe_and_explains_other_subscriptions(emulator, tmp_path):
     from pubsubguard.validation.watch.conformance import WatchConformance
 
