@@ -36,6 +36,31 @@ def latency_summary(values: np.ndarray, samples: int = LATENCY_SAMPLES) -> tuple
     return v[idx], weights
 
 
+FLOAT64, INT64 = np.dtype("<f8"), np.dtype("<i8")  # the pass's arrays as bytes: one byte order on every machine
+
+
+def summary_wire(values: np.ndarray, weights: np.ndarray) -> tuple[bytes, int, int]:
+    """A `latency_summary` as the pass's row carries it: the sorted sample as bytes, the number of values it
+    stands for and the step (every weight is the step but the last, which is what remains)."""
+    return values.astype(FLOAT64).tobytes(), int(weights.sum()), int(weights[0]) if len(weights) else 1
+
+
+def summary_of_wire(sample: bytes, n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `latency_summary` a pass's row carries (`summary_wire`), exactly."""
+    values = np.frombuffer(sample, FLOAT64)
+    weights = np.full(len(values), step, np.int64)
+    if len(values):
+        weights[-1] = n - step * (len(values) - 1)
+    return values, weights
+
+
+def _int64s(column: "pa.ChunkedArray") -> tuple[np.ndarray, np.ndarray]:
+    """The int64 arrays a binary column's rows carry as bytes, flattened, and the length of each."""
+    blobs = column.to_pylist()
+    return (np.frombuffer(b"".join(blobs), INT64),
+            np.fromiter((len(b) // INT64.itemsize for b in blobs), np.int64, len(blobs)))
+
+
 def merged_percentiles(summaries: list[tuple[np.ndarray, np.ndarray]], ps) -> list[float | None]:
     """Nearest-rank percentiles of the values the partitions' `latency_summary`s stand for."""
     if not summaries:
@@ -65,8 +90,9 @@ def summarise(rows: pa.Table, names: tuple[str, ...], percentiles=(0.5, 0.95, 0.
             for n in counts:
                 s[n] += row[n]
     lat = rows.filter(pc.is_valid(rows["latency_ms"]))
-    for sub, values, weights in zip(*(lat[n].to_pylist() for n in ("subscription", "latency_ms", "latency_w"))):
-        merged[sub]["latency"].append((np.asarray(values, np.float64), np.asarray(weights, np.int64)))
+    for sub, sample, n, step in zip(*(lat[c].to_pylist() for c in ("subscription", "latency_ms", "latency_n",
+                                                                   "latency_step"))):
+        merged[sub]["latency"].append(summary_of_wire(sample, n, step))
     stats = {}
     for name, s in merged.items():
         # a redelivery is a delivery of a message id delivered before: not the first delivery of a message's
@@ -130,13 +156,12 @@ def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
     shifts = counted["bin_shift"].to_pylist()
     k = max([shift_for(t0, t1, timeline_bins), *shifts])
     first_bin = t0 >> k
-    # merged per series with NumPy over the flattened lists (a chunk of 2**16 rows brings up to a few
+    # merged per series with NumPy over the flattened arrays (a chunk of 2**16 rows brings up to a few
     # thousand bins: Python lists and a dict update per bin cost ~0.3 s on the driver at 10M rows);
     # a series' bins keep the order they first appear in
     names = counted["series"].to_pylist()
-    lengths = pc.list_value_length(counted["bins"]).to_numpy(zero_copy_only=False)
-    values = pc.list_flatten(counted["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = pc.list_flatten(counted["bin_counts"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    values, lengths = _int64s(counted["bins"])
+    counts, _ = _int64s(counted["bin_counts"])
     values = (values >> np.repeat(k - np.asarray(shifts, np.int64), lengths)) - first_bin
     code_of = {name: i for i, name in enumerate(dict.fromkeys(names))}
     codes = np.repeat(np.array([code_of[name] for name in names], np.int64), lengths)

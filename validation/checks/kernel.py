@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .aggregates import latency_summary
+from .aggregates import latency_summary, summary_wire
 from .chunk import (
     ACT_ACK, ACT_LATE_ACK, CHUNK_ROWS, Chunk, DELIVERY, FOREIGN, Found, ID_BITS, ID_SHIFT, INF, PUBLISH,
     SubscriptionConfig, message_starts,
@@ -79,8 +79,8 @@ def check_partition(
     if latencies:
         out: dict[str, list] = {f.name: [] for f in OUTPUT_SCHEMA}
         for sub_id, parts in sorted(latencies.items()):
-            values, weights = latency_summary(np.concatenate(parts))
-            append_row(out, subscription=config.names[sub_id], latency_ms=values, latency_w=weights)
+            sample, n, step = summary_wire(*latency_summary(np.concatenate(parts)))
+            append_row(out, subscription=config.names[sub_id], latency_ms=sample, latency_n=n, latency_step=step)
         yield pa.RecordBatch.from_pydict(out, schema=OUTPUT_SCHEMA)
 
 
@@ -108,7 +108,6 @@ def completeness(chunk: Chunk, skew_us: int) -> list[Found]:
     # looked up among (message, id hash) of their deliveries (ids are ID_BITS wide, so a message index
     # below 2**24 fits beside them)
     ids = chunk.id_hash.astype(np.float64)  # exact: below 2**53
-    messages = len(chunk.message_start)
     least = chunk.deliveries_of_message.min(ids)[message]
     one_id = least == chunk.deliveries_of_message.max(ids)[message]  # False: no delivery
     delivered_id = one_id & (chunk.publish_id_hash == least)

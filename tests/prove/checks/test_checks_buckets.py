@@ -214,6 +214,26 @@ def test_the_findings_rows_read_on_the_driver_are_the_rows_spark_reads(spark, tm
     assert any(f["key"] is None for f in on_driver.findings)  # a null key's rows come from the seed's bucket
 
 
+def test_the_driver_reads_only_the_row_groups_that_hold_a_wanted_key(tmp_path):
+    """`rows_of_keys` skips a bucket's row group whose key dictionary holds none of the wanted keys (nor a null key,
+    when one is wanted), and reads the one that does."""
+    history = H.generate(SUBS, WORKLOAD, seed=3, run_id="run-g")
+    directory = H.write_evidence(tmp_path / "ev", "run-g", SUBS, history.publish_table(), history.delivery_table())
+    part = str(next((directory / "deliveries").glob("*.parquet")))
+    count, groups = layout.row_groups(pq.read_metadata(part))
+    key = pq.read_table(part, columns=["key"])["key"].drop_null()[0].as_py()
+    bucket = int(layout.buckets_of(pa.array([key], pa.string()), count)[0])
+    everything = set(range(count))
+    _, held = buckets._groups_in(part, count, everything, pa.array([key], pa.string()), null=False)
+    assert held == [groups.index(bucket)]
+    _, held = buckets._groups_in(part, count, everything, pa.array(["no such key"], pa.string()), null=False)
+    assert held == []
+    assert buckets.rows_of_keys(([], [part]), count, ["no such key"])[1].num_rows == 0
+    rows = buckets.rows_of_keys(([], [part]), count, [key])[1]
+    assert rows.num_rows and set(rows["key"].to_pylist()) == {key}
+    assert rows.num_rows == pc.sum(pc.equal(pq.read_table(part, columns=["key"])["key"], key)).as_py()
+
+
 def test_a_file_whose_layout_lies_is_judged_by_the_shuffle_pass_and_said(spark, tmp_path):
     history = H.generate(SUBS, WORKLOAD, seed=9, run_id="run-d")
     history = H.MUTATORS["lost"](history, random.Random(1))[0]

@@ -24,6 +24,19 @@ def test_latency_summary_percentiles_within_one_step(n, samples):
         assert abs(got_rank - want_rank) <= bound, (p, got_rank, want_rank, bound)
 
 
+@pytest.mark.parametrize("n, samples", [(0, 10), (1, 10), (10, 10), (11, 10), (30, 10), (31, 10), (123_457, 10_000)])
+def test_a_latency_summary_crosses_the_wire_exactly(n, samples):
+    """The pass's row carries a summary as bytes, a count and a step (`summary_wire`); the driver gets back the
+    same values and weights, the last weight being what remains when the step does not divide the count."""
+    values = np.random.default_rng(n).lognormal(3.0, 1.0, n)
+    summary = aggregates.latency_summary(values, samples)
+    sample, count, step = aggregates.summary_wire(*summary)
+    assert isinstance(sample, bytes) and count == n
+    back = aggregates.summary_of_wire(sample, count, step)
+    assert np.array_equal(back[0], summary[0]) and np.array_equal(back[1], summary[1])
+    assert back[1].dtype == np.int64 and back[0].dtype.kind == "f"
+
+
 def test_merged_percentiles_of_nothing_are_none():
     assert aggregates.merged_percentiles([], (0.5,)) == [None]
     assert aggregates.merged_percentiles([(np.zeros(0), np.zeros(0, np.int64))], (0.5, 0.9)) == [None, None]
