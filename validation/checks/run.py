@@ -82,8 +82,9 @@ that prove them (`proof`): no join planned in Spark for a handful of rows.
 
 The probe's layout. Evidence in a local directory whose part files are all in the probe's bucketed
 layout (`pubsubguard.validation.evidence.layout`: each file's rows of a bucket of keys in a row group of
-its own) needs no shuffle: one task per bucket reads its row group of every file, packs and sorts it with
-NumPy into the same rows in the same order, and the same kernel judges them (`buckets`, `_bucket_pass`).
+its own) needs no shuffle: each bucket's row group of every file is read, packed and sorted with NumPy into
+the same rows in the same order, and the same kernel judges them (`buckets`, `_bucket_pass`), in as many Spark
+tasks as run at once, which hand their output back as Arrow bytes (`_in_tasks`).
 A file not where its layout says is said, and the log judged with the shuffle pass. Other evidence
 (written before the layout, or by another writer) is judged with the shuffle pass.
 
@@ -297,57 +298,70 @@ def _one_pass(
 def _kept_pass(
     spark, parts: list[tuple[int, str]], subscriptions: list[DeclaredSubscription], skew_us: int,
     chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
-) -> DataFrame:
+) -> pa.Table:
     """What `_one_pass` gives, from the sorted partitions a check kept (`sorted_input`): each partition read
-    whole by one task (`_each_of`), the same rows in the same order for the same kernel."""
+    whole in a task (`_in_tasks`), the same rows in the same order for the same kernel."""
     config = _config(subscriptions, unproven)
-    count = max(1, len(parts))
 
-    def check_each(batches):
+    def judge(i: int):
         from . import kernel as k  # the executor's import
         from . import sorted_input as s
 
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                if i < len(parts):
-                    partition, path = parts[i]
-                    yield from k.check_partition(s.read(path), config, skew_us, partition, chunk_rows)
+        partition, path = parts[i]
+        return k.check_partition(s.read(path), config, skew_us, partition, chunk_rows)
 
-    return _each_of(spark, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+    return _in_tasks(spark, len(parts), judge)
 
 
-def _each_of(spark, count: int) -> DataFrame:
-    """The numbers 0..count-1 in as many tasks as the cluster runs at once (at most `count`), each a run of them:
-    a task of a Python UDF costs the JVM about 40 ms however little it does (0.40 s for 8 empty tasks against 0.15 s
-    for 2 on local[2]), and the parts are of a size (hash buckets), so more tasks than cores balance nothing."""
-    return spark.range(0, count, 1, max(1, min(count, spark.sparkContext.defaultParallelism)))
+def _in_tasks(spark, count: int, judge) -> pa.Table:
+    """The batches of `judge(i)` (OUTPUT_SCHEMA) for i in 0..count-1, in that order, judged in as many tasks as the
+    cluster runs at once (at most `count`), each a run of them: a task of Python costs Spark tens of milliseconds
+    however little it does (8 empty tasks took 0.40 s against 0.15 s for 2 on local[2]), and the parts are of a size
+    (hash buckets), so more tasks than cores balance nothing.
+
+    Spark's RDD tasks, each returning its batches as one Arrow IPC stream of bytes, which the JVM hands over as they
+    are: a DataFrame's `mapInArrow(...).toArrow()` turns them into rows and back, which with the job's fixed cost
+    took 0.56-0.71 s of a 1M-row re-check against 0.43-0.62 s so (`docs/performance.md`)."""
+    schema = kernel.OUTPUT_SCHEMA
+
+    def each(numbers):
+        import pyarrow as pa  # the executor's import
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as stream:
+            for i in numbers:
+                for batch in judge(i):
+                    stream.write_batch(batch)
+        yield sink.getvalue().to_pybytes()
+
+    tasks = max(1, min(count, spark.sparkContext.defaultParallelism))
+    streams = spark.sparkContext.parallelize(range(count), tasks).mapPartitions(each).collect() if count else []
+    return pa.concat_tables([schema.empty_table(), *(pa.ipc.open_stream(b).read_all() for b in streams)])
 
 
 def _bucket_pass(
     spark, pub_paths: list[str], del_paths: list[str], count: int, subscriptions: list[DeclaredSubscription],
     skew_us: int, chunk_rows: int = chunk.CHUNK_ROWS, unproven: frozenset = frozenset(),
     writing: sorted_input.Writing | None = None,
-) -> DataFrame:
-    """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): each bucket is read by one
-    task (`_each_of`) from its row group of every part file, packed and sorted, and the same kernel judges it. With
+) -> pa.Table:
+    """What `_one_pass` gives, from evidence in the probe's bucketed layout (`buckets`): each bucket is read in a
+    task (`_in_tasks`) from its row group of every part file, packed and sorted, and the same kernel judges it. With
     `writing`, each bucket's sorted rows are also kept there (`sorted_input.tee`), as the shuffle pass's are."""
     config = _config(subscriptions, unproven)
     declared = buckets.Declared.of(subscriptions)
     directory, seen, written = (writing.path, writing.seen, writing.written) if writing is not None else (None,) * 3
 
-    def check_each(batches):
+    def judge(bucket: int):
         from . import buckets as b  # the executor's import
         from . import kernel as k
         from . import sorted_input as s
 
-        for batch in batches:
-            for bucket in batch.column(0).to_pylist():
-                rows = b.bucket_input(pub_paths, del_paths, declared, bucket, count)
-                if directory is not None:
-                    rows = s.tee(rows, directory, bucket, seen, written)
-                yield from k.check_partition(rows, config, skew_us, bucket, chunk_rows)
+        rows = b.bucket_input(pub_paths, del_paths, declared, bucket, count)
+        if directory is not None:
+            rows = s.tee(rows, directory, bucket, seen, written)
+        return k.check_partition(rows, config, skew_us, bucket, chunk_rows)
 
-    return _each_of(spark, count).mapInArrow(check_each, from_arrow_schema(kernel.OUTPUT_SCHEMA))
+    return _in_tasks(spark, count, judge)
 
 
 def _local_path(uri: str) -> str:
@@ -400,7 +414,7 @@ def _judged(
     found = kept.find() if kept is not None else None
     if found is not None:
         try:
-            passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven).toArrow()
+            passed = _kept_pass(spark, found.parts, subscriptions, skew_us, chunk_rows, unproven)
             sentence = f"checks: read the sorted input an earlier check kept in {kept.directory} (no shuffle)"
             return _Passed(passed, found.names, lambda names: sentence, bucketed=bucketed)
         except Exception as err:  # noqa: BLE001 - damaged, or removed by a concurrent check: judge from the log
@@ -412,7 +426,7 @@ def _judged(
             (pub_paths, del_paths), count = bucketed
             try:
                 passed = _bucket_pass(spark, pub_paths, del_paths, count, subscriptions, skew_us, chunk_rows,
-                                      unproven, writing).toArrow()
+                                      unproven, writing)
                 how = f"read the evidence's {count} buckets in place (no shuffle); "
                 names = buckets.KeyNames(pub_paths, del_paths, buckets.Declared.of(subscriptions))
             except Exception as err:  # noqa: BLE001 - a file not where its layout says: judge with the shuffle pass
