@@ -574,8 +574,9 @@ def run_checks(
         passed = judged.table
         is_finding = pc.is_valid(passed["kind"])
         is_plot = pc.is_valid(passed["series"])
-        stats = aggregates.summarise(passed.filter(pc.invert(pc.or_(is_finding, is_plot))), names)
-        plot = aggregates.plot_aggregates(passed.filter(is_plot))
+        stats = aggregates.summarise(passed.select(aggregates.STATISTICS_COLUMNS).filter(
+            pc.invert(pc.or_(is_finding, is_plot))), names)
+        plot = aggregates.plot_aggregates(passed.select(aggregates.PLOT_COLUMNS).filter(is_plot))
         plot["latency"] = {name: cdf for name in names if (cdf := stats[name].pop("latency_cdf")) is not None}
         poison_published = {name: stats[name].pop("poison_published") for name in names}
         found = passed.filter(is_finding).select(list(_CORE_COLUMNS))
