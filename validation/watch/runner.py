@@ -466,10 +466,10 @@ def _target_check(setup, directory: outdir.WatchDir) -> TargetCheck:
 
 def _check(query, driver) -> None:
     if query.exception() is not None:
-        raise UserError(f"watch: the streaming checks stopped: {str(query.exception()).splitlines()[0][:300]}")
+        raise UserError(f"the streaming checks stopped: {str(query.exception()).splitlines()[0][:300]}")
     if driver.errors:
         err = driver.errors[0]
-        raise UserError(f"watch: the probe failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}")
+        raise UserError(f"the probe failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}")
 
 
 def _decide_published(query, sink, evidence: Path, wait_s: float, window_s: float, stop: Stop, ticks: int,

@@ -165,3 +165,22 @@ def test_the_target_is_gone_only_after_its_time_unanswered_and_any_answer_resets
     assert said.startswith("the emulator at 127.0.0.1:1 stopped answering (since "), said
     assert said.endswith(": ServiceUnavailable: 503 failed to connect to all addresses); what the watch decided is in "
                          "out/findings.jsonl, the next watch on this --out decides the rest"), said
+
+
+def test_a_failed_probe_or_query_is_one_line_under_the_commands_prefix():
+    """The runner's errors are said once under `pubsubguard watch:` (the CLI adds it): no second "watch:" inside,
+    the first line of the cause only."""
+    from types import SimpleNamespace
+
+    from pubsubguard.core.errors import UserError
+    from pubsubguard.validation.watch import runner
+
+    quiet = SimpleNamespace(exception=lambda: None)
+    failed = SimpleNamespace(errors=[RuntimeError("the subscriber task died\nTraceback (most recent call last): ...")])
+    with pytest.raises(UserError) as said:
+        runner._check(quiet, failed)
+    assert str(said.value) == "the probe failed: RuntimeError: the subscriber task died"
+    broken = SimpleNamespace(exception=lambda: ValueError("state store corrupt\n\tat org.apache..."))
+    with pytest.raises(UserError) as said:
+        runner._check(broken, SimpleNamespace(errors=[]))
+    assert str(said.value) == "the streaming checks stopped: state store corrupt"
