@@ -83,7 +83,8 @@ class WatchOptions:
 
 
 class Stop:
-    """SIGINT/SIGTERM and --duration as a flag the main loop polls; a second signal asks to hurry."""
+    """SIGINT/SIGTERM and --duration as a flag the main loop polls; a signal once the stop began (a second signal,
+    or the first after --duration ended the run) asks to hurry."""
 
     def __init__(self, duration_s: float | None):
         self.event, self.hurry = threading.Event(), threading.Event()
@@ -497,8 +498,9 @@ def _decide_published(query, sink, evidence: Path, wait_s: float, window_s: floa
         stop.hurry.wait(min(window_s, 2.0))
     if last is not None and not stop.hurry.is_set():
         return  # the watermark passed; the two windows did not come within their own wait
-    print("watch: stopped before every published message was decided (a second signal, or the wait's ceiling); "
-          "the next watch on this --out decides them", flush=True)
+    why = "a signal during the wait" if stop.hurry.is_set() else "the wait's ceiling"
+    print(f"watch: stopped before every published message was decided ({why}); the next watch on this --out decides "
+          "them", flush=True)
 
 
 def _stop_query(query) -> None:

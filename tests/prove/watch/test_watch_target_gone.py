@@ -184,3 +184,17 @@ def test_a_failed_probe_or_query_is_one_line_under_the_commands_prefix():
     with pytest.raises(UserError) as said:
         runner._check(broken, SimpleNamespace(errors=[]))
     assert str(said.value) == "the streaming checks stopped: state store corrupt"
+
+
+def test_a_wait_cut_short_says_what_cut_it(tmp_path, capsys):
+    """After --duration, the wait for the horizons ends early on a signal (the first one, since --duration began the
+    stop) or at its ceiling; the line says which, not "a second signal" when there was one."""
+    from types import SimpleNamespace
+
+    from pubsubguard.validation.watch import runner
+
+    stop = runner.Stop(None)
+    stop.hurry.set()
+    query = SimpleNamespace(exception=lambda: None, lastProgress={})
+    runner._decide_published(query, SimpleNamespace(), tmp_path, 1.0, 1.0, stop, 0, SimpleNamespace(check=lambda: None))
+    assert "stopped before every published message was decided (a signal during the wait)" in capsys.readouterr().out
