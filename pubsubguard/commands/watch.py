@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     parser.add_argument("--metrics-port", type=_metrics_port, default=9464, metavar="PORT",
                         help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: a free port)")
     parser.add_argument("--duration", type=options.positive_seconds, default=None, metavar="SECONDS",
-                        help="stop after this long (default: run until SIGINT or SIGTERM)")
+                        help="stop once the probe has run this long (default: run until SIGINT or SIGTERM)")
     parser.add_argument("--keys", type=options.positive_int, default=defaults.DEFAULT_KEYS, help="ordering keys per topic")
     parser.add_argument("--subscribers", type=options.positive_int, default=1, help="subscriber tasks")
     parser.add_argument("--faults", type=faults, default="",

@@ -88,9 +88,14 @@ class Stop:
 
     def __init__(self, duration_s: float | None):
         self.event, self.hurry = threading.Event(), threading.Event()
-        self.deadline = time.monotonic() + duration_s if duration_s else None
+        self.duration_s, self.deadline = duration_s, None
         self.why = ""
         self.saved = {}
+
+    def begin(self) -> None:
+        """--duration counts from now: the probe's start (the twins, the query and the scenarios' first run
+        before it are not the run the user asked to last that long)."""
+        self.deadline = time.monotonic() + self.duration_s if self.duration_s else None
 
     def __enter__(self) -> "Stop":
         def handler(signum, _frame):
@@ -362,6 +367,7 @@ def _run(options, directory, setup, session, listeners, receiver, horizons, subs
             if setup.nemesis is not None:
                 setup.nemesis.start()
             driver.start()
+            stop.begin()
             ticks = 0
             while not stop.asked():
                 _check(query, driver)

@@ -198,3 +198,17 @@ def test_a_wait_cut_short_says_what_cut_it(tmp_path, capsys):
     query = SimpleNamespace(exception=lambda: None, lastProgress={})
     runner._decide_published(query, SimpleNamespace(), tmp_path, 1.0, 1.0, stop, 0, SimpleNamespace(check=lambda: None))
     assert "stopped before every published message was decided (a signal during the wait)" in capsys.readouterr().out
+
+
+def test_duration_counts_from_the_probes_start():
+    """--duration is the probe's time: the clock starts at `begin()` (after the twins, the query and the scenarios'
+    first run), not when the stop's signal handlers are installed."""
+    from pubsubguard.validation.watch import runner
+
+    stop = runner.Stop(0.2)
+    time.sleep(0.3)  # the setup before the probe
+    assert not stop.asked()
+    stop.begin()
+    assert not stop.asked()
+    time.sleep(0.3)
+    assert stop.asked() and stop.why == "--duration"
