@@ -389,7 +389,10 @@ def _judge(judge: JudgeConfig, judged: list[KeyState], fresh: dict | None, stats
             if keep.emitted:
                 still = [(fid, s) for fid, s in zip(keep.emitted, keep.emitted_seq) if s > keep.closed_through]
                 keep.emitted, keep.emitted_seq = [fid for fid, _ in still], [s for _, s in still]
-        mseg, mseq, start = segments.message_times(rows["seg"], rows["seq"], rows["meta"], rows["t"])
+        # a message's rows all go or all stay (the test is of its (seg, seq)), in their order: the messages left
+        # are the ones that stayed, with the same start
+        stays = ~(evicted[mseg] & (gone | ((mseq != NULL) & (mseq <= closed[mseg]))))
+        mseg, mseq, start = mseg[stays], mseq[stays], start[stays]
     # when each key next has something to decide or to let go
     upcoming, some = segments.seg_min(mseg, start + np.where(mseq > through[mseg], 1, 2) * horizon[mseg], n)
     ends = segments.bounds(rows["seg"], n)

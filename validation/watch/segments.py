@@ -12,14 +12,23 @@ import numpy as np
 from ..checks import chunk
 
 NULL = -(2**62)  # a null number in the judge's arrays (a row's missing seq, ack time or attempt)
+_SPAN = 2**62  # pair_ids numbers a (seg, value) as seg * width + offset when that stays below this
 
 
 def pair_ids(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[list[np.ndarray], int]:
     """Each (seg, value) of the arrays given as one number, the same for equal pairs across all of them and ordered
     as (seg, value); and the width w of a segment's numbers (a pair's segment is its number // w)."""
     values = np.concatenate([np.asarray(v, np.int64) for _, v in pairs]) if pairs else np.zeros(0, np.int64)
-    distinct, rank = np.unique(values, return_inverse=True)
-    width = max(1, len(distinct))
+    segs = max((int(np.max(seg)) + 1 for seg, _ in pairs if len(seg)), default=1)
+    low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    if high - low < _SPAN and segs * (high - low + 1) < _SPAN:
+        # values within a narrow range (seqs, no null among them): a value's offset from the smallest is its number
+        # in the segment, without the sort that ranking them costs (~40 ms for a bucket's 300,000 rows)
+        width = high - low + 1
+        rank = values - low
+    else:
+        distinct, rank = np.unique(values, return_inverse=True)
+        width = max(1, len(distinct))
     out, at = [], 0
     for seg, v in pairs:
         out.append(np.asarray(seg, np.int64) * width + rank.reshape(-1)[at:at + len(v)])

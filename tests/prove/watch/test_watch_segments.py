@@ -105,6 +105,23 @@ def test_pair_ids_are_equal_for_equal_pairs_only_and_keep_the_order():
     assert segments.pair_ids()[0] == []
 
 
+@pytest.mark.parametrize("choices, segs", [
+    ([-3, 0, 7, 11, 12], 50),            # a narrow range: numbered by offset, no sort
+    ([0, 1, 2**40], 2**30),              # a narrow range whose segments' numbers would pass 2**62: ranked
+    ([NULL, 5, 6], 3),                   # a null among them: ranked
+])
+def test_pair_ids_number_pairs_in_order_by_offset_or_by_rank(choices, segs):
+    rng = np.random.default_rng(11)
+    a = (rng.integers(0, segs, 400), rng.choice(choices, 400))
+    b = (rng.integers(0, segs, 200), rng.choice(choices, 200))
+    (ia, ib), width = segments.pair_ids(a, b)
+    pairs = list(zip(*a)) + list(zip(*b))
+    ids = np.concatenate([ia, ib]).tolist()
+    assert all((ids[i] == ids[j]) == (pairs[i] == pairs[j]) for i in range(0, 600, 5) for j in range(600))
+    assert sorted(range(600), key=lambda i: (pairs[i], i)) == sorted(range(600), key=lambda i: (ids[i], i))
+    assert all(i // width == p[0] and 0 <= i < 2**62 for i, p in zip(ids, pairs))
+
+
 def test_segment_max_and_min_leave_keys_without_values_as_they_were():
     seg = np.array([2, 0, 2, 2])
     values = np.array([5, -1, 9, NULL])
