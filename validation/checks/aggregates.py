@@ -157,7 +157,7 @@ def plot_aggregates(rows: pa.Table, timeline_bins: int | None = None) -> dict:
     crash_first, crash_last = extreme("crash_first_us", min), extreme("crash_last_us", max)
     expiry: dict[str, int] = {}
     expiring = rows.select(["series", "subscription", "expiry_deadline_s"])
-    for row in expiring.filter(pc.equal(expiring["series"], "expiry")).select(["subscription", "expiry_deadline_s"]).to_pylist():
+    for row in expiring.filter(pc.equal(expiring["series"], "expiry")).to_pylist():
         expiry[row["subscription"]] = max(expiry.get(row["subscription"], 0), row["expiry_deadline_s"])
     result = {"first_publish_us": first_publish, "t0": t0, "t1": t1, "expiry_deadline_s": expiry,
               "crash": None if crash_first is None else (crash_first, crash_last)}

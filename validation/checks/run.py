@@ -319,20 +319,21 @@ def _in_tasks(spark, count: int, judge) -> pa.Table:
     however little it does (8 empty tasks took 0.40 s against 0.15 s for 2 on local[2]), and the parts are of a size
     (hash buckets), so more tasks than cores balance nothing.
 
-    Spark's RDD tasks, each returning its batches as one Arrow IPC stream of bytes, which the JVM hands over as they
-    are: a DataFrame's `mapInArrow(...).toArrow()` turns them into rows and back, which with the job's fixed cost
-    took 0.56-0.71 s of a 1M-row re-check against 0.43-0.62 s so (`docs/performance.md`)."""
+    Spark's RDD tasks, returning each number's batches as one Arrow IPC stream of bytes (a task holds one bucket's
+    output at a time), which the JVM hands over as they are: a DataFrame's `mapInArrow(...).toArrow()` turns them
+    into rows and back, which with the job's fixed cost took 0.56-0.71 s of a 1M-row re-check against 0.43-0.62 s
+    so (`docs/performance.md`; `benchmarks/bench_spark_tasks.py` measures the jobs' fixed costs)."""
     schema = kernel.OUTPUT_SCHEMA
 
     def each(numbers):
         import pyarrow as pa  # the executor's import
 
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, schema) as stream:
-            for i in numbers:
+        for i in numbers:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, schema) as stream:
                 for batch in judge(i):
                     stream.write_batch(batch)
-        yield sink.getvalue().to_pybytes()
+            yield sink.getvalue().to_pybytes()
 
     tasks = max(1, min(count, spark.sparkContext.defaultParallelism))
     streams = spark.sparkContext.parallelize(range(count), tasks).mapPartitions(each).collect() if count else []
