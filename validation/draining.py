@@ -233,7 +233,7 @@ class DrainSteps:
             # settled yet stays so, stuck from the close, not one ack deadline after its last event
             closed = {name: unsettled[name] for name in sorted(self.closed) if name in unsettled}
             stuck.update(closed)
-            ended = clock.end(now, unsettled, stuck) if planted_due else None
+            ended = clock.end(now, unsettled, stuck, frozenset(closed)) if planted_due else None
             if ended is not None:  # stuck or ceiling
                 self.observations.append(self._end_text(tally, clock, ended, now, expected, unsettled, stuck, closed))
                 return ended
@@ -335,8 +335,9 @@ class DrainSteps:
 
     def _close_stalled(self, tally: EvidenceTally, clock: DrainClock | None) -> set[str]:
         """The ordered dead-lettering subscriptions that stopped delivering after a poison message's last attempt
-        (`EvidenceTally.stalls`) and made no progress for their window (`clock`; None: stalled is enough):
-        their streams are closed (`<evidence>/_close`, read by the subscriber tasks), said once each. While
+        (`EvidenceTally.stalls`) and on which the target did nothing for their window (`DrainClock.target_quiet`:
+        the probe's own late acks of deliveries held before the stall do not keep a stream open; None: stalled is
+        enough): their streams are closed (`<evidence>/_close`, read by the subscriber tasks), said once each. While
         such a subscription is read by a StreamingPull, the emulator serves every other subscription only every
         10 s (conformance scenario ordered-dead-letter-spares-other-subscriptions); what it stopped delivering it
         does not deliver later (ordered-dead-letter-keeps-delivering), so nothing of it is lost by closing. An
@@ -344,9 +345,9 @@ class DrainSteps:
         it on fresh streams."""
         limits = {name: self.estate.subscriptions[name].max_delivery_attempts for name in sorted(self._dead_lettering())
                   if self.estate.subscriptions[name].ordering}
-        now = time.monotonic()
+        now_us = time.time_ns() // 1000
         stalled = {name for name in self._stalls(tally, limits)
-                   if clock is None or clock.stopped(name, now)}
+                   if clock is None or clock.target_quiet(name, tally.last_activity_us(name), now_us)}
         new = stalled - self.closed
         if new:
             self.closed_at_us.update({name: time.time_ns() // 1000 for name in new})
@@ -355,7 +356,8 @@ class DrainSteps:
             start_us = min(tally.published_us.values(), default=0)
             self.observations.append(
                 f"closed the streams of {', '.join(sorted(new))} at +{(time.time_ns() // 1000 - start_us) / 1e6:.1f}s: "
-                "it delivered nothing after a poison message's last delivery attempt and made no progress since; "
+                "it delivered nothing after a poison message's last delivery attempt, and nothing at all (no delivery, "
+                "nothing dead-lettered) for its window; "
                 "while a stalled subscription is read by a StreamingPull the emulator serves every other one only "
                 "every 10 s (conformance scenario ordered-dead-letter-spares-other-subscriptions)")
         return stalled

@@ -52,6 +52,9 @@ class EvidenceTally:
         # (subscription, key, seq) -> (receive time, action, ack result, delivery_attempt or 0) of its latest delivery
         self.last: dict[tuple, tuple] = {}
         self.receive_us: dict[str, list[int]] = {}  # subscription -> when each of its deliveries was received
+        # subscription -> the latest receive time of any of its rows, a delivery or a dead-lettered message: the
+        # target's own latest act there (a late ack of an earlier delivery is the probe's, not the target's)
+        self.activity_us: dict[str, int] = {}
         self.key_last_us: dict[tuple, int] = {}  # (subscription, key) -> its latest delivery there
         # subscription -> [(nack time, key, seq, delivery_attempt)] of every nacked delivery with its attempt
         self.nacks: dict[str, list[tuple]] = {}
@@ -87,6 +90,8 @@ class EvidenceTally:
                 for row in rows:
                     if row["probe_run"] != self.run_id or row["subscription"] not in self.settled:
                         continue
+                    self.activity_us[row["subscription"]] = max(self.activity_us.get(row["subscription"], 0),
+                                                                row["receive_time_us"])
                     if row["kind"] == "dead_letter" or (
                         row["action"] in ("ack", "late_ack") and row["ack_result"] == "success"
                     ):
@@ -137,6 +142,12 @@ class EvidenceTally:
         """What a subscription has done so far that only a working target does: messages delivered for the
         first time + messages settled (redeliveries of the same messages are no progress)."""
         return self.first_deliveries[name] + len(self.settled[name])
+
+    def last_activity_us(self, name: str) -> int:
+        """When the target last delivered anything on a probed subscription, or dead-lettered one of its messages
+        (0: nothing yet): the rows' receive times, whenever their rows were written (a held delivery's row comes
+        with its late ack, one hold after it was received)."""
+        return self.activity_us.get(name, 0)
 
     def never_delivered(self, name: str) -> int:
         """Unsettled messages of a subscription with no delivery recorded at all."""

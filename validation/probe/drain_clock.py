@@ -146,15 +146,26 @@ class DrainClock:
         """No message delivered for the first time and none settled on `name` for its window."""
         return now - self.progressed_at.get(name, self.started or now) > self.windows_s[name]
 
+    def target_quiet(self, name: str, last_activity_us: int, now_us: int) -> bool:
+        """The target did nothing on `name` for its window: no delivery received and nothing dead-lettered
+        (`EvidenceTally.last_activity_us`, by the rows' receive times). Unlike `stopped`, the late ack of a delivery
+        the expire fault held moves it not: that is the probe's act, its row written one hold after the delivery. A
+        delivery received within the window before `now_us` has its row written by then (a held one within its
+        hold + the flush, shorter than the window)."""
+        return now_us - last_activity_us > self.windows_s[name] * 1e6
+
     def past_ceiling(self, now: float) -> bool:
         return self.started is not None and now - self.started > self.ceiling
 
-    def end(self, now: float, unsettled: dict[str, int], stuck: dict[str, int]) -> str | None:
+    def end(self, now: float, unsettled: dict[str, int], stuck: dict[str, int],
+            closed: frozenset[str] = frozenset()) -> str | None:
         """How the drain ends now, with messages `unsettled` and `stuck` (per subscription), or None: it goes on.
         `stuck` when every unsettled subscription stopped and each message is stuck -- or, past the ceiling, when
         they stopped at all (a message redelivered and nacked over and over is never stuck message by message: the
-        final read decides, not the clock); `ceiling` when the ceiling passed while one still makes progress."""
-        stopped = all(self.stopped(name, now) for name in unsettled)
+        final read decides, not the clock); `ceiling` when the ceiling passed while one still makes progress. A
+        subscription whose streams the drain `closed` has stopped: nothing reads it any more (its messages are stuck
+        from the close)."""
+        stopped = all(name in closed or self.stopped(name, now) for name in unsettled)
         if stopped and (stuck == unsettled or self.past_ceiling(now)):
             return "stuck"
         return "ceiling" if self.past_ceiling(now) else None

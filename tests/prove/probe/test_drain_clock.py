@@ -120,3 +120,29 @@ def test_drain_timeout_replaces_the_derived_ceiling():
     clock.begin(_Tally(1000, 0, {"s": 0}), now=5.0, first_publish_us=T, now_us=T + S)
     assert clock.ceiling == 42.0 and clock.past_ceiling(47.5) and not clock.past_ceiling(46.0)
     assert clock.record(50.0, "ceiling", _Tally(1000, 0, {"s": 0}))["ceiling_from"] == "--drain-timeout"
+
+
+def test_a_stalled_subscription_is_closed_by_the_targets_quiet_not_by_the_probes_own_late_acks():
+    """The streams of a stalled subscription close once the target did nothing there for its window, by the rows'
+    receive times: a late ack of a delivery held before the stall (its row written one hold later) is progress the
+    clock sees, but not the target's act, and keeps nothing open. Once closed, it counts as stopped."""
+    from pubsubguard.validation.probe.drain_clock import DrainClock
+
+    clock = DrainClock({"s": 17.0, "u": 17.0}, base_s=52)
+    tally = _Tally(1000, 990, {"s": 100, "u": 100})
+    clock.begin(tally, now=0.0, first_publish_us=T, now_us=T)
+    # `s` received its last delivery at +3 s; the late acks of two deliveries held since +0.5 s settle them at +14 s
+    tally.progress["s"] += 2
+    clock.observe(tally, 14.0)
+    assert not clock.stopped("s", 21.0) and clock.stopped("s", 31.5)  # the observed progress: 14 + 17 s
+    last_activity = T + 3 * S
+    assert not clock.target_quiet("s", last_activity, T + 19 * S)
+    assert clock.target_quiet("s", last_activity, T + 21 * S)  # 3 + 17 s: ten seconds before `stopped`
+    # closed at +21 s with its messages stuck from the close: the drain need not wait for `stopped`
+    unsettled = {"s": 4}
+    assert clock.end(21.0, unsettled, dict(unsettled)) is None
+    assert clock.end(21.0, unsettled, dict(unsettled), closed=frozenset({"s"})) == "stuck"
+    # another unsettled subscription still moving keeps the drain going, closed or not
+    tally.progress["u"] += 1
+    clock.observe(tally, 20.0)
+    assert clock.end(21.0, {"s": 4, "u": 1}, {"s": 4, "u": 1}, closed=frozenset({"s"})) is None

@@ -329,3 +329,17 @@ def test_progress_counts_first_deliveries_and_settlements_never_redeliveries(tmp
     # seq 0 delivered (three times: one first delivery), seq 1 delivered and settled, seq 2 never delivered
     assert tally.progress_of("s") == 2 + 1
     assert tally.never_delivered("s") == 1 and tally.deliveries["s"] == 4
+
+
+def test_the_targets_last_act_is_a_rows_receive_time_never_a_late_ack(tmp_path):
+    """`last_activity_us`: when the target last delivered or dead-lettered anything on a subscription. A delivery the
+    expire fault held is written with its late ack, a hold later; its receive time counts, not the ack's."""
+    held = dict(delivery(1, T + 1 * S, "late_ack"), ack_time_us=T + 13 * S)
+    dead = dict(delivery(2, T + 5 * S, "none", "none"), kind="dead_letter", ack_time_us=None)
+    evidence(tmp_path, 3, [delivery(0, T + 3 * S, "ack"), held])
+    tally = EvidenceTally(tmp_path, {"s": "t"}, RUN)
+    tally.refresh()
+    assert tally.done() == 2 and tally.last_activity_us("s") == T + 3 * S
+    pq.write_table(pa.Table.from_pylist([dead], schema=DELIVERY_SCHEMA), tmp_path / "deliveries" / "part-1.parquet")
+    tally.refresh()
+    assert tally.done() == 3 and tally.last_activity_us("s") == T + 5 * S  # a dead-lettered message: the target's act
