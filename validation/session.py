@@ -4,14 +4,20 @@ Master: under spark-submit the submitter decides (its `--master` or `spark.maste
 `--master` applies only when none is configured, and `DEFAULT_MASTER` when neither says. In local
 mode the driver binds to loopback only (`spark.driver.host` and `spark.driver.bindAddress`
 127.0.0.1): nothing listens on another interface. When this process launches Spark's JVM itself
-(not under spark-submit), Spark's log lines go to `<log_dir>/spark.log`, not the terminal.
+(not under spark-submit), Spark's log lines go to `<log_dir>/spark.log`, not the terminal, and the JVM
+starts from Spark's class archive when one was built for this java and these jars
+(`validation/class_archive.py`); both through `PYSPARK_SUBMIT_ARGS` while pyspark launches the JVM,
+unless the user set it.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
+
+from . import class_archive
 
 # 3 slots: the publisher task and the two default subscriber tasks all run at once, so every
 # subscriber is reading before the first publish (pubsubguard.validation.driver); on 2 cores the tasks mostly wait.
@@ -30,8 +36,8 @@ def configured_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def _log_to_file(log_dir: Path) -> None:
-    """Spark's JVM (launched by this process) logs to `<log_dir>/spark.log` (log4j 2 properties)."""
+def _log_to_file(log_dir: Path) -> str:
+    """The JVM's option that makes Spark log to `<log_dir>/spark.log` (log4j 2 properties, written here)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / "spark-log4j2.properties"
     config.write_text(
@@ -43,9 +49,76 @@ def _log_to_file(log_dir: Path) -> None:
         "appender.file.layout.type = PatternLayout\n"
         "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
     )
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", f'--driver-java-options "-Dlog4j2.configurationFile={config.as_uri()}" pyspark-shell'
-    )
+    return f"-Dlog4j2.configurationFile={config.as_uri()}"
+
+
+def driver_java_options(log_dir: Path | None, archive: Path | None) -> list[str]:
+    """The driver JVM's own options: its log to `<log_dir>/spark.log`, its classes from `archive`."""
+    options = [_log_to_file(Path(log_dir))] if log_dir is not None else []
+    return options + (class_archive.java_options(archive) if archive is not None else [])
+
+
+def submit_args(java_options: list[str]) -> str:
+    """PYSPARK_SUBMIT_ARGS that give the driver JVM `java_options`: one `--driver-java-options` string, which
+    Spark's launcher splits again (its own quoting: double quotes, backslashes)."""
+    quoted = []
+    for option in java_options:
+        if any(c.isspace() or c in "\"'\\" for c in option):
+            option = '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        quoted.append(option)
+    return f"--driver-java-options {shlex.quote(' '.join(quoted))} pyspark-shell"
+
+
+def launch_args(log_dir: Path | None, use_archive: bool = True) -> tuple[str | None, Path | None]:
+    """PYSPARK_SUBMIT_ARGS for the JVM this process is about to launch (its log to `log_dir`, Spark's class
+    archive when one is usable) and that archive. (None, None) when the user set PYSPARK_SUBMIT_ARGS (theirs
+    is used as it is, nothing of ours added), or there is nothing to add (the JVM launched as pyspark does)."""
+    if "PYSPARK_SUBMIT_ARGS" in os.environ:
+        return None, None
+    archive = class_archive.usable() if use_archive else None
+    options = driver_java_options(log_dir, archive)
+    return (submit_args(options) if options else None), archive
+
+
+def _start_gateway(conf, args: str | None) -> None:
+    """pyspark's launch of its JVM, with PYSPARK_SUBMIT_ARGS `args` while it reads them: set for the launch
+    only, so that no process this one starts later inherits them as though the user had set them."""
+    from pyspark import SparkContext
+
+    if args is None:
+        SparkContext._ensure_initialized(conf=conf)
+        return
+    os.environ["PYSPARK_SUBMIT_ARGS"] = args
+    try:
+        SparkContext._ensure_initialized(conf=conf)
+    finally:
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+
+
+def _launch_jvm(settings: list[tuple[str, str]], log_dir: Path | None) -> None:
+    """Launch Spark's JVM (this process's), from Spark's class archive when one is usable. A JVM that does not
+    start with the archive but starts without it (a corrupt archive: SIGBUS while mapping it) had the archive
+    at fault: it is removed, in one line on stderr. When neither starts, the archive stays and the error is the
+    launch's own."""
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False).setAll(settings)
+    args, archive = launch_args(log_dir)
+    if archive is None:
+        _start_gateway(conf, args)
+        return
+    reports = class_archive.crash_reports(archive.parent)
+    try:
+        _start_gateway(conf, args)
+        return
+    except Exception as error:  # noqa: BLE001 - tried again without the archive, which tells whose fault it was
+        failed = error
+    _start_gateway(conf, launch_args(log_dir, use_archive=False)[0])
+    crashed = sorted(class_archive.crash_reports(archive.parent) - reports)
+    reason = class_archive.crash_summary(crashed[-1]) if crashed else (str(failed).strip().splitlines() or ["?"])[0]
+    class_archive.discard(archive)
+    print(f"pubsubguard: Spark's class archive {archive} could not be used ({reason}); removed, started without it",
+          file=sys.stderr, flush=True)
 
 
 def _settings(master: str | None, app_name: str, shuffle_partitions: int) -> list[tuple[str, str]]:
@@ -86,14 +159,12 @@ def launch(master: str | None = None, app_name: str = "pubsubguard-verify", shuf
     `spark_session` makes the session with, which it then finds running: the session's own start (several
     seconds) can go on in another thread while this process opens gRPC channels, which a fork must come
     before. Nothing when a JVM is already there (under spark-submit, or launched before)."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkContext
 
     settings = _settings(master, app_name, shuffle_partitions)
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
-    if log_dir is not None:
-        _log_to_file(Path(log_dir))
-    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(settings))
+    _launch_jvm(settings, log_dir)
 
 
 def spark_session(
@@ -104,8 +175,8 @@ def spark_session(
 
     launching = SparkContext._jvm is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     settings = _settings(master, app_name, shuffle_partitions)
-    if launching and log_dir is not None:  # this process launches the JVM
-        _log_to_file(Path(log_dir))
+    if launching:  # this process launches the JVM, with the session's settings (as `launch`)
+        _launch_jvm(settings, log_dir)
     builder = SparkSession.builder
     for key, value in settings:
         builder = builder.config(key, value)

@@ -29,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pubsubguard.core.cache import CACHE_ENV, FileLock, cache_root
 from pubsubguard.core.errors import UserError
 
-CACHE_ENV = "PUBSUBGUARD_CACHE_DIR"
 READY = ".pubsubguard-ready"  # written last into a virtualenv's folder: the build completed
 BUILD_TIMEOUT_S = 900.0
 SKIPPED = {"__pycache__", "venv", ".venv", "node_modules"}
@@ -39,14 +39,6 @@ SKIPPED = {"__pycache__", "venv", ".venv", "node_modules"}
 
 class PackError(UserError):
     """The pack cannot be found, read or given its virtualenv (one line: which folder, what is missing)."""
-
-
-def cache_root() -> Path:
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "pubsubguard"
 
 
 def _pack_folder() -> Path | None:
@@ -161,29 +153,6 @@ def _ready(venv: Path) -> bool:
     return (venv / READY).is_file() and (venv / "bin" / "python").exists()
 
 
-class _Lock:
-    """An exclusive lock on a file (flock): one builder at a time; the others wait, then find it built."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-
-    def __enter__(self) -> "_Lock":
-        import fcntl
-
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        import fcntl
-
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
 def ensure_venv(requirements: Path, python: str | None = None) -> Path:
     """The virtualenv for a pack's requirements, built on first use (see module doc)."""
     final = venv_dir(requirements)
@@ -195,7 +164,7 @@ def ensure_venv(requirements: Path, python: str | None = None) -> Path:
     except OSError as err:
         raise PackError(f"{root}: cannot create the cache directory for the policy pack's virtualenv "
                         f"({err.strerror}; set {CACHE_ENV} to a writable folder)") from None
-    with _Lock(root / f"{final.name}.lock"):
+    with FileLock(root / f"{final.name}.lock"):
         if _ready(final):
             return final
         print(f"pubsubguard: making the policy pack's virtualenv in {final} (once for these requirements)",
