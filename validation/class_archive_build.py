@@ -58,6 +58,7 @@ def build(force: bool = False) -> tuple[Path, float] | None:
     if archive_key is None:
         raise BuildFailed("no java, or no pyspark and its jars")
     final = class_archive.archive_path(archive_key)
+    class_archive.prune()
     if not force and class_archive.matches(final):
         return None
     logs = final.parent / "build"

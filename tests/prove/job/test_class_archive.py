@@ -231,3 +231,17 @@ def test_a_corrupt_archive_is_removed_and_spark_starts_without_it(built, tmp_pat
     assert not archive.exists() and not class_archive.sidecar_path(archive).exists()
     assert list(cwd.glob("hs_err*")) == [] and list(archive.parent.glob("hs_err_*.log")) != []
     assert "SharedArchiveFile" not in _jvm_options(done) and "-Dlog4j2.configurationFile=" in _jvm_options(done)
+
+
+def test_archives_of_a_jars_folder_that_is_gone_are_pruned(tmp_path, monkeypatch):
+    """A fresh clone's archive is keyed to its own jars folder: once that folder is deleted the archive can never be
+    used again, and the next build removes it (~190 MB each); one whose jars are still there stays."""
+    archive = _place(tmp_path / "cache", monkeypatch)
+    gone, kept = archive.with_name("gone.jsa"), archive.with_name("kept.jsa")
+    (tmp_path / "jars").mkdir()
+    for path, jars in ((gone, tmp_path / "deleted" / "jars"), (kept, tmp_path / "jars")):
+        path.write_bytes(b"\xa8\xab\x0b\xf0" + bytes(60))
+        class_archive.sidecar_path(path).write_text(json.dumps(class_archive.describe(path, jars=str(jars))))
+    assert class_archive.prune() == [gone]
+    assert not gone.exists() and not class_archive.sidecar_path(gone).exists()
+    assert kept.exists() and class_archive.sidecar_path(kept).exists() and class_archive.prune() == []
