@@ -350,12 +350,12 @@ class DrainSteps:
                    if clock is None or clock.target_quiet(name, tally.last_activity_us(name), now_us)}
         new = stalled - self.closed
         if new:
-            self.closed_at_us.update({name: time.time_ns() // 1000 for name in new})
+            self.closed_at_us.update({name: now_us for name in new})
             storage.write_text(self.close_file, json.dumps(sorted(t.path for t in self.twins
                                                                   if t.declared_name in self.closed)))
             start_us = min(tally.published_us.values(), default=0)
             self.observations.append(
-                f"closed the streams of {', '.join(sorted(new))} at +{(time.time_ns() // 1000 - start_us) / 1e6:.1f}s: "
+                f"closed the streams of {', '.join(sorted(new))} at +{(now_us - start_us) / 1e6:.1f}s: "
                 "it delivered nothing after a poison message's last delivery attempt, and nothing at all (no delivery, "
                 "nothing dead-lettered) for its window; "
                 "while a stalled subscription is read by a StreamingPull the emulator serves every other one only "
