@@ -89,6 +89,12 @@ class JudgeConfig:
     # (first_us, last_us) before a crash of the watch, when a delivery and its ack may have happened without their
     # row: a message published then without a delivery row is lost of form `at_crash` (advisory), not past_horizon
     crash_windows: tuple = ()
+    # the query's watermark delay in ms (`stream.judged` sets it beside `withWatermark`). With it, a call that holds
+    # the driver's clock row (every bucket gets each one) judges at the watermark Spark's next window will have at
+    # least -- its own rule: the newest event time in ms less the delay, and the clock is one of those times -- so a
+    # message is decided in the window its horizon passes, not the one after (a backlog read in one window is judged
+    # in it, not held in the state for the next). None: Spark's watermark alone.
+    delay_ms: int | None = None
 
 
 def unrecorded_ranges(rows: list, subscriptions: list) -> dict:
@@ -170,11 +176,12 @@ def _ints(series: pd.Series) -> np.ndarray:
     return np.where(values.isna(), NULL, values.fillna(0)).astype(np.int64)
 
 
-def _kernel_table(h: np.ndarray, rows: dict[str, np.ndarray]) -> pa.Table:
-    """The kernel's input for some keys' rows (`h`: each row's key hash), in the batch checks' order
-    (`checks.run._ORDER`: the key's hashes, seq, foreign last, time, row kind)."""
-    meta = rows["meta"]
-    order = np.lexsort((meta & 3, rows["t"], (meta & 3) == chunk.FOREIGN, rows["seq"], meta >> 32, h))
+def _kernel_table(key_h: np.ndarray, key_h2: np.ndarray, seg: np.ndarray, rows: dict[str, np.ndarray]) -> pa.Table:
+    """The kernel's input for some keys' rows (`seg`: each row's key, whose hashes are `key_h`, `key_h2`; one
+    (h, h2) per key), in the batch checks' order (`checks.run._ORDER`: the key's hashes, seq, foreign last, time,
+    row kind)."""
+    meta, h = rows["meta"], key_h[seg]
+    order = _kernel_order(key_h, key_h2, seg, meta, rows["seq"], rows["t"])
 
     def column(name):
         values = rows[name][order]
@@ -182,6 +189,21 @@ def _kernel_table(h: np.ndarray, rows: dict[str, np.ndarray]) -> pa.Table:
 
     return pa.table({"h": pa.array(h[order]), "meta": pa.array(meta[order]), "seq": column("seq"),
                      "t": pa.array(rows["t"][order]), "ack_t": column("ack_t"), "att": column("att")})
+
+
+def _kernel_order(key_h, key_h2, seg, meta, seq, t) -> np.ndarray:
+    """The stable order by (h, h2, seq, foreign last, t, row kind): (the key's place among the keys by (h, h2),
+    seq) as one pair number and (foreign, t, kind) as one, sorted by `segments.sort_order`, when the times span
+    less than 2**58 us; else np.lexsort on the six."""
+    kind = meta & 3
+    if len(t) and int(t.max()) - int(t.min()) < 2**58:
+        place = np.empty(len(key_h), np.int64)
+        place[np.lexsort((key_h2, key_h))] = np.arange(len(key_h))
+        (pairs,), _ = segments.pair_ids((place[seg], seq))
+        span = (int(t.max()) - int(t.min()) + 1) * 4
+        inner = ((t - t.min()) << 2) + kind + (kind == chunk.FOREIGN).astype(np.int64) * span
+        return segments.sort_order(pairs, inner, 2 * span)
+    return np.lexsort((kind, t, kind == chunk.FOREIGN, seq, meta >> 32, key_h[seg]))
 
 
 def _found(table: pa.Table, config: kernel.SubscriptionConfig, skew_us: int) -> list[dict]:
@@ -203,23 +225,40 @@ def _facts(row: dict, **more) -> str:
     return json.dumps(facts, sort_keys=True)
 
 
-def _new_rows(frames: Iterator[pd.DataFrame]) -> dict[str, np.ndarray] | None:
-    """The call's new rows but the clock's, as arrays sorted by key (h, h2); None when there are none."""
+def _new_rows(frames: Iterator[pd.DataFrame]) -> tuple[dict[str, np.ndarray] | None, int | None]:
+    """The call's new rows but the clock's, as arrays sorted by key (h, h2), None when there are none; and the
+    newest clock row's time (us), None without one."""
     frames = [f for f in frames if len(f)]
     if not frames:
-        return None
+        return None, None
     new = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     sub_id = _ints(new["sub_id"])
     judged = sub_id != CLOCK_SUB
+    clock_us, at = None, None
     if not judged.all():
-        new, sub_id = new[judged], sub_id[judged]
-    if not len(new):
-        return None
-    h, h2 = _ints(new["h"]), _ints(new["h2"])
+        at = np.flatnonzero(judged)
+        clock_us = int(_ints(new["t"])[~judged].max())
+        if not len(at):
+            return None, clock_us
+    columns = {name: _ints(new[name]) for name in ("h", *_ROWS)}
+    if at is not None:
+        columns = {name: values[at] for name, values in columns.items()}
+    h, h2 = columns["h"], columns["meta"] >> 32  # the key's second hash: meta's high half (checks.run._meta)
     order = np.lexsort((h2, h))  # stable: a key's rows keep the order Spark handed them in
-    rows = {name: _ints(new[name])[order] for name in _ROWS}
-    rows.update(h=h[order], h2=h2[order], sub_id=sub_id[order], key=new["key"].to_numpy(object)[order])
-    return rows
+    rows = {name: columns[name][order] for name in _ROWS}
+    keys = new["key"].to_numpy(object)
+    rows.update(h=h[order], h2=h2[order], sub_id=(sub_id if at is None else sub_id[at])[order],
+                key=(keys if at is None else keys[at])[order])
+    return rows, clock_us
+
+
+def _watermark(judge: JudgeConfig, spark_ms: int, clock_us: int | None) -> int:
+    """The call's watermark (ms): Spark's, or the one the clock row gives the next window if later (JudgeConfig.
+    delay_ms). Spark drops, from the next window on, every row older than that, so what is decided at it is what
+    the next window would decide, one window sooner."""
+    if clock_us is None or judge.delay_ms is None:
+        return spark_ms
+    return max(spark_ms, clock_us // 1000 - judge.delay_ms)
 
 
 def _groups(new: dict[str, np.ndarray] | None) -> dict[tuple[int, int], tuple[int, int]]:
@@ -235,9 +274,9 @@ def _groups(new: dict[str, np.ndarray] | None) -> dict[tuple[int, int], tuple[in
 def judge_bucket(judge: JudgeConfig, bucket: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
     """The step (`applyInPandasWithState`'s function) for a bucket of keys: each key with new rows, or whose own
     timeout the watermark passed, judged as a call for it alone would judge it."""
-    watermark_ms = state.getCurrentWatermarkMs()
     keys = decode(state.get) if state.exists else {}
-    new = _new_rows(frames)
+    new, clock_us = _new_rows(frames)
+    watermark_ms = _watermark(judge, state.getCurrentWatermarkMs(), clock_us)
     groups = _groups(new)
     # Spark times a key out once the watermark passed its timeout (timeout < watermark), unless it has new rows
     timed_out = [k for k, keep in keys.items()
@@ -418,7 +457,8 @@ def _decide(judge: JudgeConfig, judged: list[KeyState], rows: dict, messages: tu
     proven = kernel.SubscriptionConfig(**{**judge.subscriptions.__dict__, "lost_proven": (True,) * len(names)})
     mine = with_decided[rows["seg"]]
     h = np.fromiter((keep.h for keep in judged), np.int64, n)
-    table = _kernel_table(h[rows["seg"][mine]], {name: rows[name][mine] for name in _ROWS})
+    h2 = np.fromiter((keep.h2 for keep in judged), np.int64, n)
+    table = _kernel_table(h, h2, rows["seg"][mine], {name: rows[name][mine] for name in _ROWS})
     place = {(keep.h, keep.h2): j for j, keep in enumerate(judged)}
     found: dict[int, list[dict]] = {}
     for f in _found(table, proven, judge.skew_us):
@@ -439,7 +479,9 @@ def _judge_foreign(judge: JudgeConfig, foreign: list, out: list[dict]) -> None:
     if not foreign:
         return
     names = {(h, int(rows["meta"][0] >> 32)): key for h, key, rows in foreign}
-    table = _kernel_table(np.concatenate([np.full(len(rows["seq"]), h, np.int64) for h, _, rows in foreign]),
+    seg = np.concatenate([np.full(len(rows["seq"]), j, np.int64) for j, (_, _, rows) in enumerate(foreign)])
+    table = _kernel_table(np.array([h for h, _, _ in foreign], np.int64),
+                          np.array([int(rows["meta"][0] >> 32) for _, _, rows in foreign], np.int64), seg,
                           {name: np.concatenate([rows[name] for _, _, rows in foreign]) for name in _ROWS})
     for f in _found(table, judge.subscriptions, judge.skew_us):
         out.append(_finding(f, names[(f["h"], f["h2"])], judge.subscriptions.names))

@@ -60,12 +60,32 @@ def message_times(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, t: np.ndar
 
 
 def _first(seg, seq, t, tie, rank=None):
-    keys = (tie, seq, seg) if rank is None else (tie, rank, seq, seg)
-    order = np.lexsort(keys)
+    order = _order(seg, seq, tie, rank)
     seg, seq, t = seg[order], seq[order], t[order]
     first = np.ones(len(seg), bool)
     first[1:] = (seg[1:] != seg[:-1]) | (seq[1:] != seq[:-1])
     return seg[first], seq[first], t[first]
+
+
+def _order(seg, seq, tie, rank=None) -> np.ndarray:
+    """The stable order by (seg, seq, rank, tie): (seg, seq) as one pair number and (rank, tie) as one, sorted as
+    one number when both fit in it (`sort_order`); else np.lexsort on the four."""
+    if len(tie):
+        low, high = int(tie.min()), int(tie.max())
+        if high - low < 2**61:
+            (pairs,), _ = pair_ids((seg, seq))
+            span = high - low + 1
+            inner = tie - low if rank is None else (tie - low) + rank.astype(np.int64) * span
+            return sort_order(pairs, inner, span if rank is None else 2 * span)
+    return np.lexsort((tie, seq, seg) if rank is None else (tie, rank, seq, seg))
+
+
+def sort_order(outer: np.ndarray, inner: np.ndarray, inner_span: int) -> np.ndarray:
+    """The stable order by (outer, inner), `inner` within 0..inner_span-1: one stable argsort of outer * span +
+    inner when that stays below 2**62 (the rows come in runs, which it keeps), else np.lexsort on the two."""
+    if len(outer) and int(outer.min()) >= 0 and (int(outer.max()) + 1) * inner_span < _SPAN:
+        return np.argsort(outer * inner_span + inner, kind="stable")
+    return np.lexsort((inner, outer))
 
 
 def unsettled(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, n: int) -> np.ndarray:
@@ -76,8 +96,15 @@ def unsettled(seg: np.ndarray, seq: np.ndarray, meta: np.ndarray, n: int) -> np.
     settled = (kind == chunk.DEAD_LETTER) | ((kind == chunk.DELIVERY) & (ok == 1)
                                              & ((act == chunk.ACT_ACK) | (act == chunk.ACT_LATE_ACK)))
     (mine, done), width = pair_ids((seg[published], seq[published]), (seg[settled], seq[settled]))
-    left = np.unique(mine)
-    left = left[~np.isin(left, done)]
+    span = int(max(mine.max(initial=-1), done.max(initial=-1))) + 1
+    if span <= 8 * (len(mine) + len(done)) + (1 << 16):  # pair numbers dense enough for a mask (no sort)
+        left = np.zeros(span, bool)
+        left[mine] = True
+        left[done] = False
+        left = np.flatnonzero(left)
+    else:
+        left = np.unique(mine)
+        left = left[~np.isin(left, done)]
     return np.bincount(left // width, minlength=n)[:n]
 
 

@@ -1,12 +1,14 @@
 """The streaming checks judge keys by bucket (issue 65): one call of `judge.judge_bucket` per bucket, the bucket's
 state holding each key's. A key must still be judged exactly when Spark would have called it alone -- when it has
 new rows, or when the watermark passed its own timeout (timeout < watermark) -- never because another key of its
-bucket was called; its state must come back from the bucket's whole; and a watch's --out of the per-key format
-is refused in one line."""
+bucket was called; a call holding the driver's clock row judges at the watermark Spark's next window will have (the
+clock less the query's delay), not past it; its state must come back from the bucket's whole; and a watch's --out
+of the per-key format is refused in one line."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -30,10 +32,10 @@ def key_rows(key: str, h: int, h2: int, seq: int, published_us: int, delivered_u
     return rows
 
 
-def call(state: FakeState, rows: list[dict]) -> list[dict]:
-    columns = ["key", "sub_id", "h", "h2", "meta", "seq", "t", "ack_t", "att"]
+def call(state: FakeState, rows: list[dict], config: judge.JudgeConfig = CONFIG) -> list[dict]:
+    columns = ["key", "sub_id", "h", "meta", "seq", "t", "ack_t", "att"]  # h2 is meta's high half
     frames = [pd.DataFrame(rows, columns=columns)] if rows else []
-    out = list(judge.judge_bucket(CONFIG, (0,), iter(frames), state))
+    out = list(judge.judge_bucket(config, (0,), iter(frames), state))
     return [r for frame in out for r in frame[COLUMNS].to_dict("records")]
 
 
@@ -89,6 +91,36 @@ def test_a_late_delivery_of_a_lost_message_is_said_against_its_own_key():
     said = call(state.next_call(18_000), late)
     assert [(r["key"], r["kind"], r["form"]) for r in said if r["rtype"] == "finding"] == \
         [("key-b", "late_delivery", "after_lost")]
+
+
+def clock(t_us: int) -> dict:
+    """The driver's clock row as the query hands it to every bucket (stream.bucketed)."""
+    return {"key": None, "sub_id": judge.CLOCK_SUB, "h": 0, "h2": 0, "meta": 0, "seq": judge.NULL, "t": t_us,
+            "ack_t": judge.NULL, "att": judge.NULL}
+
+
+@pytest.mark.parametrize("clock_us, b_lost", [(17 * S, True), (17 * S - 1, False)])
+def test_a_call_with_the_clock_judges_at_the_watermark_the_next_window_will_have(clock_us, b_lost):
+    """With the query's delay (2 s here), a call that holds the clock row judges at clock - delay in ms (Spark's
+    rule for the next window's watermark), though Spark's own is still 0: A's message (horizon at 11 s) is decided
+    at once, B's (horizon at 15 s) exactly when the clock is 17 s, and not 1 us before."""
+    config = replace(CONFIG, delay_ms=2000)
+    state = FakeState()
+    rows = key_rows(*A, seq=1, published_us=1 * S, delivered_us=int(1.1 * S)) + \
+        key_rows(*B, seq=1, published_us=5 * S, delivered_us=None) + [clock(clock_us)]
+    said = call(state, rows, config)
+    assert {r["key"]: r["decided"] for r in said if r["rtype"] == "stats"} == {"key-a": 1, "key-b": int(b_lost)}
+    lost = [(r["key"], r["kind"], r["form"]) for r in said if r["rtype"] == "finding"]
+    assert lost == ([("key-b", "lost", "past_horizon")] if b_lost else [])
+    # B undecided: its timeout is its horizon (15 s), past the call's watermark (14.999 s)
+    assert state.timeout_ms == (15_000 if not b_lost else 21_000)
+    # the same call without the delay: the clock moves nothing, nothing is decided
+    plain = FakeState()
+    assert {r["key"]: r["decided"] for r in call(plain, rows) if r["rtype"] == "stats"} == {"key-a": 0, "key-b": 0}
+    # a call with nothing but the clock judges the keys whose own timeout it passed, as a timed-out call would
+    later = FakeState(plain.value)
+    said = call(later, [clock(13_500_000)], config)  # watermark 11.5 s: A's horizon (11 s) passed, B's not
+    assert [(r["rtype"], r["key"], r["decided"]) for r in said] == [("stats", "key-a", 1)]
 
 
 def test_a_buckets_state_gives_back_each_keys_state():

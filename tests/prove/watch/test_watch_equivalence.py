@@ -49,15 +49,21 @@ def _copies() -> list[H.History]:
     return copies
 
 
-def _streamed(spark, evidence, subscriptions, checkpoint) -> list[dict]:
+def _streamed(spark, evidence, subscriptions, checkpoint, windows: list | None = None) -> list[dict]:
+    """The findings of an `availableNow` query over the evidence; `windows` gets the id of each window run."""
     from pubsubguard.validation.watch import judge, stream
 
     config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
                                horizon_us=tuple(HORIZON_US for _ in subscriptions), skew_us=DEFAULT_SKEW_US)
-    spark.conf.set("spark.sql.shuffle.partitions", str(stream.SHUFFLE_PARTITIONS))
+    stream.configure(spark)
     rows: list[dict] = []
     frame = stream.judged(spark, evidence, subscriptions, config, delay_s=1.0)
-    query = (frame.writeStream.foreachBatch(lambda f, _id: rows.extend(r.asDict() for r in f.collect()))
+    def sink(f, window: int) -> None:
+        rows.extend(r.asDict() for r in f.collect())
+        if windows is not None:
+            windows.append(window)
+
+    query = (frame.writeStream.foreachBatch(sink)
              .outputMode("append").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     query.awaitTermination()
     names = [s.name for s in subscriptions]
@@ -86,9 +92,13 @@ def test_the_streaming_checks_find_what_the_batch_checks_find(spark, tmp_path):
 
     found = batch.run_checks(spark.read.parquet(str(evidence / "publishes")), spark.read.parquet(str(evidence / "deliveries")),
                              merged.subscriptions).findings
-    streamed = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint")
+    windows: list[int] = []
+    streamed = _streamed(spark, evidence, merged.subscriptions, tmp_path / "checkpoint", windows)
 
     assert found, "the mutations raised nothing in the batch checks: the comparison would prove nothing"
+    # the backlog is judged in the window that reads it: the clock row in it gives every bucket's call the
+    # watermark past every horizon (judge.JudgeConfig.delay_ms), and no window without rows follows
+    assert windows == [0]
     assert [f for f in streamed if f["kind"] == "late_delivery"] == []
     assert sorted(map(_said, streamed)) == sorted(map(_said, found))
 
@@ -130,3 +140,23 @@ def test_the_streaming_checks_resume_from_their_checkpoint_with_each_keys_state(
                              merged.subscriptions).findings
     assert found and [f for f in after if f["kind"] == "late_delivery"] == []
     assert sorted(map(_said, before + after)) == sorted(map(_said, found))
+
+
+def test_every_bucket_gets_each_clock_row_and_a_keys_rows_one_bucket(spark):
+    """stream.bucketed: a clock row is handed to each of the BUCKETS calls (each knows the driver's time); a key's
+    rows all go to the bucket of its hash; the key's second hash is not a column (the judge reads it in meta)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from pubsubguard.validation.evidence import records
+    from pubsubguard.validation.watch import judge, stream
+
+    legal = H.generate(SUBSCRIPTIONS, WORKLOADS[0][0], 5, run_id="run-b")
+    publishes = spark.createDataFrame(legal.publish_table().to_pandas(), from_arrow_schema(records.PUBLISH_SCHEMA))
+    deliveries = spark.createDataFrame(legal.delivery_table().to_pandas(), from_arrow_schema(records.DELIVERY_SCHEMA))
+    clock = spark.createDataFrame([(123,), (456,)], stream.CLOCK_SCHEMA)
+    rows = stream.bucketed(publishes, deliveries, clock, legal.subscriptions).toPandas()
+    assert "h2" not in rows.columns
+    ticks = rows[rows["sub_id"] == judge.CLOCK_SUB]
+    assert sorted(zip(ticks["t"], ticks["bucket"])) == [(t, b) for t in (123, 456) for b in range(stream.BUCKETS)]
+    data = rows[rows["sub_id"] != judge.CLOCK_SUB]
+    assert len(data) and (data["bucket"] == data["h"] % stream.BUCKETS).all()

@@ -196,3 +196,51 @@ def test_a_bucket_of_many_keys_judges_each_as_calls_for_it_alone(seed, keys):
             assert all(np.array_equal(got.rows[c], keep.rows[c]) for c in judge._ROWS), name
             assert (got.lost, got.emitted, got.decided_through, got.closed_through, got.timeout_ms) == \
                 (keep.lost, keep.emitted, keep.decided_through, keep.closed_through, keep.timeout_ms), name
+
+
+# ---------------------------------------------------------------------------- the sorts, against np.lexsort
+@pytest.mark.parametrize("seed, wide", [(21, False), (22, True)])
+def test_a_keys_first_row_by_seq_rank_and_time_is_lexsorts_first(seed, wide):
+    """`_first` sorts (seg, seq, rank, tie) as two numbers, or as one when they fit: the same stable order as
+    np.lexsort on the four, with null seqs, ties, and (wide) times far apart that leave the one-number sort."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    seg = np.sort(rng.integers(0, 60, n))
+    seq = rng.choice([NULL, 0, 1, 2, 9, 2**33], n)
+    tie = rng.integers(0, 5, n) * (2**55 if wide else S) + (2**40 if wide else 1_700_000_000 * S)
+    rank = rng.random(n) < 0.5
+    for r in (None, rank):
+        want = np.lexsort((tie, seq, seg) if r is None else (tie, r, seq, seg))
+        assert segments._order(seg, seq, tie, r).tolist() == want.tolist()
+    outer, inner = rng.integers(0, 2**40, n), rng.integers(0, 2**30, n)  # too wide for one number: lexsort
+    assert segments.sort_order(outer, inner, 2**30).tolist() == np.lexsort((inner, outer)).tolist()
+    outer = rng.integers(0, 30, n)
+    assert segments.sort_order(outer, inner, 2**30).tolist() == np.lexsort((inner, outer)).tolist()
+
+
+@pytest.mark.parametrize("seed, spread_us", [(31, 4 * S), (32, 2**59)])
+def test_the_kernels_input_order_is_the_batch_checks_order(seed, spread_us):
+    """`_kernel_order`: (h, h2, seq, foreign last, t, row kind), as the six-key np.lexsort gives it, for keys whose
+    hashes collide in h or in h2, null seqs and equal times; `spread_us` past 2**58 takes the six-key path."""
+    rng = np.random.default_rng(seed)
+    key_h = np.array([5, 5, -7, 2**62, -(2**63), 0], np.int64)
+    key_h2 = np.array([1, -1, 1, 0, 3, -(2**31)], np.int64)
+    n = 4000
+    seg = rng.integers(0, len(key_h), n)
+    meta = (key_h2[seg] << 32) | rng.integers(0, 4, n)
+    seq = rng.choice([NULL, 0, 1, 3, 2**35], n)
+    t = 1_700_000_000 * S + rng.integers(0, 6, n) * (spread_us // 5)
+    want = np.lexsort((meta & 3, t, (meta & 3) == chunk.FOREIGN, seq, meta >> 32, key_h[seg]))
+    assert judge._kernel_order(key_h, key_h2, seg, meta, seq, t).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seqs", [[0, 1, 2, 3], [0, 2**40, 7], [NULL, 4, 5]])
+def test_unsettled_counts_by_a_mask_or_by_sorting_alike(seqs):
+    """Dense pair numbers are counted with a mask, sparse ones (seqs far apart) by sorting: each key's count is
+    its own either way."""
+    rng = np.random.default_rng(41)
+    n, keys = 2000, 30
+    rows = {"seg": np.sort(rng.integers(0, keys, n)), "seq": rng.choice(seqs, n).astype(np.int64),
+            "meta": (rng.integers(0, 4, n) | (rng.integers(0, 4, n) << 2) | (rng.integers(0, 2, n) << 4)).astype(np.int64)}
+    got = segments.unsettled(rows["seg"], rows["seq"], rows["meta"], keys)
+    assert got.tolist() == [ref_unsettled(seq, meta) for _, seq, meta, _ in per_key({**rows, "t": rows["seq"]}, keys)]
