@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_watch.py --part throughput --rows 1000000 --repeat 5
     .venv/bin/python benchmarks/bench_watch.py --part live            # detection, cost, resume
     .venv/bin/python benchmarks/bench_watch.py --part judge --rows 1000000   # cProfile of the judge alone
+    .venv/bin/python benchmarks/bench_watch.py --part stages --rows 1000000  # the query's windows and stages
 
 Parts, each printed with the load average before and after (a figure taken under load is not a result):
 
@@ -18,6 +19,9 @@ Parts, each printed with the load average before and after (a figure taken under
   row (its clock row far past every horizon) at Spark's watermark 0, then calls with no rows while the watermark
   passes the bucket's timeout, as the query's no-data windows do. Prints the seconds, the profile's top functions and a digest of
   everything the calls returned (findings and statistics): equal digests, equal judgements.
+- `stages`: the throughput part's streaming query alone, three times in one session with Spark's event log; of the
+  last run, each window's `durationMs` (planning, offsets, the batch) and each stage's wall and task times with the
+  Python runner's and the state store's metrics (`time to execute Python code` is summed over the stage's tasks).
 - `live`: a real watch at the default rate and window (1 msg/s per topic, 30 s) on a three-subscription stack
   (plain, ordered, exactly-once) on the project's emulator, with one planted `drop_delivery`, scraped by a real
   Prometheus with validation/watch/alerts.yml:
@@ -72,6 +76,73 @@ def load() -> str:
 
 
 # ------------------------------------------------------------------------------------------ throughput
+def stages(rows: int, runs: int = 3) -> dict:
+    """The throughput part's streaming query alone, `runs` times in one session with Spark's event log; of the last
+    run, each window's `durationMs` and each stage's wall time, tasks and the Python runner's metrics."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import bench_checks
+    from pubsubguard.validation.checks import run as batch
+    from pubsubguard.validation.evidence.records import RunInfo
+    from pubsubguard.validation.session import spark_session
+    from pubsubguard.validation.watch import judge, stream
+
+    directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
+    subscriptions = RunInfo.read(directory).subscriptions
+    work = Path(tempfile.mkdtemp(prefix="bench-watch-stages-"))
+    (work / "events").mkdir()
+    spark = spark_session("local[2]", app_name="bench-watch-stages", conf={
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"), "spark.eventLog.compress": "false"})
+    try:
+        evidence = work / "evidence"
+        for name in ("publishes", "deliveries"):
+            shutil.copytree(directory / name, evidence / name)
+        (evidence / "clock").mkdir()
+        horizon_us = 600_000_000
+        pq.write_table(pa.table({"t": pa.array([_evidence_end(directory) + 4 * horizon_us], pa.int64())}),
+                       evidence / "clock" / "part-0.parquet")
+        config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                                   horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
+        stream.configure(spark)
+        for run in range(runs):
+            started_ms = time.time() * 1000
+            t = time.perf_counter()
+            query = (stream.judged(spark, evidence, subscriptions, config, delay_s=1.0).writeStream
+                     .foreachBatch(lambda frame, _window: frame.collect()).outputMode("append")
+                     .option("checkpointLocation", str(work / f"checkpoint-{run}")).trigger(availableNow=True).start())
+            query.awaitTermination()
+            seconds = time.perf_counter() - t
+        windows = [{"window": p["batchId"], "rows": p["numInputRows"], "ms": p["durationMs"]} for p in query.recentProgress]
+        spark.stop()
+        return {"rows": rows, "runs": runs, "last_run_s": round(seconds, 2), "windows": windows,
+                "stages": _stages(next((work / "events").iterdir()), started_ms)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _stages(log: Path, since_ms: float) -> list[dict]:
+    """The stages of Spark's event log `log` (a file, or a folder of rolled files) submitted after `since_ms`: wall ms, tasks' ms, and the metrics that
+    say where a stateful Python stage's time went."""
+    wanted = ("time to execute Python code", "time to update", "time to remove", "time to commit changes",
+              "shuffle write time", "data size", "memory used by state")
+    out, tasks = [], {}
+    parts = sorted(log.glob("events_*"), key=lambda f: int(f.name.split("_")[1])) if log.is_dir() else [log]
+    for line in (line for part in parts for line in part.read_text().splitlines()):
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerTaskEnd":
+            info = event["Task Info"]
+            tasks.setdefault(event["Stage ID"], []).append(info["Finish Time"] - info["Launch Time"])
+        elif event["Event"] == "SparkListenerStageCompleted":
+            stage = event["Stage Info"]
+            if stage.get("Submission Time", 0) >= since_ms:
+                metrics = {a["Name"]: a["Value"] for a in stage.get("Accumulables", []) if a.get("Name") in wanted}
+                out.append({"stage": stage["Stage ID"], "name": stage["Stage Name"].split(" at ")[0],
+                            "wall_ms": stage["Completion Time"] - stage["Submission Time"],
+                            "task_ms": tasks.get(stage["Stage ID"], []), **metrics})
+    return out
+
+
 def throughput(rows: int, repeat: int = 1) -> dict:
     import pyarrow as pa
     import pyarrow.dataset as ds
@@ -385,7 +456,7 @@ def _findings(out: Path) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("all", "throughput", "live", "judge"), default="all")
+    parser.add_argument("--part", choices=("all", "throughput", "live", "judge", "stages"), default="all")
     parser.add_argument("--rows", type=int, default=1_000_000, help="delivery rows of the throughput part")
     parser.add_argument("--repeat", type=int, default=1, help="timed (batch, streaming) pairs of the throughput part; "
                         "the median pair is reported, every pair beside it")
@@ -393,6 +464,9 @@ def main(argv=None) -> int:
     print(f"bench_watch: {' '.join(sys.argv)}; {os.cpu_count()} cores; before: {load()}", flush=True)
     if args.part in ("all", "throughput"):
         print("throughput: " + json.dumps(throughput(args.rows, args.repeat)), flush=True)
+        print(f"  {load()}", flush=True)
+    if args.part == "stages":
+        print("stages: " + json.dumps(stages(args.rows)), flush=True)
         print(f"  {load()}", flush=True)
     if args.part == "judge":
         print("judge: " + json.dumps(judge_alone(args.rows)), flush=True)

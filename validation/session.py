@@ -168,13 +168,16 @@ def launch(master: str | None = None, app_name: str = "pubsubguard-verify", shuf
 
 
 def spark_session(
-    master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8, log_dir: Path | None = None
+    master: str | None = None, app_name: str = "pubsubguard-verify", shuffle_partitions: int = 8, log_dir: Path | None = None,
+    conf: dict[str, str] | None = None,
 ):
+    """The session (`conf`: more settings, e.g. a benchmark's event log; they take effect when this launches the
+    JVM)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     launching = SparkContext._jvm is None and "PYSPARK_GATEWAY_PORT" not in os.environ
-    settings = _settings(master, app_name, shuffle_partitions)
+    settings = _settings(master, app_name, shuffle_partitions) + list((conf or {}).items())
     if launching:  # this process launches the JVM, with the session's settings (as `launch`)
         _launch_jvm(settings, log_dir)
     builder = SparkSession.builder
