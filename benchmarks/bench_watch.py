@@ -16,9 +16,9 @@ Parts, each printed with the load average before and after (a figure taken under
   `streaming_per_row_vs_batch` (the streaming checks' rows/s over the batch checks': issue 65 asks for >= 1).
 - `judge`: the judge alone (`judge.judge_bucket`, in this process under cProfile) on the rows the query hands it
   (`stream.bucketed` over the same evidence, read as a batch and grouped by bucket): per bucket one call with every
-  row (its clock row far past every horizon) at Spark's watermark 0, then calls with no rows while the watermark
-  passes the bucket's timeout, as the query's no-data windows do. Prints the seconds, the profile's top functions and a digest of
-  everything the calls returned (findings and statistics): equal digests, equal judgements.
+  row (its clock row far past every horizon) at Spark's watermark 0, then calls with no rows while Spark's watermark
+  passes a timeout the bucket still has. Prints the seconds, the profile's top functions and a digest of everything
+  the calls returned (findings and statistics): equal digests, equal judgements.
 - `stages`: the throughput part's streaming query alone, three times in one session with Spark's event log; of the
   last run, each window's `durationMs` (planning, offsets, the batch) and each stage's wall and task times with the
   Python runner's and the state store's metrics (`time to execute Python code` is summed over the stage's tasks).
@@ -76,34 +76,48 @@ def load() -> str:
 
 
 # ------------------------------------------------------------------------------------------ throughput
-def stages(rows: int, runs: int = 3) -> dict:
-    """The throughput part's streaming query alone, `runs` times in one session with Spark's event log; of the last
-    run, each window's `durationMs` and each stage's wall time, tasks and the Python runner's metrics."""
+HORIZON_US = 600_000_000  # every subscription's horizon in the streaming parts: the clock row is 4 of them past the end
+
+
+def _streamed_evidence(directory: Path, work: Path) -> Path:
+    """A copy of the evidence under `work` as the query reads it, with a clock row past every horizon."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import bench_checks
+    evidence = work / "evidence"
+    for name in ("publishes", "deliveries"):
+        shutil.copytree(directory / name, evidence / name)
+    (evidence / "clock").mkdir()
+    pq.write_table(pa.table({"t": pa.array([_evidence_end(directory) + 4 * HORIZON_US], pa.int64())}),
+                   evidence / "clock" / "part-0.parquet")
+    return evidence
+
+
+def _judge_config(subscriptions, **more):
     from pubsubguard.validation.checks import run as batch
+    from pubsubguard.validation.watch import judge
+
+    return judge.JudgeConfig(subscriptions=batch._config(subscriptions),
+                             horizon_us=tuple(HORIZON_US for _ in subscriptions), skew_us=0, **more)
+
+
+def stages(rows: int, runs: int = 3) -> dict:
+    """The throughput part's streaming query alone, `runs` times in one session with Spark's event log; of the last
+    run, each window's `durationMs` and each stage's wall time, tasks and the Python runner's metrics."""
+    import bench_checks
     from pubsubguard.validation.evidence.records import RunInfo
     from pubsubguard.validation.session import spark_session
-    from pubsubguard.validation.watch import judge, stream
+    from pubsubguard.validation.watch import stream
 
     directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
     subscriptions = RunInfo.read(directory).subscriptions
     work = Path(tempfile.mkdtemp(prefix="bench-watch-stages-"))
     (work / "events").mkdir()
     spark = spark_session("local[2]", app_name="bench-watch-stages", conf={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"), "spark.eventLog.compress": "false"})
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"),
+        "spark.eventLog.compress": "false"})
     try:
-        evidence = work / "evidence"
-        for name in ("publishes", "deliveries"):
-            shutil.copytree(directory / name, evidence / name)
-        (evidence / "clock").mkdir()
-        horizon_us = 600_000_000
-        pq.write_table(pa.table({"t": pa.array([_evidence_end(directory) + 4 * horizon_us], pa.int64())}),
-                       evidence / "clock" / "part-0.parquet")
-        config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
-                                   horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
+        evidence, config = _streamed_evidence(directory, work), _judge_config(subscriptions)
         stream.configure(spark)
         for run in range(runs):
             started_ms = time.time() * 1000
@@ -122,8 +136,8 @@ def stages(rows: int, runs: int = 3) -> dict:
 
 
 def _stages(log: Path, since_ms: float) -> list[dict]:
-    """The stages of Spark's event log `log` (a file, or a folder of rolled files) submitted after `since_ms`: wall ms, tasks' ms, and the metrics that
-    say where a stateful Python stage's time went."""
+    """The stages of Spark's event log `log` (a file, or a folder of rolled files) submitted after `since_ms`: wall
+    ms, tasks' ms, and the metrics that say where a stateful Python stage's time went."""
     wanted = ("time to execute Python code", "time to update", "time to remove", "time to commit changes",
               "shuffle write time", "data size", "memory used by state")
     out, tasks = [], {}
@@ -144,15 +158,12 @@ def _stages(log: Path, since_ms: float) -> list[dict]:
 
 
 def throughput(rows: int, repeat: int = 1) -> dict:
-    import pyarrow as pa
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     import bench_checks
-    from pubsubguard.validation.checks import run as batch
     from pubsubguard.validation.evidence.records import RunInfo
     from pubsubguard.validation.session import spark_session
-    from pubsubguard.validation.watch import judge, stream
+    from pubsubguard.validation.watch import stream
 
     directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
     run = RunInfo.read(directory)
@@ -166,16 +177,7 @@ def throughput(rows: int, repeat: int = 1) -> dict:
     def streaming() -> dict:
         work = Path(tempfile.mkdtemp(prefix="bench-watch-"))
         try:
-            evidence = work / "evidence"
-            for name in ("publishes", "deliveries"):
-                shutil.copytree(directory / name, evidence / name)
-            last = _evidence_end(directory)
-            (evidence / "clock").mkdir()
-            horizon_us = 600_000_000
-            pq.write_table(pa.table({"t": pa.array([last + 4 * horizon_us], pa.int64())}),
-                           evidence / "clock" / "part-0.parquet")
-            config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
-                                       horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0)
+            evidence, config = _streamed_evidence(directory, work), _judge_config(subscriptions)
             stream.configure(spark)
             frame = stream.judged(spark, evidence, subscriptions, config, delay_s=1.0)
             seen = {"findings": {}, "decided": 0, "windows": 0}
@@ -204,7 +206,8 @@ def throughput(rows: int, repeat: int = 1) -> dict:
     spark.stop()
     total = delivered_rows + published_rows
     ratios = [b["seconds"] / s["seconds"] for b, s in pairs]
-    batch_result, stream_result = pairs[sorted(range(repeat), key=lambda i: ratios[i])[repeat // 2]]  # the median pair
+    median = sorted(range(repeat), key=ratios.__getitem__)[repeat // 2]
+    batch_result, stream_result = pairs[median]
     return {"rows": rows, "delivery_rows": delivered_rows, "publish_rows": published_rows,
             "batch": {"seconds": round(batch_result["seconds"], 2), "rows_per_s": round(total / batch_result["seconds"]),
                       "findings": batch_result["findings"]},
@@ -214,7 +217,7 @@ def throughput(rows: int, repeat: int = 1) -> dict:
                           "buckets": stream.BUCKETS},
             # issue 65: the streaming checks at least as fast per row as the batch checks, finding the same; with
             # --repeat, the median pair's, and every pair's (batch s, streaming s, ratio)
-            "streaming_per_row_vs_batch": round(ratios[sorted(range(repeat), key=lambda i: ratios[i])[repeat // 2]], 2),
+            "streaming_per_row_vs_batch": round(ratios[median], 2),
             "pairs": [[round(b["seconds"], 2), round(s["seconds"], 2), round(r, 2)] for (b, s), r in zip(pairs, ratios)],
             "same_findings": all(s["findings"] == b["findings"] for b, s in pairs)}
 
@@ -264,7 +267,6 @@ def judge_alone(rows: int, top: int = 40) -> dict:
     import pandas as pd
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from pubsubguard.validation.checks import run as batch
     from pubsubguard.validation.evidence import records
     from pubsubguard.validation.evidence.records import RunInfo
     from pubsubguard.validation.session import spark_session
@@ -272,8 +274,7 @@ def judge_alone(rows: int, top: int = 40) -> dict:
 
     directory = bench_checks.build(rows, ROOT / "benchmarks" / "out")
     subscriptions = RunInfo.read(directory).subscriptions
-    horizon_us = 600_000_000
-    end_us = _evidence_end(directory) + 4 * horizon_us
+    end_us = _evidence_end(directory) + 4 * HORIZON_US
     # the query's rows, made once (v2: a clock row in every bucket, as stream.bucketed hands them since 2026-12-08)
     kept = directory.parent / f"{directory.name}-judged-rows-v2.parquet"
     if not kept.exists():
@@ -286,9 +287,7 @@ def judge_alone(rows: int, top: int = 40) -> dict:
         spark.stop()
     frame = pd.read_parquet(kept)
     frame["meta_high"] = frame["meta"].to_numpy() >> 32  # a key's second hash (h2)
-    config = judge.JudgeConfig(subscriptions=batch._config(subscriptions),
-                               horizon_us=tuple(horizon_us for _ in subscriptions), skew_us=0,
-                               delay_ms=1000)  # as the throughput part's query (stream.judged, delay_s=1.0)
+    config = _judge_config(subscriptions, delay_ms=1000)  # as the throughput part's query (stream.judged, delay_s=1.0)
     outputs, calls = [], 0
     profiler = cProfile.Profile()
     t = time.perf_counter()
