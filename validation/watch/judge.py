@@ -234,21 +234,17 @@ def _new_rows(frames: Iterator[pd.DataFrame]) -> tuple[dict[str, np.ndarray] | N
     new = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     sub_id = _ints(new["sub_id"])
     judged = sub_id != CLOCK_SUB
-    clock_us, at = None, None
+    clock_us, at = None, slice(None)
     if not judged.all():
-        at = np.flatnonzero(judged)
         clock_us = int(_ints(new["t"])[~judged].max())
-        if not len(at):
+        if not judged.any():
             return None, clock_us
-    columns = {name: _ints(new[name]) for name in ("h", *_ROWS)}
-    if at is not None:
-        columns = {name: values[at] for name, values in columns.items()}
+        at = np.flatnonzero(judged)
+    columns = {name: _ints(new[name])[at] for name in ("h", *_ROWS)}
     h, h2 = columns["h"], columns["meta"] >> 32  # the key's second hash: meta's high half (checks.run._meta)
     order = np.lexsort((h2, h))  # stable: a key's rows keep the order Spark handed them in
     rows = {name: columns[name][order] for name in _ROWS}
-    keys = new["key"].to_numpy(object)
-    rows.update(h=h[order], h2=h2[order], sub_id=(sub_id if at is None else sub_id[at])[order],
-                key=(keys if at is None else keys[at])[order])
+    rows.update(h=h[order], h2=h2[order], sub_id=sub_id[at][order], key=new["key"].to_numpy(object)[at][order])
     return rows, clock_us
 
 
